@@ -1,0 +1,90 @@
+//! A dataset the likelihood is evaluated against: main counts and auxiliary data, with the terms
+//! that depend only on the data (ln Γ(n+1), Gaussian normalisations) summed once up front.
+
+use crate::{ComputeError, Result};
+use histfit_model::{Constraint, Model};
+
+/// Observed (or toy, or Asimov) data for one model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dataset {
+    pub main: Vec<f64>,
+    pub aux: Vec<f64>,
+    /// Σ ln Γ(n+1) over main bins and Poisson aux, plus Σ (ln σ + ½ ln 2π) of Gaussian constraints.
+    pub constant: f64,
+}
+
+impl Dataset {
+    /// From pyhf's flat layout: main bins followed by auxiliary data.
+    pub fn new(model: &Model, data: &[f64]) -> Result<Dataset> {
+        let expected = model.n_main + model.n_aux();
+        if data.len() != expected {
+            return Err(ComputeError::Length {
+                what: "data (main bins + aux)",
+                expected,
+                got: data.len(),
+            });
+        }
+        Dataset::from_parts(
+            model,
+            data[..model.n_main].to_vec(),
+            data[model.n_main..].to_vec(),
+        )
+    }
+
+    /// The workspace's observed data.
+    pub fn observed(model: &Model) -> Dataset {
+        Dataset::new(model, &model.observed).expect("observed data has the model's layout")
+    }
+
+    pub fn from_parts(model: &Model, main: Vec<f64>, aux: Vec<f64>) -> Result<Dataset> {
+        if main.len() != model.n_main {
+            return Err(ComputeError::Length {
+                what: "main data",
+                expected: model.n_main,
+                got: main.len(),
+            });
+        }
+        if aux.len() != model.n_aux() {
+            return Err(ComputeError::Length {
+                what: "auxiliary data",
+                expected: model.n_aux(),
+                got: aux.len(),
+            });
+        }
+        for (what, xs) in [("main data", &main), ("auxiliary data", &aux)] {
+            if let Some(i) = xs.iter().position(|x| !x.is_finite()) {
+                return Err(ComputeError::InvalidData {
+                    place: format!("{what}[{i}]"),
+                    rule: "must be finite".into(),
+                });
+            }
+        }
+        if let Some(i) = main.iter().position(|x| *x < 0.0) {
+            return Err(ComputeError::InvalidData {
+                place: format!("main data[{i}]"),
+                rule: "counts must not be negative".into(),
+            });
+        }
+        let mut constant: f64 = main.iter().map(|&n| libm::lgamma(n + 1.0)).sum();
+        let half_ln_2pi = 0.5 * (2.0 * std::f64::consts::PI).ln();
+        for (k, &p) in model.aux_params.iter().enumerate() {
+            match model.parameters[p].constraint {
+                Constraint::Gauss { sigma } => constant += sigma.ln() + half_ln_2pi,
+                Constraint::Poisson { .. } => constant += libm::lgamma(aux[k] + 1.0),
+                Constraint::None => {}
+            }
+        }
+        Ok(Dataset {
+            main,
+            aux,
+            constant,
+        })
+    }
+
+    /// pyhf's flat layout.
+    pub fn to_vec(&self) -> Vec<f64> {
+        let mut v = self.main.clone();
+        v.extend_from_slice(&self.aux);
+        v
+    }
+}

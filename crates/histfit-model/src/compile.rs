@@ -1,0 +1,1026 @@
+//! Compilation of a validated [`Workspace`] into the flat, immutable [`Model`] that every evaluator
+//! reads: the parameter table in pyhf's order, and one table per modifier kind with everything that
+//! does not depend on the parameters precomputed (interpolation coefficients, staterror σ,
+//! shapesys τ).
+//!
+//! Parameter order follows pyhf 0.7: modifier types in alphabetical order; within a type, the order
+//! of first appearance when walking channels sorted by name, their samples sorted by name, and each
+//! sample's modifiers sorted by name. Main bins are ordered by channel name; auxiliary data follow
+//! the constrained parameters in parameter order.
+
+use crate::error::{ModelError, Result};
+use crate::interp::{self, InterpCode};
+use crate::spec::{Channel, Measurement, ModifierData, ParameterConfig, Workspace};
+use std::collections::{BTreeMap, HashMap};
+
+/// Choices made when compiling a workspace into a model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    pub normsys: InterpCode,
+    pub histosys: InterpCode,
+}
+
+impl Settings {
+    /// pyhf's `Model` default and histfit's default: smooth code4 / code4p.
+    pub fn smooth() -> Settings {
+        Settings {
+            normsys: InterpCode::Code4,
+            histosys: InterpCode::Code4p,
+        }
+    }
+    /// ROOT HistFactory's (and pyhf's per-modifier) defaults: code1 / code0.
+    pub fn pyhf_defaults() -> Settings {
+        Settings {
+            normsys: InterpCode::Code1,
+            histosys: InterpCode::Code0,
+        }
+    }
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings::smooth()
+    }
+}
+
+/// How a parameter is constrained by auxiliary data.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Constraint {
+    None,
+    /// Normal(aux | θ, σ).
+    Gauss {
+        sigma: f64,
+    },
+    /// Poisson(aux | θ·τ) with continuous aux.
+    Poisson {
+        tau: f64,
+    },
+}
+
+/// One scalar parameter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parameter {
+    /// pyhf's name: `mu`, or `staterror_SR[3]` for a component of a per-bin set.
+    pub name: String,
+    /// Index into [`Model::sets`].
+    pub set: usize,
+    pub init: f64,
+    pub lower: f64,
+    pub upper: f64,
+    pub fixed: bool,
+    pub constraint: Constraint,
+    /// Position of this parameter's datum in the auxiliary data, if constrained.
+    pub aux_index: Option<usize>,
+}
+
+/// A named group of parameters created by one modifier name (one entry for scalar modifiers).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParameterSet {
+    pub name: String,
+    /// The pyhf modifier type that created it.
+    pub kind: &'static str,
+    pub start: usize,
+    pub len: usize,
+}
+
+/// A channel's place in the main data.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChannelLayout {
+    pub name: String,
+    pub bin_start: usize,
+    pub n_bins: usize,
+    pub samples: Vec<String>,
+}
+
+/// One (channel, sample) with its per-sample modifier tables (ranges into the `Model` tables).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SampleLayout {
+    pub channel: usize,
+    pub name: String,
+    /// First main bin of the channel.
+    pub bin_start: usize,
+    pub n_bins: usize,
+    /// First sample-bin (index into `nominal`, `bin_factor_offsets`).
+    pub sb_start: usize,
+    /// Range into `scale_factors` (normfactor, lumi: factor θ).
+    pub scale_factors: (u32, u32),
+    /// Range into `normsys`.
+    pub normsys: (u32, u32),
+    /// Range into `histosys`.
+    pub histosys: (u32, u32),
+}
+
+/// A normsys entry: the sample is scaled by κ(α).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NormSysEntry {
+    pub par: u32,
+    pub code: InterpCode,
+    /// Multiplicative codes: [`interp::multiplicative_coefficients`]; additive: first 4 are
+    /// [`interp::additive_coefficients`] with nominal 1 and κ = 1 + Δ.
+    pub coef: [f64; 8],
+}
+
+impl NormSysEntry {
+    /// κ(α) and dκ/dα.
+    #[inline]
+    pub fn factor(&self, a: f64) -> (f64, f64) {
+        if self.code.is_multiplicative() {
+            interp::multiplicative_value(self.code, &self.coef, a)
+        } else {
+            let (w, dw) = interp::additive_weights(self.code, a);
+            let c = &self.coef;
+            (
+                1.0 + w[0] * c[0] + w[1] * c[1] + w[2] * c[2] + w[3] * c[3],
+                dw[0] * c[0] + dw[1] * c[1] + dw[2] * c[2] + dw[3] * c[3],
+            )
+        }
+    }
+}
+
+/// A histosys entry: one parameter acting on all bins of one sample.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistoSysEntry {
+    pub par: u32,
+    pub code: InterpCode,
+    /// Start of this entry's `n_bins` rows in `histosys_coef`.
+    pub coef_start: u32,
+}
+
+/// The compiled model: flat, immutable, shared by all evaluators.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Model {
+    pub parameters: Vec<Parameter>,
+    pub sets: Vec<ParameterSet>,
+    pub poi: usize,
+    pub measurement: String,
+    pub settings: Settings,
+    pub channels: Vec<ChannelLayout>,
+    pub n_main: usize,
+    /// Observed data: main bins (channel order) then auxiliary data (parameter order).
+    pub observed: Vec<f64>,
+    /// The parameter owning each auxiliary datum.
+    pub aux_params: Vec<usize>,
+    pub samples: Vec<SampleLayout>,
+    /// Nominal yield per sample-bin.
+    pub nominal: Vec<f64>,
+    /// Main-bin index of each sample-bin.
+    pub sb_bin: Vec<u32>,
+    /// Parameters whose value multiplies a whole sample (normfactor, lumi).
+    pub scale_factors: Vec<u32>,
+    pub normsys: Vec<NormSysEntry>,
+    pub histosys: Vec<HistoSysEntry>,
+    /// Per histosys entry and bin: additive coefficients, or `[nominal, ln up, ln dn, 0]` plus the
+    /// code-4 polynomial in `histosys_poly` for multiplicative codes.
+    pub histosys_coef: Vec<[f64; 4]>,
+    /// Code-4 polynomial coefficients for multiplicative histosys rows (same indexing).
+    pub histosys_poly: Vec<[f64; 6]>,
+    /// CSR offsets (len = n_sample_bins + 1) into `bin_factors`.
+    pub bin_factor_offsets: Vec<u32>,
+    /// Parameters multiplying a single sample-bin (shapefactor, staterror, shapesys).
+    pub bin_factors: Vec<u32>,
+    /// Notes the user should see (config for unknown parameters, ...).
+    pub warnings: Vec<String>,
+}
+
+impl Model {
+    pub fn n_params(&self) -> usize {
+        self.parameters.len()
+    }
+    pub fn n_aux(&self) -> usize {
+        self.aux_params.len()
+    }
+    pub fn par_names(&self) -> Vec<String> {
+        self.parameters.iter().map(|p| p.name.clone()).collect()
+    }
+    /// Index of the parameter with this pyhf name.
+    pub fn par_index(&self, name: &str) -> Option<usize> {
+        self.parameters.iter().position(|p| p.name == name)
+    }
+    pub fn init(&self) -> Vec<f64> {
+        self.parameters.iter().map(|p| p.init).collect()
+    }
+    pub fn bounds(&self) -> Vec<(f64, f64)> {
+        self.parameters.iter().map(|p| (p.lower, p.upper)).collect()
+    }
+    pub fn fixed(&self) -> Vec<bool> {
+        self.parameters.iter().map(|p| p.fixed).collect()
+    }
+    pub fn poi_name(&self) -> &str {
+        &self.parameters[self.poi].name
+    }
+}
+
+/// Compiles `ws` under `settings` for the named measurement (default: the first).
+pub fn compile(ws: &Workspace, measurement: Option<&str>, settings: &Settings) -> Result<Model> {
+    let meas = ws.measurement(measurement)?;
+    check_names(ws)?;
+    let n_bins = channel_bins(ws)?;
+
+    // Channels sorted by name, as pyhf orders the main data.
+    let mut order: Vec<usize> = (0..ws.channels.len()).collect();
+    order.sort_by(|&a, &b| ws.channels[a].name.cmp(&ws.channels[b].name));
+    let mut channels = Vec::new();
+    let mut bin_start = 0;
+    for &ci in &order {
+        let c = &ws.channels[ci];
+        let mut names: Vec<String> = c.samples.iter().map(|s| s.name.clone()).collect();
+        names.sort();
+        channels.push(ChannelLayout {
+            name: c.name.clone(),
+            bin_start,
+            n_bins: n_bins[ci],
+            samples: names,
+        });
+        bin_start += n_bins[ci];
+    }
+    let n_main = bin_start;
+
+    let mut b = Builder {
+        ws,
+        sets: BTreeMap::new(),
+        type_of: HashMap::new(),
+        stat: HashMap::new(),
+    };
+    b.collect_sets(&order)?;
+    let (parameters, sets, set_index, warnings) = b.parameter_table(meas)?;
+    let poi = parameters
+        .iter()
+        .position(|p| p.name == meas.poi)
+        .ok_or_else(|| {
+            let place = format!(
+                "measurements[{}].config.poi",
+                ws.measurements
+                    .iter()
+                    .position(|m| m.name == meas.name)
+                    .unwrap_or(0)
+            );
+            let hint = if set_index.contains_key(&meas.poi) {
+                " (it names a per-bin parameter set; the POI must be a scalar parameter)"
+            } else {
+                ""
+            };
+            ModelError::new(
+                place,
+                format!("POI \"{}\" is not a parameter of the model{hint}", meas.poi),
+            )
+        })?;
+
+    // Observed data.
+    let mut observed = vec![0.0; n_main];
+    let mut seen = vec![false; ws.channels.len()];
+    for (oi, o) in ws.observations.iter().enumerate() {
+        let place = format!("observations[{oi}] (\"{}\")", o.name);
+        let ci = ws
+            .channels
+            .iter()
+            .position(|c| c.name == o.name)
+            .ok_or_else(|| {
+                ModelError::new(
+                    &place,
+                    format!("observation for unknown channel \"{}\"", o.name),
+                )
+            })?;
+        if seen[ci] {
+            return Err(ModelError::new(
+                &place,
+                format!("second observation for channel \"{}\"", o.name),
+            ));
+        }
+        seen[ci] = true;
+        if o.data.len() != n_bins[ci] {
+            return Err(ModelError::new(
+                format!("{place}.data"),
+                format!(
+                    "has {} bins, channel \"{}\" has {}",
+                    o.data.len(),
+                    o.name,
+                    n_bins[ci]
+                ),
+            ));
+        }
+        if let Some((i, x)) = o.data.iter().enumerate().find(|(_, x)| **x < 0.0) {
+            return Err(ModelError::new(
+                format!("{place}.data[{i}]"),
+                format!("observed count {x} is negative"),
+            ));
+        }
+        let layout = channels
+            .iter()
+            .find(|c| c.name == o.name)
+            .expect("channel exists");
+        observed[layout.bin_start..layout.bin_start + layout.n_bins].copy_from_slice(&o.data);
+    }
+    if let Some(ci) = seen.iter().position(|s| !s) {
+        return Err(ModelError::new(
+            "observations",
+            format!("no observation for channel \"{}\"", ws.channels[ci].name),
+        ));
+    }
+    let mut aux_params = Vec::new();
+    for (i, p) in parameters.iter().enumerate() {
+        if p.aux_index.is_some() {
+            aux_params.push(i);
+        }
+    }
+    let aux_values = aux_defaults(&parameters, &sets, meas)?;
+    observed.extend(aux_values);
+
+    // Modifier tables, sample by sample in (sorted channel, sorted sample) order.
+    let mut model = Model {
+        parameters,
+        sets,
+        poi,
+        measurement: meas.name.clone(),
+        settings: *settings,
+        channels,
+        n_main,
+        observed,
+        aux_params,
+        samples: Vec::new(),
+        nominal: Vec::new(),
+        sb_bin: Vec::new(),
+        scale_factors: Vec::new(),
+        normsys: Vec::new(),
+        histosys: Vec::new(),
+        histosys_coef: Vec::new(),
+        histosys_poly: Vec::new(),
+        bin_factor_offsets: vec![0],
+        bin_factors: Vec::new(),
+        warnings,
+    };
+    for (pos, &ci) in order.iter().enumerate() {
+        let c = &ws.channels[ci];
+        let mut samples: Vec<usize> = (0..c.samples.len()).collect();
+        samples.sort_by(|&a, &b| c.samples[a].name.cmp(&c.samples[b].name));
+        for si in samples {
+            add_sample(&mut model, ws, ci, pos, si, &set_index, settings)?;
+        }
+    }
+    check_yields(&model, ws, &order)?;
+    Ok(model)
+}
+
+struct SetInfo {
+    kind: &'static str,
+    len: usize,
+    /// First place it was seen, for messages.
+    place: String,
+}
+
+struct Builder<'a> {
+    ws: &'a Workspace,
+    /// Per modifier type (sorted), the set names in order of first appearance.
+    sets: BTreeMap<&'static str, Vec<(String, SetInfo)>>,
+    type_of: HashMap<String, (&'static str, String)>,
+    /// staterror name → per-bin (Σδ², Σnominal).
+    stat: HashMap<String, Vec<(f64, f64)>>,
+}
+
+impl Builder<'_> {
+    fn collect_sets(&mut self, order: &[usize]) -> Result<()> {
+        for &ci in order {
+            let c = &self.ws.channels[ci];
+            let mut samples: Vec<usize> = (0..c.samples.len()).collect();
+            samples.sort_by(|&a, &b| c.samples[a].name.cmp(&c.samples[b].name));
+            for si in samples {
+                let s = &c.samples[si];
+                let mut mods: Vec<usize> = (0..s.modifiers.len()).collect();
+                mods.sort_by(|&a, &b| {
+                    let (ma, mb) = (&s.modifiers[a], &s.modifiers[b]);
+                    (&ma.name, ma.data.type_name()).cmp(&(&mb.name, mb.data.type_name()))
+                });
+                for mi in mods {
+                    let m = &s.modifiers[mi];
+                    let kind = m.data.type_name();
+                    let place = format!(
+                        "channels[{ci}].samples[{si}].modifiers[{mi}] ({kind} \"{}\")",
+                        m.name
+                    );
+                    if let Some((other, first)) = self.type_of.get(&m.name) {
+                        // normsys and histosys parameters are the same kind of nuisance (one
+                        // Gaussian-constrained α): a systematic with a norm and a shape part shares it.
+                        let compatible = *other == kind
+                            || (matches!(*other, "normsys" | "histosys")
+                                && matches!(kind, "normsys" | "histosys"));
+                        if !compatible {
+                            return Err(ModelError::new(
+                                place,
+                                format!(
+                                    "parameter \"{}\" is used by a {kind} modifier here and by a {other} modifier at {first}; one name cannot belong to two modifier types",
+                                    m.name
+                                ),
+                            ));
+                        }
+                    } else {
+                        self.type_of.insert(m.name.clone(), (kind, place.clone()));
+                    }
+                    let len = match m.data {
+                        ModifierData::ShapeFactor
+                        | ModifierData::StatError { .. }
+                        | ModifierData::ShapeSys { .. } => s.data.len(),
+                        _ => 1,
+                    };
+                    if let ModifierData::StatError { uncertainties } = &m.data {
+                        let acc = self
+                            .stat
+                            .entry(m.name.clone())
+                            .or_insert_with(|| vec![(0.0, 0.0); len]);
+                        if acc.len() == len {
+                            for (b, (d, n)) in uncertainties.iter().zip(&s.data).enumerate() {
+                                acc[b].0 += d * d;
+                                acc[b].1 += n;
+                            }
+                        }
+                    }
+                    let list = self.sets.entry(kind).or_default();
+                    match list.iter().find(|(n, _)| *n == m.name) {
+                        Some((_, info)) if info.len != len => {
+                            return Err(ModelError::new(
+                                place,
+                                format!(
+                                    "per-bin parameter set \"{}\" has {} bins here but {} at {}",
+                                    m.name, len, info.len, info.place
+                                ),
+                            ))
+                        }
+                        Some(_) => {}
+                        None => list.push((m.name.clone(), SetInfo { kind, len, place })),
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn parameter_table(
+        &self,
+        meas: &Measurement,
+    ) -> Result<(
+        Vec<Parameter>,
+        Vec<ParameterSet>,
+        HashMap<String, usize>,
+        Vec<String>,
+    )> {
+        let mut parameters = Vec::new();
+        let mut sets = Vec::new();
+        let mut index = HashMap::new();
+        let mut n_aux = 0;
+        let meas_pos = self
+            .ws
+            .measurements
+            .iter()
+            .position(|m| m.name == meas.name)
+            .unwrap_or(0);
+        let mut warnings = Vec::new();
+        let mut config: HashMap<&str, (usize, &ParameterConfig)> = HashMap::new();
+        for (i, p) in meas.parameters.iter().enumerate() {
+            let place = format!("measurements[{meas_pos}].config.parameters[{i}]");
+            if config.insert(p.name.as_str(), (i, p)).is_some() {
+                return Err(ModelError::new(
+                    place,
+                    format!("parameter \"{}\" is configured twice", p.name),
+                ));
+            }
+        }
+        for (_kind, list) in self.sets.iter() {
+            for (name, info) in list {
+                if index.contains_key(name) {
+                    continue; // shared with an earlier type (normsys + histosys)
+                }
+                let set_id = sets.len();
+                index.insert(name.clone(), set_id);
+                let start = parameters.len();
+                let cfg = config.get(name.as_str()).copied();
+                let cplace = cfg
+                    .map(|(i, _)| {
+                        format!("measurements[{meas_pos}].config.parameters[{i}] (\"{name}\")")
+                    })
+                    .unwrap_or_default();
+                let defaults = self.defaults(name, info, cfg.map(|c| c.1), &cplace)?;
+                for (k, d) in defaults.into_iter().enumerate() {
+                    let pname = if matches!(info.kind, "shapefactor" | "staterror" | "shapesys") {
+                        format!("{name}[{k}]")
+                    } else {
+                        name.clone()
+                    };
+                    let aux_index = if d.constraint == Constraint::None {
+                        None
+                    } else {
+                        n_aux += 1;
+                        Some(n_aux - 1)
+                    };
+                    if d.init < d.lower || d.init > d.upper {
+                        return Err(ModelError::new(
+                            if cplace.is_empty() {
+                                info.place.clone()
+                            } else {
+                                cplace.clone()
+                            },
+                            format!(
+                                "init {} of \"{pname}\" lies outside its bounds [{}, {}]",
+                                d.init, d.lower, d.upper
+                            ),
+                        ));
+                    }
+                    parameters.push(Parameter {
+                        name: pname,
+                        set: set_id,
+                        init: d.init,
+                        lower: d.lower,
+                        upper: d.upper,
+                        fixed: d.fixed,
+                        constraint: d.constraint,
+                        aux_index,
+                    });
+                }
+                sets.push(ParameterSet {
+                    name: name.clone(),
+                    kind: info.kind,
+                    start,
+                    len: info.len,
+                });
+            }
+        }
+        for (name, (i, _)) in &config {
+            if !index.contains_key(*name) {
+                warnings.push(format!(
+                    "measurements[{meas_pos}].config.parameters[{i}]: \"{name}\" is not a parameter of the model; its settings are ignored"
+                ));
+            }
+        }
+        warnings.sort();
+        Ok((parameters, sets, index, warnings))
+    }
+
+    /// pyhf's defaults for each component of a set, with the measurement config applied.
+    fn defaults(
+        &self,
+        name: &str,
+        info: &SetInfo,
+        cfg: Option<&ParameterConfig>,
+        cplace: &str,
+    ) -> Result<Vec<Defaults>> {
+        let n = info.len;
+        let mut out: Vec<Defaults> = match info.kind {
+            "normfactor" | "shapefactor" => vec![Defaults::free(1.0, 0.0, 10.0); n],
+            "normsys" | "histosys" => vec![Defaults::gauss(0.0, -5.0, 5.0, 1.0)],
+            "lumi" => {
+                let c = cfg.ok_or_else(|| {
+                    ModelError::new(
+                        info.place.clone(),
+                        format!(
+                            "lumi modifier \"{name}\" needs an entry in the measurement's config.parameters with auxdata and sigmas"
+                        ),
+                    )
+                })?;
+                let sigma = c
+                    .sigmas
+                    .as_ref()
+                    .and_then(|s| s.first().copied())
+                    .ok_or_else(|| {
+                        ModelError::new(cplace, "lumi parameter needs \"sigmas\": [σ]")
+                    })?;
+                if c.auxdata.is_none() {
+                    return Err(ModelError::new(
+                        cplace,
+                        "lumi parameter needs \"auxdata\": [value]",
+                    ));
+                }
+                vec![Defaults::gauss(1.0, 0.0, 10.0, sigma)]
+            }
+            "staterror" => {
+                let acc = &self.stat[name];
+                acc.iter()
+                    .map(|&(d2, nom)| {
+                        let rel = if nom > 0.0 { d2.sqrt() / nom } else { 0.0 };
+                        let mut d = Defaults::gauss(1.0, 1e-10, 10.0, rel);
+                        if rel <= 0.0 {
+                            // A bin without uncertainty has nothing to constrain: fix it (pyhf ≥ 0.7).
+                            d.fixed = true;
+                            d.constraint = Constraint::Gauss { sigma: 1.0 };
+                        }
+                        d
+                    })
+                    .collect()
+            }
+            "shapesys" => {
+                let (nom, unc) = self.first_shapesys(name);
+                nom.iter()
+                    .zip(unc)
+                    .map(|(&v, &d)| {
+                        if v > 0.0 && d > 0.0 {
+                            Defaults::poisson(1.0, 1e-10, 10.0, (v / d) * (v / d))
+                        } else {
+                            // No usable uncertainty: the bin's γ stays at 1 (fixed).
+                            let mut x = Defaults::poisson(1.0, 1e-10, 10.0, 1.0);
+                            x.fixed = true;
+                            x
+                        }
+                    })
+                    .collect()
+            }
+            other => unreachable!("unknown kind {other}"),
+        };
+        if let Some(c) = cfg {
+            let check_len = |what: &str, len: usize| -> Result<()> {
+                if len != n {
+                    Err(ModelError::new(
+                        format!("{cplace}.{what}"),
+                        format!("has {len} entries, parameter set \"{name}\" has {n}"),
+                    ))
+                } else {
+                    Ok(())
+                }
+            };
+            if let Some(v) = &c.inits {
+                check_len("inits", v.len())?;
+                for (d, x) in out.iter_mut().zip(v) {
+                    d.init = *x;
+                }
+            }
+            if let Some(v) = &c.bounds {
+                check_len("bounds", v.len())?;
+                for (d, b) in out.iter_mut().zip(v) {
+                    d.lower = b[0];
+                    d.upper = b[1];
+                }
+            }
+            if let Some(f) = c.fixed {
+                for d in out.iter_mut() {
+                    d.fixed = f;
+                }
+            }
+            if let Some(v) = &c.sigmas {
+                check_len("sigmas", v.len())?;
+                for (d, s) in out.iter_mut().zip(v) {
+                    match &mut d.constraint {
+                        Constraint::Gauss { sigma } => *sigma = *s,
+                        _ => {
+                            return Err(ModelError::new(
+                                format!("{cplace}.sigmas"),
+                                "only Gaussian-constrained parameters take sigmas",
+                            ))
+                        }
+                    }
+                    if *s <= 0.0 {
+                        return Err(ModelError::new(
+                            format!("{cplace}.sigmas"),
+                            "sigmas must be positive",
+                        ));
+                    }
+                }
+            }
+            if let Some(v) = &c.factors {
+                check_len("factors", v.len())?;
+                for (d, f) in out.iter_mut().zip(v) {
+                    match &mut d.constraint {
+                        Constraint::Poisson { tau } => *tau = *f,
+                        _ => {
+                            return Err(ModelError::new(
+                                format!("{cplace}.factors"),
+                                "only Poisson-constrained parameters take factors",
+                            ))
+                        }
+                    }
+                }
+            }
+            if let Some(v) = &c.auxdata {
+                check_len("auxdata", v.len())?;
+                if out.iter().any(|d| d.constraint == Constraint::None) {
+                    return Err(ModelError::new(
+                        format!("{cplace}.auxdata"),
+                        "an unconstrained parameter has no auxiliary data",
+                    ));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn first_shapesys(&self, name: &str) -> (&[f64], &[f64]) {
+        for c in &self.ws.channels {
+            for s in &c.samples {
+                for m in &s.modifiers {
+                    if let (true, ModifierData::ShapeSys { uncertainties }) =
+                        (m.name == name, &m.data)
+                    {
+                        return (&s.data, uncertainties);
+                    }
+                }
+            }
+        }
+        unreachable!("shapesys set {name} has an occurrence")
+    }
+}
+
+#[derive(Clone)]
+struct Defaults {
+    init: f64,
+    lower: f64,
+    upper: f64,
+    fixed: bool,
+    constraint: Constraint,
+}
+
+impl Defaults {
+    fn free(init: f64, lower: f64, upper: f64) -> Defaults {
+        Defaults {
+            init,
+            lower,
+            upper,
+            fixed: false,
+            constraint: Constraint::None,
+        }
+    }
+    fn gauss(init: f64, lower: f64, upper: f64, sigma: f64) -> Defaults {
+        Defaults {
+            constraint: Constraint::Gauss { sigma },
+            ..Defaults::free(init, lower, upper)
+        }
+    }
+    fn poisson(init: f64, lower: f64, upper: f64, tau: f64) -> Defaults {
+        Defaults {
+            constraint: Constraint::Poisson { tau },
+            ..Defaults::free(init, lower, upper)
+        }
+    }
+}
+
+/// Default auxiliary data: Gaussian → 0 for normsys/histosys, 1 otherwise (or config auxdata);
+/// Poisson → τ.
+fn aux_defaults(
+    parameters: &[Parameter],
+    sets: &[ParameterSet],
+    meas: &Measurement,
+) -> Result<Vec<f64>> {
+    let mut aux = Vec::new();
+    for p in parameters {
+        if p.aux_index.is_none() {
+            continue;
+        }
+        let set = &sets[p.set];
+        let k = parameters[set.start..]
+            .iter()
+            .position(|q| std::ptr::eq(q, p))
+            .unwrap_or(0);
+        let cfg = meas
+            .parameters
+            .iter()
+            .find(|c| c.name == set.name)
+            .and_then(|c| c.auxdata.as_ref());
+        let v = match (cfg, p.constraint) {
+            (Some(a), _) => a[k],
+            (None, Constraint::Poisson { tau }) => tau,
+            (None, _) if matches!(set.kind, "normsys" | "histosys") => 0.0,
+            (None, _) => 1.0,
+        };
+        aux.push(v);
+    }
+    Ok(aux)
+}
+
+fn check_names(ws: &Workspace) -> Result<()> {
+    for (ci, c) in ws.channels.iter().enumerate() {
+        if let Some(prev) = ws.channels[..ci].iter().position(|o| o.name == c.name) {
+            return Err(ModelError::new(
+                format!("channels[{ci}]"),
+                format!(
+                    "duplicate channel name \"{}\" (also channels[{prev}])",
+                    c.name
+                ),
+            ));
+        }
+        for (si, s) in c.samples.iter().enumerate() {
+            if let Some(prev) = c.samples[..si].iter().position(|o| o.name == s.name) {
+                return Err(ModelError::new(
+                    format!("channels[{ci}].samples[{si}]"),
+                    format!(
+                        "duplicate sample name \"{}\" in channel \"{}\" (also samples[{prev}])",
+                        s.name, c.name
+                    ),
+                ));
+            }
+            for (mi, m) in s.modifiers.iter().enumerate() {
+                let kind = m.data.type_name();
+                if s.modifiers[..mi]
+                    .iter()
+                    .any(|o| o.name == m.name && o.data.type_name() == kind)
+                {
+                    return Err(ModelError::new(
+                        format!(
+                            "channels[{ci}].samples[{si}].modifiers[{mi}] ({kind} \"{}\")",
+                            m.name
+                        ),
+                        "the same modifier appears twice on this sample",
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Bins per channel (from its first sample), checking every array against it.
+fn channel_bins(ws: &Workspace) -> Result<Vec<usize>> {
+    let mut out = Vec::new();
+    for (ci, c) in ws.channels.iter().enumerate() {
+        let n = c.samples[0].data.len();
+        if n == 0 {
+            return Err(ModelError::new(
+                format!("channels[{ci}].samples[0].data"),
+                "a channel needs at least one bin",
+            ));
+        }
+        for (si, s) in c.samples.iter().enumerate() {
+            let sp = format!("channels[{ci}].samples[{si}]");
+            if s.data.len() != n {
+                return Err(ModelError::new(
+                    format!("{sp}.data"),
+                    format!(
+                        "sample \"{}\" has {} bins, channel \"{}\" has {n}",
+                        s.name,
+                        s.data.len(),
+                        c.name
+                    ),
+                ));
+            }
+            for (mi, m) in s.modifiers.iter().enumerate() {
+                let mp = format!(
+                    "{sp}.modifiers[{mi}] ({} \"{}\")",
+                    m.data.type_name(),
+                    m.name
+                );
+                let arrays: Vec<(&str, &Vec<f64>)> = match &m.data {
+                    ModifierData::HistoSys { hi_data, lo_data } => {
+                        vec![("hi_data", hi_data), ("lo_data", lo_data)]
+                    }
+                    ModifierData::StatError { uncertainties }
+                    | ModifierData::ShapeSys { uncertainties } => {
+                        vec![("data", uncertainties)]
+                    }
+                    _ => vec![],
+                };
+                for (what, a) in arrays {
+                    if a.len() != n {
+                        return Err(ModelError::new(
+                            mp.clone(),
+                            format!(
+                                "{what} has {} bins, channel \"{}\" has {n}",
+                                a.len(),
+                                c.name
+                            ),
+                        ));
+                    }
+                    if let Some(i) = a.iter().position(|x| *x < 0.0).filter(|_| what == "data") {
+                        return Err(ModelError::new(
+                            format!("{mp}.data[{i}]"),
+                            "uncertainties must not be negative",
+                        ));
+                    }
+                }
+            }
+        }
+        out.push(n);
+    }
+    Ok(out)
+}
+
+fn add_sample(
+    model: &mut Model,
+    ws: &Workspace,
+    ci: usize,
+    pos: usize,
+    si: usize,
+    set_index: &HashMap<String, usize>,
+    settings: &Settings,
+) -> Result<()> {
+    let c: &Channel = &ws.channels[ci];
+    let s = &c.samples[si];
+    let n = s.data.len();
+    let sb_start = model.nominal.len();
+    let bin_start = model.channels[pos].bin_start;
+    let scale_start = model.scale_factors.len() as u32;
+    let norm_start = model.normsys.len() as u32;
+    let histo_start = model.histosys.len() as u32;
+    let mut bin_factors: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for (mi, m) in s.modifiers.iter().enumerate() {
+        let set = &model.sets[set_index[&m.name]];
+        let par = set.start as u32;
+        let place = || {
+            format!(
+                "channels[{ci}].samples[{si}].modifiers[{mi}] ({} \"{}\")",
+                m.data.type_name(),
+                m.name
+            )
+        };
+        match &m.data {
+            ModifierData::NormFactor | ModifierData::Lumi => model.scale_factors.push(par),
+            ModifierData::NormSys { hi, lo } => {
+                let code = settings.normsys;
+                let coef = if code.is_multiplicative() {
+                    if *hi <= 0.0 || *lo <= 0.0 {
+                        return Err(ModelError::new(
+                            place(),
+                            format!("hi = {hi} and lo = {lo} must both be positive for {code} (exponential) interpolation"),
+                        ));
+                    }
+                    interp::multiplicative_coefficients(code, *hi, *lo)
+                } else {
+                    let a = interp::additive_coefficients(code, 1.0, *hi, *lo);
+                    [a[0], a[1], a[2], a[3], 0.0, 0.0, 0.0, 0.0]
+                };
+                model.normsys.push(NormSysEntry { par, code, coef });
+            }
+            ModifierData::HistoSys { hi_data, lo_data } => {
+                let code = settings.histosys;
+                let coef_start = model.histosys_coef.len() as u32;
+                for b in 0..n {
+                    let (nom, hi, lo) = (s.data[b], hi_data[b], lo_data[b]);
+                    if code.is_multiplicative() {
+                        let (up, dn) = if nom != 0.0 {
+                            (hi / nom, lo / nom)
+                        } else {
+                            (1.0, 1.0)
+                        };
+                        if up <= 0.0 || dn <= 0.0 {
+                            return Err(ModelError::new(
+                                place(),
+                                format!("bin {b}: hi/nominal and lo/nominal must be positive for {code} interpolation"),
+                            ));
+                        }
+                        let c8 = interp::multiplicative_coefficients(code, up, dn);
+                        model.histosys_coef.push([nom, c8[0], c8[1], 0.0]);
+                        model
+                            .histosys_poly
+                            .push([c8[2], c8[3], c8[4], c8[5], c8[6], c8[7]]);
+                    } else {
+                        model
+                            .histosys_coef
+                            .push(interp::additive_coefficients(code, nom, hi, lo));
+                        model.histosys_poly.push([0.0; 6]);
+                    }
+                }
+                model.histosys.push(HistoSysEntry {
+                    par,
+                    code,
+                    coef_start,
+                });
+            }
+            ModifierData::ShapeFactor
+            | ModifierData::StatError { .. }
+            | ModifierData::ShapeSys { .. } => {
+                for (b, f) in bin_factors.iter_mut().enumerate() {
+                    f.push(par + b as u32);
+                }
+            }
+        }
+    }
+    for (b, f) in bin_factors.into_iter().enumerate() {
+        model.nominal.push(s.data[b]);
+        model.sb_bin.push((bin_start + b) as u32);
+        model.bin_factors.extend(f);
+        model
+            .bin_factor_offsets
+            .push(model.bin_factors.len() as u32);
+    }
+    model.samples.push(SampleLayout {
+        channel: pos,
+        name: s.name.clone(),
+        bin_start,
+        n_bins: n,
+        sb_start,
+        scale_factors: (scale_start, model.scale_factors.len() as u32),
+        normsys: (norm_start, model.normsys.len() as u32),
+        histosys: (histo_start, model.histosys.len() as u32),
+    });
+    Ok(())
+}
+
+/// Rejects negative nominal yields that leave a bin's total prediction at or below zero.
+fn check_yields(model: &Model, ws: &Workspace, order: &[usize]) -> Result<()> {
+    let mut total = vec![0.0; model.n_main];
+    for (sb, &bin) in model.sb_bin.iter().enumerate() {
+        total[bin as usize] += model.nominal[sb];
+    }
+    for (pos, &ci) in order.iter().enumerate() {
+        let c = &ws.channels[ci];
+        let layout = &model.channels[pos];
+        for b in 0..layout.n_bins {
+            let t = total[layout.bin_start + b];
+            if t > 0.0 {
+                continue;
+            }
+            if let Some((si, s)) = c.samples.iter().enumerate().find(|(_, s)| s.data[b] < 0.0) {
+                return Err(ModelError::new(
+                    format!("channels[{ci}].samples[{si}].data[{b}]"),
+                    format!(
+                        "negative nominal yield {} of sample \"{}\" makes the expected count of channel \"{}\" bin {b} {t} (it must be positive)",
+                        s.data[b], s.name, c.name
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
