@@ -246,16 +246,17 @@ fn parse_measurement(v: &Value, path: &str) -> Result<Measurement> {
     let name = as_string(field(m, "name", path)?, &format!("{path}.name"))?;
     let cpath = format!("{path}.config");
     let config = as_object(field(m, "config", path)?, &cpath)?;
-    let poi =
-        match config.get("poi") {
-            None | Some(Value::Null) => return Err(ModelError::new(
+    let poi = match config.get("poi") {
+        None | Some(Value::Null) => {
+            return Err(ModelError::new(
                 format!("{cpath}.poi"),
                 format!(
                     "measurement \"{name}\" has no parameter of interest (config.poi is required)"
                 ),
-            )),
-            Some(v) => as_string(v, &format!("{cpath}.poi"))?,
-        };
+            ))
+        }
+        Some(v) => as_string(v, &format!("{cpath}.poi"))?,
+    };
     let parameters = match config.get("parameters") {
         None | Some(Value::Null) => Vec::new(),
         Some(p) => as_array(p, &format!("{cpath}.parameters"))?

@@ -135,7 +135,10 @@ impl Lbfgsb {
     /// Starts at `x0` (projected into the box). Bounds may be infinite.
     pub fn new(x0: &[f64], lower: &[f64], upper: &[f64], opts: Options) -> Lbfgsb {
         let n = x0.len();
-        assert!(lower.len() == n && upper.len() == n, "bounds must have the length of x0");
+        assert!(
+            lower.len() == n && upper.len() == n,
+            "bounds must have the length of x0"
+        );
         let x: Vec<f64> = (0..n).map(|i| x0[i].clamp(lower[i], upper[i])).collect();
         let m = opts.memory.max(1);
         Lbfgsb {
@@ -156,10 +159,26 @@ impl Lbfgsb {
             d: vec![0.0; n],
             dg0: 0.0,
             alpha_max: 0.0,
-            trial: Trial { alpha: 0.0, f: 0.0, dg: 0.0 },
-            prev: Trial { alpha: 0.0, f: 0.0, dg: 0.0 },
-            lo: Trial { alpha: 0.0, f: 0.0, dg: 0.0 },
-            hi: Trial { alpha: 0.0, f: 0.0, dg: 0.0 },
+            trial: Trial {
+                alpha: 0.0,
+                f: 0.0,
+                dg: 0.0,
+            },
+            prev: Trial {
+                alpha: 0.0,
+                f: 0.0,
+                dg: 0.0,
+            },
+            lo: Trial {
+                alpha: 0.0,
+                f: 0.0,
+                dg: 0.0,
+            },
+            hi: Trial {
+                alpha: 0.0,
+                f: 0.0,
+                dg: 0.0,
+            },
             lo_x: vec![0.0; n],
             lo_g: vec![0.0; n],
             ls_evals: 0,
@@ -195,7 +214,9 @@ impl Lbfgsb {
     /// ‖P(x − g) − x‖∞ at the current iterate.
     pub fn projected_gradient_norm(&self) -> f64 {
         (0..self.n)
-            .map(|i| ((self.x[i] - self.g[i]).clamp(self.lower[i], self.upper[i]) - self.x[i]).abs())
+            .map(|i| {
+                ((self.x[i] - self.g[i]).clamp(self.lower[i], self.upper[i]) - self.x[i]).abs()
+            })
             .fold(0.0, f64::max)
     }
 
@@ -206,12 +227,16 @@ impl Lbfgsb {
         match self.phase {
             Phase::Start => {
                 if !f.is_finite() || g.iter().any(|v| !v.is_finite()) {
-                    return self.finish(Status::Failed("objective is not finite at the starting point".into()));
+                    return self.finish(Status::Failed(
+                        "objective is not finite at the starting point".into(),
+                    ));
                 }
                 self.f = f;
                 self.g.copy_from_slice(g);
                 if self.projected_gradient_norm() <= self.opts.pgtol {
-                    return self.finish(Status::Converged("projected gradient below tolerance at the start".into()));
+                    return self.finish(Status::Converged(
+                        "projected gradient below tolerance at the start".into(),
+                    ));
                 }
                 self.begin_iteration();
             }
@@ -233,7 +258,10 @@ impl Lbfgsb {
     /// Computes the search direction and starts its line search.
     fn begin_iteration(&mut self) {
         if self.iterations >= self.opts.max_iterations {
-            return self.finish(Status::Failed(format!("reached the iteration limit ({})", self.opts.max_iterations)));
+            return self.finish(Status::Failed(format!(
+                "reached the iteration limit ({})",
+                self.opts.max_iterations
+            )));
         }
         let xbar = match self.direction() {
             Some(xb) => xb,
@@ -242,7 +270,9 @@ impl Lbfgsb {
                     self.reset_memory();
                     return self.begin_iteration();
                 }
-                return self.finish(Status::Failed("could not compute a descent direction".into()));
+                return self.finish(Status::Failed(
+                    "could not compute a descent direction".into(),
+                ));
             }
         };
         for i in 0..self.n {
@@ -257,9 +287,13 @@ impl Lbfgsb {
             }
             let pg = self.projected_gradient_norm();
             return self.finish(if pg <= 1e3 * self.opts.pgtol {
-                Status::Converged(format!("no descent direction left (projected gradient {pg:.2e})"))
+                Status::Converged(format!(
+                    "no descent direction left (projected gradient {pg:.2e})"
+                ))
             } else {
-                Status::Failed(format!("no descent direction (projected gradient {pg:.2e})"))
+                Status::Failed(format!(
+                    "no descent direction (projected gradient {pg:.2e})"
+                ))
             });
         }
         // Largest step that keeps x + αd in the box (≥ 1: x̄ is feasible).
@@ -272,8 +306,16 @@ impl Lbfgsb {
             }
         }
         self.alpha_max = amax.max(1.0).min(1e10);
-        let alpha0 = if self.k() == 0 { (1.0 / dnorm).min(1.0) } else { 1.0 };
-        self.prev = Trial { alpha: 0.0, f: self.f, dg: self.dg0 };
+        let alpha0 = if self.k() == 0 {
+            (1.0 / dnorm).min(1.0)
+        } else {
+            1.0
+        };
+        self.prev = Trial {
+            alpha: 0.0,
+            f: self.f,
+            dg: self.dg0,
+        };
         self.lo = self.prev;
         self.lo_x.copy_from_slice(&self.x);
         self.lo_g.copy_from_slice(&self.g);
@@ -294,7 +336,11 @@ impl Lbfgsb {
         let a = self.trial.alpha;
         let finite = f.is_finite() && g.iter().all(|v| v.is_finite());
         let dg = if finite { dot(g, &self.d) } else { f64::NAN };
-        let cur = Trial { alpha: a, f: if finite { f } else { f64::INFINITY }, dg };
+        let cur = Trial {
+            alpha: a,
+            f: if finite { f } else { f64::INFINITY },
+            dg,
+        };
         let armijo = finite && f <= self.f + self.opts.c1 * a * self.dg0;
         let curvature = finite && dg.abs() <= -self.opts.c2 * self.dg0;
         match self.phase {
@@ -361,9 +407,13 @@ impl Lbfgsb {
         }
         let pg = self.projected_gradient_norm();
         self.finish(if pg <= 1e3 * self.opts.pgtol {
-            Status::Converged(format!("line search cannot reduce f further (projected gradient {pg:.2e})"))
+            Status::Converged(format!(
+                "line search cannot reduce f further (projected gradient {pg:.2e})"
+            ))
         } else {
-            Status::Failed(format!("line search failed to reduce f (projected gradient {pg:.2e})"))
+            Status::Failed(format!(
+                "line search failed to reduce f (projected gradient {pg:.2e})"
+            ))
         })
     }
 
@@ -392,7 +442,9 @@ impl Lbfgsb {
         }
         let pg = self.projected_gradient_norm();
         if pg <= self.opts.pgtol {
-            return self.finish(Status::Converged("projected gradient below tolerance".into()));
+            return self.finish(Status::Converged(
+                "projected gradient below tolerance".into(),
+            ));
         }
         if f_old - f <= self.opts.ftol * f_old.abs().max(f.abs()).max(1.0) {
             return self.finish(Status::Converged(format!(
@@ -400,7 +452,10 @@ impl Lbfgsb {
             )));
         }
         if self.evaluations >= self.opts.max_evaluations {
-            return self.finish(Status::Failed(format!("reached the evaluation limit ({})", self.opts.max_evaluations)));
+            return self.finish(Status::Failed(format!(
+                "reached the evaluation limit ({})",
+                self.opts.max_evaluations
+            )));
         }
         self.begin_iteration();
     }
@@ -488,9 +543,17 @@ impl Lbfgsb {
         let mut d = vec![0.0; n];
         for i in 0..n {
             if g[i] < 0.0 {
-                t[i] = if u[i].is_finite() { (x[i] - u[i]) / g[i] } else { f64::INFINITY };
+                t[i] = if u[i].is_finite() {
+                    (x[i] - u[i]) / g[i]
+                } else {
+                    f64::INFINITY
+                };
             } else if g[i] > 0.0 {
-                t[i] = if l[i].is_finite() { (x[i] - l[i]) / g[i] } else { f64::INFINITY };
+                t[i] = if l[i].is_finite() {
+                    (x[i] - l[i]) / g[i]
+                } else {
+                    f64::INFINITY
+                };
             }
             d[i] = if t[i] == 0.0 { 0.0 } else { -g[i] };
         }
@@ -595,12 +658,16 @@ impl Lbfgsb {
             let mut nmat = vec![0.0; n2 * n2];
             for a in 0..n2 {
                 for b in 0..n2 {
-                    let mw: f64 = (0..n2).map(|j| self.mmat[a * n2 + j] * wzw[j * n2 + b]).sum();
+                    let mw: f64 = (0..n2)
+                        .map(|j| self.mmat[a * n2 + j] * wzw[j * n2 + b])
+                        .sum();
                     nmat[a * n2 + b] = if a == b { 1.0 } else { 0.0 } - mw / theta;
                 }
             }
             let ninv = crate::linalg::invert(&nmat, n2)?;
-            let sol: Vec<f64> = (0..n2).map(|a| (0..n2).map(|b| ninv[a * n2 + b] * mv[b]).sum()).collect();
+            let sol: Vec<f64> = (0..n2)
+                .map(|a| (0..n2).map(|b| ninv[a * n2 + b] * mv[b]).sum())
+                .collect();
             for (fi, &i) in free.iter().enumerate() {
                 self.w_row(i, &mut wrow);
                 dhat[fi] -= dot(&wrow, &sol) / (theta * theta);
@@ -696,7 +763,9 @@ mod tests {
     #[test]
     fn rosenbrock_unbounded() {
         let n = 10;
-        let x0: Vec<f64> = (0..n).map(|i| if i % 2 == 0 { -1.2 } else { 1.0 }).collect();
+        let x0: Vec<f64> = (0..n)
+            .map(|i| if i % 2 == 0 { -1.2 } else { 1.0 })
+            .collect();
         let inf = vec![f64::INFINITY; n];
         let ninf = vec![f64::NEG_INFINITY; n];
         let opt = minimize(rosenbrock, &x0, &ninf, &inf, Options::default());
@@ -710,7 +779,13 @@ mod tests {
     #[test]
     fn rosenbrock_with_active_upper_bound() {
         // Minimum of 2-d Rosenbrock with x0 ≤ 0.5: x0 = 0.5 active, x1 = 0.25.
-        let opt = minimize(rosenbrock, &[-1.0, 2.0], &[-2.0, -2.0], &[0.5, 2.0], Options::default());
+        let opt = minimize(
+            rosenbrock,
+            &[-1.0, 2.0],
+            &[-2.0, -2.0],
+            &[0.5, 2.0],
+            Options::default(),
+        );
         assert!(opt.status().converged(), "{:?}", opt.status());
         assert!((opt.x()[0] - 0.5).abs() < 1e-12);
         assert!((opt.x()[1] - 0.25).abs() < 1e-6, "{:?}", opt.x());
@@ -731,7 +806,13 @@ mod tests {
             }
             f
         };
-        let opt = minimize(fg, &[1.0, 0.0, 0.0, 1.0, 0.0], &lower, &upper, Options::default());
+        let opt = minimize(
+            fg,
+            &[1.0, 0.0, 0.0, 1.0, 0.0],
+            &lower,
+            &upper,
+            Options::default(),
+        );
         assert!(opt.status().converged(), "{:?}", opt.status());
         let want = [2.0, -1.0, 0.5, 1.0, -7.0];
         for (a, b) in opt.x().iter().zip(want) {

@@ -9,9 +9,13 @@ pub fn invert(a: &[f64], n: usize) -> Option<Vec<f64>> {
     for i in 0..n {
         inv[i * n + i] = 1.0;
     }
-    let scale = a.iter().fold(0.0f64, |s, x| s.max(x.abs())).max(f64::MIN_POSITIVE);
+    let scale = a
+        .iter()
+        .fold(0.0f64, |s, x| s.max(x.abs()))
+        .max(f64::MIN_POSITIVE);
     for col in 0..n {
-        let piv = (col..n).max_by(|&i, &j| m[i * n + col].abs().total_cmp(&m[j * n + col].abs()))?;
+        let piv =
+            (col..n).max_by(|&i, &j| m[i * n + col].abs().total_cmp(&m[j * n + col].abs()))?;
         if m[piv * n + col].abs() <= 1e-14 * scale {
             return None;
         }

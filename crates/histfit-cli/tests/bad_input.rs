@@ -1,0 +1,275 @@
+//! Every kind of bad input gets one clear line on stderr naming the place and the rule, exit
+//! status 2, and no panic.
+
+use serde_json::{json, Value};
+use std::process::Command;
+
+fn fixture(name: &str) -> String {
+    format!("{}/../../tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn base() -> Value {
+    serde_json::from_str(&std::fs::read_to_string(fixture("complex_workspace.json")).unwrap())
+        .unwrap()
+}
+
+fn tmpfile(tag: &str, text: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("histfit-bad-input-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(format!("{tag}.json"));
+    std::fs::write(&p, text).unwrap();
+    p.to_string_lossy().into_owned()
+}
+
+/// Runs `histfit ARGS`, asserts exit 2 and a single-line error containing every `needle`.
+fn expect_error(args: &[&str], needles: &[&str]) {
+    let out = Command::new(env!("CARGO_BIN_EXE_histfit"))
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "args {args:?}: status {:?}, stderr: {stderr}",
+        out.status
+    );
+    assert!(!stderr.contains("panicked"), "panic: {stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(lines.len(), 1, "one error line expected: {stderr}");
+    for n in needles {
+        assert!(lines[0].contains(n), "error line lacks {n:?}: {}", lines[0]);
+    }
+    assert!(out.stdout.is_empty(), "nothing on stdout when failing");
+}
+
+fn expect_ws_error(tag: &str, ws: &Value, needles: &[&str]) {
+    let path = tmpfile(tag, &serde_json::to_string(ws).unwrap());
+    expect_error(&["fit", &path], needles);
+}
+
+#[test]
+fn malformed_json() {
+    let p = tmpfile("malformed", "{\"channels\": [ {\"name\": \"SR\",, }");
+    expect_error(&["fit", &p], &["malformed JSON", "line 1"]);
+}
+
+#[test]
+fn nan_and_infinite_numbers() {
+    let text = serde_json::to_string_pretty(&base())
+        .unwrap()
+        .replacen("12.0", "NaN", 1);
+    expect_error(
+        &["fit", &tmpfile("nan", &text)],
+        &["non-finite number", "line"],
+    );
+    let text = serde_json::to_string_pretty(&base())
+        .unwrap()
+        .replacen("12.0", "1e999", 1);
+    expect_error(
+        &["fit", &tmpfile("inf", &text)],
+        &["malformed JSON", "out of range"],
+    );
+}
+
+#[test]
+fn histosys_bin_count_mismatch() {
+    let mut ws = base();
+    ws["channels"][0]["samples"][1]["modifiers"][1]["data"]["hi_data"] =
+        json!([110.0, 115.0, 120.0]);
+    expect_ws_error(
+        "histo_bins",
+        &ws,
+        &[
+            "channels[0].samples[1].modifiers[1] (histosys \"bkg_shape\")",
+            "hi_data has 3 bins",
+            "channel \"SR\" has 2",
+        ],
+    );
+}
+
+#[test]
+fn sample_bin_count_mismatch() {
+    let mut ws = base();
+    ws["channels"][0]["samples"][1]["data"] = json!([1.0]);
+    expect_ws_error(
+        "sample_bins",
+        &ws,
+        &["channels[0].samples[1].data", "has 1 bins"],
+    );
+}
+
+#[test]
+fn observation_bin_count_mismatch() {
+    let mut ws = base();
+    ws["observations"][1]["data"] = json!([1.0, 2.0, 3.0]);
+    expect_ws_error("obs_bins", &ws, &["observations[1]", "has 3 bins"]);
+}
+
+#[test]
+fn unknown_modifier_type() {
+    let mut ws = base();
+    ws["channels"][0]["samples"][0]["modifiers"][0]["type"] = json!("normfactr");
+    expect_ws_error(
+        "unknown_mod",
+        &ws,
+        &[
+            "channels[0].samples[0].modifiers[0].type",
+            "unknown modifier type \"normfactr\"",
+        ],
+    );
+}
+
+#[test]
+fn observation_for_unknown_channel_and_missing_observation() {
+    let mut ws = base();
+    ws["observations"][1]["name"] = json!("XR");
+    expect_ws_error(
+        "obs_unknown",
+        &ws,
+        &["observations[1]", "unknown channel \"XR\""],
+    );
+    let mut ws = base();
+    ws["observations"].as_array_mut().unwrap().pop();
+    expect_ws_error(
+        "obs_missing",
+        &ws,
+        &["observations", "no observation for channel \"CR\""],
+    );
+}
+
+#[test]
+fn missing_and_unknown_poi() {
+    let mut ws = base();
+    ws["measurements"][0]["config"]
+        .as_object_mut()
+        .unwrap()
+        .remove("poi");
+    expect_ws_error(
+        "poi_missing",
+        &ws,
+        &["measurements[0].config.poi", "no parameter of interest"],
+    );
+    let mut ws = base();
+    ws["measurements"][0]["config"]["poi"] = json!("xsec");
+    expect_ws_error(
+        "poi_unknown",
+        &ws,
+        &[
+            "measurements[0].config.poi",
+            "POI \"xsec\" is not a parameter",
+        ],
+    );
+}
+
+#[test]
+fn duplicate_names() {
+    let mut ws = base();
+    ws["channels"][1]["name"] = json!("SR");
+    expect_ws_error(
+        "dup_channel",
+        &ws,
+        &["channels[1]", "duplicate channel name \"SR\""],
+    );
+    let mut ws = base();
+    ws["channels"][0]["samples"][1]["name"] = json!("signal");
+    expect_ws_error(
+        "dup_sample",
+        &ws,
+        &["channels[0].samples[1]", "duplicate sample name \"signal\""],
+    );
+}
+
+#[test]
+fn lumi_without_config() {
+    let mut ws = base();
+    ws["measurements"][0]["config"]["parameters"] = json!([]);
+    expect_ws_error(
+        "lumi",
+        &ws,
+        &[
+            "(lumi \"lumi\")",
+            "needs an entry in the measurement's config.parameters",
+        ],
+    );
+}
+
+#[test]
+fn normfactor_and_normsys_sharing_a_name() {
+    let mut ws = base();
+    ws["channels"][0]["samples"][0]["modifiers"][2]["name"] = json!("mu");
+    expect_ws_error(
+        "shared",
+        &ws,
+        &[
+            "normsys \"mu\"",
+            "normfactor",
+            "cannot belong to two modifier types",
+        ],
+    );
+}
+
+#[test]
+fn negative_yields() {
+    let mut ws = base();
+    ws["channels"][1]["samples"][0]["data"] = json!([-5.0, 510.0]);
+    expect_ws_error(
+        "negative",
+        &ws,
+        &[
+            "channels[1].samples[0].data[0]",
+            "negative nominal yield -5",
+            "must be positive",
+        ],
+    );
+    let mut ws = base();
+    ws["channels"][0]["samples"][1]["modifiers"][2]["data"] = json!([10.0, -1.0]);
+    expect_ws_error(
+        "negative_unc",
+        &ws,
+        &["staterror \"staterror_SR\"", "must not be negative"],
+    );
+}
+
+#[test]
+fn wrong_types() {
+    let mut ws = base();
+    ws["channels"][0]["samples"][0]["data"] = json!("12, 11");
+    expect_ws_error(
+        "types",
+        &ws,
+        &[
+            "channels[0].samples[0].data",
+            "expected an array, found a string",
+        ],
+    );
+}
+
+#[test]
+fn bad_command_line_values() {
+    let ws = fixture("complex_workspace.json");
+    expect_error(
+        &["fit", &ws, "--fix", "nope=1"],
+        &["--fix nope=1", "not a parameter"],
+    );
+    expect_error(
+        &["fit", &ws, "--fix", "mu=50"],
+        &["outside the bounds [0, 10]"],
+    );
+    expect_error(
+        &["fit", &ws, "--measurement", "other"],
+        &["no measurement named \"other\""],
+    );
+    expect_error(
+        &["fit", &ws, "--interp", "normsys=code9"],
+        &["unknown interpolation code"],
+    );
+    expect_error(
+        &["fit", "/nonexistent/ws.json"],
+        &["/nonexistent/ws.json", "cannot read"],
+    );
+    expect_error(
+        &["fit", &ws, "--patch", &format!("{ws}:nothing")],
+        &["not a pyhf patchset"],
+    );
+}

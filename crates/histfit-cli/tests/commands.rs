@@ -1,0 +1,104 @@
+//! End-to-end runs of the `histfit` binary: JSON output of `fit` and `inspect`, patches, fixing.
+
+use serde_json::Value;
+use std::process::Command;
+
+fn fixture(name: &str) -> String {
+    format!("{}/../../tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn run_json(args: &[&str]) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_histfit"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn fit_json_reports_pyhf_minimum() {
+    let v = run_json(&["fit", &fixture("simple_workspace.json"), "--json"]);
+    assert_eq!(v["converged"], true);
+    assert_eq!(v["poi"], "mu");
+    // pyhf 0.7.6 best twice_nll 24.7179938878 (scipy); histfit finds the same minimum or lower.
+    let t = v["twice_nll"].as_f64().unwrap();
+    assert!(t <= 24.7179938878 + 1e-6 && t > 24.71799, "{t}");
+    let pars = v["parameters"].as_array().unwrap();
+    assert_eq!(pars.len(), 3);
+    assert!((pars[0]["value"].as_f64().unwrap() - 0.524521).abs() < 1e-4);
+    assert!(pars[1]["pull"].is_number() && pars[1]["constraint"].is_number());
+    assert_eq!(v["correlation"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn fix_holds_a_parameter() {
+    let v = run_json(&[
+        "fit",
+        &fixture("simple_workspace.json"),
+        "--fix",
+        "mu=2",
+        "--json",
+    ]);
+    let pars = v["parameters"].as_array().unwrap();
+    assert_eq!(pars[0]["value"], 2.0);
+    assert_eq!(pars[0]["fixed"], true);
+    assert_eq!(pars[0]["uncertainty"], 0.0);
+    assert!(v["twice_nll"].as_f64().unwrap() > 24.72);
+}
+
+#[test]
+fn patch_is_applied_before_fitting() {
+    let ws = fixture("simple_workspace.json");
+    let patch = format!("{}:signal_100", fixture("simple_patchset.json"));
+    let patched = run_json(&["fit", &ws, "--patch", &patch, "--json"]);
+    let plain = run_json(&["fit", &ws, "--json"]);
+    // The patch quadruples the signal: μ̂ drops accordingly.
+    let mu_p = patched["parameters"][0]["value"].as_f64().unwrap();
+    let mu = plain["parameters"][0]["value"].as_f64().unwrap();
+    assert!(mu_p < 0.5 * mu, "{mu_p} vs {mu}");
+    let out = Command::new(env!("CARGO_BIN_EXE_histfit"))
+        .args([
+            "fit",
+            &ws,
+            "--patch",
+            &format!("{}:signal_999", fixture("simple_patchset.json")),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no patch named \"signal_999\""));
+}
+
+#[test]
+fn inspect_lists_the_model() {
+    let v = run_json(&["inspect", &fixture("workspace_tHu.json"), "--json"]);
+    assert_eq!(v["poi"], "SigXsecOverSM");
+    assert_eq!(v["n_bins"], 41);
+    assert_eq!(v["n_parameters"], 184);
+    assert_eq!(v["channels"].as_array().unwrap().len(), 11);
+    let text = Command::new(env!("CARGO_BIN_EXE_histfit"))
+        .args(["inspect", &fixture("complex_workspace.json")])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(
+        text.contains("POI: mu") && text.contains("staterror") && text.contains("CR"),
+        "{text}"
+    );
+}
+
+#[test]
+fn interpolation_settings_change_the_model() {
+    let ws = fixture("workspace_tHu.json");
+    let a = run_json(&["inspect", &ws, "--json", "--interp-defaults", "pyhf"]);
+    assert_eq!(a["interpolation"]["normsys"], "code1");
+    assert_eq!(a["interpolation"]["histosys"], "code0");
+    let b = run_json(&["inspect", &ws, "--json", "--interp", "normsys=code2"]);
+    assert_eq!(b["interpolation"]["normsys"], "code2");
+    assert_eq!(b["interpolation"]["histosys"], "code4p");
+}

@@ -1,0 +1,185 @@
+//! Maximum likelihood fits: free, conditional (any parameter fixed at a value) and warm-started,
+//! with uncertainties and correlations from the Hessian at the minimum.
+//!
+//! The optimizer works in scaled coordinates z = θ/s, with s the prior width of each constrained
+//! parameter (σ for Gaussian, 1/√τ for Poisson constraints): a lumi with σ = 2 % and a free
+//! normalisation then have similar curvature, which is what L-BFGS-B's single scalar θ assumes.
+
+use crate::{InferError, Result};
+use histfit_compute::{hessian, Dataset, Evaluator};
+use histfit_model::{Constraint, Model};
+use histfit_optim::{linalg, Ask, Lbfgsb, Options};
+use serde::Serialize;
+
+/// What to fit and how.
+#[derive(Debug, Clone, Default)]
+pub struct FitOptions {
+    /// Starting point (default: the model's suggested init).
+    pub init: Option<Vec<f64>>,
+    /// Parameters held at a value, on top of those the model fixes (index, value).
+    pub fix: Vec<(usize, f64)>,
+    /// Compute the Hessian, uncertainties and correlations at the minimum.
+    pub uncertainties: bool,
+    /// Optimizer settings (default when `None`).
+    pub optimizer: Option<Options>,
+}
+
+/// The outcome of a fit. Uncertainties of fixed parameters are 0.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FitResult {
+    pub par_names: Vec<String>,
+    pub bestfit: Vec<f64>,
+    pub uncertainties: Option<Vec<f64>>,
+    /// Row-major n×n over all parameters (zero rows/columns for fixed ones).
+    pub covariance: Option<Vec<f64>>,
+    pub correlation: Option<Vec<f64>>,
+    pub twice_nll: f64,
+    pub converged: bool,
+    pub reason: String,
+    pub iterations: usize,
+    pub evaluations: usize,
+    pub projected_gradient_norm: f64,
+    /// Whether the Hessian at the minimum was positive definite (uncertainties are meaningful).
+    pub hessian_positive_definite: Option<bool>,
+    pub fixed: Vec<bool>,
+}
+
+/// Fits `data` by minimising −ln L with L-BFGS-B.
+pub fn fit<E: Evaluator + ?Sized>(
+    eval: &mut E,
+    data: &Dataset,
+    opts: &FitOptions,
+) -> Result<FitResult> {
+    let model = eval.model().clone_layout();
+    let n = model.names.len();
+    let mut x = match &opts.init {
+        Some(v) if v.len() != n => {
+            return Err(InferError::Request(format!(
+                "init has {} values, the model has {n} parameters",
+                v.len()
+            )))
+        }
+        Some(v) => v.clone(),
+        None => model.init.clone(),
+    };
+    let mut fixed = model.fixed.clone();
+    for &(i, v) in &opts.fix {
+        if i >= n {
+            return Err(InferError::Request(format!(
+                "parameter index {i} out of range"
+            )));
+        }
+        x[i] = v;
+        fixed[i] = true;
+    }
+    let free: Vec<usize> = (0..n).filter(|&i| !fixed[i]).collect();
+    let scale: Vec<f64> = free.iter().map(|&i| model.scale[i]).collect();
+    let z0: Vec<f64> = free.iter().zip(&scale).map(|(&i, s)| x[i] / s).collect();
+    let lower: Vec<f64> = free
+        .iter()
+        .zip(&scale)
+        .map(|(&i, s)| model.bounds[i].0 / s)
+        .collect();
+    let upper: Vec<f64> = free
+        .iter()
+        .zip(&scale)
+        .map(|(&i, s)| model.bounds[i].1 / s)
+        .collect();
+    let mut opt = Lbfgsb::new(&z0, &lower, &upper, opts.optimizer.unwrap_or_default());
+    let mut grad = vec![0.0; n];
+    let mut gz = vec![0.0; free.len()];
+    while let Ask::Evaluate(z) = opt.ask() {
+        for (k, &i) in free.iter().enumerate() {
+            x[i] = z[k] * scale[k];
+        }
+        let f = eval.nll_grad(&x, data, &mut grad)?;
+        for (k, &i) in free.iter().enumerate() {
+            gz[k] = grad[i] * scale[k];
+        }
+        opt.tell(f, &gz);
+    }
+    for (k, &i) in free.iter().enumerate() {
+        x[i] = opt.x()[k] * scale[k];
+    }
+    let status = opt.status().clone();
+    let mut result = FitResult {
+        par_names: model.names.clone(),
+        bestfit: x.clone(),
+        uncertainties: None,
+        covariance: None,
+        correlation: None,
+        twice_nll: 2.0 * opt.f(),
+        converged: status.converged(),
+        reason: status.reason().to_owned(),
+        iterations: opt.iterations,
+        evaluations: opt.evaluations,
+        projected_gradient_norm: opt.projected_gradient_norm(),
+        hessian_positive_definite: None,
+        fixed,
+    };
+    if opts.uncertainties && !free.is_empty() {
+        let h = hessian(eval, &x, data, &free)?;
+        let k = free.len();
+        if let Some((inv, posdef)) = linalg::invert_symmetric(&h, k) {
+            let mut cov = vec![0.0; n * n];
+            for a in 0..k {
+                for b in 0..k {
+                    cov[free[a] * n + free[b]] = inv[a * k + b];
+                }
+            }
+            let unc: Vec<f64> = (0..n).map(|i| cov[i * n + i].max(0.0).sqrt()).collect();
+            let corr: Vec<f64> = (0..n * n)
+                .map(|ij| {
+                    let (i, j) = (ij / n, ij % n);
+                    if i == j {
+                        1.0
+                    } else if unc[i] > 0.0 && unc[j] > 0.0 {
+                        cov[ij] / (unc[i] * unc[j])
+                    } else {
+                        0.0
+                    }
+                })
+                .collect();
+            result.uncertainties = Some(unc);
+            result.covariance = Some(cov);
+            result.correlation = Some(corr);
+            result.hessian_positive_definite = Some(posdef);
+        } else {
+            result.hessian_positive_definite = Some(false);
+        }
+    }
+    Ok(result)
+}
+
+/// The parts of the model a fit needs, copied out so the evaluator can be borrowed mutably.
+struct Layout {
+    names: Vec<String>,
+    init: Vec<f64>,
+    bounds: Vec<(f64, f64)>,
+    fixed: Vec<bool>,
+    scale: Vec<f64>,
+}
+
+trait CloneLayout {
+    fn clone_layout(&self) -> Layout;
+}
+
+impl CloneLayout for Model {
+    fn clone_layout(&self) -> Layout {
+        Layout {
+            names: self.par_names(),
+            init: self.init(),
+            bounds: self.bounds(),
+            fixed: self.fixed(),
+            scale: self
+                .parameters
+                .iter()
+                .map(|p| match p.constraint {
+                    Constraint::Gauss { sigma } if sigma > 0.0 => sigma,
+                    Constraint::Poisson { tau } if tau > 0.0 => 1.0 / tau.sqrt(),
+                    _ => 1.0,
+                })
+                .collect(),
+        }
+    }
+}
