@@ -25,6 +25,12 @@ pub struct CpuEvaluator {
     /// Scratch for per-sample factor values (value, derivative, parameter).
     factors: Vec<(f64, f64, u32)>,
     prefix: Vec<f64>,
+    /// Per normsys entry: κ and dκ/dα from the forward pass.
+    kappa: Vec<(f64, f64)>,
+    /// Parameters driving histosys entries, and per parameter the additive weights w(α) and
+    /// dw/dα (computed once per evaluation, shared by every entry and bin of that parameter).
+    histo_pars: Vec<u32>,
+    histo_w: Vec<[f64; 8]>,
 }
 
 impl CpuEvaluator {
@@ -38,6 +44,14 @@ impl CpuEvaluator {
             dlam: vec![0.0; model.n_main],
             factors: Vec::new(),
             prefix: Vec::new(),
+            kappa: vec![(1.0, 0.0); model.normsys.len()],
+            histo_pars: {
+                let mut v: Vec<u32> = model.histosys.iter().map(|e| e.par).collect();
+                v.sort_unstable();
+                v.dedup();
+                v
+            },
+            histo_w: vec![[0.0; 8]; model.n_params()],
             model,
         }
     }
@@ -61,14 +75,24 @@ impl CpuEvaluator {
     fn forward(&mut self, p: &[f64]) {
         let m = &*self.model;
         self.lam.iter_mut().for_each(|x| *x = 0.0);
+        let code = m.settings.histosys;
+        if !code.is_multiplicative() {
+            for &par in &self.histo_pars {
+                let (w, dw) = additive_weights(code, p[par as usize]);
+                self.histo_w[par as usize] = [w[0], w[1], w[2], w[3], dw[0], dw[1], dw[2], dw[3]];
+            }
+        }
+        for (e, k) in m.normsys.iter().zip(self.kappa.iter_mut()) {
+            *k = e.factor(p[e.par as usize]);
+        }
         for (s, smp) in m.samples.iter().enumerate() {
             let mut f = 1.0;
             for &par in &m.scale_factors[smp.scale_factors.0 as usize..smp.scale_factors.1 as usize]
             {
                 f *= p[par as usize];
             }
-            for e in &m.normsys[smp.normsys.0 as usize..smp.normsys.1 as usize] {
-                f *= e.factor(p[e.par as usize]).0;
+            for k in &self.kappa[smp.normsys.0 as usize..smp.normsys.1 as usize] {
+                f *= k.0;
             }
             self.sample_fac[s] = f;
             let sb = smp.sb_start..smp.sb_start + smp.n_bins;
@@ -84,7 +108,7 @@ impl CpuEvaluator {
                         *b += c[0] * (k - 1.0);
                     }
                 } else {
-                    let (w, _) = additive_weights(e.code, a);
+                    let w = &self.histo_w[e.par as usize];
                     for (b, c) in base.iter_mut().zip(&m.histosys_coef[rows]) {
                         *b += w[0] * c[0] + w[1] * c[1] + w[2] * c[2] + w[3] * c[3];
                     }
@@ -201,12 +225,17 @@ impl CpuEvaluator {
                         g += self.dlam[smp.bin_start + k] * self.binfac[sbi] * c[0] * dk;
                     }
                 } else {
-                    let (_, dw) = additive_weights(e.code, a);
+                    // Σ_b G_b (dw·c_b) = dw · Σ_b G_b c_b
+                    let mut acc = [0.0; 4];
                     for (k, c) in m.histosys_coef[rows].iter().enumerate() {
-                        let sbi = smp.sb_start + k;
-                        let dd = dw[0] * c[0] + dw[1] * c[1] + dw[2] * c[2] + dw[3] * c[3];
-                        g += self.dlam[smp.bin_start + k] * self.binfac[sbi] * dd;
+                        let gb = self.dlam[smp.bin_start + k] * self.binfac[smp.sb_start + k];
+                        acc[0] += gb * c[0];
+                        acc[1] += gb * c[1];
+                        acc[2] += gb * c[2];
+                        acc[3] += gb * c[3];
                     }
+                    let w = &self.histo_w[e.par as usize];
+                    g = w[4] * acc[0] + w[5] * acc[1] + w[6] * acc[2] + w[7] * acc[3];
                 }
                 grad[e.par as usize] += g * f;
             }
@@ -216,8 +245,8 @@ impl CpuEvaluator {
             {
                 self.factors.push((p[par as usize], 1.0, par));
             }
-            for e in &m.normsys[smp.normsys.0 as usize..smp.normsys.1 as usize] {
-                let (v, d) = e.factor(p[e.par as usize]);
+            let range = smp.normsys.0 as usize..smp.normsys.1 as usize;
+            for (e, &(v, d)) in m.normsys[range.clone()].iter().zip(&self.kappa[range]) {
                 self.factors.push((v, d, e.par));
             }
             let nf = self.factors.len();

@@ -85,18 +85,80 @@ pub fn fit<E: Evaluator + ?Sized>(
         .zip(&scale)
         .map(|(&i, s)| model.bounds[i].1 / s)
         .collect();
-    let mut opt = Lbfgsb::new(&z0, &lower, &upper, opts.optimizer.unwrap_or_default());
     let mut grad = vec![0.0; n];
     let mut gz = vec![0.0; free.len()];
-    while let Ask::Evaluate(z) = opt.ask() {
-        for (k, &i) in free.iter().enumerate() {
-            x[i] = z[k] * scale[k];
+    let mut run = |eval: &mut E, z_start: &[f64], x: &mut Vec<f64>| -> Result<Lbfgsb> {
+        let mut opt = Lbfgsb::new(z_start, &lower, &upper, opts.optimizer.unwrap_or_default());
+        while let Ask::Evaluate(z) = opt.ask() {
+            for (k, &i) in free.iter().enumerate() {
+                x[i] = z[k] * scale[k];
+            }
+            let f = eval.nll_grad(x, data, &mut grad)?;
+            for (k, &i) in free.iter().enumerate() {
+                gz[k] = grad[i] * scale[k];
+            }
+            opt.tell(f, &gz);
         }
-        let f = eval.nll_grad(&x, data, &mut grad)?;
-        for (k, &i) in free.iter().enumerate() {
-            gz[k] = grad[i] * scale[k];
+        Ok(opt)
+    };
+    // Restart from the minimum with fresh curvature memory until a pass gains nothing: codes 0
+    // and 1 put kinks at α = 0 where a stale quasi-Newton model can stall a little early.
+    let mut opt = run(eval, &z0, &mut x)?;
+    let (mut iterations, mut evaluations) = (opt.iterations, opt.evaluations);
+    for _ in 0..4 {
+        if !opt.status().converged() {
+            break;
         }
-        opt.tell(f, &gz);
+        let again = run(eval, opt.x(), &mut x)?;
+        iterations += again.iterations;
+        evaluations += again.evaluations;
+        let gain = opt.f() - again.f();
+        if again.f() <= opt.f() {
+            opt = again;
+        }
+        if gain <= 1e-10 * opt.f().abs().max(1.0) {
+            break;
+        }
+    }
+    // Codes 0 and 1 have a kink at α = 0 that can split one minimum into two, one on each side;
+    // L-BFGS-B settles in whichever it meets first. Try the mirror image of every such α near 0
+    // and re-minimise from the flips that lower f.
+    if model.kinked.iter().any(|&k| k) && opt.status().converged() {
+        let mut z = opt.x().to_vec();
+        let mut xs = x.clone();
+        for (k, &i) in free.iter().enumerate() {
+            xs[i] = z[k] * scale[k];
+        }
+        let f0 = opt.f();
+        for (k, &i) in free.iter().enumerate() {
+            if !(model.kinked[i] && xs[i] != 0.0 && xs[i].abs() < 0.1) {
+                continue;
+            }
+            // The bare flip costs a little even when the other side is lower once the rest
+            // re-adjusts: re-minimise when the two sides are nearly degenerate.
+            // A second basin lies on the mirror side only if f rises from there towards the
+            // kink; on a single smooth-ish basin the mirror point is uphill of α = 0.
+            let here = xs[i];
+            xs[i] = -here;
+            let f_mirror = eval.nll(&xs, data)?;
+            xs[i] = 0.0;
+            let f_kink = eval.nll(&xs, data)?;
+            xs[i] = here;
+            if f_mirror - f0 < 1e-4 && f_kink > f_mirror {
+                let mut zf = z.clone();
+                zf[k] = -zf[k];
+                let again = run(eval, &zf, &mut x)?;
+                iterations += again.iterations;
+                evaluations += again.evaluations;
+                if again.status().converged() && again.f() < opt.f() - 1e-10 * f0.abs().max(1.0) {
+                    opt = again;
+                    z = opt.x().to_vec();
+                    for (kk, &ii) in free.iter().enumerate() {
+                        xs[ii] = z[kk] * scale[kk];
+                    }
+                }
+            }
+        }
     }
     for (k, &i) in free.iter().enumerate() {
         x[i] = opt.x()[k] * scale[k];
@@ -111,8 +173,8 @@ pub fn fit<E: Evaluator + ?Sized>(
         twice_nll: 2.0 * opt.f(),
         converged: status.converged(),
         reason: status.reason().to_owned(),
-        iterations: opt.iterations,
-        evaluations: opt.evaluations,
+        iterations,
+        evaluations,
         projected_gradient_norm: opt.projected_gradient_norm(),
         hessian_positive_definite: None,
         fixed,
@@ -158,6 +220,8 @@ struct Layout {
     bounds: Vec<(f64, f64)>,
     fixed: Vec<bool>,
     scale: Vec<f64>,
+    /// Parameters whose interpolation has a kink at 0 (normsys code1, histosys code0).
+    kinked: Vec<bool>,
 }
 
 trait CloneLayout {
@@ -178,6 +242,23 @@ impl CloneLayout for Model {
                     Constraint::Gauss { sigma } if sigma > 0.0 => sigma,
                     Constraint::Poisson { tau } if tau > 0.0 => 1.0 / tau.sqrt(),
                     _ => 1.0,
+                })
+                .collect(),
+            kinked: self
+                .parameters
+                .iter()
+                .map(|p| {
+                    let kind = self.sets[p.set].kind;
+                    (kind == "normsys" || kind == "histosys")
+                        && [self.settings.normsys, self.settings.histosys]
+                            .iter()
+                            .any(|c| {
+                                matches!(
+                                    c,
+                                    histfit_model::InterpCode::Code0
+                                        | histfit_model::InterpCode::Code1
+                                )
+                            })
                 })
                 .collect(),
         }

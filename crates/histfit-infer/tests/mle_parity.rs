@@ -96,8 +96,19 @@ fn mle_matches_pyhf_on_every_workspace() {
                 m_best[poi]
             );
             let mut worst: f64 = 0.0;
+            let mut at_kink = 0;
             for i in 0..model.n_params() {
                 if model.parameters[i].fixed {
+                    continue;
+                }
+                // Under code0/code1 a nuisance parameter's curvature jumps at α = 0: where either
+                // fit sits within the reference's difference step (1e-3) of the kink, or the two
+                // sit on opposite sides of it, the Hessian is not defined by the point alone.
+                let kind = model.sets[model.parameters[i].set].kind;
+                let kinked = setting == "pyhf" && matches!(kind, "normsys" | "histosys");
+                let (a, b) = (r.bestfit[i], t_best[i]);
+                if kinked && i != poi && (a.abs() < 2e-3 || b.abs() < 2e-3 || a * b < 0.0) {
+                    at_kink += 1;
                     continue;
                 }
                 let rel = (unc[i] - t_unc[i]).abs() / t_unc[i];
@@ -111,7 +122,7 @@ fn mle_matches_pyhf_on_every_workspace() {
                 );
             }
             println!(
-                "  worst relative uncertainty difference vs the reference Hessian: {worst:.2e}"
+                "  worst relative uncertainty difference vs the reference Hessian: {worst:.2e} ({at_kink} parameters at a kink not compared)"
             );
         }
     }
