@@ -76,6 +76,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             let data = Dataset::observed(&model);
             let mut eval = CpuEvaluator::new(model.clone());
+            let started = std::time::Instant::now();
             let result = fit(
                 &mut eval,
                 &data,
@@ -85,6 +86,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     ..Default::default()
                 },
             )?;
+            let fit_seconds = started.elapsed().as_secs_f64();
             if !result.converged {
                 eprintln!("warning: the fit did not converge: {}", result.reason);
             }
@@ -92,7 +94,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 eprintln!("warning: the Hessian at the minimum is not positive definite; uncertainties are unreliable");
             }
             let text = if json {
-                output::fit_json(&model, &source, &result)
+                output::fit_json(&model, &source, &result, fit_seconds)
             } else {
                 output::fit_table(&model, &result)
             };

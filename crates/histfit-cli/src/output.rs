@@ -31,7 +31,7 @@ fn settings_json(model: &Model) -> Value {
     json!({"normsys": model.settings.normsys.name(), "histosys": model.settings.histosys.name()})
 }
 
-pub fn fit_json(model: &Model, source: &str, r: &FitResult) -> String {
+pub fn fit_json(model: &Model, source: &str, r: &FitResult, fit_seconds: f64) -> String {
     let n = model.n_params();
     let pars: Vec<Value> = (0..n)
         .map(|i| {
@@ -69,6 +69,7 @@ pub fn fit_json(model: &Model, source: &str, r: &FitResult) -> String {
         "hessian_positive_definite": r.hessian_positive_definite,
         "parameters": pars,
         "correlation": correlation,
+        "fit_seconds": fit_seconds,
     });
     serde_json::to_string_pretty(&doc).expect("serializable") + "\n"
 }

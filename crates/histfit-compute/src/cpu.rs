@@ -31,6 +31,12 @@ pub struct CpuEvaluator {
     /// dw/dα (computed once per evaluation, shared by every entry and bin of that parameter).
     histo_pars: Vec<u32>,
     histo_w: Vec<[f64; 8]>,
+    /// Additive histosys coefficients split in two halves: inside |α| ≤ 1 (codes 4p, 2) and for
+    /// code 0 only the first half has a non-zero weight, so the hot loop reads 16 bytes a row.
+    coef_lo: Vec<[f64; 2]>,
+    coef_hi: Vec<[f64; 2]>,
+    /// Per bin of the current sample: ∂NLL/∂(nominal + Δ).
+    gbase: Vec<f64>,
 }
 
 impl CpuEvaluator {
@@ -52,6 +58,9 @@ impl CpuEvaluator {
                 v
             },
             histo_w: vec![[0.0; 8]; model.n_params()],
+            coef_lo: model.histosys_coef.iter().map(|c| [c[0], c[1]]).collect(),
+            coef_hi: model.histosys_coef.iter().map(|c| [c[2], c[3]]).collect(),
+            gbase: vec![0.0; model.samples.iter().map(|s| s.n_bins).max().unwrap_or(0)],
             model,
         }
     }
@@ -109,8 +118,13 @@ impl CpuEvaluator {
                     }
                 } else {
                     let w = &self.histo_w[e.par as usize];
-                    for (b, c) in base.iter_mut().zip(&m.histosys_coef[rows]) {
-                        *b += w[0] * c[0] + w[1] * c[1] + w[2] * c[2] + w[3] * c[3];
+                    for (b, c) in base.iter_mut().zip(&self.coef_lo[rows.clone()]) {
+                        *b += w[0] * c[0] + w[1] * c[1];
+                    }
+                    if w[2] != 0.0 || w[3] != 0.0 {
+                        for (b, c) in base.iter_mut().zip(&self.coef_hi[rows]) {
+                            *b += w[2] * c[0] + w[3] * c[1];
+                        }
                     }
                 }
             }
@@ -135,7 +149,7 @@ impl CpuEvaluator {
             if l < 0.0 || (l == 0.0 && n > 0.0) || l.is_nan() {
                 return f64::INFINITY;
             }
-            nll += if n > 0.0 { l - n * l.ln() } else { l };
+            nll += if n > 0.0 { l - n - n * (l / n).ln() } else { l };
         }
         for (k, &par) in m.aux_params.iter().enumerate() {
             let x = p[par];
@@ -151,7 +165,7 @@ impl CpuEvaluator {
                         return f64::INFINITY;
                     }
                     nll += if aux > 0.0 {
-                        rate - aux * rate.ln()
+                        rate - aux - aux * (rate / aux).ln()
                     } else {
                         rate
                     };
@@ -212,7 +226,10 @@ impl CpuEvaluator {
                     }
                 }
             }
-            // Histosys: ∂NLL/∂base_b = dλ_b · binfac_b · f.
+            // Histosys: ∂NLL/∂base_b = dλ_b · binfac_b · f (f applied once per entry below).
+            for k in 0..smp.n_bins {
+                self.gbase[k] = self.dlam[smp.bin_start + k] * self.binfac[smp.sb_start + k];
+            }
             for e in &m.histosys[smp.histosys.0 as usize..smp.histosys.1 as usize] {
                 let a = p[e.par as usize];
                 let rows = e.coef_start as usize..e.coef_start as usize + smp.n_bins;
@@ -226,16 +243,22 @@ impl CpuEvaluator {
                     }
                 } else {
                     // Σ_b G_b (dw·c_b) = dw · Σ_b G_b c_b
-                    let mut acc = [0.0; 4];
-                    for (k, c) in m.histosys_coef[rows].iter().enumerate() {
-                        let gb = self.dlam[smp.bin_start + k] * self.binfac[smp.sb_start + k];
-                        acc[0] += gb * c[0];
-                        acc[1] += gb * c[1];
-                        acc[2] += gb * c[2];
-                        acc[3] += gb * c[3];
-                    }
                     let w = &self.histo_w[e.par as usize];
-                    g = w[4] * acc[0] + w[5] * acc[1] + w[6] * acc[2] + w[7] * acc[3];
+                    let gbase = &self.gbase[..smp.n_bins];
+                    let (mut a0, mut a1) = (0.0, 0.0);
+                    for (gb, c) in gbase.iter().zip(&self.coef_lo[rows.clone()]) {
+                        a0 += gb * c[0];
+                        a1 += gb * c[1];
+                    }
+                    g = w[4] * a0 + w[5] * a1;
+                    if w[6] != 0.0 || w[7] != 0.0 {
+                        let (mut a2, mut a3) = (0.0, 0.0);
+                        for (gb, c) in gbase.iter().zip(&self.coef_hi[rows]) {
+                            a2 += gb * c[0];
+                            a3 += gb * c[1];
+                        }
+                        g += w[6] * a2 + w[7] * a3;
+                    }
                 }
                 grad[e.par as usize] += g * f;
             }

@@ -9,7 +9,8 @@ use histfit_model::{Constraint, Model};
 pub struct Dataset {
     pub main: Vec<f64>,
     pub aux: Vec<f64>,
-    /// Σ ln Γ(n+1) over main bins and Poisson aux, plus Σ (ln σ + ½ ln 2π) of Gaussian constraints.
+    /// Σ [ln Γ(n+1) + n − n ln n] over main bins and Poisson aux, plus Σ (ln σ + ½ ln 2π) of
+    /// Gaussian constraints: everything in −ln L that does not depend on the parameters.
     pub constant: f64,
 }
 
@@ -65,12 +66,21 @@ impl Dataset {
                 rule: "counts must not be negative".into(),
             });
         }
-        let mut constant: f64 = main.iter().map(|&n| libm::lgamma(n + 1.0)).sum();
+        // Poisson terms are evaluated relative to their saturated value (λ = n), which keeps every
+        // per-bin term O(1) and f resolvable to ~1e-13; what that shifts lives in the constant:
+        // λ − n ln λ = [λ − n − n ln(λ/n)] + (n − n ln n).
+        let saturated = |n: f64| if n > 0.0 { n - n * n.ln() } else { 0.0 };
+        let mut constant: f64 = main
+            .iter()
+            .map(|&n| libm::lgamma(n + 1.0) + saturated(n))
+            .sum();
         let half_ln_2pi = 0.5 * (2.0 * std::f64::consts::PI).ln();
         for (k, &p) in model.aux_params.iter().enumerate() {
             match model.parameters[p].constraint {
                 Constraint::Gauss { sigma } => constant += sigma.ln() + half_ln_2pi,
-                Constraint::Poisson { .. } => constant += libm::lgamma(aux[k] + 1.0),
+                Constraint::Poisson { .. } => {
+                    constant += libm::lgamma(aux[k] + 1.0) + saturated(aux[k])
+                }
                 Constraint::None => {}
             }
         }

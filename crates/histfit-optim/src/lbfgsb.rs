@@ -113,6 +113,7 @@ pub struct Lbfgsb {
     y: Vec<Vec<f64>>,
     sts: Vec<f64>,
     sty: Vec<f64>,
+    yty: Vec<f64>,
     theta: f64,
     /// 2k×2k middle matrix M of B = θI − W M Wᵀ.
     mmat: Vec<f64>,
@@ -159,6 +160,7 @@ impl Lbfgsb {
             y: Vec::new(),
             sts: vec![0.0; m * m],
             sty: vec![0.0; m * m],
+            yty: vec![0.0; m * m],
             theta: 1.0,
             mmat: Vec::new(),
             d: vec![0.0; n],
@@ -396,7 +398,7 @@ impl Lbfgsb {
         }
         // Zoom: next trial inside [lo, hi].
         let width = (self.hi.alpha - self.lo.alpha).abs();
-        if self.ls_evals >= 40 || width <= 1e-14 * self.hi.alpha.abs().max(self.lo.alpha.abs()) {
+        if self.ls_evals >= 20 || width <= 1e-14 * self.hi.alpha.abs().max(self.lo.alpha.abs()) {
             return self.line_search_exhausted();
         }
         let next = interpolate(self.lo, self.hi);
@@ -491,6 +493,7 @@ impl Lbfgsb {
                 for j in 0..m - 1 {
                     self.sts[i * m + j] = self.sts[(i + 1) * m + j + 1];
                     self.sty[i * m + j] = self.sty[(i + 1) * m + j + 1];
+                    self.yty[i * m + j] = self.yty[(i + 1) * m + j + 1];
                 }
             }
         }
@@ -504,6 +507,30 @@ impl Lbfgsb {
             self.sts[last * m + i] = ss;
             self.sty[i * m + last] = dot(&self.s[i], &self.y[last]);
             self.sty[last * m + i] = dot(&self.s[last], &self.y[i]);
+            let yy = dot(&self.y[i], &self.y[last]);
+            self.yty[i * m + last] = yy;
+            self.yty[last * m + i] = yy;
+        }
+    }
+
+    /// Wᵀv for an n-vector v (length 2k), by contiguous dot products.
+    fn wt_times(&self, v: &[f64], out: &mut [f64]) {
+        let k = self.k();
+        for j in 0..k {
+            out[j] = dot(&self.y[j], v);
+            out[k + j] = self.theta * dot(&self.s[j], v);
+        }
+    }
+
+    /// W·a for a 2k-vector a (length n), by contiguous axpys.
+    fn w_times(&self, a: &[f64], out: &mut [f64]) {
+        let k = self.k();
+        out.iter_mut().for_each(|o| *o = 0.0);
+        for j in 0..k {
+            let (cy, cs) = (a[j], self.theta * a[k + j]);
+            for ((o, y), s) in out.iter_mut().zip(&self.y[j]).zip(&self.s[j]) {
+                *o += cy * y + cs * s;
+            }
         }
     }
 
@@ -582,14 +609,7 @@ impl Lbfgsb {
         order.sort_by(|&a, &b| t[a].total_cmp(&t[b]));
         let mut wrow = vec![0.0; n2];
         let mut p = vec![0.0; n2];
-        for i in 0..n {
-            if d[i] != 0.0 {
-                self.w_row(i, &mut wrow);
-                for j in 0..n2 {
-                    p[j] += wrow[j] * d[i];
-                }
-            }
-        }
+        self.wt_times(&d, &mut p);
         let mut c = vec![0.0; n2];
         let mut mp = vec![0.0; n2];
         let mut mc = vec![0.0; n2];
@@ -650,26 +670,40 @@ impl Lbfgsb {
             return Some(xcp);
         }
         self.m_times(&c, &mut mc);
-        let mut rhat = vec![0.0; free.len()];
-        for (fi, &i) in free.iter().enumerate() {
-            let wmc = if k > 0 {
-                self.w_row(i, &mut wrow);
-                dot(&wrow, &mc)
-            } else {
-                0.0
-            };
-            rhat[fi] = g[i] + theta * (xcp[i] - x[i]) - wmc;
+        let mut wmc = vec![0.0; n];
+        if k > 0 {
+            self.w_times(&mc, &mut wmc);
         }
-        let mut dhat: Vec<f64> = rhat.iter().map(|r| -r / theta).collect();
+        let mut is_free = vec![false; n];
+        for &i in &free {
+            is_free[i] = true;
+        }
+        // Reduced gradient of the model at the Cauchy point, zero outside the free set.
+        let mut rfull = vec![0.0; n];
+        for &i in &free {
+            rfull[i] = g[i] + theta * (xcp[i] - x[i]) - wmc[i];
+        }
+        let mut dhat: Vec<f64> = free.iter().map(|&i| -rfull[i] / theta).collect();
         if k > 0 {
             let mut v = vec![0.0; n2];
+            self.wt_times(&rfull, &mut v);
+            // WᶻᵀWᶻ = WᵀW minus the rows of the variables at a bound (usually few).
+            let m = self.opts.memory;
             let mut wzw = vec![0.0; n2 * n2];
-            for (fi, &i) in free.iter().enumerate() {
+            for i in 0..k {
+                for j in 0..k {
+                    wzw[i * n2 + j] = self.yty[i * m + j];
+                    let ys = self.sty[j * m + i]; // y_i·s_j
+                    wzw[i * n2 + k + j] = theta * ys;
+                    wzw[(k + j) * n2 + i] = theta * ys;
+                    wzw[(k + i) * n2 + k + j] = theta * theta * self.sts[i * m + j];
+                }
+            }
+            for i in (0..n).filter(|&i| !is_free[i]) {
                 self.w_row(i, &mut wrow);
                 for a in 0..n2 {
-                    v[a] += wrow[a] * rhat[fi];
                     for b in 0..n2 {
-                        wzw[a * n2 + b] += wrow[a] * wrow[b];
+                        wzw[a * n2 + b] -= wrow[a] * wrow[b];
                     }
                 }
             }
@@ -689,9 +723,10 @@ impl Lbfgsb {
             let sol: Vec<f64> = (0..n2)
                 .map(|a| (0..n2).map(|b| ninv[a * n2 + b] * mv[b]).sum())
                 .collect();
+            let mut wsol = vec![0.0; n];
+            self.w_times(&sol, &mut wsol);
             for (fi, &i) in free.iter().enumerate() {
-                self.w_row(i, &mut wrow);
-                dhat[fi] -= dot(&wrow, &sol) / (theta * theta);
+                dhat[fi] -= wsol[i] / (theta * theta);
             }
         }
         // Projected step; if it is not a descent direction, truncate instead.
@@ -766,7 +801,10 @@ mod tests {
 
     /// Stop on the projected gradient only: these problems have f* = 0 and no noise floor.
     fn tight() -> Options {
-        Options { edm: 0.0, ..Options::default() }
+        Options {
+            edm: 0.0,
+            ..Options::default()
+        }
     }
 
     fn rosenbrock(x: &[f64], g: &mut [f64]) -> f64 {
@@ -829,13 +867,7 @@ mod tests {
             }
             f
         };
-        let opt = minimize(
-            fg,
-            &[1.0, 0.0, 0.0, 1.0, 0.0],
-            &lower,
-            &upper,
-            tight(),
-        );
+        let opt = minimize(fg, &[1.0, 0.0, 0.0, 1.0, 0.0], &lower, &upper, tight());
         assert!(opt.status().converged(), "{:?}", opt.status());
         let want = [2.0, -1.0, 0.5, 1.0, -7.0];
         for (a, b) in opt.x().iter().zip(want) {
