@@ -2,10 +2,14 @@
 //! for the gradient by reverse accumulation (∂NLL/∂λ_b pushed back through each modifier).
 //! Evaluation is single-threaded and in a fixed order, so results are bit-identical however many
 //! evaluators run in parallel; parallelism lives one level up (many fits at once).
+//!
+//! At construction the evaluator derives, from the model's tables, a sample-blocked copy of the
+//! additive histosys coefficients (per sample: bin-major, entry-minor), so the per-bin sums over a
+//! sample's many histosys entries are long contiguous dot products rather than many 3–6-bin loops.
 
 use crate::{ComputeError, Dataset, Evaluator, Result};
 use histfit_model::interp::{additive_weights, multiplicative_value};
-use histfit_model::{Constraint, Model};
+use histfit_model::{Constraint, InterpCode, Model};
 use std::sync::Arc;
 
 /// Evaluates a shared [`Model`] on the CPU. Cheap to clone (the model is shared); holds scratch.
@@ -22,19 +26,26 @@ pub struct CpuEvaluator {
     lam: Vec<f64>,
     /// ∂NLL/∂λ per main bin.
     dlam: Vec<f64>,
-    /// Scratch for per-sample factor values (value, derivative, parameter).
+    /// Scratch for per-sample factor values (value, derivative, parameter) and prefix products.
     factors: Vec<(f64, f64, u32)>,
     prefix: Vec<f64>,
     /// Per normsys entry: κ and dκ/dα from the forward pass.
     kappa: Vec<(f64, f64)>,
-    /// Parameters driving histosys entries, and per parameter the additive weights w(α) and
-    /// dw/dα (computed once per evaluation, shared by every entry and bin of that parameter).
+    /// Code-4 normsys: per entry its parameter and polynomial (SoA copies of the model's), and
+    /// per parameter α¹…α⁶ with their derivatives, so an entry is two independent dot products.
+    norm_par: Vec<u32>,
+    norm_poly: Vec<[f64; 6]>,
+    norm_pars: Vec<u32>,
+    powers: Vec<[f64; 12]>,
+    /// Parameters driving histosys entries; per parameter the additive weights w(α), dw/dα.
     histo_pars: Vec<u32>,
     histo_w: Vec<[f64; 8]>,
-    /// Additive histosys coefficients split in two halves: inside |α| ≤ 1 (codes 4p, 2) and for
-    /// code 0 only the first half has a non-zero weight, so the hot loop reads 16 bytes a row.
-    coef_lo: Vec<[f64; 2]>,
-    coef_hi: Vec<[f64; 2]>,
+    /// Sample-blocked additive histosys coefficients: for sample s with `ne` entries and `nb`
+    /// bins, `ne·nb` values per coefficient k at `hs_offset[s] + (k·nb + b)·ne + e`.
+    hs_offset: Vec<usize>,
+    hs_coef: Vec<f64>,
+    /// Scratch: per entry of the current sample, weights (4) or accumulated sums (4).
+    hs_w: Vec<f64>,
     /// Per bin of the current sample: ∂NLL/∂(nominal + Δ).
     gbase: Vec<f64>,
 }
@@ -42,6 +53,33 @@ pub struct CpuEvaluator {
 impl CpuEvaluator {
     pub fn new(model: Arc<Model>) -> CpuEvaluator {
         let n_sb = model.nominal.len();
+        let unique = |it: &mut dyn Iterator<Item = u32>| {
+            let mut v: Vec<u32> = it.collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        let mut hs_offset = Vec::with_capacity(model.samples.len());
+        let mut hs_coef = Vec::new();
+        let mut max_ne = 0;
+        for smp in &model.samples {
+            hs_offset.push(hs_coef.len());
+            let entries = &model.histosys[smp.histosys.0 as usize..smp.histosys.1 as usize];
+            let (ne, nb) = (entries.len(), smp.n_bins);
+            max_ne = max_ne.max(ne);
+            let start = hs_coef.len();
+            hs_coef.resize(start + 4 * ne * nb, 0.0);
+            if !model.settings.histosys.is_multiplicative() {
+                for (e, entry) in entries.iter().enumerate() {
+                    for b in 0..nb {
+                        let c = model.histosys_coef[entry.coef_start as usize + b];
+                        for k in 0..4 {
+                            hs_coef[start + (k * nb + b) * ne + e] = c[k];
+                        }
+                    }
+                }
+            }
+        }
         CpuEvaluator {
             base: vec![0.0; n_sb],
             binfac: vec![0.0; n_sb],
@@ -51,15 +89,23 @@ impl CpuEvaluator {
             factors: Vec::new(),
             prefix: Vec::new(),
             kappa: vec![(1.0, 0.0); model.normsys.len()],
-            histo_pars: {
-                let mut v: Vec<u32> = model.histosys.iter().map(|e| e.par).collect();
-                v.sort_unstable();
-                v.dedup();
-                v
-            },
+            norm_par: model.normsys.iter().map(|e| e.par).collect(),
+            norm_poly: model
+                .normsys
+                .iter()
+                .map(|e| {
+                    [
+                        e.coef[2], e.coef[3], e.coef[4], e.coef[5], e.coef[6], e.coef[7],
+                    ]
+                })
+                .collect(),
+            norm_pars: unique(&mut model.normsys.iter().map(|e| e.par)),
+            powers: vec![[0.0; 12]; model.n_params()],
+            histo_pars: unique(&mut model.histosys.iter().map(|e| e.par)),
             histo_w: vec![[0.0; 8]; model.n_params()],
-            coef_lo: model.histosys_coef.iter().map(|c| [c[0], c[1]]).collect(),
-            coef_hi: model.histosys_coef.iter().map(|c| [c[2], c[3]]).collect(),
+            hs_offset,
+            hs_coef,
+            hs_w: vec![0.0; 4 * max_ne],
             gbase: vec![0.0; model.samples.iter().map(|s| s.n_bins).max().unwrap_or(0)],
             model,
         }
@@ -80,20 +126,61 @@ impl CpuEvaluator {
         Ok(())
     }
 
+    /// κ and dκ/dα of every normsys entry.
+    fn normsys_factors(&mut self, p: &[f64]) {
+        let m = &*self.model;
+        if m.settings.normsys != InterpCode::Code4 {
+            for (e, k) in m.normsys.iter().zip(self.kappa.iter_mut()) {
+                *k = e.factor(p[e.par as usize]);
+            }
+            return;
+        }
+        for &par in &self.norm_pars {
+            let a = p[par as usize];
+            let pw = &mut self.powers[par as usize];
+            let mut x = 1.0;
+            for i in 0..6 {
+                pw[6 + i] = (i + 1) as f64 * x; // d/dα αⁱ⁺¹
+                x *= a;
+                pw[i] = x;
+            }
+        }
+        for (i, k) in self.kappa.iter_mut().enumerate() {
+            let par = self.norm_par[i] as usize;
+            let a = p[par];
+            *k = if a.abs() < 1.0 {
+                let (c, pw) = (&self.norm_poly[i], &self.powers[par]);
+                let v = c[0] * pw[0]
+                    + c[1] * pw[1]
+                    + c[2] * pw[2]
+                    + c[3] * pw[3]
+                    + c[4] * pw[4]
+                    + c[5] * pw[5];
+                let d = c[0] * pw[6]
+                    + c[1] * pw[7]
+                    + c[2] * pw[8]
+                    + c[3] * pw[9]
+                    + c[4] * pw[10]
+                    + c[5] * pw[11];
+                (1.0 + v, d)
+            } else {
+                m.normsys[i].factor(a)
+            };
+        }
+    }
+
     /// Forward pass: fills `base`, `binfac`, `sample_fac` and `lam`.
     fn forward(&mut self, p: &[f64]) {
-        let m = &*self.model;
         self.lam.iter_mut().for_each(|x| *x = 0.0);
-        let code = m.settings.histosys;
-        if !code.is_multiplicative() {
+        let additive = !self.model.settings.histosys.is_multiplicative();
+        if additive {
             for &par in &self.histo_pars {
-                let (w, dw) = additive_weights(code, p[par as usize]);
+                let (w, dw) = additive_weights(self.model.settings.histosys, p[par as usize]);
                 self.histo_w[par as usize] = [w[0], w[1], w[2], w[3], dw[0], dw[1], dw[2], dw[3]];
             }
         }
-        for (e, k) in m.normsys.iter().zip(self.kappa.iter_mut()) {
-            *k = e.factor(p[e.par as usize]);
-        }
+        self.normsys_factors(p);
+        let m = &*self.model;
         for (s, smp) in m.samples.iter().enumerate() {
             let mut f = 1.0;
             for &par in &m.scale_factors[smp.scale_factors.0 as usize..smp.scale_factors.1 as usize]
@@ -104,31 +191,44 @@ impl CpuEvaluator {
                 f *= k.0;
             }
             self.sample_fac[s] = f;
-            let sb = smp.sb_start..smp.sb_start + smp.n_bins;
-            let base = &mut self.base[sb.clone()];
-            base.copy_from_slice(&m.nominal[sb.clone()]);
-            for e in &m.histosys[smp.histosys.0 as usize..smp.histosys.1 as usize] {
-                let a = p[e.par as usize];
-                let rows = e.coef_start as usize..e.coef_start as usize + smp.n_bins;
-                if e.code.is_multiplicative() {
-                    for (b, r) in base.iter_mut().zip(rows) {
+            let (nb, sb0) = (smp.n_bins, smp.sb_start);
+            let entries = &m.histosys[smp.histosys.0 as usize..smp.histosys.1 as usize];
+            let ne = entries.len();
+            let base = &mut self.base[sb0..sb0 + nb];
+            base.copy_from_slice(&m.nominal[sb0..sb0 + nb]);
+            if additive && ne > 0 {
+                // Gather the entries' weights, then per bin: Σₑ Σₖ wₖ[e]·cₖ[e, b].
+                let mut outside = false;
+                for (e, entry) in entries.iter().enumerate() {
+                    let w = &self.histo_w[entry.par as usize];
+                    for k in 0..4 {
+                        self.hs_w[k * ne + e] = w[k];
+                    }
+                    outside |= w[2] != 0.0 || w[3] != 0.0;
+                }
+                let kmax = if outside { 4 } else { 2 };
+                let coef = &self.hs_coef[self.hs_offset[s]..];
+                for (b, out) in base.iter_mut().enumerate() {
+                    let mut acc = 0.0;
+                    for k in 0..kmax {
+                        let row = &coef[(k * nb + b) * ne..(k * nb + b + 1) * ne];
+                        acc += dot(&self.hs_w[k * ne..(k + 1) * ne], row);
+                    }
+                    *out += acc;
+                }
+            } else {
+                for e in entries {
+                    let a = p[e.par as usize];
+                    for (b, out) in base.iter_mut().enumerate() {
+                        let r = e.coef_start as usize + b;
                         let c = &m.histosys_coef[r];
                         let k = mult_row(e.code, c, &m.histosys_poly[r], a).0;
-                        *b += c[0] * (k - 1.0);
-                    }
-                } else {
-                    let w = &self.histo_w[e.par as usize];
-                    for (b, c) in base.iter_mut().zip(&self.coef_lo[rows.clone()]) {
-                        *b += w[0] * c[0] + w[1] * c[1];
-                    }
-                    if w[2] != 0.0 || w[3] != 0.0 {
-                        for (b, c) in base.iter_mut().zip(&self.coef_hi[rows]) {
-                            *b += w[2] * c[0] + w[3] * c[1];
-                        }
+                        *out += c[0] * (k - 1.0);
                     }
                 }
             }
-            for (k, sbi) in sb.enumerate() {
+            for k in 0..nb {
+                let sbi = sb0 + k;
                 let mut bf = 1.0;
                 for &par in &m.bin_factors
                     [m.bin_factor_offsets[sbi] as usize..m.bin_factor_offsets[sbi + 1] as usize]
@@ -141,7 +241,7 @@ impl CpuEvaluator {
         }
     }
 
-    /// −ln L from `lam` and the constraints, without the data-only constant.
+    /// −ln L from `lam` and the constraints.
     fn value(&self, p: &[f64], data: &Dataset) -> f64 {
         let m = &*self.model;
         let mut nll = 0.0;
@@ -149,6 +249,7 @@ impl CpuEvaluator {
             if l < 0.0 || (l == 0.0 && n > 0.0) || l.is_nan() {
                 return f64::INFINITY;
             }
+            // Relative to the saturated value (see `Dataset::constant`).
             nll += if n > 0.0 { l - n - n * (l / n).ln() } else { l };
         }
         for (k, &par) in m.aux_params.iter().enumerate() {
@@ -198,16 +299,19 @@ impl CpuEvaluator {
                 Constraint::None => 0.0,
             };
         }
+        let additive = !m.settings.histosys.is_multiplicative();
         for (s, smp) in m.samples.iter().enumerate() {
             let f = self.sample_fac[s];
-            // ∂NLL/∂(sample factor product): Σ_b dλ_b · base · binfac.
+            let (nb, sb0) = (smp.n_bins, smp.sb_start);
+            // ∂NLL/∂(sample factor product) = Σ_b dλ_b · base · binfac, and bin factors.
             let mut w_sample = 0.0;
-            for k in 0..smp.n_bins {
-                let sbi = smp.sb_start + k;
+            for k in 0..nb {
+                let sbi = sb0 + k;
                 let dl = self.dlam[smp.bin_start + k];
                 let base = self.base[sbi];
                 let bf = self.binfac[sbi];
                 w_sample += dl * base * bf;
+                self.gbase[k] = dl * bf;
                 let pars = &m.bin_factors
                     [m.bin_factor_offsets[sbi] as usize..m.bin_factor_offsets[sbi + 1] as usize];
                 match pars.len() {
@@ -226,41 +330,49 @@ impl CpuEvaluator {
                     }
                 }
             }
-            // Histosys: ∂NLL/∂base_b = dλ_b · binfac_b · f (f applied once per entry below).
-            for k in 0..smp.n_bins {
-                self.gbase[k] = self.dlam[smp.bin_start + k] * self.binfac[smp.sb_start + k];
-            }
-            for e in &m.histosys[smp.histosys.0 as usize..smp.histosys.1 as usize] {
-                let a = p[e.par as usize];
-                let rows = e.coef_start as usize..e.coef_start as usize + smp.n_bins;
-                let mut g = 0.0;
-                if e.code.is_multiplicative() {
-                    for (k, r) in rows.enumerate() {
-                        let sbi = smp.sb_start + k;
-                        let c = &m.histosys_coef[r];
-                        let dk = mult_row(e.code, c, &m.histosys_poly[r], a).1;
-                        g += self.dlam[smp.bin_start + k] * self.binfac[sbi] * c[0] * dk;
-                    }
-                } else {
-                    // Σ_b G_b (dw·c_b) = dw · Σ_b G_b c_b
+            // Histosys: ∂NLL/∂base_b = dλ_b · binfac_b · f.
+            let entries = &m.histosys[smp.histosys.0 as usize..smp.histosys.1 as usize];
+            let ne = entries.len();
+            if additive && ne > 0 {
+                let outside = entries.iter().any(|e| {
                     let w = &self.histo_w[e.par as usize];
-                    let gbase = &self.gbase[..smp.n_bins];
-                    let (mut a0, mut a1) = (0.0, 0.0);
-                    for (gb, c) in gbase.iter().zip(&self.coef_lo[rows.clone()]) {
-                        a0 += gb * c[0];
-                        a1 += gb * c[1];
-                    }
-                    g = w[4] * a0 + w[5] * a1;
-                    if w[6] != 0.0 || w[7] != 0.0 {
-                        let (mut a2, mut a3) = (0.0, 0.0);
-                        for (gb, c) in gbase.iter().zip(&self.coef_hi[rows]) {
-                            a2 += gb * c[0];
-                            a3 += gb * c[1];
+                    w[6] != 0.0 || w[7] != 0.0
+                });
+                let kmax = if outside { 4 } else { 2 };
+                // Σ_b G_b (dw·c_b) = Σ_k dwₖ · (Σ_b G_b cₖ[·, b]): accumulate per entry.
+                let acc = &mut self.hs_w[..kmax * ne];
+                acc.iter_mut().for_each(|a| *a = 0.0);
+                let coef = &self.hs_coef[self.hs_offset[s]..];
+                for k in 0..kmax {
+                    let acc_k = &mut acc[k * ne..(k + 1) * ne];
+                    for b in 0..nb {
+                        let gb = self.gbase[b];
+                        let row = &coef[(k * nb + b) * ne..(k * nb + b + 1) * ne];
+                        for (a, c) in acc_k.iter_mut().zip(row) {
+                            *a += gb * c;
                         }
-                        g += w[6] * a2 + w[7] * a3;
                     }
                 }
-                grad[e.par as usize] += g * f;
+                for (e, entry) in entries.iter().enumerate() {
+                    let w = &self.histo_w[entry.par as usize];
+                    let mut g = w[4] * acc[e] + w[5] * acc[ne + e];
+                    if outside {
+                        g += w[6] * acc[2 * ne + e] + w[7] * acc[3 * ne + e];
+                    }
+                    grad[entry.par as usize] += g * f;
+                }
+            } else {
+                for e in entries {
+                    let a = p[e.par as usize];
+                    let mut g = 0.0;
+                    for b in 0..nb {
+                        let r = e.coef_start as usize + b;
+                        let c = &m.histosys_coef[r];
+                        let dk = mult_row(e.code, c, &m.histosys_poly[r], a).1;
+                        g += self.gbase[b] * c[0] * dk;
+                    }
+                    grad[e.par as usize] += g * f;
+                }
             }
             // Sample factors: product rule with prefix/suffix products (robust to zero factors).
             self.factors.clear();
@@ -272,7 +384,6 @@ impl CpuEvaluator {
             for (e, &(v, d)) in m.normsys[range.clone()].iter().zip(&self.kappa[range]) {
                 self.factors.push((v, d, e.par));
             }
-            let nf = self.factors.len();
             self.prefix.clear();
             let mut acc = 1.0;
             for &(v, _, _) in &self.factors {
@@ -280,7 +391,7 @@ impl CpuEvaluator {
                 acc *= v;
             }
             let mut suffix = 1.0;
-            for i in (0..nf).rev() {
+            for i in (0..self.factors.len()).rev() {
                 let (v, d, par) = self.factors[i];
                 grad[par as usize] += w_sample * self.prefix[i] * suffix * d;
                 suffix *= v;
@@ -289,8 +400,28 @@ impl CpuEvaluator {
     }
 }
 
+/// Dot product with four independent partial sums (lets the compiler keep several in flight).
 #[inline]
-fn mult_row(code: histfit_model::InterpCode, c: &[f64; 4], poly: &[f64; 6], a: f64) -> (f64, f64) {
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    let n = a.len().min(b.len());
+    let (mut s0, mut s1, mut s2, mut s3) = (0.0, 0.0, 0.0, 0.0);
+    let mut i = 0;
+    while i + 4 <= n {
+        s0 += a[i] * b[i];
+        s1 += a[i + 1] * b[i + 1];
+        s2 += a[i + 2] * b[i + 2];
+        s3 += a[i + 3] * b[i + 3];
+        i += 4;
+    }
+    while i < n {
+        s0 += a[i] * b[i];
+        i += 1;
+    }
+    (s0 + s1) + (s2 + s3)
+}
+
+#[inline]
+fn mult_row(code: InterpCode, c: &[f64; 4], poly: &[f64; 6], a: f64) -> (f64, f64) {
     let c8 = [
         c[1], c[2], poly[0], poly[1], poly[2], poly[3], poly[4], poly[5],
     ];
