@@ -22,6 +22,8 @@ pub struct FitOptions {
     pub uncertainties: bool,
     /// Optimizer settings (default when `None`).
     pub optimizer: Option<Options>,
+    /// Replacement bounds for every parameter (default: the model's suggested bounds).
+    pub bounds: Option<Vec<(f64, f64)>>,
 }
 
 /// The outcome of a fit. Uncertainties of fixed parameters are 0.
@@ -50,7 +52,7 @@ pub fn fit<E: Evaluator + ?Sized>(
     data: &Dataset,
     opts: &FitOptions,
 ) -> Result<FitResult> {
-    let model = eval.model().clone_layout();
+    let mut model = eval.model().clone_layout();
     let n = model.names.len();
     let mut x = match &opts.init {
         Some(v) if v.len() != n => {
@@ -62,6 +64,15 @@ pub fn fit<E: Evaluator + ?Sized>(
         Some(v) => v.clone(),
         None => model.init.clone(),
     };
+    if let Some(b) = &opts.bounds {
+        if b.len() != n {
+            return Err(InferError::Request(format!(
+                "bounds have {} entries, the model has {n} parameters",
+                b.len()
+            )));
+        }
+        model.bounds = b.clone();
+    }
     let mut fixed = model.fixed.clone();
     for &(i, v) in &opts.fix {
         if i >= n {
@@ -103,6 +114,25 @@ pub fn fit<E: Evaluator + ?Sized>(
     };
     // Restart from the minimum with fresh curvature memory until a pass gains nothing: codes 0
     // and 1 put kinks at α = 0 where a stale quasi-Newton model can stall a little early.
+    if free.is_empty() {
+        // Nothing to fit: the result is the likelihood at the given point.
+        let f = eval.nll(&x, data)?;
+        return Ok(FitResult {
+            par_names: model.names.clone(),
+            bestfit: x,
+            uncertainties: opts.uncertainties.then(|| vec![0.0; n]),
+            covariance: opts.uncertainties.then(|| vec![0.0; n * n]),
+            correlation: None,
+            twice_nll: 2.0 * f,
+            converged: true,
+            reason: "no free parameters".into(),
+            iterations: 0,
+            evaluations: 1,
+            projected_gradient_norm: 0.0,
+            hessian_positive_definite: None,
+            fixed,
+        });
+    }
     let mut opt = run(eval, &z0, &mut x)?;
     let (mut iterations, mut evaluations) = (opt.iterations, opt.evaluations);
     for _ in 0..4 {
@@ -121,8 +151,8 @@ pub fn fit<E: Evaluator + ?Sized>(
         }
     }
     // Codes 0 and 1 have a kink at α = 0 that can split one minimum into two, one on each side;
-    // L-BFGS-B settles in whichever it meets first. Try the mirror image of every such α near 0
-    // and re-minimise from the flips that lower f.
+    // L-BFGS-B settles in whichever it meets first. Where f falls from the kink towards the
+    // mirror image −α̂ (a second basin), re-minimise from there and keep the lower minimum.
     if model.kinked.iter().any(|&k| k) && opt.status().converged() {
         let mut z = opt.x().to_vec();
         let mut xs = x.clone();
@@ -131,11 +161,9 @@ pub fn fit<E: Evaluator + ?Sized>(
         }
         let f0 = opt.f();
         for (k, &i) in free.iter().enumerate() {
-            if !(model.kinked[i] && xs[i] != 0.0 && xs[i].abs() < 0.1) {
+            if !(model.kinked[i] && xs[i] != 0.0) {
                 continue;
             }
-            // The bare flip costs a little even when the other side is lower once the rest
-            // re-adjusts: re-minimise when the two sides are nearly degenerate.
             // A second basin lies on the mirror side only if f rises from there towards the
             // kink; on a single smooth-ish basin the mirror point is uphill of α = 0.
             let here = xs[i];
@@ -144,7 +172,7 @@ pub fn fit<E: Evaluator + ?Sized>(
             xs[i] = 0.0;
             let f_kink = eval.nll(&xs, data)?;
             xs[i] = here;
-            if f_mirror - f0 < 1e-4 && f_kink > f_mirror {
+            if f_kink > f_mirror {
                 let mut zf = z.clone();
                 zf[k] = -zf[k];
                 let again = run(eval, &zf, &mut x)?;

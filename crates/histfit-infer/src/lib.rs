@@ -1,9 +1,12 @@
 //! `histfit-infer`: statistics on a compiled model, written once against
 //! [`histfit_compute::Evaluator`] so every device runs the same code. This release holds maximum
-//! likelihood fits ([`fit`]); scans, test statistics, limits, toys and ranking build on it.
+//! likelihood fits ([`fit`]), test statistics and asymptotic CLs ([`asymptotic`]), and what builds
+//! on them.
 
+pub mod asymptotic;
 pub mod fit;
 
+pub use asymptotic::{significance, AsymptoticCalculator, HypotestResult, Significance, TestStat};
 pub use fit::{fit, FitOptions, FitResult};
 
 /// Errors from inference: bad requests (unknown parameter, value outside bounds) or evaluator
