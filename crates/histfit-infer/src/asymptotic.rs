@@ -74,9 +74,22 @@ pub struct HypotestResult {
     pub cls_exp: [f64; 5],
     /// Best-fit POI on the observed data.
     pub mu_hat: f64,
+    /// twice_nll of the fits behind the result.
+    pub fits: HypotestFits,
     /// Every fit converged; otherwise `warnings` says which did not.
     pub converged: bool,
     pub warnings: Vec<String>,
+}
+
+/// twice_nll at the minimum of each fit a hypotest makes.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct HypotestFits {
+    pub free: f64,
+    pub conditional: f64,
+    /// The conditional fit (μ = 0, or 1 for q0) the Asimov dataset is built from.
+    pub asimov_source: f64,
+    pub asimov_free: f64,
+    pub asimov_conditional: f64,
 }
 
 /// Asymptotic calculator for one model, dataset and test statistic.
@@ -87,6 +100,7 @@ pub struct AsymptoticCalculator<'a, E: Evaluator + ?Sized> {
     base: FitOptions,
     poi: usize,
     asimov: Option<Dataset>,
+    asimov_source: f64,
     free_obs: Option<FitResult>,
     free_asimov: Option<FitResult>,
     /// Last conditional fits (μ, best fit) on the observed and Asimov data, for warm starts.
@@ -117,6 +131,7 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
             base,
             poi,
             asimov: None,
+            asimov_source: f64::NAN,
             free_obs: None,
             free_asimov: None,
             warm_obs: None,
@@ -188,6 +203,7 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
             None,
             "conditional fit for the Asimov dataset",
         )?;
+        self.asimov_source = cond.twice_nll;
         let exp = expected_data(self.eval, &cond.bestfit)?;
         let asimov = Dataset::new(self.eval.model(), &exp)?;
         self.asimov = Some(asimov.clone());
@@ -195,7 +211,8 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
     }
 
     /// Test statistic at `mu` on the observed (`asimov = false`) or Asimov data.
-    fn statistic(&mut self, mu: f64, asimov: bool) -> Result<(f64, f64)> {
+    /// Returns (q, μ̂, twice_nll of the free fit, twice_nll of the conditional fit).
+    fn statistic(&mut self, mu: f64, asimov: bool) -> Result<(f64, f64, f64, f64)> {
         let data = if asimov {
             self.asimov()?
         } else {
@@ -251,14 +268,21 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
                 }
             }
         };
-        Ok((q, mu_hat))
+        Ok((q, mu_hat, free.twice_nll, cond.twice_nll))
     }
 
     /// The asymptotic hypothesis test at `mu` (for q0, `mu` is the null, normally 0).
     pub fn hypotest(&mut self, mu: f64) -> Result<HypotestResult> {
         self.warnings.clear();
-        let (q, mu_hat) = self.statistic(mu, false)?;
-        let (q_a, _) = self.statistic(mu, true)?;
+        let (q, mu_hat, free, conditional) = self.statistic(mu, false)?;
+        let (q_a, _, asimov_free, asimov_conditional) = self.statistic(mu, true)?;
+        let fits = HypotestFits {
+            free,
+            conditional,
+            asimov_source: self.asimov_source,
+            asimov_free,
+            asimov_conditional,
+        };
         let (sq, sq_a) = (q.sqrt(), q_a.sqrt());
         // The test statistic in units where the background-only distribution is N(0, 1) and the
         // signal+background one N(−√qA, 1) (pyhf's convention).
@@ -296,6 +320,7 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
             clb_obs,
             cls_exp,
             mu_hat,
+            fits,
             converged: self.warnings.is_empty(),
             warnings: self.warnings.clone(),
         })
