@@ -271,6 +271,11 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
         Ok((q, mu_hat, free.twice_nll, cond.twice_nll))
     }
 
+    /// The test statistic on the Asimov dataset at `mu` (all the expected band needs).
+    pub fn asimov_q(&mut self, mu: f64) -> Result<f64> {
+        Ok(self.statistic(mu, true)?.0)
+    }
+
     /// The asymptotic hypothesis test at `mu` (for q0, `mu` is the null, normally 0).
     pub fn hypotest(&mut self, mu: f64) -> Result<HypotestResult> {
         self.warnings.clear();

@@ -191,6 +191,52 @@ pub fn fit<E: Evaluator + ?Sized>(
     for (k, &i) in free.iter().enumerate() {
         x[i] = opt.x()[k] * scale[k];
     }
+    // A convex kink (f rises on both sides of α = 0) is a minimum with no zero gradient: a
+    // quasi-Newton method circles it until its line search gives up. Pin such parameters at 0,
+    // where their minimum is, and fit the rest.
+    if !opt.status().converged() {
+        let mut pinned = Vec::new();
+        let f_here = eval.nll(&x, data)?;
+        for &i in &free {
+            if !model.kinked[i] || x[i].abs() > 1e-2 {
+                continue;
+            }
+            let mut xs = x.clone();
+            xs[i] = 0.0;
+            let f0 = eval.nll(&xs, data)?;
+            let h = 1e-4;
+            xs[i] = h;
+            let fp = eval.nll(&xs, data)?;
+            xs[i] = -h;
+            let fm = eval.nll(&xs, data)?;
+            if fp > f0 && fm > f0 && f0 <= f_here + 1e-6 {
+                pinned.push(i);
+            }
+        }
+        if !pinned.is_empty() {
+            let mut o = opts.clone();
+            let mut init = x.clone();
+            for &i in &pinned {
+                init[i] = 0.0;
+                o.fix.push((i, 0.0));
+            }
+            o.init = Some(init);
+            let mut r = fit(eval, data, &o)?;
+            if r.converged && r.twice_nll <= 2.0 * f_here + 1e-9 {
+                for &i in &pinned {
+                    r.fixed[i] = model.fixed[i];
+                }
+                r.reason = format!(
+                    "{} ({} nuisance parameters at a kink minimum, alpha = 0)",
+                    r.reason,
+                    pinned.len()
+                );
+                r.iterations += iterations;
+                r.evaluations += evaluations;
+                return Ok(r);
+            }
+        }
+    }
     let status = opt.status().clone();
     let mut result = FitResult {
         par_names: model.names.clone(),
