@@ -85,7 +85,7 @@ pub fn profile_scan<E: Evaluator + ?Sized>(
                 .total_cmp(&(values[b] - mu_hat).abs())
         })
         .unwrap_or(0);
-    order.sort_by_key(|&i| (i < start, if i < start { start - i } else { i - start }));
+    order.sort_by_key(|&i| (i < start, start.abs_diff(i)));
     let mut results: Vec<Option<FitResult>> = vec![None; values.len()];
     for (done, &i) in order.iter().enumerate() {
         let neighbour = if i < start {
