@@ -4,11 +4,12 @@
 
 mod model_args;
 mod output;
+mod progress;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use histfit_compute::{CpuEvaluator, Dataset};
-use histfit_infer::{fit, FitOptions};
+use histfit_infer::{fit, AsymptoticCalculator, FitOptions, TestStat};
 use model_args::ModelArgs;
 use std::process::ExitCode;
 
@@ -38,6 +39,53 @@ enum Command {
         /// Write the output to this file instead of stdout.
         #[arg(short = 'o', long = "output", value_name = "FILE")]
         output: Option<String>,
+    },
+    /// Profile likelihood scan of the POI: 2ΔNLL and conditional fits per point.
+    Scan {
+        #[command(flatten)]
+        model: ModelArgs,
+        /// POI range LO:HI.
+        #[arg(long = "poi-range", value_name = "LO:HI", default_value = "0:3")]
+        poi_range: String,
+        /// Number of points.
+        #[arg(long, default_value_t = 21)]
+        points: usize,
+        #[command(flatten)]
+        out: OutputArgs,
+    },
+    /// Asymptotic CLs hypothesis test at one POI value.
+    Hypotest {
+        #[command(flatten)]
+        model: ModelArgs,
+        /// POI value to test.
+        #[arg(long, default_value_t = 1.0)]
+        mu: f64,
+        /// Test statistic: qtilde (default), q, tmu, tmu_tilde.
+        #[arg(long = "test-stat", default_value = "qtilde")]
+        test_stat: String,
+        #[command(flatten)]
+        out: OutputArgs,
+    },
+    /// Observed and expected upper limits on the POI (CLs = alpha).
+    Limit {
+        #[command(flatten)]
+        model: ModelArgs,
+        #[arg(long, default_value_t = 0.05)]
+        alpha: f64,
+        #[arg(long = "test-stat", default_value = "qtilde")]
+        test_stat: String,
+        /// Instead of root finding, scan LO:HI:N hypotests and interpolate.
+        #[arg(long, value_name = "LO:HI:N")]
+        scan: Option<String>,
+        #[command(flatten)]
+        out: OutputArgs,
+    },
+    /// Discovery significance (q0): observed and expected p0 and Z.
+    Significance {
+        #[command(flatten)]
+        model: ModelArgs,
+        #[command(flatten)]
+        out: OutputArgs,
     },
     /// List channels, bins, samples, parameters by type and the POI.
     Inspect {
@@ -105,6 +153,132 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 ExitCode::from(3)
             })
         }
+        Command::Scan {
+            model,
+            poi_range,
+            points,
+            out,
+        } => {
+            let (model, source) = model.load()?;
+            let (lo, hi) = parse_range(&poi_range)?;
+            let values = histfit_infer::linspace(lo, hi, points);
+            let data = Dataset::observed(&model);
+            let mut eval = CpuEvaluator::new(model.clone());
+            let bar = progress::Bar::new("scan", values.len() + 1);
+            let r = histfit_infer::profile_scan(
+                &mut eval,
+                &data,
+                &values,
+                &FitOptions::default(),
+                &mut |d, _| bar.set(d),
+            )?;
+            bar.finish();
+            if r.failed_fits() > 0 {
+                eprintln!(
+                    "warning: {} of {} fits did not converge (see \"converged\" per point)",
+                    r.failed_fits(),
+                    values.len() + 1
+                );
+            }
+            let text = if out.json {
+                output::json(&source, &model, &r)
+            } else {
+                output::scan_table(&r)
+            };
+            output::emit(&text, out.output.as_deref())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Hypotest {
+            model,
+            mu,
+            test_stat,
+            out,
+        } => {
+            let (model, source) = model.load()?;
+            let ts: TestStat = test_stat
+                .parse()
+                .map_err(|e: String| anyhow::anyhow!("--test-stat: {e}"))?;
+            let data = Dataset::observed(&model);
+            let mut eval = CpuEvaluator::new(model.clone());
+            let mut calc = AsymptoticCalculator::new(&mut eval, data, ts, FitOptions::default())?;
+            let r = calc.hypotest(mu)?;
+            warn_all(&r.warnings);
+            let text = if out.json {
+                output::json(&source, &model, &r)
+            } else {
+                output::hypotest_table(&r)
+            };
+            output::emit(&text, out.output.as_deref())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Limit {
+            model,
+            alpha,
+            test_stat,
+            scan,
+            out,
+        } => {
+            let (model, source) = model.load()?;
+            let ts: TestStat = test_stat
+                .parse()
+                .map_err(|e: String| anyhow::anyhow!("--test-stat: {e}"))?;
+            let data = Dataset::observed(&model);
+            let mut eval = CpuEvaluator::new(model.clone());
+            let r = match scan {
+                None => histfit_infer::upper_limit(
+                    &mut eval,
+                    &data,
+                    alpha,
+                    ts,
+                    &FitOptions::default(),
+                    1e-7,
+                )?,
+                Some(spec) => {
+                    let parts: Vec<&str> = spec.split(':').collect();
+                    let bad = || anyhow::anyhow!("--scan {spec}: expected LO:HI:N, e.g. 0:5:51");
+                    if parts.len() != 3 {
+                        return Err(bad());
+                    }
+                    let (lo, hi) = parse_range(&format!("{}:{}", parts[0], parts[1]))?;
+                    let n: usize = parts[2].parse().map_err(|_| bad())?;
+                    let values = histfit_infer::linspace(lo, hi, n);
+                    let bar = progress::Bar::new("limit scan", n);
+                    let r = histfit_infer::upper_limit_scan(
+                        &mut eval,
+                        &data,
+                        alpha,
+                        ts,
+                        &FitOptions::default(),
+                        &values,
+                        &mut |d, _| bar.set(d),
+                    )?;
+                    bar.finish();
+                    r
+                }
+            };
+            warn_all(&r.warnings);
+            let text = if out.json {
+                output::json(&source, &model, &r)
+            } else {
+                output::limit_table(&r)
+            };
+            output::emit(&text, out.output.as_deref())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Significance { model, out } => {
+            let (model, source) = model.load()?;
+            let data = Dataset::observed(&model);
+            let mut eval = CpuEvaluator::new(model.clone());
+            let r = histfit_infer::significance(&mut eval, &data, &FitOptions::default())?;
+            warn_all(&r.warnings);
+            let text = if out.json {
+                output::json(&source, &model, &r)
+            } else {
+                output::significance_table(&r)
+            };
+            output::emit(&text, out.output.as_deref())?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Inspect {
             model,
             json,
@@ -119,5 +293,36 @@ fn run(cli: Cli) -> Result<ExitCode> {
             output::emit(&text, output.as_deref())?;
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+/// `--json` and `-o FILE`, shared by the inference commands.
+#[derive(clap::Args, Debug, Clone)]
+struct OutputArgs {
+    /// Machine-readable JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Write the output to this file instead of stdout.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: Option<String>,
+}
+
+/// Parses LO:HI.
+fn parse_range(s: &str) -> Result<(f64, f64)> {
+    let bad = || anyhow::anyhow!("range \"{s}\": expected LO:HI with LO < HI, e.g. 0:3");
+    let (a, b) = s.split_once(':').ok_or_else(bad)?;
+    let (lo, hi): (f64, f64) = (
+        a.trim().parse().map_err(|_| bad())?,
+        b.trim().parse().map_err(|_| bad())?,
+    );
+    if !(lo < hi) {
+        return Err(bad());
+    }
+    Ok((lo, hi))
+}
+
+fn warn_all(warnings: &[String]) {
+    for w in warnings {
+        eprintln!("warning: {w}");
     }
 }

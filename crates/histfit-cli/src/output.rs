@@ -213,3 +213,85 @@ pub fn inspect_table(model: &Model) -> String {
     }
     s
 }
+
+/// A result document: the workspace, measurement, POI and interpolation, then the result's fields.
+pub fn json<T: serde::Serialize>(source: &str, model: &Model, result: &T) -> String {
+    let mut doc = json!({
+        "workspace": source,
+        "measurement": model.measurement,
+        "interpolation": settings_json(model),
+        "poi": model.poi_name(),
+    });
+    if let (Value::Object(d), Ok(Value::Object(r))) = (&mut doc, serde_json::to_value(result)) {
+        d.extend(r);
+    }
+    serde_json::to_string_pretty(&doc).expect("serializable") + "\n"
+}
+
+fn band_line(label: &str, values: &[f64; 5]) -> String {
+    format!(
+        "{label:<14} -2σ {:.6e}   -1σ {:.6e}   median {:.6e}   +1σ {:.6e}   +2σ {:.6e}\n",
+        values[0], values[1], values[2], values[3], values[4]
+    )
+}
+
+pub fn scan_table(r: &histfit_infer::ScanResult) -> String {
+    let mut s = format!(
+        "profile scan of {}: μ̂ = {:.6}, min twice_nll = {:.8}\n\n",
+        r.poi, r.mu_hat, r.twice_nll_min
+    );
+    s.push_str(&format!(
+        "{:>12}  {:>14}  {:>12}  {}\n",
+        r.poi, "2ΔNLL", "twice_nll", "converged"
+    ));
+    for p in &r.points {
+        s.push_str(&format!(
+            "{:>12.6}  {:>14.8}  {:>12.6}  {}\n",
+            p.mu,
+            p.delta_twice_nll,
+            p.twice_nll,
+            if p.converged { "yes" } else { "NO" }
+        ));
+    }
+    s
+}
+
+pub fn hypotest_table(r: &histfit_infer::HypotestResult) -> String {
+    let mut s = format!(
+        "hypotest at μ = {} ({:?}): q = {:.6}, q_A = {:.6}, μ̂ = {:.6}\n",
+        r.mu, r.test_stat, r.q_obs, r.q_asimov, r.mu_hat
+    );
+    s.push_str(&format!(
+        "CLs = {:.6e}   CLs+b = {:.6e}   CLb = {:.6e}\n",
+        r.cls_obs, r.clsb_obs, r.clb_obs
+    ));
+    // BAND is +2σ…−2σ in the statistic: the ascending CLs are −2σ…+2σ in μ.
+    s.push_str(&band_line("expected CLs", &r.cls_exp));
+    s
+}
+
+pub fn limit_table(r: &histfit_infer::UpperLimit) -> String {
+    let mut s = format!(
+        "upper limit at CLs = {} ({:?}), {} hypotests\n",
+        r.alpha,
+        r.test_stat,
+        r.evaluations.len()
+    );
+    s.push_str(&format!("observed       {:.6}\n", r.obs));
+    s.push_str(&band_line("expected", &r.exp));
+    s
+}
+
+pub fn significance_table(r: &histfit_infer::Significance) -> String {
+    format!(
+        "discovery test (q0): μ̂ = {:.6}\nobserved  q0 = {:.6}  p0 = {:.6e}  Z = {:.4}\nexpected  q0 = {:.6}  p0 = {:.6e}  Z = {:.4}\n{}",
+        r.mu_hat,
+        r.q0_obs,
+        r.p0_obs,
+        r.z_obs,
+        r.q0_exp,
+        r.p0_exp,
+        r.z_exp,
+        band_line("expected p0", &r.p0_exp_band)
+    )
+}

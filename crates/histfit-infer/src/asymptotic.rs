@@ -101,6 +101,8 @@ pub struct AsymptoticCalculator<'a, E: Evaluator + ?Sized> {
     poi: usize,
     asimov: Option<Dataset>,
     asimov_source: f64,
+    /// Best fit the Asimov dataset was generated from: the natural start for fits to it.
+    asimov_init: Option<Vec<f64>>,
     free_obs: Option<FitResult>,
     free_asimov: Option<FitResult>,
     /// Last conditional fits (μ, best fit) on the observed and Asimov data, for warm starts.
@@ -132,6 +134,7 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
             poi,
             asimov: None,
             asimov_source: f64::NAN,
+            asimov_init: None,
             free_obs: None,
             free_asimov: None,
             warm_obs: None,
@@ -197,13 +200,16 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
             0.0
         };
         let data = self.data.clone();
+        let mut init = self.free_fit_observed()?.bestfit.clone();
+        init[self.poi] = mu_a;
         let cond = self.run_fit(
             &data,
             Some(mu_a),
-            None,
+            Some(init),
             "conditional fit for the Asimov dataset",
         )?;
         self.asimov_source = cond.twice_nll;
+        self.asimov_init = Some(cond.bestfit.clone());
         let exp = expected_data(self.eval, &cond.bestfit)?;
         let asimov = Dataset::new(self.eval.model(), &exp)?;
         self.asimov = Some(asimov.clone());
@@ -220,7 +226,8 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
         };
         let free = if asimov {
             if self.free_asimov.is_none() {
-                let r = self.run_fit(&data, None, None, "free fit to the Asimov data")?;
+                let init = self.asimov_init.clone();
+                let r = self.run_fit(&data, None, init, "free fit to the Asimov data")?;
                 self.free_asimov = Some(r);
             }
             self.free_asimov.clone().expect("set above")
@@ -232,11 +239,21 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
         } else {
             &self.warm_obs
         };
-        let init = warm.as_ref().map(|(_, x)| {
-            let mut x = x.clone();
-            x[self.poi] = mu;
-            x
-        });
+        // Warm start: the last conditional fit on the same data, else the free fit (observed)
+        // or the Asimov source (Asimov), with the POI moved to μ.
+        let fallback = if asimov {
+            self.asimov_init.clone()
+        } else {
+            Some(free.bestfit.clone())
+        };
+        let init = warm
+            .as_ref()
+            .map(|(_, x)| x.clone())
+            .or(fallback)
+            .map(|mut x| {
+                x[self.poi] = mu;
+                x
+            });
         let what = if asimov {
             "conditional fit to the Asimov data"
         } else {

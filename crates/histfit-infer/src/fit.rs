@@ -98,8 +98,17 @@ pub fn fit<E: Evaluator + ?Sized>(
         .collect();
     let mut grad = vec![0.0; n];
     let mut gz = vec![0.0; free.len()];
-    let mut run = |eval: &mut E, z_start: &[f64], x: &mut Vec<f64>| -> Result<Lbfgsb> {
-        let mut opt = Lbfgsb::new(z_start, &lower, &upper, opts.optimizer.unwrap_or_default());
+    let mut run = |eval: &mut E,
+                   z_start: &[f64],
+                   bounds: (&[f64], &[f64]),
+                   x: &mut Vec<f64>|
+     -> Result<Lbfgsb> {
+        let mut opt = Lbfgsb::new(
+            z_start,
+            bounds.0,
+            bounds.1,
+            opts.optimizer.unwrap_or_default(),
+        );
         while let Ask::Evaluate(z) = opt.ask() {
             for (k, &i) in free.iter().enumerate() {
                 x[i] = z[k] * scale[k];
@@ -112,8 +121,6 @@ pub fn fit<E: Evaluator + ?Sized>(
         }
         Ok(opt)
     };
-    // Restart from the minimum with fresh curvature memory until a pass gains nothing: codes 0
-    // and 1 put kinks at α = 0 where a stale quasi-Newton model can stall a little early.
     if free.is_empty() {
         // Nothing to fit: the result is the likelihood at the given point.
         let f = eval.nll(&x, data)?;
@@ -133,13 +140,18 @@ pub fn fit<E: Evaluator + ?Sized>(
             fixed,
         });
     }
-    let mut opt = run(eval, &z0, &mut x)?;
+    let mut opt = run(eval, &z0, (&lower, &upper), &mut x)?;
     let (mut iterations, mut evaluations) = (opt.iterations, opt.evaluations);
-    for _ in 0..4 {
+    let kinked = model.kinked.iter().any(|&k| k);
+    // Restart from the minimum with fresh curvature memory until a pass gains nothing: at the
+    // kinks of codes 0 and 1 a stale quasi-Newton model can stall a little early. Smooth models
+    // do not need it.
+    let passes = if kinked { 4 } else { 0 };
+    for _ in 0..passes {
         if !opt.status().converged() {
             break;
         }
-        let again = run(eval, opt.x(), &mut x)?;
+        let again = run(eval, opt.x(), (&lower, &upper), &mut x)?;
         iterations += again.iterations;
         evaluations += again.evaluations;
         let gain = opt.f() - again.f();
@@ -153,7 +165,7 @@ pub fn fit<E: Evaluator + ?Sized>(
     // Codes 0 and 1 have a kink at α = 0 that can split one minimum into two, one on each side;
     // L-BFGS-B settles in whichever it meets first. Where f falls from the kink towards the
     // mirror image −α̂ (a second basin), re-minimise from there and keep the lower minimum.
-    if model.kinked.iter().any(|&k| k) && opt.status().converged() {
+    if kinked && opt.status().converged() {
         let mut z = opt.x().to_vec();
         let mut xs = x.clone();
         for (k, &i) in free.iter().enumerate() {
@@ -175,7 +187,15 @@ pub fn fit<E: Evaluator + ?Sized>(
             if f_kink > f_mirror {
                 let mut zf = z.clone();
                 zf[k] = -zf[k];
-                let again = run(eval, &zf, &mut x)?;
+                // Keep the re-minimisation on the mirror side: a first quasi-Newton step can
+                // otherwise jump straight back across the kink.
+                let (mut lo_k, mut hi_k) = (lower.clone(), upper.clone());
+                if zf[k] < 0.0 {
+                    hi_k[k] = hi_k[k].min(0.0);
+                } else {
+                    lo_k[k] = lo_k[k].max(0.0);
+                }
+                let again = run(eval, &zf, (&lo_k, &hi_k), &mut x)?;
                 iterations += again.iterations;
                 evaluations += again.evaluations;
                 if again.status().converged() && again.f() < opt.f() - 1e-10 * f0.abs().max(1.0) {
