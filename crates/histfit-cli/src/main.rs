@@ -315,7 +315,7 @@ fn parse_range(s: &str) -> Result<(f64, f64)> {
         a.trim().parse().map_err(|_| bad())?,
         b.trim().parse().map_err(|_| bad())?,
     );
-    if !(lo < hi) {
+    if lo.partial_cmp(&hi) != Some(std::cmp::Ordering::Less) {
         return Err(bad());
     }
     Ok((lo, hi))
