@@ -102,3 +102,47 @@ fn interpolation_settings_change_the_model() {
     assert_eq!(b["interpolation"]["normsys"], "code2");
     assert_eq!(b["interpolation"]["histosys"], "code4p");
 }
+
+#[test]
+fn inference_commands_report_json() {
+    let ws = fixture("simple_workspace.json");
+    // pyhf 0.7.6 (goldens): CLs obs 0.40567 at μ = 1, upper limit 2.13248.
+    let h = run_json(&["hypotest", &ws, "--mu", "1", "--json"]);
+    assert_eq!(h["poi"], "mu");
+    assert!((h["cls_obs"].as_f64().unwrap() / 0.40567153850532806 - 1.0).abs() < 1e-4);
+    assert_eq!(h["cls_exp"].as_array().unwrap().len(), 5);
+    let l = run_json(&["limit", &ws, "--json"]);
+    assert!((l["obs"].as_f64().unwrap() / 2.132479263101433 - 1.0).abs() < 1e-4);
+    let ls = run_json(&["limit", &ws, "--scan", "0:5:51", "--json"]);
+    assert!((ls["obs"].as_f64().unwrap() / 2.132479263101433 - 1.0).abs() < 1e-2);
+    let s = run_json(&["significance", &ws, "--json"]);
+    assert!(s["z_obs"].as_f64().unwrap() > 0.0 && s["p0_obs"].as_f64().unwrap() < 0.5);
+    let sc = run_json(&["scan", &ws, "--poi-range", "0:2", "--points", "5", "--json"]);
+    let pts = sc["points"].as_array().unwrap();
+    assert_eq!(pts.len(), 5);
+    assert!(pts
+        .iter()
+        .all(|p| p["delta_twice_nll"].as_f64().unwrap() >= 0.0 && p["converged"] == true));
+}
+
+#[test]
+fn inference_commands_reject_bad_requests() {
+    let ws = fixture("simple_workspace.json");
+    for args in [
+        vec!["hypotest", &ws, "--mu", "50"],
+        vec!["scan", &ws, "--poi-range", "3:1"],
+        vec!["limit", &ws, "--alpha", "2"],
+        vec!["hypotest", &ws, "--test-stat", "zz"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_histfit"))
+            .args(&args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.starts_with("error:") && !err.contains("panicked"),
+            "{err}"
+        );
+    }
+}
