@@ -4,7 +4,7 @@ machine, and prints the ratios (issue: statistical inference on the CPU).
 
     python scripts/bench_peers_infer.py [WORKSPACE] [--histfit target/release/histfit] [--repeat N]
 
-histfit is timed end to end as a process (`histfit hypotest|scan|limit WS --json`: JSON parse,
+histfit is timed end to end as a process (`histfit hypotest|scan|limit|ranking WS --json`: JSON parse,
 compile, inference, output), NextStat on the call alone with the model already built. Medians
 of N runs after one warm-up.
 """
@@ -36,6 +36,7 @@ def main():
         ("profile scan 21 points 0..3", hf("scan", "--poi-range", "0:3", "--points", "21"),
          lambda: nextstat.profile_scan(model, mus)),
         ("upper limit (obs + band)", hf("limit"), lambda: nextstat.upper_limit(model, method="root")),
+        ("ranking (all nuisances)", hf("ranking"), lambda: nextstat.ranking(model)),
     ]
     print(f"workspace: {a.workspace}   machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores")
     print(f"{'task':<30} {'histfit s':>10} {'NextStat s':>11} {'ratio':>8}")

@@ -87,6 +87,16 @@ enum Command {
         #[command(flatten)]
         out: OutputArgs,
     },
+    /// Rank nuisance parameters by their impact on the POI (parallel refits).
+    Ranking {
+        #[command(flatten)]
+        model: ModelArgs,
+        /// Show only the N highest-ranked parameters in the table (JSON has all).
+        #[arg(long, default_value_t = 20)]
+        top: usize,
+        #[command(flatten)]
+        out: OutputArgs,
+    },
     /// List channels, bins, samples, parameters by type and the POI.
     Inspect {
         #[command(flatten)]
@@ -275,6 +285,34 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 output::json(&source, &model, &r)
             } else {
                 output::significance_table(&r)
+            };
+            output::emit(&text, out.output.as_deref())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Ranking { model, top, out } => {
+            let (model, source) = model.load()?;
+            let data = Dataset::observed(&model);
+            let eval = CpuEvaluator::new(model.clone());
+            let n = model
+                .parameters
+                .iter()
+                .filter(|p| p.aux_index.is_some() && !p.fixed)
+                .count();
+            let bar = progress::Bar::new("ranking", 4 * n);
+            let r =
+                histfit_infer::ranking(&eval, &data, &FitOptions::default(), &|d, _| bar.set(d))?;
+            bar.finish();
+            if r.failed_fits > 0 {
+                eprintln!(
+                    "warning: {} of {} refits did not converge (entries with \"converged\": false)",
+                    r.failed_fits,
+                    4 * r.entries.len()
+                );
+            }
+            let text = if out.json {
+                output::json(&source, &model, &r)
+            } else {
+                output::ranking_table(&r, top)
             };
             output::emit(&text, out.output.as_deref())?;
             Ok(ExitCode::SUCCESS)

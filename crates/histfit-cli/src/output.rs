@@ -295,3 +295,42 @@ pub fn significance_table(r: &histfit_infer::Significance) -> String {
         band_line("expected p0", &r.p0_exp_band)
     )
 }
+
+pub fn ranking_table(r: &histfit_infer::Ranking, top: usize) -> String {
+    let width = r
+        .entries
+        .iter()
+        .map(|e| e.name.len())
+        .max()
+        .unwrap_or(9)
+        .max(9);
+    let mut s = format!(
+        "ranking of {} nuisance parameters: {} = {:.6} ± {:.6}\n\n",
+        r.entries.len(),
+        r.poi,
+        r.mu_hat,
+        r.mu_uncertainty
+    );
+    s.push_str(&format!(
+        "{:<width$}  {:>8}  {:>10}  {:>11}  {:>11}  {:>11}  {:>11}\n",
+        "parameter", "pull", "constraint", "post-fit +", "post-fit -", "pre-fit +", "pre-fit -"
+    ));
+    for e in r.entries.iter().take(top) {
+        s.push_str(&format!(
+            "{:<width$}  {:>+8.3}  {:>10.3}  {:>+11.5}  {:>+11.5}  {:>+11.5}  {:>+11.5}{}\n",
+            e.name,
+            e.pull,
+            e.constraint,
+            e.impact_postfit_up,
+            e.impact_postfit_down,
+            e.impact_prefit_up,
+            e.impact_prefit_down,
+            if e.converged {
+                ""
+            } else {
+                "  (a refit did not converge)"
+            }
+        ));
+    }
+    s
+}

@@ -6,11 +6,13 @@
 pub mod asymptotic;
 pub mod fit;
 pub mod limits;
+pub mod ranking;
 pub mod scan;
 
 pub use asymptotic::{significance, AsymptoticCalculator, HypotestResult, Significance, TestStat};
 pub use fit::{fit, FitOptions, FitResult};
 pub use limits::{upper_limit, upper_limit_scan, UpperLimit};
+pub use ranking::{ranking, Ranking, RankingEntry};
 pub use scan::{linspace, profile_scan, ScanResult};
 
 /// Errors from inference: bad requests (unknown parameter, value outside bounds) or evaluator
