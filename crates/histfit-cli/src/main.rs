@@ -8,7 +8,6 @@ mod progress;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use histfit_compute::{CpuEvaluator, Dataset};
 use histfit_infer::{fit, AsymptoticCalculator, FitOptions, TestStat};
 use model_args::ModelArgs;
 use std::process::ExitCode;
@@ -127,13 +126,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             json,
             output,
         } => {
-            let (model, source) = model.load()?;
+            let (model, source, data, mut eval) = model.prepare()?;
             let mut fixes = Vec::new();
             for f in &fix {
                 fixes.push(model_args::parse_fix(&model, f)?);
             }
-            let data = Dataset::observed(&model);
-            let mut eval = CpuEvaluator::new(model.clone());
             let started = std::time::Instant::now();
             let result = fit(
                 &mut eval,
@@ -169,11 +166,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             points,
             out,
         } => {
-            let (model, source) = model.load()?;
+            let (model, source, data, mut eval) = model.prepare()?;
             let (lo, hi) = parse_range(&poi_range)?;
             let values = histfit_infer::linspace(lo, hi, points);
-            let data = Dataset::observed(&model);
-            let mut eval = CpuEvaluator::new(model.clone());
             let bar = progress::Bar::new("scan", values.len() + 1);
             let r = histfit_infer::profile_scan(
                 &mut eval,
@@ -204,12 +199,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             test_stat,
             out,
         } => {
-            let (model, source) = model.load()?;
+            let (model, source, data, mut eval) = model.prepare()?;
             let ts: TestStat = test_stat
                 .parse()
                 .map_err(|e: String| anyhow::anyhow!("--test-stat: {e}"))?;
-            let data = Dataset::observed(&model);
-            let mut eval = CpuEvaluator::new(model.clone());
             let mut calc = AsymptoticCalculator::new(&mut eval, data, ts, FitOptions::default())?;
             let r = calc.hypotest(mu)?;
             warn_all(&r.warnings);
@@ -228,12 +221,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             scan,
             out,
         } => {
-            let (model, source) = model.load()?;
+            let (model, source, data, mut eval) = model.prepare()?;
             let ts: TestStat = test_stat
                 .parse()
                 .map_err(|e: String| anyhow::anyhow!("--test-stat: {e}"))?;
-            let data = Dataset::observed(&model);
-            let mut eval = CpuEvaluator::new(model.clone());
             let r = match scan {
                 None => histfit_infer::upper_limit(
                     &mut eval,
@@ -276,9 +267,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Significance { model, out } => {
-            let (model, source) = model.load()?;
-            let data = Dataset::observed(&model);
-            let mut eval = CpuEvaluator::new(model.clone());
+            let (model, source, data, mut eval) = model.prepare()?;
             let r = histfit_infer::significance(&mut eval, &data, &FitOptions::default())?;
             warn_all(&r.warnings);
             let text = if out.json {
@@ -290,9 +279,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Ranking { model, top, out } => {
-            let (model, source) = model.load()?;
-            let data = Dataset::observed(&model);
-            let eval = CpuEvaluator::new(model.clone());
+            let (model, source, data, eval) = model.prepare()?;
             let n = model
                 .parameters
                 .iter()

@@ -3,6 +3,7 @@
 
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
+use histfit_compute::{CpuEvaluator, Dataset};
 use histfit_model::{compile, load_workspace, InterpCode, Model, Settings};
 use std::sync::Arc;
 
@@ -48,6 +49,14 @@ impl ModelArgs {
             }
         }
         Ok(s)
+    }
+
+    /// [`load`](Self::load), plus the observed data and a CPU evaluator: what every command needs.
+    pub fn prepare(&self) -> Result<(Arc<Model>, String, Dataset, CpuEvaluator)> {
+        let (model, source) = self.load()?;
+        let data = Dataset::observed(&model);
+        let eval = CpuEvaluator::new(model.clone());
+        Ok((model, source, data, eval))
     }
 
     /// Loads, patches, validates and compiles; returns the model and a description of the source.
