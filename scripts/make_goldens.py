@@ -214,6 +214,29 @@ def hypotest_fits(name="workspace_tHu"):
     print(out, file=sys.stderr)
 
 
+def toys_reference(n_toys=2000):
+    """pyhf's toy-based CLs (q-tilde, mu = 1) on simple_workspace and toy p0 (q0) on pyhf's
+    1bin_shapesys_q0 validation case, for a statistical comparison (needs numpy < 2.4)."""
+    pyhf.set_backend("numpy", pyhf.optimize.scipy_optimizer())
+    out = {"pyhf_version": pyhf.__version__, "n_toys": n_toys, "cases": []}
+    ws = pyhf.Workspace(json.load(open(HERE / "simple_workspace.json")))
+    m = ws.model()
+    d = ws.data(m)
+    cls_obs, cls_exp = pyhf.infer.hypotest(1.0, d, m, test_stat="qtilde", calctype="toybased", ntoys=n_toys,
+                                           return_expected_set=True, track_progress=False)
+    out["cases"].append({"workspace": "simple_workspace.json", "mu": 1.0, "test_stat": "qtilde",
+                         "cls_obs": float(cls_obs), "cls_exp": [float(x) for x in cls_exp]})
+    v = json.load(open(HERE / "pyhf_validation.json"))
+    case = next(c for c in v["cases"] if c["case"] == "1bin_shapesys_q0")
+    w = pyhf.Workspace(case["workspace"])
+    m = w.model(modifier_settings={"normsys": {"interpcode": "code1"}, "histosys": {"interpcode": "code0"}})
+    d = w.data(m)
+    p0 = pyhf.infer.hypotest(0.0, d, m, test_stat="q0", calctype="toybased", ntoys=n_toys, track_progress=False)
+    out["cases"].append({"validation_case": "1bin_shapesys_q0", "mu": 0.0, "test_stat": "q0", "p0_obs": float(p0)})
+    json.dump(out, open(HERE / "toys_reference.json", "w"), indent=1)
+    print(out, file=sys.stderr)
+
+
 if __name__ == "__main__":
     # Optional argument: "validation" (only validation_global_minima.json), "edge" (only
     # edge_cases.golden.json), or workspace names for *.tight.json; none: everything.
@@ -223,11 +246,15 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["hypotest_fits"]:
         hypotest_fits()
         sys.exit(0)
+    if sys.argv[1:] == ["toys"]:
+        toys_reference()
+        sys.exit(0)
     if sys.argv[1:] == ["edge"]:
         edge_cases()
         sys.exit(0)
     validation_global_minima()
     hypotest_fits()
+    toys_reference()
     edge_cases()
     for name in sys.argv[1:] or ["simple_workspace", "complex_workspace", "two_channel_workspace", "workspace_tHu"]:
         tight(name)

@@ -96,6 +96,48 @@ enum Command {
         #[command(flatten)]
         out: OutputArgs,
     },
+    /// Generate and fit a toy ensemble (parallel, reproducible from the seed).
+    Toys {
+        #[command(flatten)]
+        model: ModelArgs,
+        #[arg(long = "n-toys", default_value_t = 1000)]
+        n_toys: u64,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Generate at the conditional fit with the POI at this value (default: the free fit).
+        #[arg(long)]
+        mu: Option<f64>,
+        /// Run only block K of N of the ensemble (merge the outputs with merge-toys).
+        #[arg(long, value_name = "K/N")]
+        shard: Option<String>,
+        #[command(flatten)]
+        out: OutputArgs,
+    },
+    /// Toy-based CLs (signal+background and background-only ensembles).
+    HypotestToys {
+        #[command(flatten)]
+        model: ModelArgs,
+        #[arg(long, default_value_t = 1.0)]
+        mu: f64,
+        #[arg(long = "n-toys", default_value_t = 1000)]
+        n_toys: u64,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        #[arg(long = "test-stat", default_value = "qtilde")]
+        test_stat: String,
+        #[arg(long, value_name = "K/N")]
+        shard: Option<String>,
+        #[command(flatten)]
+        out: OutputArgs,
+    },
+    /// Merge the --json outputs of sharded `toys` or `hypotest-toys` runs into one result.
+    MergeToys {
+        /// JSON files written by `toys --json` or `hypotest-toys --json`.
+        #[arg(required = true)]
+        files: Vec<String>,
+        #[command(flatten)]
+        out: OutputArgs,
+    },
     /// List channels, bins, samples, parameters by type and the POI.
     Inspect {
         #[command(flatten)]
@@ -304,6 +346,93 @@ fn run(cli: Cli) -> Result<ExitCode> {
             output::emit(&text, out.output.as_deref())?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Toys {
+            model,
+            n_toys,
+            seed,
+            mu,
+            shard,
+            out,
+        } => {
+            let (model, source, data, mut eval) = model.prepare()?;
+            let range = parse_shard(shard.as_deref(), n_toys)?;
+            let mut o = FitOptions::default();
+            if let Some(m) = mu {
+                o.fix.push((model.poi, m));
+            }
+            let gen = fit(&mut eval, &data, &o)?;
+            if !gen.converged {
+                anyhow::bail!(
+                    "the fit that sets the generating parameters did not converge: {}",
+                    gen.reason
+                );
+            }
+            let bar = progress::Bar::new("toys", (range.end - range.start) as usize);
+            let fits = histfit_infer::fit_toys(
+                &eval,
+                &gen.bestfit,
+                seed,
+                range.clone(),
+                &FitOptions::default(),
+                &|d, _| bar.set(d),
+            )?;
+            bar.finish();
+            let doc = output::ToysDoc::new(seed, n_toys, gen.bestfit, fits);
+            if doc.summary.failed > 0 {
+                eprintln!("warning: {} of {} toy fits did not converge (counted in \"failed\", flagged per toy)", doc.summary.failed, doc.summary.n);
+            }
+            let text = if out.json {
+                output::json(&source, &model, &doc)
+            } else {
+                output::toys_table(&doc)
+            };
+            output::emit(&text, out.output.as_deref())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::HypotestToys {
+            model,
+            mu,
+            n_toys,
+            seed,
+            test_stat,
+            shard,
+            out,
+        } => {
+            let (model, source, data, eval) = model.prepare()?;
+            let ts: TestStat = test_stat
+                .parse()
+                .map_err(|e: String| anyhow::anyhow!("--test-stat: {e}"))?;
+            let range = parse_shard(shard.as_deref(), n_toys)?;
+            let bar = progress::Bar::new("toys", 2 * (range.end - range.start) as usize);
+            let r = histfit_infer::hypotest_toys(
+                &eval,
+                &data,
+                mu,
+                ts,
+                seed,
+                n_toys,
+                range,
+                &FitOptions::default(),
+                &|d, _| bar.set(d),
+            )?;
+            bar.finish();
+            let failed = r.summary.failed_sb + r.summary.failed_b;
+            if failed > 0 {
+                eprintln!("warning: {failed} toys had a fit that did not converge; they are left out of the p-values and counted in failed_sb/failed_b");
+            }
+            let text = if out.json {
+                output::json(&source, &model, &output::HypotestToysDoc::from(r))
+            } else {
+                output::hypotest_toys_table(&r)
+            };
+            output::emit(&text, out.output.as_deref())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::MergeToys { files, out } => {
+            let text = output::merge_toys(&files, out.json)?;
+            output::emit(&text, out.output.as_deref())?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Inspect {
             model,
             json,
@@ -350,4 +479,21 @@ fn warn_all(warnings: &[String]) {
     for w in warnings {
         eprintln!("warning: {w}");
     }
+}
+
+/// Parses `--shard K/N` (1-based K) into a range of toy indices.
+fn parse_shard(shard: Option<&str>, n_toys: u64) -> Result<std::ops::Range<u64>> {
+    let Some(spec) = shard else {
+        return Ok(0..n_toys);
+    };
+    let bad = || anyhow::anyhow!("--shard {spec}: expected K/N with 1 ≤ K ≤ N, e.g. 2/10");
+    let (k, n) = spec.split_once('/').ok_or_else(bad)?;
+    let (k, n): (u64, u64) = (
+        k.trim().parse().map_err(|_| bad())?,
+        n.trim().parse().map_err(|_| bad())?,
+    );
+    if k == 0 || k > n {
+        return Err(bad());
+    }
+    Ok(histfit_infer::shard_range(n_toys, k - 1, n)?)
 }

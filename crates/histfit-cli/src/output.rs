@@ -334,3 +334,185 @@ pub fn ranking_table(r: &histfit_infer::Ranking, top: usize) -> String {
     }
     s
 }
+
+/// The `toys --json` document (also what `merge-toys` reads back).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct ToysDoc {
+    pub kind: String,
+    pub seed: u64,
+    pub n_toys: u64,
+    pub gen_params: Vec<f64>,
+    pub toys: Vec<histfit_infer::ToyFit>,
+    pub summary: ToysSummary,
+}
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct ToysSummary {
+    pub n: usize,
+    pub converged: usize,
+    pub failed: usize,
+    /// Mean and standard deviation of the fitted POI over converged toys.
+    pub poi_mean: f64,
+    pub poi_std: f64,
+}
+
+impl ToysDoc {
+    pub fn new(
+        seed: u64,
+        n_toys: u64,
+        gen_params: Vec<f64>,
+        mut toys: Vec<histfit_infer::ToyFit>,
+    ) -> ToysDoc {
+        toys.sort_by_key(|t| t.index);
+        let ok: Vec<f64> = toys.iter().filter(|t| t.converged).map(|t| t.poi).collect();
+        let mean = ok.iter().sum::<f64>() / ok.len().max(1) as f64;
+        let var = ok.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (ok.len().max(2) - 1) as f64;
+        ToysDoc {
+            kind: "toys".into(),
+            seed,
+            n_toys,
+            gen_params,
+            summary: ToysSummary {
+                n: toys.len(),
+                converged: ok.len(),
+                failed: toys.len() - ok.len(),
+                poi_mean: mean,
+                poi_std: var.sqrt(),
+            },
+            toys,
+        }
+    }
+}
+
+/// The `hypotest-toys --json` document.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct HypotestToysDoc {
+    pub kind: String,
+    #[serde(flatten)]
+    pub result: histfit_infer::ToyHypotest,
+}
+
+impl From<histfit_infer::ToyHypotest> for HypotestToysDoc {
+    fn from(result: histfit_infer::ToyHypotest) -> Self {
+        HypotestToysDoc {
+            kind: "hypotest_toys".into(),
+            result,
+        }
+    }
+}
+
+pub fn toys_table(d: &ToysDoc) -> String {
+    format!(
+        "{} toys (seed {}): {} converged, {} failed\nfitted POI: mean {:.6}, standard deviation {:.6}\n",
+        d.summary.n, d.seed, d.summary.converged, d.summary.failed, d.summary.poi_mean, d.summary.poi_std
+    )
+}
+
+pub fn hypotest_toys_table(r: &histfit_infer::ToyHypotest) -> String {
+    let s = &r.summary;
+    let mut out = format!(
+        "toy hypotest at μ = {} ({:?}, seed {}): q_obs = {:.6}\n",
+        r.mu, r.test_stat, r.seed, r.q_obs
+    );
+    out.push_str(&format!(
+        "CLs = {:.6}   CLs+b = {:.6} ± {:.6}   CLb = {:.6} ± {:.6}\n",
+        s.cls_obs, s.clsb_obs, s.clsb_err, s.clb_obs, s.clb_err
+    ));
+    out.push_str(&band_line("expected CLs", &s.cls_exp));
+    out.push_str(&format!(
+        "toys: {} s+b, {} b-only used; failed fits: {} s+b, {} b-only\n",
+        s.n_sb, s.n_b, s.failed_sb, s.failed_b
+    ));
+    out
+}
+
+/// Reads sharded `--json` outputs and merges them (toys or hypotest-toys, not mixed).
+pub fn merge_toys(files: &[String], as_json: bool) -> Result<String> {
+    let mut docs = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(f).with_context(|| format!("cannot read {f}"))?;
+        let v: Value =
+            serde_json::from_str(&text).with_context(|| format!("{f}: malformed JSON"))?;
+        docs.push((f.clone(), v));
+    }
+    let kind = docs[0].1["kind"].as_str().unwrap_or("").to_owned();
+    if let Some((f, _)) = docs
+        .iter()
+        .find(|(_, v)| v["kind"].as_str() != Some(kind.as_str()))
+    {
+        anyhow::bail!(
+            "{f}: not the same kind of output as {} (\"{kind}\")",
+            docs[0].0
+        );
+    }
+    let header: Vec<(&str, Value)> = ["workspace", "measurement", "poi", "interpolation"]
+        .iter()
+        .map(|k| (*k, docs[0].1[*k].clone()))
+        .collect();
+    for (f, v) in &docs[1..] {
+        for (k, h) in &header {
+            if &v[*k] != h {
+                anyhow::bail!(
+                    "{f}: \"{k}\" differs from {}: the shards are not of one run",
+                    docs[0].0
+                );
+            }
+        }
+    }
+    let mut merged: Value = match kind.as_str() {
+        "toys" => {
+            let mut parts = Vec::new();
+            for (f, v) in &docs {
+                parts.push(
+                    serde_json::from_value::<ToysDoc>(v.clone())
+                        .with_context(|| format!("{f}: not a toys document"))?,
+                );
+            }
+            let first = &parts[0];
+            if parts.iter().any(|p| {
+                p.seed != first.seed || p.n_toys != first.n_toys || p.gen_params != first.gen_params
+            }) {
+                anyhow::bail!("the shards differ in seed, ensemble size or generating parameters");
+            }
+            let toys: Vec<histfit_infer::ToyFit> =
+                parts.iter().flat_map(|p| p.toys.clone()).collect();
+            let mut idx: Vec<u64> = toys.iter().map(|t| t.index).collect();
+            idx.sort_unstable();
+            if idx.windows(2).any(|w| w[0] == w[1]) {
+                anyhow::bail!("the same toy appears in two shards");
+            }
+            let doc = ToysDoc::new(first.seed, first.n_toys, first.gen_params.clone(), toys);
+            if !as_json {
+                return Ok(toys_table(&doc));
+            }
+            serde_json::to_value(&doc)?
+        }
+        "hypotest_toys" => {
+            let mut parts = Vec::new();
+            for (f, v) in &docs {
+                parts.push(
+                    serde_json::from_value::<HypotestToysDoc>(v.clone())
+                        .with_context(|| format!("{f}: not a hypotest-toys document"))?
+                        .result,
+                );
+            }
+            let r = histfit_infer::merge_hypotest_toys(parts)?;
+            if !as_json {
+                return Ok(hypotest_toys_table(&r));
+            }
+            serde_json::to_value(HypotestToysDoc::from(r))?
+        }
+        other => anyhow::bail!(
+            "{}: \"kind\" is \"{other}\", expected toys or hypotest_toys",
+            docs[0].0
+        ),
+    };
+    let mut doc = serde_json::Map::new();
+    for (k, h) in header {
+        doc.insert(k.to_owned(), h);
+    }
+    if let Value::Object(m) = &mut merged {
+        doc.extend(std::mem::take(m));
+    }
+    Ok(serde_json::to_string_pretty(&Value::Object(doc)).expect("serializable") + "\n")
+}

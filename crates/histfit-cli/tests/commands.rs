@@ -146,3 +146,71 @@ fn inference_commands_reject_bad_requests() {
         );
     }
 }
+
+#[test]
+fn sharded_toys_merge_to_one_run() {
+    let ws = fixture("simple_workspace.json");
+    let dir = std::env::temp_dir().join(format!("histfit-toys-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (cmd, extra) in [("toys", vec![]), ("hypotest-toys", vec!["--mu", "1"])] {
+        let path = |tag: &str| {
+            dir.join(format!("{cmd}-{tag}.json"))
+                .to_string_lossy()
+                .into_owned()
+        };
+        let mut base: Vec<&str> = vec![cmd, &ws, "--n-toys", "30", "--seed", "3", "--json"];
+        base.extend(&extra);
+        let whole = path("whole");
+        let out = Command::new(env!("CARGO_BIN_EXE_histfit"))
+            .args(&base)
+            .args(["-o", &whole])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut shards = Vec::new();
+        for k in 1..=3 {
+            let p = path(&format!("shard{k}"));
+            let shard = format!("{k}/3");
+            let out = Command::new(env!("CARGO_BIN_EXE_histfit"))
+                .args(&base)
+                .args(["--shard", &shard, "-o", &p])
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            shards.push(p);
+        }
+        let merged = Command::new(env!("CARGO_BIN_EXE_histfit"))
+            .arg("merge-toys")
+            .args(&shards)
+            .arg("--json")
+            .output()
+            .unwrap();
+        assert!(
+            merged.status.success(),
+            "{}",
+            String::from_utf8_lossy(&merged.stderr)
+        );
+        let a: Value = serde_json::from_slice(&merged.stdout).unwrap();
+        let b: Value = serde_json::from_str(&std::fs::read_to_string(&whole).unwrap()).unwrap();
+        assert_eq!(a, b, "{cmd}: merged shards differ from the single run");
+    }
+    // Mixing kinds is refused.
+    let t = dir.join("toys-shard1.json").to_string_lossy().into_owned();
+    let h = dir
+        .join("hypotest-toys-shard1.json")
+        .to_string_lossy()
+        .into_owned();
+    let out = Command::new(env!("CARGO_BIN_EXE_histfit"))
+        .args(["merge-toys", &t, &h])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

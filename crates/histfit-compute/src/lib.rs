@@ -7,6 +7,7 @@
 
 pub mod cpu;
 pub mod dataset;
+pub mod rng;
 
 pub use cpu::CpuEvaluator;
 pub use dataset::Dataset;

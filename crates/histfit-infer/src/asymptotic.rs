@@ -10,10 +10,10 @@
 use crate::fit::{fit, FitOptions, FitResult};
 use crate::{InferError, Result};
 use histfit_compute::{expected_data, Dataset, Evaluator};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Which test statistic (pyhf names in parentheses).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TestStat {
     /// Two-sided −2 ln λ(μ) ("tmu").

@@ -8,12 +8,16 @@ pub mod fit;
 pub mod limits;
 pub mod ranking;
 pub mod scan;
+pub mod toys;
 
 pub use asymptotic::{significance, AsymptoticCalculator, HypotestResult, Significance, TestStat};
 pub use fit::{fit, FitOptions, FitResult};
 pub use limits::{upper_limit, upper_limit_scan, UpperLimit};
 pub use ranking::{ranking, Ranking, RankingEntry};
 pub use scan::{linspace, profile_scan, ScanResult};
+pub use toys::{
+    fit_toys, generate_toy, hypotest_toys, merge_hypotest_toys, shard_range, ToyFit, ToyHypotest,
+};
 
 /// Errors from inference: bad requests (unknown parameter, value outside bounds) or evaluator
 /// failures.
