@@ -5,16 +5,9 @@
 
 use histfit_compute::{expected_data, CpuEvaluator, Dataset, Evaluator};
 use histfit_model::{compile, Settings, Workspace};
+use histfit_testutil::floats;
 use serde_json::Value;
 use std::sync::Arc;
-
-fn floats(v: &Value) -> Vec<f64> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_f64().unwrap())
-        .collect()
-}
 
 #[test]
 fn edge_cases_match_pyhf() {

@@ -4,19 +4,9 @@
 
 use histfit_compute::{expected_data, CpuEvaluator, Dataset, Evaluator};
 use histfit_model::{compile, Settings, Workspace};
+use histfit_testutil::{fixture, floats, rel, WORKSPACES};
 use serde_json::Value;
 use std::sync::Arc;
-
-const WORKSPACES: [&str; 4] = [
-    "simple_workspace",
-    "complex_workspace",
-    "two_channel_workspace",
-    "workspace_tHu",
-];
-
-fn fixture(name: &str) -> String {
-    format!("{}/../../tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
-}
 
 fn load(name: &str, setting: &str) -> (Arc<histfit_model::Model>, Value) {
     let text = std::fs::read_to_string(fixture(&format!("{name}.json"))).unwrap();
@@ -32,18 +22,6 @@ fn load(name: &str, setting: &str) -> (Arc<histfit_model::Model>, Value) {
     )
     .unwrap();
     (Arc::new(model), golden["settings"][setting].clone())
-}
-
-fn floats(v: &Value) -> Vec<f64> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_f64().unwrap())
-        .collect()
-}
-
-fn rel(a: f64, b: f64) -> f64 {
-    (a - b).abs() / b.abs().max(1e-300)
 }
 
 #[test]

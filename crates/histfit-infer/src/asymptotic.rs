@@ -45,6 +45,19 @@ impl std::str::FromStr for TestStat {
     }
 }
 
+impl TestStat {
+    /// The statistic from t = 2(NLL(μ, θ̂̂) − NLL(μ̂, θ̂)) ≥ 0: one-sided statistics are 0 when the
+    /// data pull away from the alternative (μ̂ > μ for qμ, μ̂ < 0 for q0).
+    pub fn from_ratio(self, t: f64, mu_hat: f64, mu: f64) -> f64 {
+        match self {
+            TestStat::Tmu | TestStat::TmuTilde => t,
+            TestStat::Qmu | TestStat::QmuTilde if mu_hat > mu => 0.0,
+            TestStat::Q0 if mu_hat < 0.0 => 0.0,
+            _ => t,
+        }
+    }
+}
+
 /// Standard normal upper tail P(Z > x), accurate far into the tail.
 pub fn normal_sf(x: f64) -> f64 {
     0.5 * libm::erfc(x / std::f64::consts::SQRT_2)
@@ -268,23 +281,7 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
         }
         let mu_hat = free.bestfit[self.poi];
         let t = (cond.twice_nll - free.twice_nll).max(0.0);
-        let q = match self.test_stat {
-            TestStat::Tmu | TestStat::TmuTilde => t,
-            TestStat::Qmu | TestStat::QmuTilde => {
-                if mu_hat > mu {
-                    0.0
-                } else {
-                    t
-                }
-            }
-            TestStat::Q0 => {
-                if mu_hat < 0.0 {
-                    0.0
-                } else {
-                    t
-                }
-            }
-        };
+        let q = self.test_stat.from_ratio(t, mu_hat, mu);
         Ok((q, mu_hat, free.twice_nll, cond.twice_nll))
     }
 

@@ -169,23 +169,7 @@ fn statistic<E: Evaluator + ?Sized>(
     let cond = fit(eval, data, &oc)?;
     let t = (cond.twice_nll - free.twice_nll).max(0.0);
     let mu_hat = free.bestfit[poi];
-    let q = match ts {
-        TestStat::Tmu | TestStat::TmuTilde => t,
-        TestStat::Qmu | TestStat::QmuTilde => {
-            if mu_hat > mu {
-                0.0
-            } else {
-                t
-            }
-        }
-        TestStat::Q0 => {
-            if mu_hat < 0.0 {
-                0.0
-            } else {
-                t
-            }
-        }
-    };
+    let q = ts.from_ratio(t, mu_hat, mu);
     Ok((q, free.converged && cond.converged))
 }
 

@@ -4,24 +4,9 @@
 use histfit_compute::{CpuEvaluator, Dataset};
 use histfit_infer::{AsymptoticCalculator, FitOptions, TestStat};
 use histfit_model::{compile, InterpCode, Settings, Workspace};
+use histfit_testutil::{fixture, floats, rel};
 use serde_json::Value;
 use std::sync::Arc;
-
-fn fixture(name: &str) -> String {
-    format!("{}/../../tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
-}
-
-fn floats(v: &Value) -> Vec<f64> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_f64().unwrap())
-        .collect()
-}
-
-fn rel(a: f64, b: f64) -> f64 {
-    (a - b).abs() / b.abs()
-}
 
 #[test]
 fn pyhf_validation_suite() {

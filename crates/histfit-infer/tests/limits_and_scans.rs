@@ -1,26 +1,14 @@
 //! Upper limits against pyhf (root finding on every shipped workspace, the tHu limits found by
 //! pyhf's brentq) and profile scans against independent cold-started conditional fits.
 
-use histfit_compute::{CpuEvaluator, Dataset};
+use histfit_compute::CpuEvaluator;
 use histfit_infer::{
     fit, linspace, profile_scan, upper_limit, upper_limit_scan, AsymptoticCalculator, FitOptions,
     TestStat,
 };
-use histfit_model::{compile, Settings, Workspace};
+use histfit_model::Settings;
+use histfit_testutil::{fixture, load};
 use serde_json::Value;
-use std::sync::Arc;
-
-fn fixture(name: &str) -> String {
-    format!("{}/../../tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
-}
-
-fn load(name: &str, settings: Settings) -> (Arc<histfit_model::Model>, Dataset) {
-    let text = std::fs::read_to_string(fixture(&format!("{name}.json"))).unwrap();
-    let model =
-        Arc::new(compile(&Workspace::from_str(&text, name).unwrap(), None, &settings).unwrap());
-    let data = Dataset::observed(&model);
-    (model, data)
-}
 
 #[test]
 fn upper_limits_on_every_workspace_match_pyhf() {

@@ -5,20 +5,9 @@
 use histfit_compute::{CpuEvaluator, Dataset};
 use histfit_infer::{fit, FitOptions};
 use histfit_model::{compile, Settings, Workspace};
+use histfit_testutil::{fixture, floats};
 use serde_json::Value;
 use std::sync::Arc;
-
-fn fixture(name: &str) -> String {
-    format!("{}/../../tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
-}
-
-fn floats(v: &Value) -> Vec<f64> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_f64().unwrap())
-        .collect()
-}
 
 #[test]
 fn mle_matches_pyhf_on_every_workspace() {

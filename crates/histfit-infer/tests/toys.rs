@@ -7,12 +7,9 @@ use histfit_infer::{
     TestStat,
 };
 use histfit_model::{compile, InterpCode, Settings, Workspace};
+use histfit_testutil::fixture;
 use serde_json::Value;
 use std::sync::Arc;
-
-fn fixture(name: &str) -> String {
-    format!("{}/../../tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
-}
 
 fn simple() -> (Arc<histfit_model::Model>, Dataset) {
     let text = std::fs::read_to_string(fixture("simple_workspace.json")).unwrap();

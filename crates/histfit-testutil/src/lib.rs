@@ -1,0 +1,68 @@
+//! Helpers shared by the test suites of the histfit crates: where the fixtures live, reading
+//! golden JSON, and compiling a shipped workspace under one of the two reference settings.
+
+use histfit_compute::Dataset;
+use histfit_model::{compile, Model, Settings, Workspace};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// The shipped workspaces with pyhf goldens.
+pub const WORKSPACES: [&str; 4] = [
+    "simple_workspace",
+    "complex_workspace",
+    "two_channel_workspace",
+    "workspace_tHu",
+];
+
+/// The two interpolation settings of the goldens.
+pub const SETTINGS: [&str; 2] = ["smooth", "pyhf"];
+
+/// Path of a file in `tests/fixtures`.
+pub fn fixture(name: &str) -> String {
+    format!("{}/../../tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A fixture parsed as JSON.
+pub fn json(name: &str) -> Value {
+    let path = fixture(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// A JSON array of numbers.
+pub fn floats(v: &Value) -> Vec<f64> {
+    v.as_array()
+        .expect("an array")
+        .iter()
+        .map(|x| x.as_f64().expect("a number"))
+        .collect()
+}
+
+/// |a − b| / |b|.
+pub fn rel(a: f64, b: f64) -> f64 {
+    (a - b).abs() / b.abs()
+}
+
+/// "smooth" (code4/code4p) or "pyhf" (code1/code0).
+pub fn settings(name: &str) -> Settings {
+    match name {
+        "smooth" => Settings::smooth(),
+        "pyhf" => Settings::pyhf_defaults(),
+        other => panic!("unknown setting {other}"),
+    }
+}
+
+/// Compiles `tests/fixtures/{name}.json` and returns the model with its observed data.
+pub fn load(name: &str, settings: Settings) -> (Arc<Model>, Dataset) {
+    let path = fixture(&format!("{name}.json"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let ws = Workspace::from_str(&text, name).expect("valid workspace");
+    let model = Arc::new(compile(&ws, None, &settings).expect("compiles"));
+    let data = Dataset::observed(&model);
+    (model, data)
+}
+
+/// The `settings.{setting}` object of `{name}.golden.json`.
+pub fn golden(name: &str, setting: &str) -> Value {
+    json(&format!("{name}.golden.json"))["settings"][setting].clone()
+}
