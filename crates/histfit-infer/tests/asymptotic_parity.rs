@@ -4,7 +4,7 @@
 use histfit_compute::{CpuEvaluator, Dataset};
 use histfit_infer::{AsymptoticCalculator, FitOptions, TestStat};
 use histfit_model::{compile, InterpCode, Settings, Workspace};
-use histfit_testutil::{fixture, floats, rel};
+use histfit_testutil::{fixture, floats, json, load, rel, settings, SETTINGS, WORKSPACES};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -91,26 +91,10 @@ fn pyhf_validation_suite() {
 
 #[test]
 fn hypotest_mu1_matches_goldens() {
-    for name in [
-        "simple_workspace",
-        "complex_workspace",
-        "two_channel_workspace",
-        "workspace_tHu",
-    ] {
-        let text = std::fs::read_to_string(fixture(&format!("{name}.json"))).unwrap();
-        let ws = Workspace::from_str(&text, name).unwrap();
-        let golden: Value = serde_json::from_str(
-            &std::fs::read_to_string(fixture(&format!("{name}.golden.json"))).unwrap(),
-        )
-        .unwrap();
-        for setting in ["smooth", "pyhf"] {
-            let settings = if setting == "smooth" {
-                Settings::smooth()
-            } else {
-                Settings::pyhf_defaults()
-            };
-            let model = Arc::new(compile(&ws, None, &settings).unwrap());
-            let data = Dataset::observed(&model);
+    for name in WORKSPACES {
+        let golden = json(&format!("{name}.golden.json"));
+        for setting in SETTINGS {
+            let (model, data) = load(name, settings(setting));
             let mut ev = CpuEvaluator::new(model.clone());
             let mut calc =
                 AsymptoticCalculator::new(&mut ev, data, TestStat::QmuTilde, FitOptions::default())

@@ -2,35 +2,17 @@
 //! and both interpolation settings: twice_nll no worse than pyhf's better fit, POI and
 //! uncertainties close to pyhf-Minuit.
 
-use histfit_compute::{CpuEvaluator, Dataset};
+use histfit_compute::CpuEvaluator;
 use histfit_infer::{fit, FitOptions};
-use histfit_model::{compile, Settings, Workspace};
-use histfit_testutil::{fixture, floats};
+use histfit_testutil::{fixture, floats, json, load, settings, SETTINGS, WORKSPACES};
 use serde_json::Value;
-use std::sync::Arc;
 
 #[test]
 fn mle_matches_pyhf_on_every_workspace() {
-    for name in [
-        "simple_workspace",
-        "complex_workspace",
-        "two_channel_workspace",
-        "workspace_tHu",
-    ] {
-        let text = std::fs::read_to_string(fixture(&format!("{name}.json"))).unwrap();
-        let ws = Workspace::from_str(&text, name).unwrap();
-        let golden: Value = serde_json::from_str(
-            &std::fs::read_to_string(fixture(&format!("{name}.golden.json"))).unwrap(),
-        )
-        .unwrap();
-        for setting in ["smooth", "pyhf"] {
-            let settings = if setting == "smooth" {
-                Settings::smooth()
-            } else {
-                Settings::pyhf_defaults()
-            };
-            let model = Arc::new(compile(&ws, None, &settings).unwrap());
-            let data = Dataset::observed(&model);
+    for name in WORKSPACES {
+        let golden = json(&format!("{name}.golden.json"));
+        for setting in SETTINGS {
+            let (model, data) = load(name, settings(setting));
             let mut ev = CpuEvaluator::new(model.clone());
             let r = fit(
                 &mut ev,
