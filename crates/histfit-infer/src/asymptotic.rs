@@ -121,6 +121,9 @@ pub struct AsymptoticCalculator<'a, E: Evaluator + ?Sized> {
     /// Last conditional fits (μ, best fit) on the observed and Asimov data, for warm starts.
     warm_obs: Option<(f64, Vec<f64>)>,
     warm_asimov: Option<(f64, Vec<f64>)>,
+    /// Non-convergence of the cached fits (reported with every result that uses them) and of
+    /// the fits made since the last report.
+    cached_warnings: Vec<String>,
     warnings: Vec<String>,
 }
 
@@ -133,10 +136,12 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
         mut base: FitOptions,
     ) -> Result<Self> {
         let poi = eval.model().poi;
-        if test_stat == TestStat::TmuTilde {
-            let mut b = base.bounds.clone().unwrap_or_else(|| eval.model().bounds());
-            b[poi].0 = b[poi].0.max(0.0);
-            base.bounds = Some(b);
+        if matches!(test_stat, TestStat::Tmu | TestStat::TmuTilde) {
+            // Their asymptotic distributions differ from the one-sided ones used here; toys
+            // (hypotest-toys) handle every statistic.
+            return Err(InferError::Request(format!(
+                "asymptotic CLs is available for q, qtilde and q0, not {test_stat:?}; use toys for two-sided statistics"
+            )));
         }
         base.uncertainties = false;
         Ok(AsymptoticCalculator {
@@ -152,6 +157,7 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
             free_asimov: None,
             warm_obs: None,
             warm_asimov: None,
+            cached_warnings: Vec::new(),
             warnings: Vec::new(),
         })
     }
@@ -169,6 +175,7 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
         mu: Option<f64>,
         init: Option<Vec<f64>>,
         what: &str,
+        cached: bool,
     ) -> Result<FitResult> {
         let mut opts = self.base.clone();
         if let Some(i) = init {
@@ -185,8 +192,12 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
         }
         let r = fit(self.eval, data, &opts)?;
         if !r.converged {
-            self.warnings
-                .push(format!("{what} did not converge: {}", r.reason));
+            let w = format!("{what} did not converge: {}", r.reason);
+            if cached {
+                self.cached_warnings.push(w);
+            } else {
+                self.warnings.push(w);
+            }
         }
         Ok(r)
     }
@@ -195,7 +206,7 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
     pub fn free_fit_observed(&mut self) -> Result<&FitResult> {
         if self.free_obs.is_none() {
             let data = self.data.clone();
-            let r = self.run_fit(&data, None, None, "free fit to the observed data")?;
+            let r = self.run_fit(&data, None, None, "free fit to the observed data", true)?;
             self.free_obs = Some(r);
         }
         Ok(self.free_obs.as_ref().expect("set above"))
@@ -220,6 +231,7 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
             Some(mu_a),
             Some(init),
             "conditional fit for the Asimov dataset",
+            true,
         )?;
         self.asimov_source = cond.twice_nll;
         self.asimov_init = Some(cond.bestfit.clone());
@@ -240,7 +252,7 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
         let free = if asimov {
             if self.free_asimov.is_none() {
                 let init = self.asimov_init.clone();
-                let r = self.run_fit(&data, None, init, "free fit to the Asimov data")?;
+                let r = self.run_fit(&data, None, init, "free fit to the Asimov data", true)?;
                 self.free_asimov = Some(r);
             }
             self.free_asimov.clone().expect("set above")
@@ -272,17 +284,36 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
         } else {
             "conditional fit to the observed data"
         };
-        let cond = self.run_fit(&data, Some(mu), init, &format!("{what} at mu = {mu}"))?;
+        let cond = self.run_fit(
+            &data,
+            Some(mu),
+            init,
+            &format!("{what} at mu = {mu}"),
+            false,
+        )?;
         let warm_new = Some((mu, cond.bestfit.clone()));
         if asimov {
             self.warm_asimov = warm_new;
         } else {
             self.warm_obs = warm_new;
         }
+        if !(free.twice_nll.is_finite() && cond.twice_nll.is_finite()) {
+            return Err(InferError::Request(format!(
+                "{what} at mu = {mu}: the likelihood is not finite at the best fit (a bin expects no events but has some)"
+            )));
+        }
         let mu_hat = free.bestfit[self.poi];
         let t = (cond.twice_nll - free.twice_nll).max(0.0);
         let q = self.test_stat.from_ratio(t, mu_hat, mu);
         Ok((q, mu_hat, free.twice_nll, cond.twice_nll))
+    }
+
+    /// Warnings of the cached fits, and those of the fits made since the last call (drained).
+    pub fn take_warnings(&mut self) -> (Vec<String>, Vec<String>) {
+        (
+            self.cached_warnings.clone(),
+            std::mem::take(&mut self.warnings),
+        )
     }
 
     /// The test statistic on the Asimov dataset at `mu` (all the expected band needs).
@@ -340,8 +371,13 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
             cls_exp,
             mu_hat,
             fits,
-            converged: self.warnings.is_empty(),
-            warnings: self.warnings.clone(),
+            converged: self.warnings.is_empty() && self.cached_warnings.is_empty(),
+            warnings: self
+                .cached_warnings
+                .iter()
+                .chain(&self.warnings)
+                .cloned()
+                .collect(),
         })
     }
 

@@ -96,6 +96,7 @@ pub fn fit<E: Evaluator + ?Sized>(
         .zip(&scale)
         .map(|(&i, s)| model.bounds[i].1 / s)
         .collect();
+    let free_kinks: Vec<bool> = free.iter().map(|&i| model.kinked[i]).collect();
     let mut grad = vec![0.0; n];
     let mut gz = vec![0.0; free.len()];
     let mut run = |eval: &mut E,
@@ -108,7 +109,8 @@ pub fn fit<E: Evaluator + ?Sized>(
             bounds.0,
             bounds.1,
             opts.optimizer.unwrap_or_default(),
-        );
+        )
+        .with_kinks(&free_kinks);
         while let Ask::Evaluate(z) = opt.ask() {
             for (k, &i) in free.iter().enumerate() {
                 x[i] = z[k] * scale[k];
@@ -155,7 +157,7 @@ pub fn fit<E: Evaluator + ?Sized>(
         iterations += again.iterations;
         evaluations += again.evaluations;
         let gain = opt.f() - again.f();
-        if again.f() <= opt.f() {
+        if again.status().converged() && again.f() <= opt.f() {
             opt = again;
         }
         if gain <= 1e-10 * opt.f().abs().max(1.0) {
@@ -195,6 +197,10 @@ pub fn fit<E: Evaluator + ?Sized>(
                 } else {
                     lo_k[k] = lo_k[k].max(0.0);
                 }
+                if lo_k[k] > hi_k[k] {
+                    continue; // the mirror side lies outside the parameter's bounds
+                }
+                zf[k] = zf[k].clamp(lo_k[k], hi_k[k]);
                 let again = run(eval, &zf, (&lo_k, &hi_k), &mut x)?;
                 iterations += again.iterations;
                 evaluations += again.evaluations;
@@ -218,7 +224,7 @@ pub fn fit<E: Evaluator + ?Sized>(
         let mut pinned = Vec::new();
         let f_here = eval.nll(&x, data)?;
         for &i in &free {
-            if !model.kinked[i] || x[i].abs() > 1e-2 {
+            if !model.kinked[i] || x[i].abs() > 5e-2 {
                 continue;
             }
             let mut xs = x.clone();
@@ -229,7 +235,7 @@ pub fn fit<E: Evaluator + ?Sized>(
             let fp = eval.nll(&xs, data)?;
             xs[i] = -h;
             let fm = eval.nll(&xs, data)?;
-            if fp > f0 && fm > f0 && f0 <= f_here + 1e-6 {
+            if fp > f0 && fm > f0 && f0 <= f_here + 1e-3 {
                 pinned.push(i);
             }
         }
@@ -338,23 +344,27 @@ impl CloneLayout for Model {
                     _ => 1.0,
                 })
                 .collect(),
-            kinked: self
-                .parameters
-                .iter()
-                .map(|p| {
-                    let kind = self.sets[p.set].kind;
-                    (kind == "normsys" || kind == "histosys")
-                        && [self.settings.normsys, self.settings.histosys]
-                            .iter()
-                            .any(|c| {
-                                matches!(
-                                    c,
-                                    histfit_model::InterpCode::Code0
-                                        | histfit_model::InterpCode::Code1
-                                )
-                            })
-                })
-                .collect(),
+            kinked: {
+                // A parameter is kinked when a modifier it drives uses code 0 or 1.
+                let kinked_code = |c: histfit_model::InterpCode| {
+                    matches!(
+                        c,
+                        histfit_model::InterpCode::Code0 | histfit_model::InterpCode::Code1
+                    )
+                };
+                let mut k = vec![false; self.parameters.len()];
+                if kinked_code(self.settings.normsys) {
+                    for e in &self.normsys {
+                        k[e.par as usize] = true;
+                    }
+                }
+                if kinked_code(self.settings.histosys) {
+                    for e in &self.histosys {
+                        k[e.par as usize] = true;
+                    }
+                }
+                k
+            },
         }
     }
 }

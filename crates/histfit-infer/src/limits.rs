@@ -34,6 +34,21 @@ pub struct LimitEvaluation {
     pub cls_exp: [f64; 5],
 }
 
+/// Upper limits need a CLs-type statistic and a sensible α.
+fn check_request(alpha: f64, test_stat: TestStat) -> Result<()> {
+    if !(alpha > 0.0 && alpha < 1.0) {
+        return Err(InferError::Request(format!(
+            "alpha must lie in (0, 1), got {alpha}"
+        )));
+    }
+    if !matches!(test_stat, TestStat::Qmu | TestStat::QmuTilde) {
+        return Err(InferError::Request(format!(
+            "upper limits use q or qtilde, not {test_stat:?}"
+        )));
+    }
+    Ok(())
+}
+
 /// Brent's method for g(x) = 0 on [a, b] with g(a)·g(b) ≤ 0.
 fn brent(
     g: &mut dyn FnMut(f64) -> Result<f64>,
@@ -186,11 +201,7 @@ pub fn upper_limit<E: Evaluator + ?Sized>(
     base: &FitOptions,
     rtol: f64,
 ) -> Result<UpperLimit> {
-    if !(alpha > 0.0 && alpha < 1.0) {
-        return Err(InferError::Request(format!(
-            "alpha must lie in (0, 1), got {alpha}"
-        )));
-    }
+    check_request(alpha, test_stat)?;
     let poi = eval.model().poi;
     let (lo_b, hi) = base
         .bounds
@@ -199,7 +210,12 @@ pub fn upper_limit<E: Evaluator + ?Sized>(
         .unwrap_or_else(|| eval.model().bounds()[poi]);
     let mut calc = AsymptoticCalculator::new(eval, data.clone(), test_stat, base.clone())?;
     let mu_hat = calc.free_fit_observed()?.bestfit[poi];
-    let lo = lo_b.max(0.0).max(lo_b);
+    let lo = lo_b.max(0.0);
+    if hi <= lo {
+        return Err(InferError::Request(format!(
+            "the POI's bounds [{lo_b}, {hi}] leave no room above 0 for an upper limit"
+        )));
+    }
     let mut evaluations: Vec<LimitEvaluation> = Vec::new();
     let mut warnings: Vec<String> = Vec::new();
 
@@ -219,6 +235,7 @@ pub fn upper_limit<E: Evaluator + ?Sized>(
         let estimate = (sigma * (upper_quantile(target) - n)).clamp(lo.max(1e-9), hi);
         let mut g = |mu: f64| -> Result<f64> {
             let q_a = calc.asimov_q(mu)?;
+            warnings.extend(calc.take_warnings().1);
             let band: [f64; 5] = std::array::from_fn(|j| cls_expected(q_a, BAND[j], test_stat));
             evaluations.push(LimitEvaluation {
                 mu,
@@ -250,6 +267,10 @@ pub fn upper_limit<E: Evaluator + ?Sized>(
     if !all_ok {
         warnings.push("root finding hit its iteration limit".into());
     }
+    let (cached, _) = calc.take_warnings();
+    warnings.extend(cached);
+    warnings.sort();
+    warnings.dedup();
     // The band in ascending μ: +2σ in the statistic is the lowest limit.
     Ok(UpperLimit {
         alpha,
@@ -273,6 +294,7 @@ pub fn upper_limit_scan<E: Evaluator + ?Sized>(
     values: &[f64],
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<UpperLimit> {
+    check_request(alpha, test_stat)?;
     let mut calc = AsymptoticCalculator::new(eval, data.clone(), test_stat, base.clone())?;
     let mut evaluations = Vec::new();
     let mut warnings = Vec::new();
@@ -286,6 +308,8 @@ pub fn upper_limit_scan<E: Evaluator + ?Sized>(
         });
         progress(i + 1, values.len());
     }
+    warnings.sort();
+    warnings.dedup();
     let crossing = |get: &dyn Fn(&LimitEvaluation) -> f64| -> Result<f64> {
         for w in evaluations.windows(2) {
             let (g0, g1) = (log_gap(get(&w[0]), alpha), log_gap(get(&w[1]), alpha));

@@ -68,7 +68,15 @@ pub fn ranking<E: Evaluator + Clone + Send + Sync>(
     }
     let model = eval.model();
     let poi = model.poi;
-    let unc = nominal.uncertainties.clone().unwrap_or_default();
+    if nominal.hessian_positive_definite != Some(true) {
+        return Err(InferError::Request(
+            "the Hessian at the nominal minimum is not positive definite: post-fit uncertainties, and so impacts, are undefined".into(),
+        ));
+    }
+    let unc = nominal
+        .uncertainties
+        .clone()
+        .ok_or_else(|| InferError::Request("the nominal fit has no uncertainties".into()))?;
     let params: Vec<(usize, f64, f64)> = model
         .parameters
         .iter()

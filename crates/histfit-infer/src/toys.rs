@@ -190,7 +190,12 @@ pub fn hypotest_toys<E: Evaluator + Clone + Send + Sync>(
     let mut ev = eval.clone();
     let poi = ev.model().poi;
     let init = ev.model().init();
-    let (q_obs, _) = statistic(&mut ev, data, mu, test_stat, base, &init)?;
+    let (q_obs, observed_ok) = statistic(&mut ev, data, mu, test_stat, base, &init)?;
+    if !observed_ok {
+        return Err(InferError::Request(
+            "a fit of the observed data did not converge, so the observed test statistic is unreliable".into(),
+        ));
+    }
     let cond_at = |ev: &mut E, m: f64| -> Result<Vec<f64>> {
         let mut o = base.clone();
         o.fix.push((poi, m));

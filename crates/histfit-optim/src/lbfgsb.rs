@@ -129,6 +129,8 @@ pub struct Lbfgsb {
     lo_x: Vec<f64>,
     lo_g: Vec<f64>,
     ls_evals: usize,
+    /// Coordinates where f has a kink at 0 (steps stop there).
+    kinks: Vec<bool>,
     /// The direction was computed right after a memory reset (a failure then is final).
     fresh_memory: bool,
     phase: Phase,
@@ -190,11 +192,20 @@ impl Lbfgsb {
             lo_g: vec![0.0; n],
             ls_evals: 0,
             fresh_memory: true,
+            kinks: vec![false; n],
             phase: Phase::Start,
             status: Status::Running,
             iterations: 0,
             evaluations: 0,
         }
+    }
+
+    /// Declares the coordinates where f is continuous but has a kink at 0 (interpolation codes 0
+    /// and 1): line searches stop at such a kink instead of stepping across it.
+    pub fn with_kinks(mut self, kinks: &[bool]) -> Lbfgsb {
+        assert_eq!(kinks.len(), self.n, "kinks must have the length of x0");
+        self.kinks = kinks.to_vec();
+        self
     }
 
     pub fn ask(&self) -> Ask<'_> {
@@ -325,11 +336,23 @@ impl Lbfgsb {
         } else {
             amax.clamp(1.0, 1e10)
         };
+        // f is smooth only within each sign of a kinked coordinate: stop at the first kink the
+        // step would cross, so the line search works on a smooth piece.
+        for i in 0..self.n {
+            if self.kinks[i]
+                && self.x[i].abs() > 1e-12
+                && self.d[i] != 0.0
+                && self.x[i].signum() != self.d[i].signum()
+            {
+                self.alpha_max = self.alpha_max.min(-self.x[i] / self.d[i]);
+            }
+        }
         let alpha0 = if self.k() == 0 {
             (1.0 / dnorm).min(1.0)
         } else {
             1.0
-        };
+        }
+        .min(self.alpha_max);
         self.prev = Trial {
             alpha: 0.0,
             f: self.f,
@@ -435,7 +458,7 @@ impl Lbfgsb {
             ))
         } else {
             Status::Failed(format!(
-                "line search failed to reduce f (projected gradient {pg:.2e})"
+                "line search failed to reduce f (estimated distance to minimum {edm:.1e}, projected gradient {pg:.2e})"
             ))
         })
     }
