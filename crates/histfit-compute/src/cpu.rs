@@ -26,8 +26,7 @@ pub struct CpuEvaluator {
     lam: Vec<f64>,
     /// ∂NLL/∂λ per main bin.
     dlam: Vec<f64>,
-    /// Scratch for per-sample factor values (value, derivative, parameter) and prefix products.
-    factors: Vec<(f64, f64, u32)>,
+    /// Scratch: prefix products of one sample's factors.
     prefix: Vec<f64>,
     /// Per normsys entry: κ and dκ/dα from the forward pass.
     kappa: Vec<(f64, f64)>,
@@ -41,11 +40,15 @@ pub struct CpuEvaluator {
     histo_pars: Vec<u32>,
     histo_w: Vec<[f64; 8]>,
     /// Sample-blocked additive histosys coefficients: for sample s with `ne` entries and `nb`
-    /// bins, `ne·nb` values per coefficient k at `hs_offset[s] + (k·nb + b)·ne + e`.
+    /// bins, row b of the inner pair (k = 0, 1) at `hs_offset[s] + b·2ne + 2e + k`, then the rows
+    /// of the outer pair (k = 2, 3) at `hs_offset[s] + nb·2ne + b·2ne + 2e + (k − 2)`: each bin's
+    /// Δ is one contiguous dot product with the interleaved weights.
     hs_offset: Vec<usize>,
     hs_coef: Vec<f64>,
-    /// Scratch: per entry of the current sample, weights (4) or accumulated sums (4).
+    /// Scratch: per entry of the current sample, interleaved weights (inner pairs, then outer
+    /// pairs), and accumulated sums in the same layout.
     hs_w: Vec<f64>,
+    hs_acc: Vec<f64>,
     /// Per bin of the current sample: ∂NLL/∂(nominal + Δ).
     gbase: Vec<f64>,
 }
@@ -74,7 +77,8 @@ impl CpuEvaluator {
                     for b in 0..nb {
                         let c = model.histosys_coef[entry.coef_start as usize + b];
                         for k in 0..4 {
-                            hs_coef[start + (k * nb + b) * ne + e] = c[k];
+                            let half = if k < 2 { 0 } else { nb * 2 * ne };
+                            hs_coef[start + half + b * 2 * ne + 2 * e + (k % 2)] = c[k];
                         }
                     }
                 }
@@ -86,8 +90,15 @@ impl CpuEvaluator {
             sample_fac: vec![0.0; model.samples.len()],
             lam: vec![0.0; model.n_main],
             dlam: vec![0.0; model.n_main],
-            factors: Vec::new(),
-            prefix: Vec::new(),
+            prefix: vec![
+                0.0;
+                model
+                    .samples
+                    .iter()
+                    .map(|s| (s.scale_factors.1 - s.scale_factors.0 + s.normsys.1 - s.normsys.0) as usize)
+                    .max()
+                    .unwrap_or(0)
+            ],
             kappa: vec![(1.0, 0.0); model.normsys.len()],
             norm_par: model.normsys.iter().map(|e| e.par).collect(),
             norm_poly: model
@@ -106,6 +117,7 @@ impl CpuEvaluator {
             hs_offset,
             hs_coef,
             hs_w: vec![0.0; 4 * max_ne],
+            hs_acc: vec![0.0; 4 * max_ne],
             gbase: vec![0.0; model.samples.iter().map(|s| s.n_bins).max().unwrap_or(0)],
             model,
         }
@@ -199,20 +211,21 @@ impl CpuEvaluator {
             if additive && ne > 0 {
                 // Gather the entries' weights, then per bin: Σₑ Σₖ wₖ[e]·cₖ[e, b].
                 let mut outside = false;
+                let (inner, outer) = self.hs_w[..4 * ne].split_at_mut(2 * ne);
                 for (e, entry) in entries.iter().enumerate() {
                     let w = &self.histo_w[entry.par as usize];
-                    for k in 0..4 {
-                        self.hs_w[k * ne + e] = w[k];
-                    }
+                    inner[2 * e] = w[0];
+                    inner[2 * e + 1] = w[1];
+                    outer[2 * e] = w[2];
+                    outer[2 * e + 1] = w[3];
                     outside |= w[2] != 0.0 || w[3] != 0.0;
                 }
-                let kmax = if outside { 4 } else { 2 };
-                let coef = &self.hs_coef[self.hs_offset[s]..];
+                let coef = &self.hs_coef[self.hs_offset[s]..self.hs_offset[s] + 4 * ne * nb];
+                let (rows_in, rows_out) = coef.split_at(2 * ne * nb);
                 for (b, out) in base.iter_mut().enumerate() {
-                    let mut acc = 0.0;
-                    for k in 0..kmax {
-                        let row = &coef[(k * nb + b) * ne..(k * nb + b + 1) * ne];
-                        acc += dot(&self.hs_w[k * ne..(k + 1) * ne], row);
+                    let mut acc = dot(inner, &rows_in[b * 2 * ne..(b + 1) * 2 * ne]);
+                    if outside {
+                        acc += dot(outer, &rows_out[b * 2 * ne..(b + 1) * 2 * ne]);
                     }
                     *out += acc;
                 }
@@ -338,26 +351,25 @@ impl CpuEvaluator {
                     let w = &self.histo_w[e.par as usize];
                     w[6] != 0.0 || w[7] != 0.0
                 });
-                let kmax = if outside { 4 } else { 2 };
                 // Σ_b G_b (dw·c_b) = Σ_k dwₖ · (Σ_b G_b cₖ[·, b]): accumulate per entry.
-                let acc = &mut self.hs_w[..kmax * ne];
+                let halves = if outside { 2 } else { 1 };
+                let acc = &mut self.hs_acc[..2 * ne * halves];
                 acc.iter_mut().for_each(|a| *a = 0.0);
-                let coef = &self.hs_coef[self.hs_offset[s]..];
-                for k in 0..kmax {
-                    let acc_k = &mut acc[k * ne..(k + 1) * ne];
-                    for b in 0..nb {
-                        let gb = self.gbase[b];
-                        let row = &coef[(k * nb + b) * ne..(k * nb + b + 1) * ne];
-                        for (a, c) in acc_k.iter_mut().zip(row) {
+                let coef = &self.hs_coef[self.hs_offset[s]..self.hs_offset[s] + 4 * ne * nb];
+                for h in 0..halves {
+                    let acc_h = &mut acc[h * 2 * ne..(h + 1) * 2 * ne];
+                    let rows = &coef[h * 2 * ne * nb..(h + 1) * 2 * ne * nb];
+                    for (gb, row) in self.gbase[..nb].iter().zip(rows.chunks_exact(2 * ne)) {
+                        for (a, c) in acc_h.iter_mut().zip(row) {
                             *a += gb * c;
                         }
                     }
                 }
                 for (e, entry) in entries.iter().enumerate() {
                     let w = &self.histo_w[entry.par as usize];
-                    let mut g = w[4] * acc[e] + w[5] * acc[ne + e];
+                    let mut g = w[4] * acc[2 * e] + w[5] * acc[2 * e + 1];
                     if outside {
-                        g += w[6] * acc[2 * ne + e] + w[7] * acc[3 * ne + e];
+                        g += w[6] * acc[2 * ne + 2 * e] + w[7] * acc[2 * ne + 2 * e + 1];
                     }
                     grad[entry.par as usize] += g * f;
                 }
@@ -374,27 +386,30 @@ impl CpuEvaluator {
                     grad[e.par as usize] += g * f;
                 }
             }
-            // Sample factors: product rule with prefix/suffix products (robust to zero factors).
-            self.factors.clear();
-            for &par in &m.scale_factors[smp.scale_factors.0 as usize..smp.scale_factors.1 as usize]
-            {
-                self.factors.push((p[par as usize], 1.0, par));
-            }
-            let range = smp.normsys.0 as usize..smp.normsys.1 as usize;
-            for (e, &(v, d)) in m.normsys[range.clone()].iter().zip(&self.kappa[range]) {
-                self.factors.push((v, d, e.par));
-            }
-            self.prefix.clear();
+            // Sample factors: product rule with prefix/suffix products (robust to zero factors),
+            // over the scale factors then the normsys factors of the sample.
+            let sf = &m.scale_factors[smp.scale_factors.0 as usize..smp.scale_factors.1 as usize];
+            let nsr = smp.normsys.0 as usize..smp.normsys.1 as usize;
+            let kappa = &self.kappa[nsr.clone()];
+            let nsf = sf.len();
+            let prefix = &mut self.prefix[..nsf + kappa.len()];
             let mut acc = 1.0;
-            for &(v, _, _) in &self.factors {
-                self.prefix.push(acc);
+            for (i, &par) in sf.iter().enumerate() {
+                prefix[i] = acc;
+                acc *= p[par as usize];
+            }
+            for (i, &(v, _)) in kappa.iter().enumerate() {
+                prefix[nsf + i] = acc;
                 acc *= v;
             }
             let mut suffix = 1.0;
-            for i in (0..self.factors.len()).rev() {
-                let (v, d, par) = self.factors[i];
-                grad[par as usize] += w_sample * self.prefix[i] * suffix * d;
+            for (i, (e, &(v, d))) in m.normsys[nsr].iter().zip(kappa).enumerate().rev() {
+                grad[e.par as usize] += w_sample * prefix[nsf + i] * suffix * d;
                 suffix *= v;
+            }
+            for (i, &par) in sf.iter().enumerate().rev() {
+                grad[par as usize] += w_sample * prefix[i] * suffix;
+                suffix *= p[par as usize];
             }
         }
     }
@@ -403,21 +418,18 @@ impl CpuEvaluator {
 /// Dot product with four independent partial sums (lets the compiler keep several in flight).
 #[inline]
 fn dot(a: &[f64], b: &[f64]) -> f64 {
-    let n = a.len().min(b.len());
-    let (mut s0, mut s1, mut s2, mut s3) = (0.0, 0.0, 0.0, 0.0);
-    let mut i = 0;
-    while i + 4 <= n {
-        s0 += a[i] * b[i];
-        s1 += a[i + 1] * b[i + 1];
-        s2 += a[i + 2] * b[i + 2];
-        s3 += a[i + 3] * b[i + 3];
-        i += 4;
+    let mut acc = [0.0; 4];
+    let (ca, cb) = (a.chunks_exact(4), b.chunks_exact(4));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for l in 0..4 {
+            acc[l] += x[l] * y[l];
+        }
     }
-    while i < n {
-        s0 += a[i] * b[i];
-        i += 1;
+    for (x, y) in ra.iter().zip(rb) {
+        acc[0] += x * y;
     }
-    (s0 + s1) + (s2 + s3)
+    (acc[0] + acc[1]) + (acc[2] + acc[3])
 }
 
 #[inline]
