@@ -30,12 +30,14 @@ pub struct CpuEvaluator {
     prefix: Vec<f64>,
     /// Per normsys entry: κ and dκ/dα from the forward pass.
     kappa: Vec<(f64, f64)>,
-    /// Code-4 normsys: per entry its parameter and polynomial (SoA copies of the model's), and
-    /// per parameter α¹…α⁶ with their derivatives, so an entry is two independent dot products.
-    norm_par: Vec<u32>,
-    norm_poly: Vec<[f64; 6]>,
-    norm_pars: Vec<u32>,
-    powers: Vec<[f64; 12]>,
+    /// Code-4 normsys entries sorted by parameter: groups (parameter, start, end), the six
+    /// polynomial coefficients as columns, the entry each sorted position came from, and scratch
+    /// for κ, dκ/dα in sorted order (the loop over a group is elementwise, so it vectorises).
+    norm_groups: Vec<(u32, u32, u32)>,
+    norm_cols: [Vec<f64>; 6],
+    norm_from: Vec<u32>,
+    norm_v: Vec<f64>,
+    norm_d: Vec<f64>,
     /// Parameters driving histosys entries; per parameter the additive weights w(α), dw/dα.
     histo_pars: Vec<u32>,
     histo_w: Vec<[f64; 8]>,
@@ -49,6 +51,8 @@ pub struct CpuEvaluator {
     /// pairs), and accumulated sums in the same layout.
     hs_w: Vec<f64>,
     hs_acc: Vec<f64>,
+    /// Per sample: some histosys parameter lies beyond |α| = 1 (outer coefficients in use).
+    hs_outside: Vec<bool>,
     /// Per bin of the current sample: ∂NLL/∂(nominal + Δ).
     gbase: Vec<f64>,
 }
@@ -84,6 +88,20 @@ impl CpuEvaluator {
                 }
             }
         }
+        let mut norm_from: Vec<u32> = (0..model.normsys.len() as u32).collect();
+        norm_from.sort_by_key(|&e| (model.normsys[e as usize].par, e));
+        let mut norm_groups: Vec<(u32, u32, u32)> = Vec::new();
+        let mut norm_cols: [Vec<f64>; 6] = Default::default();
+        for (pos, &e) in norm_from.iter().enumerate() {
+            let entry = &model.normsys[e as usize];
+            for (k, col) in norm_cols.iter_mut().enumerate() {
+                col.push(entry.coef[2 + k]);
+            }
+            match norm_groups.last_mut() {
+                Some(g) if g.0 == entry.par => g.2 = pos as u32 + 1,
+                _ => norm_groups.push((entry.par, pos as u32, pos as u32 + 1)),
+            }
+        }
         CpuEvaluator {
             base: vec![0.0; n_sb],
             binfac: vec![0.0; n_sb],
@@ -100,24 +118,18 @@ impl CpuEvaluator {
                     .unwrap_or(0)
             ],
             kappa: vec![(1.0, 0.0); model.normsys.len()],
-            norm_par: model.normsys.iter().map(|e| e.par).collect(),
-            norm_poly: model
-                .normsys
-                .iter()
-                .map(|e| {
-                    [
-                        e.coef[2], e.coef[3], e.coef[4], e.coef[5], e.coef[6], e.coef[7],
-                    ]
-                })
-                .collect(),
-            norm_pars: unique(&mut model.normsys.iter().map(|e| e.par)),
-            powers: vec![[0.0; 12]; model.n_params()],
+            norm_groups,
+            norm_cols,
+            norm_v: vec![0.0; norm_from.len()],
+            norm_d: vec![0.0; norm_from.len()],
+            norm_from,
             histo_pars: unique(&mut model.histosys.iter().map(|e| e.par)),
             histo_w: vec![[0.0; 8]; model.n_params()],
             hs_offset,
             hs_coef,
             hs_w: vec![0.0; 4 * max_ne],
             hs_acc: vec![0.0; 4 * max_ne],
+            hs_outside: vec![false; model.samples.len()],
             gbase: vec![0.0; model.samples.iter().map(|s| s.n_bins).max().unwrap_or(0)],
             model,
         }
@@ -147,37 +159,32 @@ impl CpuEvaluator {
             }
             return;
         }
-        for &par in &self.norm_pars {
+        for &(par, start, end) in &self.norm_groups {
             let a = p[par as usize];
-            let pw = &mut self.powers[par as usize];
-            let mut x = 1.0;
-            for i in 0..6 {
-                pw[6 + i] = (i + 1) as f64 * x; // d/dα αⁱ⁺¹
-                x *= a;
-                pw[i] = x;
+            let (s0, s1) = (start as usize, end as usize);
+            if a.abs() < 1.0 {
+                let (a2, a3) = (a * a, a * a * a);
+                let (a4, a5, a6) = (a2 * a2, a2 * a3, a3 * a3);
+                let pw = [a, a2, a3, a4, a5, a6];
+                let dpw = [1.0, 2.0 * a, 3.0 * a2, 4.0 * a3, 5.0 * a4, 6.0 * a5];
+                let c = &self.norm_cols;
+                let (c0, c1, c2) = (&c[0][s0..s1], &c[1][s0..s1], &c[2][s0..s1]);
+                let (c3, c4, c5) = (&c[3][s0..s1], &c[4][s0..s1], &c[5][s0..s1]);
+                let (v, d) = (&mut self.norm_v[s0..s1], &mut self.norm_d[s0..s1]);
+                for i in 0..v.len() {
+                    v[i] = 1.0 + (c0[i] * pw[0] + c1[i] * pw[1] + c2[i] * pw[2] + c3[i] * pw[3] + c4[i] * pw[4] + c5[i] * pw[5]);
+                    d[i] = c0[i] * dpw[0] + c1[i] * dpw[1] + c2[i] * dpw[2] + c3[i] * dpw[3] + c4[i] * dpw[4] + c5[i] * dpw[5];
+                }
+            } else {
+                for pos in s0..s1 {
+                    let (v, d) = m.normsys[self.norm_from[pos] as usize].factor(a);
+                    self.norm_v[pos] = v;
+                    self.norm_d[pos] = d;
+                }
             }
         }
-        for (i, k) in self.kappa.iter_mut().enumerate() {
-            let par = self.norm_par[i] as usize;
-            let a = p[par];
-            *k = if a.abs() < 1.0 {
-                let (c, pw) = (&self.norm_poly[i], &self.powers[par]);
-                let v = c[0] * pw[0]
-                    + c[1] * pw[1]
-                    + c[2] * pw[2]
-                    + c[3] * pw[3]
-                    + c[4] * pw[4]
-                    + c[5] * pw[5];
-                let d = c[0] * pw[6]
-                    + c[1] * pw[7]
-                    + c[2] * pw[8]
-                    + c[3] * pw[9]
-                    + c[4] * pw[10]
-                    + c[5] * pw[11];
-                (1.0 + v, d)
-            } else {
-                m.normsys[i].factor(a)
-            };
+        for (pos, &e) in self.norm_from.iter().enumerate() {
+            self.kappa[e as usize] = (self.norm_v[pos], self.norm_d[pos]);
         }
     }
 
@@ -216,10 +223,17 @@ impl CpuEvaluator {
                     let w = &self.histo_w[entry.par as usize];
                     inner[2 * e] = w[0];
                     inner[2 * e + 1] = w[1];
-                    outer[2 * e] = w[2];
-                    outer[2 * e + 1] = w[3];
                     outside |= w[2] != 0.0 || w[3] != 0.0;
                 }
+                // Outer weights are non-zero only for parameters beyond |α| = 1 (rare).
+                if outside {
+                    for (e, entry) in entries.iter().enumerate() {
+                        let w = &self.histo_w[entry.par as usize];
+                        outer[2 * e] = w[2];
+                        outer[2 * e + 1] = w[3];
+                    }
+                }
+                self.hs_outside[s] = outside;
                 let coef = &self.hs_coef[self.hs_offset[s]..self.hs_offset[s] + 4 * ne * nb];
                 let (rows_in, rows_out) = coef.split_at(2 * ne * nb);
                 for (b, out) in base.iter_mut().enumerate() {
@@ -347,10 +361,7 @@ impl CpuEvaluator {
             let entries = &m.histosys[smp.histosys.0 as usize..smp.histosys.1 as usize];
             let ne = entries.len();
             if additive && ne > 0 {
-                let outside = entries.iter().any(|e| {
-                    let w = &self.histo_w[e.par as usize];
-                    w[6] != 0.0 || w[7] != 0.0
-                });
+                let outside = self.hs_outside[s];
                 // Σ_b G_b (dw·c_b) = Σ_k dwₖ · (Σ_b G_b cₖ[·, b]): accumulate per entry.
                 let halves = if outside { 2 } else { 1 };
                 let acc = &mut self.hs_acc[..2 * ne * halves];
