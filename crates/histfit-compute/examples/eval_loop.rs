@@ -8,7 +8,10 @@ use std::sync::Arc;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let path = args.get(1).map(String::as_str).unwrap_or("tests/fixtures/workspace_tHu.json");
+    let path = args
+        .get(1)
+        .map(String::as_str)
+        .unwrap_or("tests/fixtures/workspace_tHu.json");
     let n: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1000);
     let text = std::fs::read_to_string(path).expect("readable workspace");
     let ws = Workspace::from_str(&text, path).expect("valid workspace");
@@ -28,5 +31,8 @@ fn main() {
         acc += ev.nll_grad(&p, &data, &mut g).expect("evaluates");
     }
     let dt = t.elapsed().as_secs_f64();
-    println!("{n} evaluations: {:.2} µs each (checksum {acc:.6})", dt / n as f64 * 1e6);
+    println!(
+        "{n} evaluations: {:.2} µs each (checksum {acc:.6})",
+        dt / n as f64 * 1e6
+    );
 }

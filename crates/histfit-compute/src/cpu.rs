@@ -113,7 +113,10 @@ impl CpuEvaluator {
                 model
                     .samples
                     .iter()
-                    .map(|s| (s.scale_factors.1 - s.scale_factors.0 + s.normsys.1 - s.normsys.0) as usize)
+                    .map(
+                        |s| (s.scale_factors.1 - s.scale_factors.0 + s.normsys.1 - s.normsys.0)
+                            as usize
+                    )
                     .max()
                     .unwrap_or(0)
             ],
@@ -172,8 +175,19 @@ impl CpuEvaluator {
                 let (c3, c4, c5) = (&c[3][s0..s1], &c[4][s0..s1], &c[5][s0..s1]);
                 let (v, d) = (&mut self.norm_v[s0..s1], &mut self.norm_d[s0..s1]);
                 for i in 0..v.len() {
-                    v[i] = 1.0 + (c0[i] * pw[0] + c1[i] * pw[1] + c2[i] * pw[2] + c3[i] * pw[3] + c4[i] * pw[4] + c5[i] * pw[5]);
-                    d[i] = c0[i] * dpw[0] + c1[i] * dpw[1] + c2[i] * dpw[2] + c3[i] * dpw[3] + c4[i] * dpw[4] + c5[i] * dpw[5];
+                    v[i] = 1.0
+                        + (c0[i] * pw[0]
+                            + c1[i] * pw[1]
+                            + c2[i] * pw[2]
+                            + c3[i] * pw[3]
+                            + c4[i] * pw[4]
+                            + c5[i] * pw[5]);
+                    d[i] = c0[i] * dpw[0]
+                        + c1[i] * dpw[1]
+                        + c2[i] * dpw[2]
+                        + c3[i] * dpw[3]
+                        + c4[i] * dpw[4]
+                        + c5[i] * dpw[5];
                 }
             } else {
                 for pos in s0..s1 {
