@@ -61,7 +61,7 @@ enum Command {
         mu: f64,
         /// Test statistic: qtilde (default), q, tmu, tmu_tilde.
         #[arg(long = "test-stat", default_value = "qtilde")]
-        test_stat: String,
+        test_stat: TestStat,
         #[command(flatten)]
         out: OutputArgs,
     },
@@ -72,7 +72,7 @@ enum Command {
         #[arg(long, default_value_t = 0.05)]
         alpha: f64,
         #[arg(long = "test-stat", default_value = "qtilde")]
-        test_stat: String,
+        test_stat: TestStat,
         /// Instead of root finding, scan LO:HI:N hypotests and interpolate.
         #[arg(long, value_name = "LO:HI:N")]
         scan: Option<String>,
@@ -124,7 +124,7 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
         #[arg(long = "test-stat", default_value = "qtilde")]
-        test_stat: String,
+        test_stat: TestStat,
         #[arg(long, value_name = "K/N")]
         shard: Option<String>,
         #[command(flatten)]
@@ -242,9 +242,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             out,
         } => {
             let (model, source, data, mut eval) = model.prepare()?;
-            let ts: TestStat = test_stat
-                .parse()
-                .map_err(|e: String| anyhow::anyhow!("--test-stat: {e}"))?;
+            let ts = test_stat;
             let mut calc = AsymptoticCalculator::new(&mut eval, data, ts, FitOptions::default())?;
             let r = calc.hypotest(mu)?;
             warn_all(&r.warnings);
@@ -264,9 +262,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             out,
         } => {
             let (model, source, data, mut eval) = model.prepare()?;
-            let ts: TestStat = test_stat
-                .parse()
-                .map_err(|e: String| anyhow::anyhow!("--test-stat: {e}"))?;
+            let ts = test_stat;
             let r = match scan {
                 None => histfit_infer::upper_limit(
                     &mut eval,
@@ -399,9 +395,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             out,
         } => {
             let (model, source, data, eval) = model.prepare()?;
-            let ts: TestStat = test_stat
-                .parse()
-                .map_err(|e: String| anyhow::anyhow!("--test-stat: {e}"))?;
+            let ts = test_stat;
             let range = parse_shard(shard.as_deref(), n_toys)?;
             let bar = progress::Bar::new("toys", 2 * (range.end - range.start) as usize);
             let r = histfit_infer::hypotest_toys(
