@@ -53,6 +53,8 @@ pub struct CpuEvaluator {
     hs_acc: Vec<f64>,
     /// Per sample: some histosys parameter lies beyond |α| = 1 (outer coefficients in use).
     hs_outside: Vec<bool>,
+    /// Some histosys parameter lies beyond |α| = 1 in this evaluation.
+    any_outside: bool,
     /// Per bin of the current sample: ∂NLL/∂(nominal + Δ).
     gbase: Vec<f64>,
 }
@@ -133,6 +135,7 @@ impl CpuEvaluator {
             hs_w: vec![0.0; 4 * max_ne],
             hs_acc: vec![0.0; 4 * max_ne],
             hs_outside: vec![false; model.samples.len()],
+            any_outside: false,
             gbase: vec![0.0; model.samples.iter().map(|s| s.n_bins).max().unwrap_or(0)],
             model,
         }
@@ -207,9 +210,11 @@ impl CpuEvaluator {
         self.lam.iter_mut().for_each(|x| *x = 0.0);
         let additive = !self.model.settings.histosys.is_multiplicative();
         if additive {
+            self.any_outside = false;
             for &par in &self.histo_pars {
                 let (w, dw) = additive_weights(self.model.settings.histosys, p[par as usize]);
                 self.histo_w[par as usize] = [w[0], w[1], w[2], w[3], dw[0], dw[1], dw[2], dw[3]];
+                self.any_outside |= w[2] != 0.0 || w[3] != 0.0;
             }
         }
         self.normsys_factors(p);
@@ -231,15 +236,18 @@ impl CpuEvaluator {
             base.copy_from_slice(&m.nominal[sb0..sb0 + nb]);
             if additive && ne > 0 {
                 // Gather the entries' weights, then per bin: Σₑ Σₖ wₖ[e]·cₖ[e, b].
-                let mut outside = false;
                 let (inner, outer) = self.hs_w[..4 * ne].split_at_mut(2 * ne);
-                for (e, entry) in entries.iter().enumerate() {
+                for (pair, entry) in inner.chunks_exact_mut(2).zip(entries) {
                     let w = &self.histo_w[entry.par as usize];
-                    inner[2 * e] = w[0];
-                    inner[2 * e + 1] = w[1];
-                    outside |= w[2] != 0.0 || w[3] != 0.0;
+                    pair[0] = w[0];
+                    pair[1] = w[1];
                 }
                 // Outer weights are non-zero only for parameters beyond |α| = 1 (rare).
+                let outside = self.any_outside
+                    && entries.iter().any(|e| {
+                        let w = &self.histo_w[e.par as usize];
+                        w[2] != 0.0 || w[3] != 0.0
+                    });
                 if outside {
                     for (e, entry) in entries.iter().enumerate() {
                         let w = &self.histo_w[entry.par as usize];
@@ -390,13 +398,16 @@ impl CpuEvaluator {
                         }
                     }
                 }
-                for (e, entry) in entries.iter().enumerate() {
+                let (acc_in, acc_out) = acc.split_at(2 * ne);
+                for (pair, entry) in acc_in.chunks_exact(2).zip(entries) {
                     let w = &self.histo_w[entry.par as usize];
-                    let mut g = w[4] * acc[2 * e] + w[5] * acc[2 * e + 1];
-                    if outside {
-                        g += w[6] * acc[2 * ne + 2 * e] + w[7] * acc[2 * ne + 2 * e + 1];
+                    grad[entry.par as usize] += (w[4] * pair[0] + w[5] * pair[1]) * f;
+                }
+                if outside {
+                    for (pair, entry) in acc_out.chunks_exact(2).zip(entries) {
+                        let w = &self.histo_w[entry.par as usize];
+                        grad[entry.par as usize] += (w[6] * pair[0] + w[7] * pair[1]) * f;
                     }
-                    grad[entry.par as usize] += g * f;
                 }
             } else {
                 for e in entries {
@@ -428,8 +439,8 @@ impl CpuEvaluator {
                 acc *= v;
             }
             let mut suffix = 1.0;
-            for (i, (e, &(v, d))) in m.normsys[nsr].iter().zip(kappa).enumerate().rev() {
-                grad[e.par as usize] += w_sample * prefix[nsf + i] * suffix * d;
+            for ((e, &(v, d)), &pre) in m.normsys[nsr].iter().zip(kappa).zip(&prefix[nsf..]).rev() {
+                grad[e.par as usize] += w_sample * pre * suffix * d;
                 suffix *= v;
             }
             for (i, &par) in sf.iter().enumerate().rev() {
