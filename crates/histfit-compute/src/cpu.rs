@@ -258,12 +258,13 @@ impl CpuEvaluator {
                 self.hs_outside[s] = outside;
                 let coef = &self.hs_coef[self.hs_offset[s]..self.hs_offset[s] + 4 * ne * nb];
                 let (rows_in, rows_out) = coef.split_at(2 * ne * nb);
-                for (b, out) in base.iter_mut().enumerate() {
-                    let mut acc = dot(inner, &rows_in[b * 2 * ne..(b + 1) * 2 * ne]);
-                    if outside {
-                        acc += dot(outer, &rows_out[b * 2 * ne..(b + 1) * 2 * ne]);
+                for (out, row) in base.iter_mut().zip(rows_in.chunks_exact(2 * ne)) {
+                    *out += dot(inner, row);
+                }
+                if outside {
+                    for (out, row) in base.iter_mut().zip(rows_out.chunks_exact(2 * ne)) {
+                        *out += dot(outer, row);
                     }
-                    *out += acc;
                 }
             } else {
                 for e in entries {
