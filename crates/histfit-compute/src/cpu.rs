@@ -423,11 +423,21 @@ impl CpuEvaluator {
                     grad[e.par as usize] += g * f;
                 }
             }
-            // Sample factors: product rule with prefix/suffix products (robust to zero factors),
-            // over the scale factors then the normsys factors of the sample.
+            // Sample factors: ∂F/∂xₖ = F·xₖ'/xₖ while F ≠ 0 (then no factor is 0); otherwise
+            // the product rule with prefix/suffix products, which needs no division.
             let sf = &m.scale_factors[smp.scale_factors.0 as usize..smp.scale_factors.1 as usize];
             let nsr = smp.normsys.0 as usize..smp.normsys.1 as usize;
             let kappa = &self.kappa[nsr.clone()];
+            if f != 0.0 && f.is_finite() {
+                let wf = w_sample * f;
+                for (e, &(v, d)) in m.normsys[nsr].iter().zip(kappa) {
+                    grad[e.par as usize] += wf * d / v;
+                }
+                for &par in sf {
+                    grad[par as usize] += wf / p[par as usize];
+                }
+                continue;
+            }
             let nsf = sf.len();
             let prefix = &mut self.prefix[..nsf + kappa.len()];
             let mut acc = 1.0;
