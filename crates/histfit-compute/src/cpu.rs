@@ -393,11 +393,7 @@ impl CpuEvaluator {
                 for h in 0..halves {
                     let acc_h = &mut acc[h * 2 * ne..(h + 1) * 2 * ne];
                     let rows = &coef[h * 2 * ne * nb..(h + 1) * 2 * ne * nb];
-                    for (gb, row) in self.gbase[..nb].iter().zip(rows.chunks_exact(2 * ne)) {
-                        for (a, c) in acc_h.iter_mut().zip(row) {
-                            *a += gb * c;
-                        }
-                    }
+                    accumulate_rows(&self.gbase[..nb], rows, acc_h);
                 }
                 let (acc_in, acc_out) = acc.split_at(2 * ne);
                 for (pair, entry) in acc_in.chunks_exact(2).zip(entries) {
@@ -477,6 +473,17 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
         acc[0] += x * y;
     }
     (acc[0] + acc[1]) + (acc[2] + acc[3])
+}
+
+/// acc += Σ_b g[b]·rows[b] for `rows` holding `g.len()` rows of `acc.len()` values. A separate
+/// function so the compiler knows `acc` and `rows` do not overlap and vectorises the inner loop.
+#[inline(never)]
+fn accumulate_rows(g: &[f64], rows: &[f64], acc: &mut [f64]) {
+    for (gb, row) in g.iter().zip(rows.chunks_exact(acc.len())) {
+        for (a, c) in acc.iter_mut().zip(row) {
+            *a += gb * c;
+        }
+    }
 }
 
 #[inline]
