@@ -13,15 +13,8 @@ here). Each tool is timed on the fit alone (model already built), median of N ru
 """
 import argparse, json, statistics, subprocess, sys, time, platform, os
 
+from benchlib import median_time
 
-def median_time(fn, repeat):
-    fn()
-    ts = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
 
 
 def main():

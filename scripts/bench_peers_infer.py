@@ -8,18 +8,11 @@ histfit is timed end to end as a process (`histfit hypotest|scan|limit|ranking W
 compile, inference, output), NextStat on the call alone with the model already built. Medians
 of N runs after one warm-up.
 """
-import argparse, json, statistics, subprocess, time, platform, os
+import argparse, subprocess, platform, os
 import nextstat
 
+from benchlib import median_time
 
-def median(fn, repeat):
-    fn()
-    ts = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
 
 
 def main():
@@ -41,9 +34,9 @@ def main():
     print(f"workspace: {a.workspace}   machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores")
     print(f"{'task':<30} {'histfit s':>10} {'NextStat s':>11} {'ratio':>8}")
     for name, h, n in rows:
-        th = median(h, a.repeat)
+        th = median_time(h, a.repeat)
         try:
-            tn = median(n, a.repeat)
+            tn = median_time(n, a.repeat)
         except Exception as e:  # an API mismatch must not hide the histfit figure
             print(f"{name:<30} {th:>10.4f} {'error':>11}  ({e})")
             continue

@@ -2,25 +2,15 @@
 //! workspace `workspace_tHu.json`, on one core.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use histfit_compute::{CpuEvaluator, Dataset};
+use histfit_compute::CpuEvaluator;
 use histfit_infer::{fit, FitOptions};
-use histfit_model::{compile, Settings, Workspace};
-use std::sync::Arc;
+use histfit_testutil::{load, settings, SETTINGS};
 
 fn bench(c: &mut Criterion) {
-    let path = format!(
-        "{}/../../tests/fixtures/workspace_tHu.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let ws = Workspace::from_str(&std::fs::read_to_string(path).unwrap(), "tHu").unwrap();
     let mut group = c.benchmark_group("tHu");
     group.sample_size(20);
-    for (label, settings) in [
-        ("smooth", Settings::smooth()),
-        ("pyhf", Settings::pyhf_defaults()),
-    ] {
-        let model = Arc::new(compile(&ws, None, &settings).unwrap());
-        let data = Dataset::observed(&model);
+    for label in SETTINGS {
+        let (model, data) = load("workspace_tHu", settings(label));
         let mut ev = CpuEvaluator::new(model.clone());
         let opts = FitOptions {
             uncertainties: true,

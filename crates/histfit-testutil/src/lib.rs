@@ -66,3 +66,14 @@ pub fn load(name: &str, settings: Settings) -> (Arc<Model>, Dataset) {
 pub fn golden(name: &str, setting: &str) -> Value {
     json(&format!("{name}.golden.json"))["settings"][setting].clone()
 }
+
+/// A point a little off the suggested init (±0.1, clamped to the bounds) so that every
+/// interpolation branch is live: what the benchmarks and the profiling driver evaluate at.
+pub fn off_init_point(model: &Model) -> Vec<f64> {
+    model
+        .parameters
+        .iter()
+        .enumerate()
+        .map(|(i, q)| (q.init + 0.1 * ((i % 7) as f64 - 3.0) / 3.0).clamp(q.lower, q.upper))
+        .collect()
+}
