@@ -13,10 +13,16 @@ fn main() {
     let mut ev = CpuEvaluator::new(model.clone());
     let p = off_init_point(&model);
     let mut g = vec![0.0; p.len()];
+    // Third argument: what to evaluate (`grad`: NLL and gradient, the default; `nll`: NLL only).
+    let what = args.get(3).map(String::as_str).unwrap_or("grad");
     let mut acc = 0.0;
     let t = std::time::Instant::now();
     for _ in 0..n {
-        acc += ev.nll_grad(&p, &data, &mut g).expect("evaluates");
+        acc += match what {
+            "nll" => ev.nll(&p, &data),
+            _ => ev.nll_grad(&p, &data, &mut g),
+        }
+        .expect("evaluates");
     }
     let dt = t.elapsed().as_secs_f64();
     println!(
