@@ -3,8 +3,13 @@
 //! any order, on any thread or device, and come out the same — the property that lets an ensemble
 //! be split across threads, cluster jobs or a GPU and merged bit for bit.
 //!
-//! The transforms on top (uniform, normal, Poisson) use only integer arithmetic and IEEE f64
-//! operations, so a device port reproduces them exactly.
+//! The transforms on top (uniform, normal, Poisson) use only integer arithmetic and the IEEE f64
+//! operations that every device rounds the same way (+, −, ×, /, √, floor; no fused
+//! multiply-add). The logarithm, exponential and ln k! they need are written here in those
+//! operations ([`portable_ln`], [`portable_exp`], [`ln_factorial`]) instead of taken from the
+//! platform's maths library, whose last bits differ between glibc and CUDA. The CUDA kernels
+//! carry a line-for-line port compiled without FMA contraction, so a toy is bit-identical on
+//! both devices.
 
 const M0: u32 = 0xD251_1F53;
 const M1: u32 = 0xCD9E_8D57;
@@ -67,14 +72,19 @@ impl ToyStream {
         (((a << 26) | b) as f64 + 0.5) * (1.0 / 9_007_199_254_740_992.0)
     }
 
-    /// Standard normal by Box–Muller (one of the pair; two uniforms per draw).
+    /// A standard normal variate (Marsaglia's polar method: a logarithm and a square root, no
+    /// trigonometric function, so the device port is exact).
     pub fn normal(&mut self) -> f64 {
-        let u1 = self.uniform();
-        let u2 = self.uniform();
-        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+        loop {
+            let v1 = 2.0 * self.uniform() - 1.0;
+            let v2 = 2.0 * self.uniform() - 1.0;
+            let s = v1 * v1 + v2 * v2;
+            if s < 1.0 && s > 0.0 {
+                return v1 * (-2.0 * portable_ln(s) / s).sqrt();
+            }
+        }
     }
 
-    /// Poisson with mean `lam` ≥ 0: inversion below 12, Hörmann's PTRS rejection above.
     pub fn poisson(&mut self, lam: f64) -> f64 {
         if lam <= 0.0 {
             return 0.0;
@@ -82,7 +92,7 @@ impl ToyStream {
         if lam < 12.0 {
             let u = self.uniform();
             let mut k = 0.0;
-            let mut p = (-lam).exp();
+            let mut p = portable_exp(-lam);
             let mut cdf = p;
             while u > cdf && k < 1000.0 {
                 k += 1.0;
@@ -92,7 +102,7 @@ impl ToyStream {
             return k;
         }
         let slam = lam.sqrt();
-        let loglam = lam.ln();
+        let loglam = portable_ln(lam);
         let b = 0.931 + 2.53 * slam;
         let a = -0.059 + 0.02483 * b;
         let inv_alpha = 1.1239 + 1.1328 / (b - 3.4);
@@ -108,13 +118,72 @@ impl ToyStream {
             if k < 0.0 || (us < 0.013 && v > us) {
                 continue;
             }
-            if v.ln() + inv_alpha.ln() - (a / (us * us) + b).ln()
-                <= -lam + k * loglam - libm::lgamma(k + 1.0)
+            if portable_ln(v) + portable_ln(inv_alpha) - portable_ln(a / (us * us) + b)
+                <= -lam + k * loglam - ln_factorial(k)
             {
                 return k;
             }
         }
     }
+}
+
+const LN2_HI: f64 = 6.931_471_803_691_238e-1; // ln 2 rounded to 32 significant bits
+const LN2_LO: f64 = 1.908_214_929_270_587_7e-10; // ln 2 − LN2_HI
+
+/// ln x for finite x > 0 (the samplers never ask for anything else), to about 1 ulp, in
+/// operations every device rounds alike: x = 2ᵉ·m with m in [√½, √2), ln m = 2·atanh(s) with
+/// s = (m − 1)/(m + 1), |s| ≤ 0.172, as a polynomial in s² (terms to s²³).
+pub fn portable_ln(x: f64) -> f64 {
+    let bits = x.to_bits();
+    let mut e = ((bits >> 52) & 0x7ff) as i64 - 1023;
+    let mut m = f64::from_bits((bits & 0x000f_ffff_ffff_ffff) | 0x3ff0_0000_0000_0000);
+    if m > std::f64::consts::SQRT_2 {
+        m *= 0.5;
+        e += 1;
+    }
+    let f = m - 1.0;
+    let s = f / (2.0 + f);
+    let z = s * s;
+    let mut poly = 1.0 / 23.0;
+    for k in (0..11).rev() {
+        poly = poly * z + 1.0 / (2 * k + 1) as f64;
+    }
+    let e = e as f64;
+    e * LN2_HI + (e * LN2_LO + 2.0 * s * poly)
+}
+
+/// eˣ for −700 ≤ x ≤ 700, to about 1 ulp: x = k·ln 2 + r with |r| ≤ ½ ln 2, eʳ by its Taylor
+/// series to r¹³, times 2ᵏ built from the exponent bits.
+pub fn portable_exp(x: f64) -> f64 {
+    let k = (x * std::f64::consts::LOG2_E + 0.5).floor();
+    let r = (x - k * LN2_HI) - k * LN2_LO;
+    let mut p = 1.0 / 6_227_020_800.0; // 1/13!
+    let mut fact = 6_227_020_800.0;
+    for n in (1..13).rev() {
+        fact /= (n + 1) as f64;
+        p = p * r + 1.0 / fact;
+    }
+    let er = p * r + 1.0;
+    er * f64::from_bits(((k as i64 + 1023) as u64) << 52)
+}
+
+/// ln k! for a whole number k ≥ 0: exact products up to 17! (below 2⁵³), Stirling's series for
+/// ln Γ(k + 1) beyond (truncation error below 1e-15 absolute there).
+pub fn ln_factorial(k: f64) -> f64 {
+    if k < 18.0 {
+        let mut f = 1.0;
+        let mut i = 2.0;
+        while i <= k {
+            f *= i;
+            i += 1.0;
+        }
+        return portable_ln(f);
+    }
+    let z = k + 1.0;
+    let iz = 1.0 / z;
+    let iz2 = iz * iz;
+    let series = iz * (1.0 / 12.0 - iz2 * (1.0 / 360.0 - iz2 * (1.0 / 1260.0 - iz2 / 1680.0)));
+    (z - 0.5) * portable_ln(z) - z + 0.918_938_533_204_672_8 + series
 }
 
 #[cfg(test)]
@@ -171,6 +240,34 @@ mod tests {
                 "poisson {lam}: mean {m}"
             );
             assert!((v / lam - 1.0).abs() < 0.03, "poisson {lam}: var {v}");
+        }
+    }
+
+    #[test]
+    fn portable_functions_match_the_maths_library() {
+        let mut x = 1e-300;
+        while x < 1e300 {
+            for y in [x, x * 1.000_000_1, x * 1.414_213_5, x * 1.999_999] {
+                let (a, b) = (portable_ln(y), y.ln());
+                assert!(
+                    (a - b).abs() <= 2e-16 * b.abs().max(1.0),
+                    "ln {y}: {a} vs {b}"
+                );
+            }
+            x *= 3.7;
+        }
+        for i in -7000..=7000 {
+            let y = i as f64 * 0.1 + 0.012_345;
+            let (a, b) = (portable_exp(y), y.exp());
+            assert!((a - b).abs() <= 4e-16 * b, "exp {y}: {a} vs {b}");
+        }
+        for k in 0..2000 {
+            let k = k as f64;
+            let (a, b) = (ln_factorial(k), libm::lgamma(k + 1.0));
+            assert!(
+                (a - b).abs() <= 1e-14 * b.abs().max(1.0),
+                "ln {k}!: {a} vs {b}"
+            );
         }
     }
 
