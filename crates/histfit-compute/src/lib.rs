@@ -3,7 +3,8 @@
 //! The [`Evaluator`] trait is the one seam between statistics and devices: given parameters and a
 //! [`Dataset`], return the negative log-likelihood, its gradient, and the expected data. Inference
 //! code (`histfit-infer`) is written against it only; the CUDA backend adds an implementation.
-//! Helpers built purely on the trait (Hessian, expected data with aux) live here too.
+//! Helpers built purely on the trait (Hessian, expected data with aux) live here too, and the
+//! [`BatchEvaluator`] trait through which a device evaluates many problems per launch.
 
 pub mod cpu;
 pub mod dataset;
@@ -40,6 +41,84 @@ pub trait Evaluator {
     fn nll_grad(&mut self, params: &[f64], data: &Dataset, grad: &mut [f64]) -> Result<f64>;
     /// Expected main-bin counts (channel order).
     fn expected_main(&mut self, params: &[f64], out: &mut [f64]) -> Result<()>;
+}
+
+/// Evaluates many problems of one model at once — B parameter vectors, each with its own dataset —
+/// as a GPU does in one launch. Problem i reads `params[i·n..(i+1)·n]` (n parameters) and
+/// `data[i]`, and writes `nll[i]` and `grad[i·n..(i+1)·n]`. Implementations may keep datasets
+/// resident between calls (they are compared by content, so callers just pass them each time).
+pub trait BatchEvaluator: Send {
+    fn model(&self) -> &Model;
+    /// −ln L and its gradient for every problem.
+    fn nll_grad_batch(
+        &mut self,
+        params: &[f64],
+        data: &[&Dataset],
+        nll: &mut [f64],
+        grad: &mut [f64],
+    ) -> Result<()>;
+    /// Expected main-bin counts for every parameter vector (`out`: B × n_main).
+    fn expected_main_batch(&mut self, params: &[f64], out: &mut [f64]) -> Result<()>;
+}
+
+/// Checks the shapes of a batch request against the model; returns the number of problems.
+pub fn check_batch(
+    model: &Model,
+    params: &[f64],
+    data: &[&Dataset],
+    nll: &[f64],
+    grad: &[f64],
+) -> Result<usize> {
+    let n = model.n_params();
+    let b = data.len();
+    for (what, expected, got) in [
+        ("batch parameters", b * n, params.len()),
+        ("batch values", b, nll.len()),
+        ("batch gradients", b * n, grad.len()),
+    ] {
+        if expected != got {
+            return Err(ComputeError::Length {
+                what,
+                expected,
+                got,
+            });
+        }
+    }
+    for d in data {
+        if d.main.len() != model.n_main || d.aux.len() != model.n_aux() {
+            return Err(ComputeError::Length {
+                what: "batch dataset",
+                expected: model.n_main + model.n_aux(),
+                got: d.main.len() + d.aux.len(),
+            });
+        }
+    }
+    Ok(b)
+}
+
+/// One problem at a time through a [`BatchEvaluator`] (B = 1): how a device evaluator serves the
+/// single-model inference code (fits, scans, limits) unchanged.
+#[derive(Debug, Clone)]
+pub struct OneAtATime<B> {
+    pub batch: B,
+}
+
+impl<B: BatchEvaluator> Evaluator for OneAtATime<B> {
+    fn model(&self) -> &Model {
+        self.batch.model()
+    }
+    fn nll(&mut self, params: &[f64], data: &Dataset) -> Result<f64> {
+        let mut g = vec![0.0; params.len()];
+        self.nll_grad(params, data, &mut g)
+    }
+    fn nll_grad(&mut self, params: &[f64], data: &Dataset, grad: &mut [f64]) -> Result<f64> {
+        let mut v = [0.0];
+        self.batch.nll_grad_batch(params, &[data], &mut v, grad)?;
+        Ok(v[0])
+    }
+    fn expected_main(&mut self, params: &[f64], out: &mut [f64]) -> Result<()> {
+        self.batch.expected_main_batch(params, out)
+    }
 }
 
 /// Expected data in pyhf's layout: main bins, then the auxiliary data each constraint expects

@@ -17,9 +17,13 @@ pub const WORKSPACES: [&str; 4] = [
 /// The two interpolation settings of the goldens.
 pub const SETTINGS: [&str; 2] = ["smooth", "pyhf"];
 
-/// Path of a file in `tests/fixtures`.
+/// Path of a file in `tests/fixtures` (`$HISTFIT_FIXTURES` overrides the folder, for test
+/// binaries built here and run on another machine, such as the lent GPU).
 pub fn fixture(name: &str) -> String {
-    format!("{}/../../tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
+    match std::env::var("HISTFIT_FIXTURES") {
+        Ok(dir) => format!("{dir}/{name}"),
+        Err(_) => format!("{}/../../tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR")),
+    }
 }
 
 /// A fixture parsed as JSON.

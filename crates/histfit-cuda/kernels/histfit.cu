@@ -1,0 +1,488 @@
+// histfit CUDA kernels (f64). Compiled at run time by NVRTC with --fmad=false, so every
+// multiply and add rounds exactly as on the CPU and the toy generator reproduces the CPU's bits.
+//
+// nll_grad_batch: one thread block per problem (parameter vector + dataset). The block walks the
+// compiled model's tables in phases separated by __syncthreads(): normsys factors, sample factors
+// and sample-bin yields, expected counts and the likelihood, then the reverse pass. Every
+// gradient contribution is written to its own "term" slot and each parameter sums its slots in a
+// fixed order (CSR lists built on the host), so results do not depend on thread scheduling.
+//
+// generate_toys: one thread per toy, the Philox4x32-10 streams and samplers of
+// histfit-compute's rng.rs, line for line.
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+#define CODE0 0
+#define CODE1 1
+#define CODE2 2
+#define CODE4 3
+#define CODE4P 4
+
+#define KIND_NONE 0
+#define KIND_GAUSS 1
+#define KIND_POISSON 2
+
+__device__ __forceinline__ void additive_weights(int code, double a, double* w, double* dw) {
+    w[0] = w[1] = w[2] = w[3] = 0.0;
+    dw[0] = dw[1] = dw[2] = dw[3] = 0.0;
+    if (code == CODE0) {
+        if (a > 0.0) { w[0] = a; dw[0] = 1.0; }
+        else if (a < 0.0) { w[1] = a; dw[1] = 1.0; }
+        else { dw[0] = 0.5; dw[1] = 0.5; }
+    } else if (code == CODE2) {
+        if (a > 1.0) {
+            double t = a - 1.0;
+            w[0] = 2.0 * t; w[1] = t; w[2] = 1.0;
+            dw[0] = 2.0; dw[1] = 1.0;
+        } else if (a < -1.0) {
+            double t = a + 1.0;
+            w[0] = -2.0 * t; w[1] = t; w[3] = -1.0;
+            dw[0] = -2.0; dw[1] = 1.0;
+        } else {
+            w[0] = a * a; w[1] = a;
+            dw[0] = 2.0 * a; dw[1] = 1.0;
+        }
+    } else { // CODE4P
+        if (a > 1.0) { w[2] = a; dw[2] = 1.0; }
+        else if (a < -1.0) { w[3] = a; dw[3] = 1.0; }
+        else {
+            double a2 = a * a;
+            w[0] = a; dw[0] = 1.0;
+            w[1] = a2 * (15.0 + a2 * (3.0 * a2 - 10.0));
+            dw[1] = a * (30.0 + a2 * (18.0 * a2 - 40.0));
+        }
+    }
+}
+
+// c = [ln up, ln dn, p1..p6]
+__device__ __forceinline__ void multiplicative_value(int code, const double* c, double a, double* v, double* d) {
+    if (a >= 1.0 || (code == CODE1 && a > 0.0)) {
+        double k = exp(a * c[0]);
+        *v = k; *d = k * c[0];
+    } else if (a <= -1.0 || (code == CODE1 && a < 0.0)) {
+        double k = exp(-a * c[1]);
+        *v = k; *d = -k * c[1];
+    } else if (code == CODE1) {
+        *v = 1.0; *d = 0.5 * (c[0] - c[1]);
+    } else {
+        const double* p = c + 2;
+        double val = a * (p[0] + a * (p[1] + a * (p[2] + a * (p[3] + a * (p[4] + a * p[5])))));
+        double der = p[0] + a * (2.0 * p[1] + a * (3.0 * p[2] + a * (4.0 * p[3] + a * (5.0 * p[4] + a * 6.0 * p[5]))));
+        *v = 1.0 + val; *d = der;
+    }
+}
+
+__device__ __forceinline__ bool is_mult(int code) { return code == CODE1 || code == CODE4; }
+
+// Δ and dΔ/dα of one histosys row (entry e, bin row r).
+__device__ __forceinline__ void histo_row(int code, const double* coef4, const double* poly6, double a,
+                                          double* delta, double* ddelta) {
+    if (is_mult(code)) {
+        double c8[8] = {coef4[1], coef4[2], poly6[0], poly6[1], poly6[2], poly6[3], poly6[4], poly6[5]};
+        double k, dk;
+        multiplicative_value(code, c8, a, &k, &dk);
+        *delta = coef4[0] * (k - 1.0);
+        *ddelta = coef4[0] * dk;
+    } else {
+        double w[4], dw[4];
+        additive_weights(code, a, w, dw);
+        *delta = w[0] * coef4[0] + w[1] * coef4[1] + w[2] * coef4[2] + w[3] * coef4[3];
+        *ddelta = dw[0] * coef4[0] + dw[1] * coef4[1] + dw[2] * coef4[2] + dw[3] * coef4[3];
+    }
+}
+
+struct Tables {
+    // dims
+    int n_params, n_main, n_aux, n_samples, n_sb, n_ns, n_sf, n_hs, n_bf, n_terms;
+    // per sample: bin_start, n_bins, sb_start, sf0, sf1, ns0, ns1, hs0, hs1
+    const int* smp;
+    const double* nominal;   // n_sb
+    const int* sb_sample;    // n_sb
+    const int* sb_bin;       // n_sb (main bin)
+    const int* bf_off;       // n_sb + 1
+    const int* bf_par;       // n_bf
+    const int* sf_par;       // n_sf
+    const int* sf_sample;    // n_sf
+    const int* ns_par;       // n_ns
+    const int* ns_code;      // n_ns
+    const int* ns_sample;    // n_ns
+    const double* ns_coef;   // 8 × n_ns
+    const int* hs_par;       // n_hs
+    const int* hs_code;      // n_hs
+    const int* hs_sample;    // n_hs
+    const int* hs_row;       // n_hs (first row)
+    const double* hs_coef;   // 4 × rows
+    const double* hs_poly;   // 6 × rows
+    const int* bin_off;      // n_main + 1
+    const int* bin_sb;       // sample-bins of each main bin
+    const int* aux_par;      // n_aux
+    const int* aux_kind;     // n_aux
+    const double* aux_const; // n_aux: σ (Gauss) or τ (Poisson)
+    const int* term_off;     // n_params + 1
+    const int* term_idx;     // n_terms
+};
+
+// Term slots: [aux n_aux][normsys n_ns][scale factors n_sf][histosys n_hs][bin factors n_bf].
+
+__device__ double block_sum(double v, double* red) {
+    int t = threadIdx.x;
+    red[t] = v;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (t < s) red[t] += red[t + s];
+        __syncthreads();
+    }
+    double r = red[0];
+    __syncthreads();
+    return r;
+}
+
+// scratch per problem: x[P] kv[ns] kd[ns] F[S] base[sb] binfac[sb] gb[sb] lam[M] dlam[M]
+//                      w[S] terms[T]
+extern "C" __global__ void nll_grad_batch(Tables tb, int n_problems, const double* __restrict__ params,
+                                          const int* __restrict__ data_index, const double* __restrict__ data,
+                                          double* __restrict__ out_nll, double* __restrict__ out_grad,
+                                          double* __restrict__ out_lam, double* __restrict__ scratch,
+                                          long long scratch_len) {
+    extern __shared__ double red[];
+    __shared__ int invalid;
+    int p = blockIdx.x;
+    if (p >= n_problems) return;
+    int t = threadIdx.x, T = blockDim.x;
+    const int P = tb.n_params, M = tb.n_main;
+    double* x = scratch + (long long)p * scratch_len;
+    double* kv = x + P;
+    double* kd = kv + tb.n_ns;
+    double* F = kd + tb.n_ns;
+    double* base = F + tb.n_samples;
+    double* binfac = base + tb.n_sb;
+    double* gb = binfac + tb.n_sb;
+    double* lam = gb + tb.n_sb;
+    double* dlam = lam + M;
+    double* wsamp = dlam + M;
+    double* terms = wsamp + tb.n_samples;
+    const double* dat = data + (long long)data_index[p] * (M + tb.n_aux);
+    const double* aux = dat + M;
+    if (t == 0) invalid = 0;
+    for (int i = t; i < P; i += T) x[i] = params[(long long)p * P + i];
+    __syncthreads();
+    // normsys factors
+    for (int e = t; e < tb.n_ns; e += T) {
+        int code = tb.ns_code[e];
+        double a = x[tb.ns_par[e]];
+        const double* c = tb.ns_coef + 8 * e;
+        double v, d;
+        if (is_mult(code)) {
+            multiplicative_value(code, c, a, &v, &d);
+        } else {
+            double w[4], dw[4];
+            additive_weights(code, a, w, dw);
+            v = 1.0 + w[0] * c[0] + w[1] * c[1] + w[2] * c[2] + w[3] * c[3];
+            d = dw[0] * c[0] + dw[1] * c[1] + dw[2] * c[2] + dw[3] * c[3];
+        }
+        kv[e] = v;
+        kd[e] = d;
+    }
+    // sample-bin yields (nominal + Δ) and bin factors
+    for (int sb = t; sb < tb.n_sb; sb += T) {
+        const int* sm = tb.smp + 9 * tb.sb_sample[sb];
+        int k = sb - sm[2];
+        double b = tb.nominal[sb];
+        for (int e = sm[7]; e < sm[8]; ++e) {
+            int r = tb.hs_row[e] + k;
+            double dl, dd;
+            histo_row(tb.hs_code[e], tb.hs_coef + 4 * r, tb.hs_poly + 6 * r, x[tb.hs_par[e]], &dl, &dd);
+            b += dl;
+        }
+        base[sb] = b;
+        double bf = 1.0;
+        for (int j = tb.bf_off[sb]; j < tb.bf_off[sb + 1]; ++j) bf *= x[tb.bf_par[j]];
+        binfac[sb] = bf;
+    }
+    __syncthreads();
+    // sample factors
+    for (int s = t; s < tb.n_samples; s += T) {
+        const int* sm = tb.smp + 9 * s;
+        double f = 1.0;
+        for (int j = sm[3]; j < sm[4]; ++j) f *= x[tb.sf_par[j]];
+        for (int e = sm[5]; e < sm[6]; ++e) f *= kv[e];
+        F[s] = f;
+    }
+    __syncthreads();
+    // expected counts, Poisson terms, ∂NLL/∂λ
+    double part = 0.0;
+    for (int b = t; b < M; b += T) {
+        double l = 0.0;
+        for (int j = tb.bin_off[b]; j < tb.bin_off[b + 1]; ++j) {
+            int sb = tb.bin_sb[j];
+            l += base[sb] * binfac[sb] * F[tb.sb_sample[sb]];
+        }
+        lam[b] = l;
+        if (out_lam) out_lam[(long long)p * M + b] = l;
+        double n = dat[b];
+        if (l < 0.0 || (l == 0.0 && n > 0.0) || isnan(l)) {
+            invalid = 1;
+            dlam[b] = 0.0;
+        } else {
+            part += n > 0.0 ? l - n - n * log(l / n) : l;
+            dlam[b] = n > 0.0 ? 1.0 - n / l : 1.0;
+        }
+    }
+    // constraint terms
+    for (int k = t; k < tb.n_aux; k += T) {
+        int par = tb.aux_par[k];
+        double xv = x[par], a = aux[k], c = tb.aux_const[k];
+        double g = 0.0;
+        if (tb.aux_kind[k] == KIND_GAUSS) {
+            double z = (xv - a) / c;
+            part += 0.5 * z * z;
+            g = (xv - a) / (c * c);
+        } else if (tb.aux_kind[k] == KIND_POISSON) {
+            double rate = xv * c;
+            if (rate < 0.0 || (rate == 0.0 && a > 0.0)) {
+                invalid = 1;
+            } else {
+                part += a > 0.0 ? rate - a - a * log(rate / a) : rate;
+                g = a > 0.0 ? c - a / xv : c;
+            }
+        }
+        terms[k] = g;
+    }
+    double nll = block_sum(part, red); // contains __syncthreads: invalid and dlam are visible
+    if (invalid) {
+        if (t == 0) out_nll[p] = 1.0 / 0.0;
+        if (out_grad)
+            for (int i = t; i < P; i += T) out_grad[(long long)p * P + i] = 0.0 / 0.0;
+        return;
+    }
+    if (t == 0) out_nll[p] = nll;
+    if (!out_grad) return;
+    const int t_ns = tb.n_aux, t_sf = t_ns + tb.n_ns, t_hs = t_sf + tb.n_sf, t_bf = t_hs + tb.n_hs;
+    // per sample-bin: ∂NLL/∂base without F; bin-factor terms
+    for (int sb = t; sb < tb.n_sb; sb += T) {
+        int s = tb.sb_sample[sb];
+        double dl = dlam[tb.sb_bin[sb]];
+        gb[sb] = dl * binfac[sb];
+        double common = dl * base[sb] * F[s];
+        int j0 = tb.bf_off[sb], j1 = tb.bf_off[sb + 1];
+        for (int j = j0; j < j1; ++j) {
+            double others = 1.0;
+            for (int q = j0; q < j1; ++q)
+                if (q != j) others *= x[tb.bf_par[q]];
+            terms[t_bf + j] = common * others;
+        }
+    }
+    // per sample: ∂NLL/∂F
+    for (int s = t; s < tb.n_samples; s += T) {
+        const int* sm = tb.smp + 9 * s;
+        double w = 0.0;
+        for (int k = 0; k < sm[1]; ++k) {
+            int sb = sm[2] + k;
+            w += dlam[sm[0] + k] * base[sb] * binfac[sb];
+        }
+        wsamp[s] = w;
+    }
+    __syncthreads();
+    // normsys and scale-factor terms: ∂F/∂factor = product of the sample's other factors
+    for (int e = t; e < tb.n_ns; e += T) {
+        int s = tb.ns_sample[e];
+        const int* sm = tb.smp + 9 * s;
+        double others = 1.0;
+        for (int j = sm[3]; j < sm[4]; ++j) others *= x[tb.sf_par[j]];
+        for (int q = sm[5]; q < sm[6]; ++q)
+            if (q != e) others *= kv[q];
+        terms[t_ns + e] = wsamp[s] * others * kd[e];
+    }
+    for (int j = t; j < tb.n_sf; j += T) {
+        int s = tb.sf_sample[j];
+        const int* sm = tb.smp + 9 * s;
+        double others = 1.0;
+        for (int q = sm[3]; q < sm[4]; ++q)
+            if (q != j) others *= x[tb.sf_par[q]];
+        for (int q = sm[5]; q < sm[6]; ++q) others *= kv[q];
+        terms[t_sf + j] = wsamp[s] * others;
+    }
+    // histosys terms
+    for (int e = t; e < tb.n_hs; e += T) {
+        int s = tb.hs_sample[e];
+        const int* sm = tb.smp + 9 * s;
+        double a = x[tb.hs_par[e]];
+        double g = 0.0;
+        for (int k = 0; k < sm[1]; ++k) {
+            int r = tb.hs_row[e] + k;
+            double dl, dd;
+            histo_row(tb.hs_code[e], tb.hs_coef + 4 * r, tb.hs_poly + 6 * r, a, &dl, &dd);
+            g += gb[sm[2] + k] * dd;
+        }
+        terms[t_hs + e] = g * F[s];
+    }
+    __syncthreads();
+    for (int i = t; i < P; i += T) {
+        double g = 0.0;
+        for (int j = tb.term_off[i]; j < tb.term_off[i + 1]; ++j) g += terms[tb.term_idx[j]];
+        out_grad[(long long)p * P + i] = g;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Toys: the generator of rng.rs.
+
+#define PH_M0 0xD2511F53u
+#define PH_M1 0xCD9E8D57u
+#define PH_W0 0x9E3779B9u
+#define PH_W1 0xBB67AE85u
+
+__device__ void philox(u32 ctr[4], u32 key0, u32 key1, u32 out[4]) {
+    u32 c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
+    u32 k0 = key0, k1 = key1;
+    for (int round = 0; round < 10; ++round) {
+        if (round > 0) { k0 += PH_W0; k1 += PH_W1; }
+        u64 p0 = (u64)PH_M0 * (u64)c0;
+        u64 p1 = (u64)PH_M1 * (u64)c2;
+        u32 hi0 = (u32)(p0 >> 32), lo0 = (u32)p0;
+        u32 hi1 = (u32)(p1 >> 32), lo1 = (u32)p1;
+        u32 n0 = hi1 ^ c1 ^ k0, n1 = lo1, n2 = hi0 ^ c3 ^ k1, n3 = lo0;
+        c0 = n0; c1 = n1; c2 = n2; c3 = n3;
+    }
+    out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
+}
+
+struct Stream {
+    u32 key0, key1;
+    u32 ctr[4];
+    u32 buf[4];
+    int used;
+};
+
+__device__ void stream_init(Stream* s, u64 seed, u64 toy, u32 stream) {
+    s->key0 = (u32)seed; s->key1 = (u32)(seed >> 32);
+    s->ctr[0] = (u32)toy; s->ctr[1] = (u32)(toy >> 32); s->ctr[2] = stream; s->ctr[3] = 0;
+    s->used = 4;
+}
+
+__device__ u32 next_u32(Stream* s) {
+    if (s->used == 4) {
+        philox(s->ctr, s->key0, s->key1, s->buf);
+        s->ctr[3] += 1u;
+        s->used = 0;
+    }
+    s->used += 1;
+    return s->buf[s->used - 1];
+}
+
+__device__ double uniform01(Stream* s) {
+    u64 a = (u64)(next_u32(s) >> 5);
+    u64 b = (u64)(next_u32(s) >> 6);
+    return ((double)((a << 26) | b) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+#define LN2_HI 6.931471803691238e-1
+#define LN2_LO 1.9082149292705877e-10
+
+__device__ double portable_ln(double x) {
+    long long bits = __double_as_longlong(x);
+    long long e = ((bits >> 52) & 0x7ff) - 1023;
+    double m = __longlong_as_double((bits & 0x000fffffffffffffLL) | 0x3ff0000000000000LL);
+    if (m > 1.4142135623730951) { m *= 0.5; e += 1; }
+    double f = m - 1.0;
+    double s = f / (2.0 + f);
+    double z = s * s;
+    double poly = 1.0 / 23.0;
+    for (int k = 10; k >= 0; --k) poly = poly * z + 1.0 / (double)(2 * k + 1);
+    double ed = (double)e;
+    return ed * LN2_HI + (ed * LN2_LO + 2.0 * s * poly);
+}
+
+__device__ double portable_exp(double x) {
+    double k = floor(x * 1.4426950408889634 + 0.5);
+    double r = (x - k * LN2_HI) - k * LN2_LO;
+    double p = 1.0 / 6227020800.0;
+    double fact = 6227020800.0;
+    for (int n = 12; n >= 1; --n) {
+        fact /= (double)(n + 1);
+        p = p * r + 1.0 / fact;
+    }
+    double er = p * r + 1.0;
+    return er * __longlong_as_double(((long long)k + 1023LL) << 52);
+}
+
+__device__ double ln_factorial(double k) {
+    if (k < 18.0) {
+        double f = 1.0, i = 2.0;
+        while (i <= k) { f *= i; i += 1.0; }
+        return portable_ln(f);
+    }
+    double z = k + 1.0;
+    double iz = 1.0 / z;
+    double iz2 = iz * iz;
+    double series = iz * (1.0 / 12.0 - iz2 * (1.0 / 360.0 - iz2 * (1.0 / 1260.0 - iz2 / 1680.0)));
+    return (z - 0.5) * portable_ln(z) - z + 0.9189385332046728 + series;
+}
+
+__device__ double normal01(Stream* s) {
+    for (;;) {
+        double v1 = 2.0 * uniform01(s) - 1.0;
+        double v2 = 2.0 * uniform01(s) - 1.0;
+        double q = v1 * v1 + v2 * v2;
+        if (q < 1.0 && q > 0.0) return v1 * sqrt(-2.0 * portable_ln(q) / q);
+    }
+}
+
+__device__ double poisson(Stream* s, double lam) {
+    if (lam <= 0.0) return 0.0;
+    if (lam < 12.0) {
+        double u = uniform01(s);
+        double k = 0.0;
+        double p = portable_exp(-lam);
+        double cdf = p;
+        while (u > cdf && k < 1000.0) {
+            k += 1.0;
+            p *= lam / k;
+            cdf += p;
+        }
+        return k;
+    }
+    double slam = sqrt(lam);
+    double loglam = portable_ln(lam);
+    double b = 0.931 + 2.53 * slam;
+    double a = -0.059 + 0.02483 * b;
+    double inv_alpha = 1.1239 + 1.1328 / (b - 3.4);
+    double vr = 0.9277 - 3.6224 / (b - 2.0);
+    for (;;) {
+        double u = uniform01(s) - 0.5;
+        double v = uniform01(s);
+        double us = 0.5 - fabs(u);
+        double k = floor((2.0 * a / us + b) * u + lam + 0.43);
+        if (us >= 0.07 && v <= vr) return k;
+        if (k < 0.0 || (us < 0.013 && v > us)) continue;
+        if (portable_ln(v) + portable_ln(inv_alpha) - portable_ln(a / (us * us) + b)
+            <= -lam + k * loglam - ln_factorial(k))
+            return k;
+    }
+}
+
+// Toy i (index first + i) of `seed`: main bins Poisson(λ_b) from stream 0; aux data from
+// stream 1: Gauss θ + σ·z, Poisson Poisson(θ·τ) (rate given).
+extern "C" __global__ void generate_toys(u64 seed, u64 first, int count, int n_main, int n_aux,
+                                         const double* __restrict__ lam_main,
+                                         const int* __restrict__ aux_kind,
+                                         const double* __restrict__ aux_center,
+                                         const double* __restrict__ aux_sigma,
+                                         double* __restrict__ out) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= count) return;
+    u64 toy = first + (u64)i;
+    double* o = out + (long long)i * (n_main + n_aux);
+    Stream s;
+    stream_init(&s, seed, toy, 0u);
+    for (int b = 0; b < n_main; ++b) {
+        double l = lam_main[b];
+        o[b] = poisson(&s, l > 0.0 ? l : 0.0);
+    }
+    stream_init(&s, seed, toy, 1u);
+    for (int k = 0; k < n_aux; ++k) {
+        if (aux_kind[k] == KIND_GAUSS) o[n_main + k] = aux_center[k] + aux_sigma[k] * normal01(&s);
+        else o[n_main + k] = poisson(&s, aux_center[k]);
+    }
+}

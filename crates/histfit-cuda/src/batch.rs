@@ -1,0 +1,374 @@
+//! [`CudaBatch`]: the batched NLL+gradient evaluator on one CUDA device.
+//!
+//! A [`Session`] (context, kernels, model tables) is created once per model and device and shared
+//! by every clone; each clone has its own stream, launch buffers and dataset cache, so clones can
+//! evaluate concurrently (the ranking runs its refits in parallel that way).
+//!
+//! Datasets stay on the device: each call looks every dataset up by content (hash, then an exact
+//! comparison with the host mirror) and uploads only those not seen before. Parameters go up and
+//! values and gradients come down once per call. Large batches are split into launches of at most
+//! [`MAX_LAUNCH`] problems, so scratch memory stays bounded.
+
+use crate::device::Gpu;
+use crate::kernels::Kernels;
+use crate::layout::{DeviceTables, HostTables};
+use crate::{driver, CudaError, Result};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use histfit_compute::{check_batch, BatchEvaluator, ComputeError, Dataset};
+use histfit_model::Model;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Threads per block of the likelihood kernel (one block per problem).
+pub const THREADS: u32 = 256;
+/// Problems per launch.
+pub const MAX_LAUNCH: usize = 4096;
+/// Distinct datasets kept on the device before the cache starts over.
+const MAX_CACHED: usize = 1 << 17;
+
+/// Everything one model needs on one device, shared by all clones of a [`CudaBatch`].
+#[derive(Debug)]
+pub struct Session {
+    pub gpu: Gpu,
+    pub kernels: Kernels,
+    pub tables: DeviceTables,
+    pub model: Arc<Model>,
+}
+
+impl Session {
+    /// Opens device `ordinal`, loads the kernels and uploads `model`.
+    pub fn new(model: Arc<Model>, ordinal: usize) -> Result<Arc<Session>> {
+        let gpu = Gpu::open(ordinal)?;
+        let kernels = Kernels::load(&gpu)?;
+        let stream = gpu.ctx.default_stream();
+        let tables = DeviceTables::upload(HostTables::new(&model), &stream)?;
+        Ok(Arc::new(Session {
+            gpu,
+            kernels,
+            tables,
+            model,
+        }))
+    }
+
+    pub fn row_len(&self) -> usize {
+        self.model.n_main + self.model.n_aux()
+    }
+}
+
+/// Launch buffers for up to `cap` problems.
+#[derive(Debug)]
+struct Buffers {
+    cap: usize,
+    params: CudaSlice<f64>,
+    index: CudaSlice<i32>,
+    nll: CudaSlice<f64>,
+    grad: CudaSlice<f64>,
+    lam: CudaSlice<f64>,
+    scratch: CudaSlice<f64>,
+}
+
+/// Datasets resident on the device, found by content.
+#[derive(Debug, Default)]
+struct DataCache {
+    /// Host mirror, `row_len` values per dataset.
+    rows: Vec<f64>,
+    by_hash: HashMap<u64, Vec<u32>>,
+    dev: Option<CudaSlice<f64>>,
+    /// Rows the device buffer holds (capacity) and has received.
+    dev_cap: usize,
+    dev_rows: usize,
+}
+
+fn hash_row(main: &[f64], aux: &[f64]) -> u64 {
+    let mut h: u64 = 0;
+    for v in main.iter().chain(aux) {
+        h = (h.rotate_left(5) ^ v.to_bits()).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+    h
+}
+
+/// The batched CUDA evaluator of one model.
+#[derive(Debug)]
+pub struct CudaBatch {
+    session: Arc<Session>,
+    stream: Arc<CudaStream>,
+    bufs: Option<Buffers>,
+    cache: DataCache,
+    host_index: Vec<i32>,
+}
+
+impl Clone for CudaBatch {
+    fn clone(&self) -> Self {
+        let ctx = &self.session.gpu.ctx;
+        CudaBatch {
+            session: self.session.clone(),
+            stream: ctx.new_stream().unwrap_or_else(|_| ctx.default_stream()),
+            bufs: None,
+            cache: DataCache::default(),
+            host_index: Vec::new(),
+        }
+    }
+}
+
+impl CudaBatch {
+    /// Opens device `ordinal` and uploads `model`.
+    pub fn new(model: Arc<Model>, ordinal: usize) -> Result<CudaBatch> {
+        let session = Session::new(model, ordinal)?;
+        Ok(CudaBatch::from_session(session))
+    }
+
+    pub fn from_session(session: Arc<Session>) -> CudaBatch {
+        let stream = session.gpu.ctx.default_stream();
+        CudaBatch {
+            session,
+            stream,
+            bufs: None,
+            cache: DataCache::default(),
+            host_index: Vec::new(),
+        }
+    }
+
+    pub fn session(&self) -> &Arc<Session> {
+        &self.session
+    }
+
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    fn buffers(&mut self, b: usize) -> Result<&mut Buffers> {
+        let need = b.clamp(1, MAX_LAUNCH);
+        if self.bufs.as_ref().is_none_or(|x| x.cap < need) {
+            let cap = need.next_power_of_two().min(MAX_LAUNCH).max(need);
+            let m = &self.session.model;
+            let s = &self.stream;
+            let alloc = |n: usize| -> Result<CudaSlice<f64>> {
+                s.alloc_zeros::<f64>(n.max(1)).map_err(|e| {
+                    let bytes = n * 8;
+                    match driver("cuMemAlloc")(e) {
+                        CudaError::OutOfMemory(msg) => CudaError::OutOfMemory(format!(
+                            "{bytes} bytes for a batch of {cap} problems: {msg}"
+                        )),
+                        other => other,
+                    }
+                })
+            };
+            self.bufs = Some(Buffers {
+                cap,
+                params: alloc(cap * m.n_params())?,
+                index: s.alloc_zeros::<i32>(cap).map_err(driver("cuMemAlloc"))?,
+                nll: alloc(cap)?,
+                grad: alloc(cap * m.n_params())?,
+                lam: alloc(cap * m.n_main)?,
+                scratch: alloc(cap * self.session.tables.host.scratch_len)?,
+            });
+        }
+        Ok(self.bufs.as_mut().expect("allocated above"))
+    }
+
+    /// Device rows of `data` (uploading those not yet resident).
+    fn resolve(&mut self, data: &[&Dataset]) -> Result<()> {
+        let row_len = self.session.row_len();
+        let c = &mut self.cache;
+        if c.rows.len() / row_len.max(1) + data.len() > MAX_CACHED {
+            *c = DataCache::default();
+        }
+        self.host_index.clear();
+        for d in data {
+            let h = hash_row(&d.main, &d.aux);
+            let found = c.by_hash.get(&h).and_then(|slots| {
+                slots.iter().copied().find(|&s| {
+                    let r = &c.rows[s as usize * row_len..(s as usize + 1) * row_len];
+                    r[..d.main.len()] == d.main[..] && r[d.main.len()..] == d.aux[..]
+                })
+            });
+            let slot = match found {
+                Some(s) => s,
+                None => {
+                    let s = (c.rows.len() / row_len.max(1)) as u32;
+                    c.rows.extend_from_slice(&d.main);
+                    c.rows.extend_from_slice(&d.aux);
+                    c.by_hash.entry(h).or_default().push(s);
+                    s
+                }
+            };
+            self.host_index.push(slot as i32);
+        }
+        let n_rows = c.rows.len() / row_len.max(1);
+        if n_rows > c.dev_cap {
+            let cap = n_rows.next_power_of_two().max(64);
+            let mut dev = self
+                .stream
+                .alloc_zeros::<f64>(cap * row_len.max(1))
+                .map_err(driver("cuMemAlloc (datasets)"))?;
+            self.stream
+                .memcpy_htod(&c.rows[..], &mut dev)
+                .map_err(driver("upload of datasets"))?;
+            c.dev = Some(dev);
+            c.dev_cap = cap;
+            c.dev_rows = n_rows;
+        } else if n_rows > c.dev_rows {
+            let dev = c.dev.as_mut().expect("capacity implies a buffer");
+            let mut view = dev.slice_mut(c.dev_rows * row_len..n_rows * row_len);
+            self.stream
+                .memcpy_htod(&c.rows[c.dev_rows * row_len..], &mut view)
+                .map_err(driver("upload of datasets"))?;
+            c.dev_rows = n_rows;
+        }
+        Ok(())
+    }
+
+    /// One launch over problems `range` (params and data rows already resolved).
+    fn launch(
+        &mut self,
+        params: &[f64],
+        range: std::ops::Range<usize>,
+        grad: bool,
+        lam: bool,
+    ) -> Result<()> {
+        let n_params = self.session.model.n_params();
+        let b = range.len();
+        let scratch_len = self.session.tables.host.scratch_len as i64;
+        let session = self.session.clone();
+        let stream = self.stream.clone();
+        let data_ptr = self
+            .cache
+            .dev
+            .as_ref()
+            .map(|d| d.device_ptr(&stream).0)
+            .unwrap_or(0);
+        let index_host: Vec<i32> = self.host_index[range.clone()].to_vec();
+        let bufs = self.buffers(b)?;
+        stream
+            .memcpy_htod(
+                &params[range.start * n_params..range.end * n_params],
+                &mut bufs.params,
+            )
+            .map_err(driver("upload of parameters"))?;
+        stream
+            .memcpy_htod(&index_host[..], &mut bufs.index)
+            .map_err(driver("upload of dataset indices"))?;
+        let p_params = bufs.params.device_ptr(&stream).0;
+        let p_index = bufs.index.device_ptr(&stream).0;
+        let p_nll = bufs.nll.device_ptr_mut(&stream).0;
+        let p_grad = if grad {
+            bufs.grad.device_ptr_mut(&stream).0
+        } else {
+            0
+        };
+        let p_lam = if lam {
+            bufs.lam.device_ptr_mut(&stream).0
+        } else {
+            0
+        };
+        let p_scratch = bufs.scratch.device_ptr_mut(&stream).0;
+        let n = b as i32;
+        let cfg = LaunchConfig {
+            grid_dim: (b as u32, 1, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: THREADS * 8,
+        };
+        let mut l = stream.launch_builder(&session.kernels.nll_grad_batch);
+        l.arg(&session.tables.arg)
+            .arg(&n)
+            .arg(&p_params)
+            .arg(&p_index)
+            .arg(&data_ptr)
+            .arg(&p_nll)
+            .arg(&p_grad)
+            .arg(&p_lam)
+            .arg(&p_scratch)
+            .arg(&scratch_len);
+        // SAFETY: the arguments match the kernel's signature; every pointer is a live
+        // allocation of at least the size the kernel indexes (b problems).
+        unsafe { l.launch(cfg) }.map_err(driver("launch of nll_grad_batch"))?;
+        Ok(())
+    }
+}
+
+impl BatchEvaluator for CudaBatch {
+    fn model(&self) -> &Model {
+        &self.session.model
+    }
+
+    fn nll_grad_batch(
+        &mut self,
+        params: &[f64],
+        data: &[&Dataset],
+        nll: &mut [f64],
+        grad: &mut [f64],
+    ) -> histfit_compute::Result<()> {
+        let b = check_batch(&self.session.model, params, data, nll, grad)?;
+        let n_params = self.session.model.n_params();
+        self.resolve(data)?;
+        let mut start = 0;
+        while start < b {
+            let end = (start + MAX_LAUNCH).min(b);
+            self.launch(params, start..end, true, false)?;
+            let stream = self.stream.clone();
+            let bufs = self.bufs.as_ref().expect("launch allocated buffers");
+            stream
+                .memcpy_dtoh(&bufs.nll.slice(0..end - start), &mut nll[start..end])
+                .map_err(driver("download of values"))
+                .map_err(ComputeError::from)?;
+            stream
+                .memcpy_dtoh(
+                    &bufs.grad.slice(0..(end - start) * n_params),
+                    &mut grad[start * n_params..end * n_params],
+                )
+                .map_err(driver("download of gradients"))
+                .map_err(ComputeError::from)?;
+            stream
+                .synchronize()
+                .map_err(driver("nll_grad_batch"))
+                .map_err(ComputeError::from)?;
+            start = end;
+        }
+        for (v, d) in nll.iter_mut().zip(data) {
+            *v += d.constant;
+        }
+        Ok(())
+    }
+
+    fn expected_main_batch(
+        &mut self,
+        params: &[f64],
+        out: &mut [f64],
+    ) -> histfit_compute::Result<()> {
+        let m = self.session.model.clone();
+        let n = m.n_params();
+        if !params.len().is_multiple_of(n.max(1)) || out.len() != params.len() / n.max(1) * m.n_main
+        {
+            return Err(ComputeError::Length {
+                what: "expected data",
+                expected: params.len() / n.max(1) * m.n_main,
+                got: out.len(),
+            });
+        }
+        let b = params.len() / n.max(1);
+        // The kernel needs some dataset to evaluate against: the observed one.
+        let obs = Dataset::observed(&m);
+        let data = vec![&obs; b];
+        self.resolve(&data)?;
+        let mut start = 0;
+        while start < b {
+            let end = (start + MAX_LAUNCH).min(b);
+            self.launch(params, start..end, false, true)?;
+            let stream = self.stream.clone();
+            let bufs = self.bufs.as_ref().expect("launch allocated buffers");
+            stream
+                .memcpy_dtoh(
+                    &bufs.lam.slice(0..(end - start) * m.n_main),
+                    &mut out[start * m.n_main..end * m.n_main],
+                )
+                .map_err(driver("download of expected data"))
+                .map_err(ComputeError::from)?;
+            stream
+                .synchronize()
+                .map_err(driver("expected_main_batch"))
+                .map_err(ComputeError::from)?;
+            start = end;
+        }
+        Ok(())
+    }
+}

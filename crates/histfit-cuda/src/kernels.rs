@@ -1,0 +1,108 @@
+//! The kernel source, compiled by NVRTC at first use and cached on disk.
+//!
+//! The cache key is a hash of the source, the compiler options and the GPU architecture, so a
+//! changed kernel or a different GPU never picks up a stale PTX. The cache lives in
+//! `$HISTFIT_KERNEL_CACHE`, else `$XDG_CACHE_HOME/histfit/kernels`, else
+//! `~/.cache/histfit/kernels`; when none is writable the kernels are simply compiled each run.
+
+use crate::device::Gpu;
+use crate::{driver, CudaError, Result};
+use cudarc::driver::{CudaFunction, CudaModule};
+use cudarc::nvrtc::{CompileOptions, Ptx};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The CUDA source of every histfit kernel.
+pub const SOURCE: &str = include_str!("../kernels/histfit.cu");
+
+/// Options: no fused multiply-add contraction (the toy generator must round exactly as the CPU
+/// does; the likelihood loses nothing measurable), IEEE division and square root.
+fn options(arch: &'static str) -> CompileOptions {
+    CompileOptions {
+        fmad: Some(false),
+        prec_div: Some(true),
+        prec_sqrt: Some(true),
+        ftz: Some(false),
+        arch: Some(arch),
+        ..Default::default()
+    }
+}
+
+/// FNV-1a, 64 bit: a stable hash for cache file names.
+fn fnv1a(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for p in parts {
+        for &b in *p {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        h ^= 0xff;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+fn cache_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("HISTFIT_KERNEL_CACHE") {
+        return Some(PathBuf::from(d));
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
+        return Some(PathBuf::from(d).join("histfit/kernels"));
+    }
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/histfit/kernels"))
+}
+
+/// The loaded kernels of one device.
+#[derive(Debug, Clone)]
+pub struct Kernels {
+    pub module: Arc<CudaModule>,
+    pub nll_grad_batch: CudaFunction,
+    pub generate_toys: CudaFunction,
+}
+
+impl Kernels {
+    /// Compiles (or reads from the cache) and loads the kernels for `gpu`.
+    pub fn load(gpu: &Gpu) -> Result<Kernels> {
+        let (major, minor) = gpu.info.compute_capability;
+        // NVRTC wants a 'static architecture name; one leaked string per process and device.
+        let arch: &'static str = Box::leak(format!("sm_{major}{minor}").into_boxed_str());
+        let opts = options(arch);
+        let key = fnv1a(&[SOURCE.as_bytes(), format!("{opts:?}").as_bytes()]);
+        let file = cache_dir().map(|d| d.join(format!("histfit-{key:016x}-{arch}.ptx")));
+        let cached = file
+            .as_ref()
+            .and_then(|f| std::fs::read_to_string(f).ok())
+            .filter(|s| !s.is_empty());
+        let ptx = match cached {
+            Some(src) => Ptx::from_src(src),
+            None => {
+                let ptx = cudarc::nvrtc::compile_ptx_with_opts(SOURCE, opts)
+                    .map_err(|e| CudaError::Compile(format!("{e:?}")))?;
+                if let Some(f) = &file {
+                    // Best effort: a read-only home just means compiling again next run.
+                    if let Some(dir) = f.parent() {
+                        let _ = std::fs::create_dir_all(dir);
+                    }
+                    let tmp = f.with_extension(format!("tmp{}", std::process::id()));
+                    if std::fs::write(&tmp, ptx.to_src()).is_ok() {
+                        let _ = std::fs::rename(&tmp, f);
+                    }
+                }
+                ptx
+            }
+        };
+        let module = gpu
+            .ctx
+            .load_module(ptx)
+            .map_err(driver("cuModuleLoadData"))?;
+        Ok(Kernels {
+            nll_grad_batch: module
+                .load_function("nll_grad_batch")
+                .map_err(driver("cuModuleGetFunction(nll_grad_batch)"))?,
+            generate_toys: module
+                .load_function("generate_toys")
+                .map_err(driver("cuModuleGetFunction(generate_toys)"))?,
+            module,
+        })
+    }
+}

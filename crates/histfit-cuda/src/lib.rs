@@ -1,0 +1,62 @@
+//! `histfit-cuda`: the CUDA f64 backend.
+//!
+//! Owns the device side of histfit: finding CUDA devices ([`devices`]), compiling the kernels in
+//! `kernels/histfit.cu` with NVRTC at first use (cached on disk by source hash and GPU
+//! architecture, [`kernels`]), uploading a compiled [`Model`](histfit_model::Model) once
+//! ([`layout`]), and evaluating it: [`CudaBatch`] implements
+//! [`BatchEvaluator`](histfit_compute::BatchEvaluator) (many parameter vectors × datasets per
+//! launch) and, wrapped in [`OneAtATime`](histfit_compute::OneAtATime), the single-problem
+//! [`Evaluator`](histfit_compute::Evaluator) the fitting code uses. Toys are generated on the
+//! device with the CPU's counter-based generator, bit for bit ([`toys`]).
+//!
+//! Nothing here is needed to build or run histfit: libcuda and libnvrtc are loaded dynamically,
+//! and on a machine without them every entry point returns [`CudaError::Unavailable`] with one
+//! clear message instead of panicking.
+
+pub mod batch;
+pub mod device;
+pub mod kernels;
+pub mod layout;
+pub mod toys;
+
+pub use batch::CudaBatch;
+pub use device::{devices, DeviceInfo, Gpu};
+
+/// Errors of the CUDA backend.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CudaError {
+    /// No usable CUDA: library missing, no device, or the ordinal does not exist.
+    #[error("CUDA is not available: {0}")]
+    Unavailable(String),
+    /// A driver call failed (the call is named).
+    #[error("CUDA error in {call}: {message}")]
+    Driver { call: String, message: String },
+    /// NVRTC rejected the kernel source (a bug: the log is included).
+    #[error("CUDA kernel compilation failed: {0}")]
+    Compile(String),
+    #[error("GPU out of memory: {0}")]
+    OutOfMemory(String),
+}
+
+impl From<CudaError> for histfit_compute::ComputeError {
+    fn from(e: CudaError) -> Self {
+        histfit_compute::ComputeError::Device(e.to_string())
+    }
+}
+
+pub type Result<T> = std::result::Result<T, CudaError>;
+
+/// Wraps a driver error with the call that produced it (out-of-memory gets its own variant).
+pub(crate) fn driver(call: &str) -> impl Fn(cudarc::driver::DriverError) -> CudaError + '_ {
+    move |e| {
+        let message = format!("{e:?}");
+        if message.contains("OUT_OF_MEMORY") {
+            CudaError::OutOfMemory(format!("{call}: {message}"))
+        } else {
+            CudaError::Driver {
+                call: call.to_string(),
+                message,
+            }
+        }
+    }
+}

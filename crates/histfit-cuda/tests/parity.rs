@@ -1,0 +1,236 @@
+//! GPU parity with the CPU f64 reference (the contract of the CUDA backend):
+//! tier 1 NLL rtol 1e-10, tier 2 gradient atol 1e-8, tier 3 best-fit atol 2e-4, tier 4 fit
+//! NLL atol 1e-6, on every shipped workspace under both interpolation settings; batched
+//! evaluation equal to one-at-a-time; toys bit-identical to the CPU generator.
+//!
+//! Without a CUDA device each test prints why it is skipped and checks that asking for the GPU
+//! is a clean error, not a panic.
+
+use histfit_compute::{BatchEvaluator, CpuEvaluator, Dataset, Evaluator, OneAtATime};
+use histfit_cuda::CudaBatch;
+use histfit_infer::fit::{fit, FitOptions};
+use histfit_infer::toys::generate_toy;
+use histfit_model::Model;
+use histfit_testutil::{load, off_init_point, settings, SETTINGS, WORKSPACES};
+use std::sync::Arc;
+
+/// The GPU, or the reason there is none (printed by the caller).
+fn gpu_or_skip(test: &str) -> bool {
+    match histfit_cuda::devices() {
+        Ok(d) if !d.is_empty() => true,
+        Ok(_) => {
+            println!("SKIPPED {test}: the CUDA driver reports no device");
+            false
+        }
+        Err(e) => {
+            println!("SKIPPED {test}: {e}");
+            false
+        }
+    }
+}
+
+/// Points that reach every interpolation branch: init, ±0.1 around it, and ±1.3 (|α| > 1).
+fn points(model: &Model) -> Vec<Vec<f64>> {
+    let init = model.init();
+    let wide: Vec<f64> = model
+        .parameters
+        .iter()
+        .enumerate()
+        .map(|(i, q)| (q.init + 1.3 * ((i % 5) as f64 - 2.0) / 2.0).clamp(q.lower, q.upper))
+        .map(|v| v.max(1e-3).min(v)) // keep multiplicative parameters positive
+        .collect();
+    let wide = wide
+        .iter()
+        .zip(&model.parameters)
+        .map(|(&v, q)| if q.lower >= 0.0 { v.max(0.05) } else { v })
+        .collect();
+    vec![init, off_init_point(model), wide]
+}
+
+#[test]
+fn without_a_gpu_asking_for_one_is_a_clean_error() {
+    if histfit_cuda::devices()
+        .map(|d| !d.is_empty())
+        .unwrap_or(false)
+    {
+        println!("a GPU is present: nothing to check here");
+        return;
+    }
+    let (model, _) = load("simple_workspace", settings("smooth"));
+    let err = CudaBatch::new(model, 0).expect_err("no GPU here");
+    let msg = err.to_string();
+    assert!(msg.contains("CUDA is not available"), "{msg}");
+}
+
+#[test]
+fn nll_and_gradient_match_the_cpu() {
+    if !gpu_or_skip("nll_and_gradient_match_the_cpu") {
+        return;
+    }
+    let (mut worst_rel, mut worst_abs) = (0.0f64, 0.0f64);
+    for name in WORKSPACES {
+        for setting in SETTINGS {
+            let (model, data) = load(name, settings(setting));
+            let mut cpu = CpuEvaluator::new(model.clone());
+            let mut gpu = OneAtATime {
+                batch: CudaBatch::new(model.clone(), 0).expect("GPU session"),
+            };
+            for p in points(&model) {
+                let n = p.len();
+                let (mut gc, mut gg) = (vec![0.0; n], vec![0.0; n]);
+                let vc = cpu.nll_grad(&p, &data, &mut gc).unwrap();
+                let vg = gpu.nll_grad(&p, &data, &mut gg).unwrap();
+                let r = (vc - vg).abs() / vc.abs().max(1e-300);
+                assert!(
+                    r <= 1e-10,
+                    "{name}/{setting}: NLL {vc} (CPU) vs {vg} (GPU), rel {r:e}"
+                );
+                worst_rel = worst_rel.max(r);
+                for i in 0..n {
+                    let d = (gc[i] - gg[i]).abs();
+                    assert!(
+                        d <= 1e-8,
+                        "{name}/{setting}: ∂/∂{} {} (CPU) vs {} (GPU)",
+                        model.parameters[i].name,
+                        gc[i],
+                        gg[i]
+                    );
+                    worst_abs = worst_abs.max(d);
+                }
+                let mut lc = vec![0.0; model.n_main];
+                let mut lg = vec![0.0; model.n_main];
+                cpu.expected_main(&p, &mut lc).unwrap();
+                gpu.expected_main(&p, &mut lg).unwrap();
+                for (a, b) in lc.iter().zip(&lg) {
+                    assert!(
+                        (a - b).abs() <= 1e-10 * a.abs().max(1.0),
+                        "{name}/{setting}: λ {a} vs {b}"
+                    );
+                }
+            }
+        }
+    }
+    println!(
+        "tier 1 worst NLL rel diff {worst_rel:.2e}; tier 2 worst gradient abs diff {worst_abs:.2e}"
+    );
+}
+
+#[test]
+fn batch_equals_one_at_a_time() {
+    if !gpu_or_skip("batch_equals_one_at_a_time") {
+        return;
+    }
+    let (model, data) = load("workspace_tHu", settings("smooth"));
+    let mut gpu = CudaBatch::new(model.clone(), 0).expect("GPU session");
+    let mut cpu = CpuEvaluator::new(model.clone());
+    let n = model.n_params();
+    let b = 300;
+    let base = off_init_point(&model);
+    let mut params = Vec::with_capacity(b * n);
+    let mut sets: Vec<Dataset> = Vec::new();
+    for k in 0..b {
+        let mut p = base.clone();
+        for (i, v) in p.iter_mut().enumerate() {
+            *v += 0.01 * (((k * 7 + i * 3) % 11) as f64 - 5.0) / 5.0;
+        }
+        params.extend(p);
+        let mut d = data.clone();
+        d.main[k % model.n_main] += (k % 3) as f64;
+        sets.push(Dataset::from_parts(&model, d.main, d.aux).unwrap());
+    }
+    let refs: Vec<&Dataset> = sets.iter().collect();
+    let (mut nll, mut grad) = (vec![0.0; b], vec![0.0; b * n]);
+    gpu.nll_grad_batch(&params, &refs, &mut nll, &mut grad)
+        .unwrap();
+    let mut g = vec![0.0; n];
+    for k in 0..b {
+        let v = cpu
+            .nll_grad(&params[k * n..(k + 1) * n], &sets[k], &mut g)
+            .unwrap();
+        assert!(
+            (v - nll[k]).abs() <= 1e-10 * v.abs(),
+            "problem {k}: {v} vs {}",
+            nll[k]
+        );
+        for i in 0..n {
+            assert!(
+                (g[i] - grad[k * n + i]).abs() <= 1e-8,
+                "problem {k} grad {i}"
+            );
+        }
+    }
+}
+
+#[test]
+fn fits_match_the_cpu() {
+    if !gpu_or_skip("fits_match_the_cpu") {
+        return;
+    }
+    let (mut worst_x, mut worst_nll) = (0.0f64, 0.0f64);
+    for name in WORKSPACES {
+        for setting in SETTINGS {
+            let (model, data) = load(name, settings(setting));
+            let mut cpu = CpuEvaluator::new(model.clone());
+            let mut gpu = OneAtATime {
+                batch: CudaBatch::new(model.clone(), 0).expect("GPU session"),
+            };
+            let o = FitOptions::default();
+            let rc = fit(&mut cpu, &data, &o).unwrap();
+            let rg = fit(&mut gpu, &data, &o).unwrap();
+            assert_eq!(rc.converged, rg.converged, "{name}/{setting}");
+            let dn = (rc.twice_nll - rg.twice_nll).abs();
+            assert!(
+                dn <= 1e-6,
+                "{name}/{setting}: twice_nll {} vs {}",
+                rc.twice_nll,
+                rg.twice_nll
+            );
+            worst_nll = worst_nll.max(dn);
+            for i in 0..model.n_params() {
+                let d = (rc.bestfit[i] - rg.bestfit[i]).abs();
+                assert!(
+                    d <= 2e-4,
+                    "{name}/{setting}: {} {} vs {}",
+                    model.parameters[i].name,
+                    rc.bestfit[i],
+                    rg.bestfit[i]
+                );
+                worst_x = worst_x.max(d);
+            }
+        }
+    }
+    println!("tier 3 worst best-fit abs diff {worst_x:.2e}; tier 4 worst twice_nll abs diff {worst_nll:.2e}");
+}
+
+#[test]
+fn device_toys_are_bit_identical_to_cpu_toys() {
+    if !gpu_or_skip("device_toys_are_bit_identical_to_cpu_toys") {
+        return;
+    }
+    for name in ["workspace_tHu", "simple_workspace"] {
+        let (model, _) = load(name, settings("smooth"));
+        let session = histfit_cuda::batch::Session::new(model.clone(), 0).expect("GPU session");
+        let gen = model.init();
+        let mut expected = vec![0.0; model.n_main];
+        CpuEvaluator::new(model.clone())
+            .expected_main(&gen, &mut expected)
+            .unwrap();
+        let (seed, first, count) = (20261122u64, 1000u64, 2000usize);
+        let rows =
+            histfit_cuda::toys::generate(&session, &expected, &gen, seed, first, count).unwrap();
+        let row = model.n_main + model.n_aux();
+        for i in 0..count {
+            let cpu = generate_toy(&model, &expected, &gen, seed, first + i as u64).unwrap();
+            let g = &rows[i * row..(i + 1) * row];
+            for (k, (a, b)) in cpu.main.iter().chain(&cpu.aux).zip(g).enumerate() {
+                assert_eq!(
+                    a.to_bits(),
+                    b.to_bits(),
+                    "{name} toy {}: value {k}: CPU {a} GPU {b}",
+                    first + i as u64
+                );
+            }
+        }
+    }
+    let _ = Arc::new(0);
+}
