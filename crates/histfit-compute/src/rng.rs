@@ -247,7 +247,7 @@ mod tests {
     fn portable_functions_match_the_maths_library() {
         let mut x = 1e-300;
         while x < 1e300 {
-            for y in [x, x * 1.000_000_1, x * 1.414_2, x * 1.999_999] {
+            for y in [x, x * 1.000_000_1, x * 1.41, x * 1.42, x * 1.999_999] {
                 let (a, b) = (portable_ln(y), y.ln());
                 assert!(
                     (a - b).abs() <= 2e-16 * b.abs().max(1.0),
