@@ -637,6 +637,48 @@ impl Evaluator for CpuEvaluator {
     }
 }
 
+/// The CPU evaluator as a (sequential) batch evaluator: the reference the device batches are
+/// tested against, and a way to exercise the lockstep drivers on machines without a GPU.
+impl crate::BatchEvaluator for CpuEvaluator {
+    fn model(&self) -> &Model {
+        &self.model
+    }
+
+    fn nll_grad_batch(
+        &mut self,
+        params: &[f64],
+        data: &[&Dataset],
+        nll: &mut [f64],
+        grad: &mut [f64],
+    ) -> Result<()> {
+        let n = self.model.n_params();
+        crate::check_batch(&self.model, params, data, nll, grad)?;
+        for (k, d) in data.iter().enumerate() {
+            nll[k] = self.nll_grad(
+                &params[k * n..(k + 1) * n],
+                d,
+                &mut grad[k * n..(k + 1) * n],
+            )?;
+        }
+        Ok(())
+    }
+
+    fn expected_main_batch(&mut self, params: &[f64], out: &mut [f64]) -> Result<()> {
+        let (n, m) = (self.model.n_params(), self.model.n_main);
+        if n == 0 || params.len() % n != 0 || out.len() != params.len() / n * m {
+            return Err(ComputeError::Length {
+                what: "expected data",
+                expected: params.len() / n.max(1) * m,
+                got: out.len(),
+            });
+        }
+        for (p, o) in params.chunks_exact(n).zip(out.chunks_exact_mut(m)) {
+            self.expected_main(p, o)?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

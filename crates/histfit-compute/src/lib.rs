@@ -59,6 +59,19 @@ pub trait BatchEvaluator: Send {
     ) -> Result<()>;
     /// Expected main-bin counts for every parameter vector (`out`: B × n_main).
     fn expected_main_batch(&mut self, params: &[f64], out: &mut [f64]) -> Result<()>;
+    /// Toys `indices` of `seed` at `params` ([`rng::generate_toy`]); a device with its own
+    /// generator overrides this and must give the same bits.
+    fn generate_toys(
+        &mut self,
+        expected_main: &[f64],
+        params: &[f64],
+        seed: u64,
+        indices: std::ops::Range<u64>,
+    ) -> Result<Vec<Dataset>> {
+        indices
+            .map(|i| rng::generate_toy(self.model(), expected_main, params, seed, i))
+            .collect()
+    }
 }
 
 /// Checks the shapes of a batch request against the model; returns the number of problems.

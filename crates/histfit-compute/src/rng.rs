@@ -11,6 +11,9 @@
 //! carry a line-for-line port compiled without FMA contraction, so a toy is bit-identical on
 //! both devices.
 
+use crate::{Dataset, Result};
+use histfit_model::{Constraint, Model};
+
 const M0: u32 = 0xD251_1F53;
 const M1: u32 = 0xCD9E_8D57;
 const W0: u32 = 0x9E37_79B9;
@@ -125,6 +128,34 @@ impl ToyStream {
             }
         }
     }
+}
+
+/// Toy `index` of `seed` generated at `params`, whose expected main counts are `expected_main`:
+/// main bins Poisson(λ_b) from stream 0; auxiliary data from stream 1 (Gaussian constraints
+/// N(θ, σ), Poisson constraints Poisson(θ·τ)).
+pub fn generate_toy(
+    model: &Model,
+    expected_main: &[f64],
+    params: &[f64],
+    seed: u64,
+    index: u64,
+) -> Result<Dataset> {
+    let mut s = ToyStream::new(seed, index, STREAM_MAIN);
+    let main: Vec<f64> = expected_main
+        .iter()
+        .map(|&l| s.poisson(l.max(0.0)))
+        .collect();
+    let mut s = ToyStream::new(seed, index, STREAM_AUX);
+    let aux: Vec<f64> = model
+        .aux_params
+        .iter()
+        .map(|&p| match model.parameters[p].constraint {
+            Constraint::Gauss { sigma } => params[p] + sigma * s.normal(),
+            Constraint::Poisson { tau } => s.poisson(params[p] * tau),
+            Constraint::None => unreachable!("aux data belong to constrained parameters"),
+        })
+        .collect();
+    Dataset::from_parts(model, main, aux)
 }
 
 const LN2_HI: f64 = 6.931_471_803_691_238e-1; // ln 2 rounded to 32 significant bits

@@ -4,6 +4,7 @@
 //! on them.
 
 pub mod asymptotic;
+pub mod batch;
 pub mod fit;
 pub mod limits;
 pub mod ranking;
