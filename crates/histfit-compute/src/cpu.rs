@@ -665,7 +665,7 @@ impl crate::BatchEvaluator for CpuEvaluator {
 
     fn expected_main_batch(&mut self, params: &[f64], out: &mut [f64]) -> Result<()> {
         let (n, m) = (self.model.n_params(), self.model.n_main);
-        if n == 0 || params.len() % n != 0 || out.len() != params.len() / n * m {
+        if n == 0 || !params.len().is_multiple_of(n) || out.len() != params.len() / n * m {
             return Err(ComputeError::Length {
                 what: "expected data",
                 expected: params.len() / n.max(1) * m,
