@@ -2,6 +2,7 @@
 //! calls `histfit-infer`, and formats the result as a table or JSON. No statistics live here.
 //! Errors print one line on stderr and exit with status 2.
 
+mod device;
 mod model_args;
 mod output;
 mod progress;
@@ -135,6 +136,11 @@ enum Command {
         /// JSON files written by `toys --json` or `hypotest-toys --json`.
         #[arg(required = true)]
         files: Vec<String>,
+        #[command(flatten)]
+        out: OutputArgs,
+    },
+    /// List the devices histfit can use (the CPU and CUDA GPUs), or why there is no GPU.
+    Devices {
         #[command(flatten)]
         out: OutputArgs,
     },
@@ -364,8 +370,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 );
             }
             let bar = progress::Bar::new("toys", (range.end - range.start) as usize);
-            let fits = histfit_infer::fit_toys(
-                &eval,
+            let batcher = eval.batcher();
+            let fits = histfit_infer::toys::fit_toys_on(
+                &device::AnyRunner::new(&eval, batcher.as_ref()),
                 &gen.bestfit,
                 seed,
                 range.clone(),
@@ -398,8 +405,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let ts = test_stat;
             let range = parse_shard(shard.as_deref(), n_toys)?;
             let bar = progress::Bar::new("toys", 2 * (range.end - range.start) as usize);
-            let r = histfit_infer::hypotest_toys(
-                &eval,
+            let batcher = eval.batcher();
+            let r = histfit_infer::toys::hypotest_toys_on(
+                &device::AnyRunner::new(&eval, batcher.as_ref()),
                 &data,
                 mu,
                 ts,
@@ -420,6 +428,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 output::hypotest_toys_table(&r)
             };
             output::emit(&text, out.output.as_deref())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Devices { out } => {
+            output::emit(&device::list(out.json), out.output.as_deref())?;
             Ok(ExitCode::SUCCESS)
         }
         Command::MergeToys { files, out } => {

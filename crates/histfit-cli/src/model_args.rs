@@ -1,9 +1,10 @@
 //! The options every command shares for choosing and compiling a model: workspace file,
 //! measurement, patch and interpolation settings.
 
+use crate::device::{AnyEval, Device};
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
-use histfit_compute::{CpuEvaluator, Dataset};
+use histfit_compute::Dataset;
 use histfit_model::{compile, load_workspace, InterpCode, Model, Settings};
 use std::sync::Arc;
 
@@ -24,6 +25,9 @@ pub struct ModelArgs {
     /// Override one modifier type's code: normsys=code1, histosys=code2, ... (repeatable).
     #[arg(long = "interp", value_name = "TYPE=CODE")]
     pub interp: Vec<String>,
+    /// Evaluate on a GPU: cuda (device 0) or cuda:N. Default: the CPU.
+    #[arg(long = "gpu", value_name = "cuda[:N]")]
+    pub gpu: Option<Device>,
 }
 
 impl ModelArgs {
@@ -51,11 +55,16 @@ impl ModelArgs {
         Ok(s)
     }
 
-    /// [`load`](Self::load), plus the observed data and a CPU evaluator: what every command needs.
-    pub fn prepare(&self) -> Result<(Arc<Model>, String, Dataset, CpuEvaluator)> {
+    pub fn device(&self) -> Device {
+        self.gpu.unwrap_or(Device::Cpu)
+    }
+
+    /// [`load`](Self::load), plus the observed data and an evaluator on the chosen device: what
+    /// every command needs.
+    pub fn prepare(&self) -> Result<(Arc<Model>, String, Dataset, AnyEval)> {
         let (model, source) = self.load()?;
         let data = Dataset::observed(&model);
-        let eval = CpuEvaluator::new(model.clone());
+        let eval = AnyEval::new(model.clone(), self.device())?;
         Ok((model, source, data, eval))
     }
 

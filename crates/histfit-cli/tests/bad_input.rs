@@ -273,3 +273,36 @@ fn bad_command_line_values() {
         &["not a pyhf patchset"],
     );
 }
+
+/// On a machine without CUDA, `--gpu cuda` is one clear error (exit 2), on every GPU command.
+#[test]
+fn gpu_requested_without_cuda() {
+    let gpu_present = Command::new(env!("CARGO_BIN_EXE_histfit"))
+        .args(["devices", "--json"])
+        .output()
+        .map(|o| {
+            let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+            !v["cuda"].as_array().unwrap().is_empty()
+        })
+        .unwrap();
+    if gpu_present {
+        println!("a CUDA device is present: nothing to check here");
+        return;
+    }
+    let ws = fixture("simple_workspace.json");
+    for cmd in [
+        "fit",
+        "scan",
+        "hypotest",
+        "limit",
+        "ranking",
+        "toys",
+        "hypotest-toys",
+    ] {
+        expect_error(
+            &[cmd, &ws, "--gpu", "cuda"],
+            &["--gpu cuda", "CUDA is not available"],
+        );
+    }
+    expect_error(&["fit", &ws, "--gpu", "vulkan"], &["unknown device"]);
+}

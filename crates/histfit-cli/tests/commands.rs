@@ -214,3 +214,13 @@ fn sharded_toys_merge_to_one_run() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// `histfit devices --json` always lists the CPU, and either CUDA devices or why there are none.
+#[test]
+fn devices_lists_the_cpu_and_cuda() {
+    let v = run_json(&["devices", "--json"]);
+    assert_eq!(v["kind"], "devices");
+    assert!(v["cpu"]["threads"].as_u64().unwrap() >= 1);
+    let gpus = v["cuda"].as_array().unwrap();
+    assert!(!gpus.is_empty() || v["cuda_unavailable_reason"].as_str().is_some());
+}

@@ -1,0 +1,201 @@
+//! The device a command runs on, parsed once from `--gpu`, and the evaluator that goes with it.
+//! Inference code never branches on the device: it receives an [`AnyEval`] (single fits, scans,
+//! limits, ranking) or an [`AnyRunner`] (ensembles), whichever device is behind it.
+
+use anyhow::{anyhow, Result};
+use histfit_compute::{CpuEvaluator, Dataset, Evaluator, OneAtATime};
+use histfit_cuda::CudaBatch;
+use histfit_infer::batch::Batcher;
+use histfit_infer::toys::{Batched, OnCpu, ToyRunner};
+use histfit_model::Model;
+use std::sync::Arc;
+
+/// Where the likelihood is evaluated.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Device {
+    Cpu,
+    Cuda(usize),
+}
+
+impl std::str::FromStr for Device {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Device, String> {
+        let s = s.trim().to_ascii_lowercase();
+        match s.as_str() {
+            "cpu" => Ok(Device::Cpu),
+            "cuda" => Ok(Device::Cuda(0)),
+            _ => match s.strip_prefix("cuda:").map(str::parse::<usize>) {
+                Some(Ok(n)) => Ok(Device::Cuda(n)),
+                _ => Err(format!(
+                    "unknown device \"{s}\" (expected cuda, cuda:N or cpu)"
+                )),
+            },
+        }
+    }
+}
+
+/// The evaluator of one model on the chosen device.
+#[derive(Debug, Clone)]
+pub enum AnyEval {
+    Cpu(CpuEvaluator),
+    Cuda(OneAtATime<CudaBatch>),
+}
+
+impl AnyEval {
+    pub fn new(model: Arc<Model>, device: Device) -> Result<AnyEval> {
+        Ok(match device {
+            Device::Cpu => AnyEval::Cpu(CpuEvaluator::new(model)),
+            Device::Cuda(n) => AnyEval::Cuda(OneAtATime {
+                batch: CudaBatch::new(model, n).map_err(|e| anyhow!("--gpu cuda: {e}"))?,
+            }),
+        })
+    }
+}
+
+impl Evaluator for AnyEval {
+    fn model(&self) -> &Model {
+        match self {
+            AnyEval::Cpu(e) => e.model(),
+            AnyEval::Cuda(e) => e.model(),
+        }
+    }
+    fn nll(&mut self, p: &[f64], d: &Dataset) -> histfit_compute::Result<f64> {
+        match self {
+            AnyEval::Cpu(e) => e.nll(p, d),
+            AnyEval::Cuda(e) => e.nll(p, d),
+        }
+    }
+    fn nll_grad(&mut self, p: &[f64], d: &Dataset, g: &mut [f64]) -> histfit_compute::Result<f64> {
+        match self {
+            AnyEval::Cpu(e) => e.nll_grad(p, d, g),
+            AnyEval::Cuda(e) => e.nll_grad(p, d, g),
+        }
+    }
+    fn expected_main(&mut self, p: &[f64], out: &mut [f64]) -> histfit_compute::Result<()> {
+        match self {
+            AnyEval::Cpu(e) => e.expected_main(p, out),
+            AnyEval::Cuda(e) => e.expected_main(p, out),
+        }
+    }
+}
+
+/// Concurrent fits of a GPU toy ensemble (each a worker thread; their evaluations form the
+/// batches).
+pub const GPU_WORKERS: usize = 4096;
+/// Toys generated on the GPU per chunk (bounds device and host memory of huge ensembles).
+pub const GPU_TOY_CHUNK: u64 = 1 << 16;
+
+impl AnyEval {
+    /// The batcher GPU ensembles run through (none on the CPU).
+    pub fn batcher(&self) -> Option<Batcher<CudaBatch>> {
+        match self {
+            AnyEval::Cpu(_) => None,
+            AnyEval::Cuda(e) => Some(Batcher::new(e.batch.clone())),
+        }
+    }
+}
+
+/// The toy runner of the chosen device.
+pub enum AnyRunner<'a> {
+    Cpu(OnCpu<'a, CpuEvaluator>),
+    Cuda(Batched<'a, CudaBatch>),
+}
+
+impl<'a> AnyRunner<'a> {
+    /// `batcher` must be `eval.batcher()` (kept by the caller, who outlives the runner).
+    pub fn new(eval: &'a AnyEval, batcher: Option<&'a Batcher<CudaBatch>>) -> AnyRunner<'a> {
+        match (eval, batcher) {
+            (AnyEval::Cuda(_), Some(b)) => AnyRunner::Cuda(Batched {
+                batcher: b,
+                workers: GPU_WORKERS,
+                chunk: GPU_TOY_CHUNK,
+            }),
+            (AnyEval::Cpu(e), _) => AnyRunner::Cpu(OnCpu(e)),
+            (AnyEval::Cuda(_), None) => unreachable!("a GPU evaluator always has a batcher"),
+        }
+    }
+}
+
+impl ToyRunner for AnyRunner<'_> {
+    fn model(&self) -> &Model {
+        match self {
+            AnyRunner::Cpu(r) => r.model(),
+            AnyRunner::Cuda(r) => r.model(),
+        }
+    }
+    fn single(&self) -> Box<dyn Evaluator + '_> {
+        match self {
+            AnyRunner::Cpu(r) => r.single(),
+            AnyRunner::Cuda(r) => r.single(),
+        }
+    }
+    fn run_toys<T: Send>(
+        &self,
+        params: &[f64],
+        seed: u64,
+        indices: std::ops::Range<u64>,
+        work: &(dyn Fn(&mut dyn Evaluator, u64, &Dataset) -> histfit_infer::Result<T> + Sync),
+    ) -> histfit_infer::Result<Vec<T>> {
+        match self {
+            AnyRunner::Cpu(r) => r.run_toys(params, seed, indices, work),
+            AnyRunner::Cuda(r) => r.run_toys(params, seed, indices, work),
+        }
+    }
+    fn run<T: Send>(
+        &self,
+        n: usize,
+        work: &(dyn Fn(&mut dyn Evaluator, usize) -> histfit_infer::Result<T> + Sync),
+    ) -> histfit_infer::Result<Vec<T>> {
+        match self {
+            AnyRunner::Cpu(r) => r.run(n, work),
+            AnyRunner::Cuda(r) => r.run(n, work),
+        }
+    }
+}
+
+/// `histfit devices`: the CPU and every CUDA device, or why there is none.
+pub fn list(json: bool) -> String {
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let cuda = histfit_cuda::devices();
+    if json {
+        let gpus = match &cuda {
+            Ok(d) => serde_json::json!(d
+                .iter()
+                .map(|g| serde_json::json!({
+                    "device": format!("cuda:{}", g.ordinal),
+                    "name": g.name,
+                    "compute_capability": format!("{}.{}", g.compute_capability.0, g.compute_capability.1),
+                    "memory_bytes": g.memory_bytes,
+                }))
+                .collect::<Vec<_>>()),
+            Err(_) => serde_json::json!([]),
+        };
+        let doc = serde_json::json!({
+            "kind": "devices",
+            "cpu": {"device": "cpu", "threads": threads},
+            "cuda": gpus,
+            "cuda_unavailable_reason": cuda.as_ref().err().map(|e| e.to_string()),
+        });
+        return serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n";
+    }
+    let mut s = format!("cpu        {threads} threads (f64)\n");
+    match cuda {
+        Ok(d) if !d.is_empty() => {
+            for g in d {
+                s.push_str(&format!(
+                    "cuda:{}     {} (compute {}.{}, {:.1} GiB, f64)\n",
+                    g.ordinal,
+                    g.name,
+                    g.compute_capability.0,
+                    g.compute_capability.1,
+                    g.memory_bytes as f64 / (1u64 << 30) as f64
+                ));
+            }
+        }
+        Ok(_) => s.push_str("cuda       none: the driver reports no device\n"),
+        Err(e) => s.push_str(&format!("cuda       none: {e}\n")),
+    }
+    s
+}
