@@ -5,7 +5,7 @@
 use anyhow::{anyhow, Result};
 use histfit_compute::{CpuEvaluator, Dataset, Evaluator, OneAtATime};
 use histfit_cuda::CudaBatch;
-use histfit_infer::batch::Batcher;
+use histfit_infer::batch::{Batcher, EvalBox, Job};
 use histfit_infer::toys::{Batched, OnCpu, ToyRunner};
 use histfit_model::Model;
 use std::sync::Arc;
@@ -79,9 +79,8 @@ impl Evaluator for AnyEval {
     }
 }
 
-/// Concurrent fits of a GPU toy ensemble (each a worker thread; their evaluations form the
-/// batches).
-pub const GPU_WORKERS: usize = 4096;
+/// Fits of a GPU toy ensemble in flight at once (their evaluations form each batch).
+pub const GPU_WINDOW: usize = 4096;
 /// Toys generated on the GPU per chunk (bounds device and host memory of huge ensembles).
 pub const GPU_TOY_CHUNK: u64 = 1 << 16;
 
@@ -107,7 +106,7 @@ impl<'a> AnyRunner<'a> {
         match (eval, batcher) {
             (AnyEval::Cuda(_), Some(b)) => AnyRunner::Cuda(Batched {
                 batcher: b,
-                workers: GPU_WORKERS,
+                window: GPU_WINDOW,
                 chunk: GPU_TOY_CHUNK,
             }),
             (AnyEval::Cpu(e), _) => AnyRunner::Cpu(OnCpu(e)),
@@ -129,22 +128,22 @@ impl ToyRunner for AnyRunner<'_> {
             AnyRunner::Cuda(r) => r.single(),
         }
     }
-    fn run_toys<T: Send>(
+    fn run_toys<'w, T: Send>(
         &self,
         params: &[f64],
         seed: u64,
         indices: std::ops::Range<u64>,
-        work: &(dyn Fn(&mut dyn Evaluator, u64, &Dataset) -> histfit_infer::Result<T> + Sync),
+        work: &'w (dyn Fn(EvalBox<'w>, u64, Dataset) -> Job<'w, T> + Sync),
     ) -> histfit_infer::Result<Vec<T>> {
         match self {
             AnyRunner::Cpu(r) => r.run_toys(params, seed, indices, work),
             AnyRunner::Cuda(r) => r.run_toys(params, seed, indices, work),
         }
     }
-    fn run<T: Send>(
+    fn run<'w, T: Send>(
         &self,
         n: usize,
-        work: &(dyn Fn(&mut dyn Evaluator, usize) -> histfit_infer::Result<T> + Sync),
+        work: &'w (dyn Fn(EvalBox<'w>, usize) -> Job<'w, T> + Sync),
     ) -> histfit_infer::Result<Vec<T>> {
         match self {
             AnyRunner::Cpu(r) => r.run(n, work),

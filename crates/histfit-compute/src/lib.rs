@@ -43,6 +43,63 @@ pub trait Evaluator {
     fn expected_main(&mut self, params: &[f64], out: &mut [f64]) -> Result<()>;
 }
 
+/// The future of one evaluation ([`AsyncEvaluator`]).
+pub type EvalFuture<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<f64>> + 'a>>;
+
+/// The evaluator as the fitting code awaits it. A CPU evaluator answers at once ([`Blocking`]);
+/// a client of a device batch answers once the batch its request joined has been evaluated, so
+/// thousands of fits can be in flight on a few threads without a thread each.
+pub trait AsyncEvaluator {
+    fn model(&self) -> &Model;
+    /// −ln L and its gradient.
+    fn nll_grad<'a>(
+        &'a mut self,
+        params: &'a [f64],
+        data: &'a Dataset,
+        grad: &'a mut [f64],
+    ) -> EvalFuture<'a>;
+    /// −ln L.
+    fn nll<'a>(&'a mut self, params: &'a [f64], data: &'a Dataset) -> EvalFuture<'a>;
+}
+
+/// An [`Evaluator`] seen as an [`AsyncEvaluator`] whose futures are ready at once. Holds the
+/// evaluator by value or by reference (`Blocking(&mut e)`).
+#[derive(Debug, Clone)]
+pub struct Blocking<E>(pub E);
+
+impl<E: std::ops::DerefMut> AsyncEvaluator for Blocking<E>
+where
+    E::Target: Evaluator,
+{
+    fn model(&self) -> &Model {
+        self.0.model()
+    }
+    fn nll_grad<'a>(
+        &'a mut self,
+        params: &'a [f64],
+        data: &'a Dataset,
+        grad: &'a mut [f64],
+    ) -> EvalFuture<'a> {
+        Box::pin(std::future::ready(self.0.nll_grad(params, data, grad)))
+    }
+    fn nll<'a>(&'a mut self, params: &'a [f64], data: &'a Dataset) -> EvalFuture<'a> {
+        Box::pin(std::future::ready(self.0.nll(params, data)))
+    }
+}
+
+/// Runs a future whose evaluations are [`Blocking`] to completion on this thread. (A future that
+/// waits for a device batch must be driven by its batch executor instead.)
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    loop {
+        if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::yield_now();
+    }
+}
+
 /// Evaluates many problems of one model at once — B parameter vectors, each with its own dataset —
 /// as a GPU does in one launch. Problem i reads `params[i·n..(i+1)·n]` (n parameters) and
 /// `data[i]`, and writes `nll[i]` and `grad[i·n..(i+1)·n]`. Implementations may keep datasets
@@ -163,16 +220,26 @@ pub fn hessian<E: Evaluator + ?Sized>(
     data: &Dataset,
     which: &[usize],
 ) -> Result<Vec<f64>> {
+    block_on(hessian_async(&mut Blocking(eval), params, data, which))
+}
+
+/// [`hessian`] for an [`AsyncEvaluator`].
+pub async fn hessian_async<E: AsyncEvaluator + ?Sized>(
+    eval: &mut E,
+    params: &[f64],
+    data: &Dataset,
+    which: &[usize],
+) -> Result<Vec<f64>> {
     let n = params.len();
     let k = which.len();
     let mut h = vec![0.0; k * k];
     let mut x = params.to_vec();
     let (mut g0, mut gp) = (vec![0.0; n], vec![0.0; n]);
-    eval.nll_grad(params, data, &mut g0)?;
+    eval.nll_grad(params, data, &mut g0).await?;
     for (col, &j) in which.iter().enumerate() {
         let step = 1e-6 * params[j].abs().max(1.0);
         x[j] = params[j] + step;
-        eval.nll_grad(&x, data, &mut gp)?;
+        eval.nll_grad(&x, data, &mut gp).await?;
         x[j] = params[j];
         let step = (params[j] + step) - params[j]; // the step actually taken in floating point
         for (row, &i) in which.iter().enumerate() {

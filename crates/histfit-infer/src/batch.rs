@@ -1,51 +1,49 @@
-//! Many fits in lockstep on a [`BatchEvaluator`] (a GPU): each fit runs the ordinary fitting code
-//! ([`crate::fit::fit`], restarts and all) on its own worker thread, through a [`Client`]
-//! evaluator that hands its request to a shared [`Batcher`] and waits. When every live client has
-//! a request pending, the last one to arrive becomes the leader: it evaluates the whole batch in
-//! one call and wakes the others. A fit that converges simply leaves (its worker takes the next
-//! item), so the batch shrinks only at the tail of an ensemble — convergence masking without a
-//! second copy of the optimizer.
+//! Many fits in lockstep on a [`BatchEvaluator`] (a GPU), without a thread per fit.
 //!
-//! The host round trips are one per optimizer step of the slowest live fit; between them every
-//! worker does its own line-search and L-BFGS-B bookkeeping on the CPU cores in parallel.
+//! Each fit is the ordinary fitting code ([`crate::fit::fit_async`], restarts and all) running as
+//! a future whose evaluator is a [`BatchClient`]: an evaluation writes its request into the
+//! client's slot and waits. A few worker threads (one per core) each own a share of the fits in
+//! flight. One lockstep step: every worker polls its fits until each waits for an evaluation or
+//! has finished (a finished fit is replaced by the next item at once); at a barrier one worker
+//! evaluates all waiting requests in one batch call and writes the results back; at a second
+//! barrier the step ends. The optimizer work of all fits runs in parallel on the cores, the
+//! device sees one launch per step, and there is one host round trip per step.
 
 use crate::{InferError, Result};
-use histfit_compute::{BatchEvaluator, ComputeError, CpuEvaluator, Dataset, Evaluator};
+use histfit_compute::{
+    AsyncEvaluator, BatchEvaluator, ComputeError, Dataset, EvalFuture, Evaluator,
+};
 use histfit_model::Model;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
 
-struct Request {
-    client: usize,
-    params: Vec<f64>,
-    data: Dataset,
-}
-
-#[derive(Default)]
-struct State {
-    live: usize,
-    pending: Vec<Request>,
-    done: HashMap<usize, std::result::Result<(f64, Vec<f64>), String>>,
-    running: bool,
-    next_id: usize,
-    launches: u64,
-    problems: u64,
-}
+/// A unit of lockstep work: a future over a [`BatchClient`] (or any evaluator).
+pub type Job<'e, T> = Pin<Box<dyn Future<Output = Result<T>> + 'e>>;
+/// The evaluator handed to a job.
+pub type EvalBox<'e> = Box<dyn AsyncEvaluator + 'e>;
 
 /// Pools the evaluations of many concurrent fits into batch calls.
 pub struct Batcher<B: BatchEvaluator> {
     eval: Mutex<B>,
     model: Arc<Model>,
-    state: Mutex<State>,
-    cv: Condvar,
+    stats: Mutex<BatchStats>,
 }
 
-/// Counts of a batched run: launches and problems evaluated (their ratio is the mean batch).
+/// Counts of a batched run: launches, problems evaluated (their ratio is the mean batch), and the
+/// seconds spent in the batch evaluator and in leading steps (gathering, evaluating, handing back).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct BatchStats {
     pub launches: u64,
     pub problems: u64,
+    pub seconds_eval: f64,
+    pub seconds_lead: f64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl<B: BatchEvaluator> Batcher<B> {
@@ -54,8 +52,7 @@ impl<B: BatchEvaluator> Batcher<B> {
         Batcher {
             eval: Mutex::new(eval),
             model,
-            state: Mutex::new(State::default()),
-            cv: Condvar::new(),
+            stats: Mutex::new(BatchStats::default()),
         }
     }
 
@@ -63,129 +60,161 @@ impl<B: BatchEvaluator> Batcher<B> {
         &self.model
     }
 
-    /// Exclusive access to the underlying evaluator (no fits may be running).
+    /// Exclusive access to the underlying evaluator.
     pub fn with_eval<T>(&self, f: impl FnOnce(&mut B) -> T) -> T {
-        f(&mut self.eval.lock().unwrap_or_else(|p| p.into_inner()))
+        f(&mut lock(&self.eval))
     }
 
     pub fn stats(&self) -> BatchStats {
-        let s = self.lock();
-        BatchStats {
-            launches: s.launches,
-            problems: s.problems,
-        }
+        *lock(&self.stats)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    /// A synchronous evaluator over the batch evaluator, one problem per call (for the one-off
+    /// fits around an ensemble).
+    pub fn solo(&self) -> Solo<'_, B> {
+        Solo { batcher: self }
     }
 
-    /// Registers `n` clients at once (before any of them submits, so the first request does not
-    /// launch alone).
-    pub fn clients(&self, n: usize) -> Vec<Client<'_, B>> {
-        let mut s = self.lock();
-        let first = s.next_id;
-        s.next_id += n;
-        s.live += n;
-        drop(s);
-        (0..n)
-            .map(|k| Client {
-                batcher: self,
-                id: first + k,
-                cpu: None,
-            })
-            .collect()
-    }
-
-    /// Evaluates everything pending (caller holds the lock; returns it).
-    fn lead<'a>(
-        &'a self,
-        mut s: std::sync::MutexGuard<'a, State>,
-    ) -> std::sync::MutexGuard<'a, State> {
-        let reqs = std::mem::take(&mut s.pending);
-        s.running = true;
-        drop(s);
+    /// Evaluates the waiting requests of `slots` in one batch call and hands back the results.
+    fn lead(&self, slots: &[Slot]) {
+        let started = std::time::Instant::now();
         let n = self.model.n_params();
-        let b = reqs.len();
+        let mut guards: Vec<MutexGuard<'_, SlotData>> = slots.iter().map(|s| lock(s)).collect();
+        let b = guards.len();
         let mut params = Vec::with_capacity(b * n);
-        for r in &reqs {
-            params.extend_from_slice(&r.params);
+        for g in &guards {
+            params.extend_from_slice(&g.params);
         }
-        let data: Vec<&Dataset> = reqs.iter().map(|r| &r.data).collect();
         let (mut nll, mut grad) = (vec![0.0; b], vec![0.0; b * n]);
-        let outcome = self
-            .eval
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .nll_grad_batch(&params, &data, &mut nll, &mut grad);
-        let mut s = self.lock();
+        let t_eval = std::time::Instant::now();
+        let outcome = {
+            let data: Vec<&Dataset> = guards
+                .iter()
+                .map(|g| g.data.as_ref().expect("a waiting request has data"))
+                .collect();
+            lock(&self.eval).nll_grad_batch(&params, &data, &mut nll, &mut grad)
+        };
+        let seconds_eval = t_eval.elapsed().as_secs_f64();
+        for (k, g) in guards.iter_mut().enumerate() {
+            g.waiting = false;
+            g.result = Some(match &outcome {
+                Ok(()) => {
+                    g.grad.clear();
+                    g.grad.extend_from_slice(&grad[k * n..(k + 1) * n]);
+                    Ok(nll[k])
+                }
+                Err(e) => Err(e.to_string()),
+            });
+        }
+        let mut s = lock(&self.stats);
         s.launches += 1;
         s.problems += b as u64;
-        for (k, r) in reqs.iter().enumerate() {
-            let v = match &outcome {
-                Ok(()) => Ok((nll[k], grad[k * n..(k + 1) * n].to_vec())),
-                Err(e) => Err(e.to_string()),
-            };
-            s.done.insert(r.client, v);
-        }
-        s.running = false;
-        self.cv.notify_all();
-        s
+        s.seconds_eval += seconds_eval;
+        s.seconds_lead += started.elapsed().as_secs_f64();
     }
+}
 
-    fn submit(
+/// A request and its result, shared by a client and the step leader (never at the same time:
+/// the barrier separates them).
+#[derive(Default)]
+struct SlotData {
+    params: Vec<f64>,
+    /// The dataset of the request (kept between requests: a fit evaluates one dataset many times).
+    data: Option<Dataset>,
+    waiting: bool,
+    result: Option<std::result::Result<f64, String>>,
+    grad: Vec<f64>,
+}
+
+type Slot = Arc<Mutex<SlotData>>;
+
+/// One fit's evaluator: its requests join the next batch.
+pub struct BatchClient {
+    model: Arc<Model>,
+    slot: Slot,
+}
+
+/// Resolves once the leader has written the slot's result.
+struct Answer<'a>(&'a Slot);
+
+impl Future for Answer<'_> {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+        if lock(self.0).result.is_some() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+impl BatchClient {
+    async fn request(
         &self,
-        client: usize,
         params: &[f64],
         data: &Dataset,
-    ) -> histfit_compute::Result<(f64, Vec<f64>)> {
-        let mut s = self.lock();
-        s.pending.push(Request {
-            client,
-            params: params.to_vec(),
-            data: data.clone(),
-        });
-        loop {
-            if let Some(r) = s.done.remove(&client) {
-                return r.map_err(ComputeError::Device);
+        grad: Option<&mut [f64]>,
+    ) -> histfit_compute::Result<f64> {
+        {
+            let mut s = lock(&self.slot);
+            s.params.clear();
+            s.params.extend_from_slice(params);
+            if s.data.as_ref() != Some(data) {
+                s.data = Some(data.clone());
             }
-            if !s.running && !s.pending.is_empty() && s.pending.len() == s.live {
-                s = self.lead(s);
-                continue;
+            s.result = None;
+            s.waiting = true;
+        }
+        Answer(&self.slot).await;
+        let mut s = lock(&self.slot);
+        if let Some(g) = grad {
+            if g.len() != s.grad.len() && s.result.as_ref().is_some_and(|r| r.is_ok()) {
+                return Err(ComputeError::Length {
+                    what: "gradient",
+                    expected: s.grad.len(),
+                    got: g.len(),
+                });
             }
-            s = self.cv.wait(s).unwrap_or_else(|p| p.into_inner());
+            if let Some(Ok(_)) = s.result {
+                g.copy_from_slice(&s.grad);
+            }
         }
-    }
-
-    fn leave(&self) {
-        let mut s = self.lock();
-        s.live -= 1;
-        if !s.running && !s.pending.is_empty() && s.pending.len() == s.live {
-            drop(self.lead(s));
-        }
+        s.result
+            .take()
+            .expect("Answer resolved")
+            .map_err(ComputeError::Device)
     }
 }
 
-/// One fit's view of a [`Batcher`]: an [`Evaluator`] whose evaluations join the next batch.
-pub struct Client<'a, B: BatchEvaluator> {
+impl AsyncEvaluator for BatchClient {
+    fn model(&self) -> &Model {
+        &self.model
+    }
+    fn nll_grad<'a>(
+        &'a mut self,
+        params: &'a [f64],
+        data: &'a Dataset,
+        grad: &'a mut [f64],
+    ) -> EvalFuture<'a> {
+        Box::pin(self.request(params, data, Some(grad)))
+    }
+    fn nll<'a>(&'a mut self, params: &'a [f64], data: &'a Dataset) -> EvalFuture<'a> {
+        Box::pin(self.request(params, data, None))
+    }
+}
+
+/// A synchronous single-problem evaluator over a [`Batcher`]'s batch evaluator.
+pub struct Solo<'a, B: BatchEvaluator> {
     batcher: &'a Batcher<B>,
-    id: usize,
-    /// Expected data (rare in a fit) are computed on the CPU.
-    cpu: Option<CpuEvaluator>,
 }
 
-impl<B: BatchEvaluator> Drop for Client<'_, B> {
-    fn drop(&mut self) {
-        self.batcher.leave();
-    }
-}
-
-impl<B: BatchEvaluator> Evaluator for Client<'_, B> {
+impl<B: BatchEvaluator> Evaluator for Solo<'_, B> {
     fn model(&self) -> &Model {
         &self.batcher.model
     }
     fn nll(&mut self, params: &[f64], data: &Dataset) -> histfit_compute::Result<f64> {
-        Ok(self.batcher.submit(self.id, params, data)?.0)
+        let mut g = vec![0.0; params.len()];
+        self.nll_grad(params, data, &mut g)
     }
     fn nll_grad(
         &mut self,
@@ -193,59 +222,105 @@ impl<B: BatchEvaluator> Evaluator for Client<'_, B> {
         data: &Dataset,
         grad: &mut [f64],
     ) -> histfit_compute::Result<f64> {
-        if grad.len() != params.len() {
-            return Err(ComputeError::Length {
-                what: "gradient",
-                expected: params.len(),
-                got: grad.len(),
-            });
-        }
-        let (v, g) = self.batcher.submit(self.id, params, data)?;
-        grad.copy_from_slice(&g);
-        Ok(v)
+        let mut v = [0.0];
+        self.batcher
+            .with_eval(|b| b.nll_grad_batch(params, &[data], &mut v, grad))?;
+        Ok(v[0])
     }
     fn expected_main(&mut self, params: &[f64], out: &mut [f64]) -> histfit_compute::Result<()> {
-        let model = self.batcher.model.clone();
-        self.cpu
-            .get_or_insert_with(|| CpuEvaluator::new(model))
-            .expected_main(params, out)
+        self.batcher
+            .with_eval(|b| b.expected_main_batch(params, out))
     }
 }
 
-/// Runs `work(evaluator, k)` for k in 0..n on `workers` threads sharing `batcher`; results in
-/// order of k. Each worker takes the next k as soon as its previous one is done.
-pub fn run_pool<B, T, F>(batcher: &Batcher<B>, n: usize, workers: usize, work: F) -> Result<Vec<T>>
+/// Runs `make(client, k)` for k in 0..n in lockstep on `batcher`, at most `window` jobs in
+/// flight, on one worker thread per core; results in order of k.
+pub fn drive<'w, B, T>(
+    batcher: &Batcher<B>,
+    n: usize,
+    window: usize,
+    make: &'w (dyn Fn(BatchClient, usize) -> Job<'w, T> + Sync),
+) -> Result<Vec<T>>
 where
     B: BatchEvaluator,
     T: Send,
-    F: Fn(&mut dyn Evaluator, usize) -> Result<T> + Sync,
 {
-    let workers = workers.clamp(1, n.max(1));
-    let next = AtomicU64::new(0);
+    let workers = std::thread::available_parallelism()
+        .map(|c| c.get())
+        .unwrap_or(1)
+        .clamp(1, n.max(1));
+    let per_worker = window.max(1).div_ceil(workers).max(1);
+    let next = AtomicUsize::new(0);
+    let finished = AtomicBool::new(false);
     let results: Mutex<Vec<(usize, Result<T>)>> = Mutex::new(Vec::with_capacity(n));
-    let clients = batcher.clients(workers);
+    let waiting: Vec<Mutex<Vec<Slot>>> = (0..workers).map(|_| Mutex::new(Vec::new())).collect();
+    let barrier = Barrier::new(workers);
     std::thread::scope(|scope| {
-        for mut client in clients {
-            let (next, results, work) = (&next, &results, &work);
-            std::thread::Builder::new()
-                .stack_size(1 << 20)
-                .spawn_scoped(scope, move || loop {
-                    let k = next.fetch_add(1, Ordering::Relaxed) as usize;
-                    if k >= n {
+        for w in 0..workers {
+            let (next, finished, results, waiting, barrier) =
+                (&next, &finished, &results, &waiting, &barrier);
+            scope.spawn(move || {
+                let mut cx = Context::from_waker(Waker::noop());
+                let mut active: Vec<(usize, Slot, Job<'w, T>)> = Vec::new();
+                let mut done: Vec<(usize, Result<T>)> = Vec::new();
+                loop {
+                    // Advance every fit to its next evaluation (or its end); refill the window.
+                    let mut keep = Vec::with_capacity(active.len());
+                    for (k, slot, mut job) in active.drain(..) {
+                        match job.as_mut().poll(&mut cx) {
+                            Poll::Ready(r) => done.push((k, r)),
+                            Poll::Pending => keep.push((k, slot, job)),
+                        }
+                    }
+                    active = keep;
+                    while active.len() < per_worker {
+                        let k = next.fetch_add(1, Ordering::Relaxed);
+                        if k >= n {
+                            break;
+                        }
+                        let slot: Slot = Arc::new(Mutex::new(SlotData::default()));
+                        let client = BatchClient {
+                            model: batcher.model.clone(),
+                            slot: slot.clone(),
+                        };
+                        let mut job = make(client, k);
+                        match job.as_mut().poll(&mut cx) {
+                            Poll::Ready(r) => done.push((k, r)),
+                            Poll::Pending => active.push((k, slot, job)),
+                        }
+                    }
+                    if !done.is_empty() {
+                        lock(results).append(&mut done);
+                    }
+                    *lock(&waiting[w]) = active
+                        .iter()
+                        .filter(|(_, s, _)| lock(s).waiting)
+                        .map(|(_, s, _)| s.clone())
+                        .collect();
+                    barrier.wait();
+                    if w == 0 {
+                        let all: Vec<Slot> = waiting.iter().flat_map(|l| lock(l).clone()).collect();
+                        if all.is_empty() {
+                            finished.store(true, Ordering::Release);
+                        } else {
+                            batcher.lead(&all);
+                        }
+                    }
+                    barrier.wait();
+                    if finished.load(Ordering::Acquire) {
                         break;
                     }
-                    let r = work(&mut client, k);
-                    results
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push((k, r));
-                })
-                .map_err(|e| InferError::Request(format!("could not start a worker thread: {e}")))
-                .map(|_| ())?;
+                }
+            });
         }
-        Ok::<(), InferError>(())
-    })?;
+    });
     let mut r = results.into_inner().unwrap_or_else(|p| p.into_inner());
+    if r.len() != n {
+        return Err(InferError::Request(format!(
+            "lockstep run ended with {} of {n} results",
+            r.len()
+        )));
+    }
     r.sort_by_key(|(k, _)| *k);
     r.into_iter().map(|(_, v)| v).collect()
 }

@@ -6,7 +6,7 @@
 //! normalisation then have similar curvature, which is what L-BFGS-B's single scalar θ assumes.
 
 use crate::{InferError, Result};
-use histfit_compute::{hessian, Dataset, Evaluator};
+use histfit_compute::{block_on, hessian_async, AsyncEvaluator, Blocking, Dataset, Evaluator};
 use histfit_model::{Constraint, Model};
 use histfit_optim::{linalg, Ask, Lbfgsb, Options};
 use serde::Serialize;
@@ -48,6 +48,50 @@ pub struct FitResult {
 
 /// Fits `data` by minimising −ln L with L-BFGS-B.
 pub fn fit<E: Evaluator + ?Sized>(
+    eval: &mut E,
+    data: &Dataset,
+    opts: &FitOptions,
+) -> Result<FitResult> {
+    block_on(fit_async(&mut Blocking(eval), data, opts))
+}
+
+/// One L-BFGS-B minimisation in the fit's scaled coordinates (z = θ/s over the free parameters).
+struct Minimiser<'a> {
+    free: &'a [usize],
+    scale: &'a [f64],
+    kinks: &'a [bool],
+    options: histfit_optim::Options,
+}
+
+impl Minimiser<'_> {
+    async fn run<E: AsyncEvaluator + ?Sized>(
+        &self,
+        eval: &mut E,
+        data: &Dataset,
+        z_start: &[f64],
+        bounds: (&[f64], &[f64]),
+        x: &mut [f64],
+    ) -> Result<Lbfgsb> {
+        let mut grad = vec![0.0; x.len()];
+        let mut gz = vec![0.0; self.free.len()];
+        let mut opt = Lbfgsb::new(z_start, bounds.0, bounds.1, self.options).with_kinks(self.kinks);
+        while let Ask::Evaluate(z) = opt.ask() {
+            for (k, &i) in self.free.iter().enumerate() {
+                x[i] = z[k] * self.scale[k];
+            }
+            let f = eval.nll_grad(x, data, &mut grad).await?;
+            for (k, &i) in self.free.iter().enumerate() {
+                gz[k] = grad[i] * self.scale[k];
+            }
+            opt.tell(f, &gz);
+        }
+        Ok(opt)
+    }
+}
+
+/// [`fit`] for an [`AsyncEvaluator`]: the same fit, whose evaluations may wait for a device
+/// batch (many fits then run in lockstep on a few threads).
+pub async fn fit_async<E: AsyncEvaluator + ?Sized>(
     eval: &mut E,
     data: &Dataset,
     opts: &FitOptions,
@@ -97,35 +141,15 @@ pub fn fit<E: Evaluator + ?Sized>(
         .map(|(&i, s)| model.bounds[i].1 / s)
         .collect();
     let free_kinks: Vec<bool> = free.iter().map(|&i| model.kinked[i]).collect();
-    let mut grad = vec![0.0; n];
-    let mut gz = vec![0.0; free.len()];
-    let mut run = |eval: &mut E,
-                   z_start: &[f64],
-                   bounds: (&[f64], &[f64]),
-                   x: &mut Vec<f64>|
-     -> Result<Lbfgsb> {
-        let mut opt = Lbfgsb::new(
-            z_start,
-            bounds.0,
-            bounds.1,
-            opts.optimizer.unwrap_or_default(),
-        )
-        .with_kinks(&free_kinks);
-        while let Ask::Evaluate(z) = opt.ask() {
-            for (k, &i) in free.iter().enumerate() {
-                x[i] = z[k] * scale[k];
-            }
-            let f = eval.nll_grad(x, data, &mut grad)?;
-            for (k, &i) in free.iter().enumerate() {
-                gz[k] = grad[i] * scale[k];
-            }
-            opt.tell(f, &gz);
-        }
-        Ok(opt)
+    let minimiser = Minimiser {
+        free: &free,
+        scale: &scale,
+        kinks: &free_kinks,
+        options: opts.optimizer.unwrap_or_default(),
     };
     if free.is_empty() {
         // Nothing to fit: the result is the likelihood at the given point.
-        let f = eval.nll(&x, data)?;
+        let f = eval.nll(&x, data).await?;
         return Ok(FitResult {
             par_names: model.names.clone(),
             bestfit: x,
@@ -142,7 +166,9 @@ pub fn fit<E: Evaluator + ?Sized>(
             fixed,
         });
     }
-    let mut opt = run(eval, &z0, (&lower, &upper), &mut x)?;
+    let mut opt = minimiser
+        .run(eval, data, &z0, (&lower, &upper), &mut x)
+        .await?;
     let (mut iterations, mut evaluations) = (opt.iterations, opt.evaluations);
     let kinked = model.kinked.iter().any(|&k| k);
     // Restart from the minimum with fresh curvature memory until a pass gains nothing: at the
@@ -153,7 +179,9 @@ pub fn fit<E: Evaluator + ?Sized>(
         if !opt.status().converged() {
             break;
         }
-        let again = run(eval, opt.x(), (&lower, &upper), &mut x)?;
+        let again = minimiser
+            .run(eval, data, opt.x(), (&lower, &upper), &mut x)
+            .await?;
         iterations += again.iterations;
         evaluations += again.evaluations;
         let gain = opt.f() - again.f();
@@ -182,9 +210,9 @@ pub fn fit<E: Evaluator + ?Sized>(
             // kink; on a single smooth-ish basin the mirror point is uphill of α = 0.
             let here = xs[i];
             xs[i] = -here;
-            let f_mirror = eval.nll(&xs, data)?;
+            let f_mirror = eval.nll(&xs, data).await?;
             xs[i] = 0.0;
-            let f_kink = eval.nll(&xs, data)?;
+            let f_kink = eval.nll(&xs, data).await?;
             xs[i] = here;
             if f_kink > f_mirror {
                 let mut zf = z.clone();
@@ -201,7 +229,9 @@ pub fn fit<E: Evaluator + ?Sized>(
                     continue; // the mirror side lies outside the parameter's bounds
                 }
                 zf[k] = zf[k].clamp(lo_k[k], hi_k[k]);
-                let again = run(eval, &zf, (&lo_k, &hi_k), &mut x)?;
+                let again = minimiser
+                    .run(eval, data, &zf, (&lo_k, &hi_k), &mut x)
+                    .await?;
                 iterations += again.iterations;
                 evaluations += again.evaluations;
                 if again.status().converged() && again.f() < opt.f() - 1e-10 * f0.abs().max(1.0) {
@@ -222,19 +252,19 @@ pub fn fit<E: Evaluator + ?Sized>(
     // where their minimum is, and fit the rest.
     if !opt.status().converged() {
         let mut pinned = Vec::new();
-        let f_here = eval.nll(&x, data)?;
+        let f_here = eval.nll(&x, data).await?;
         for &i in &free {
             if !model.kinked[i] || x[i].abs() > 5e-2 {
                 continue;
             }
             let mut xs = x.clone();
             xs[i] = 0.0;
-            let f0 = eval.nll(&xs, data)?;
+            let f0 = eval.nll(&xs, data).await?;
             let h = 1e-4;
             xs[i] = h;
-            let fp = eval.nll(&xs, data)?;
+            let fp = eval.nll(&xs, data).await?;
             xs[i] = -h;
-            let fm = eval.nll(&xs, data)?;
+            let fm = eval.nll(&xs, data).await?;
             if fp > f0 && fm > f0 && f0 <= f_here + 1e-3 {
                 pinned.push(i);
             }
@@ -247,7 +277,8 @@ pub fn fit<E: Evaluator + ?Sized>(
                 o.fix.push((i, 0.0));
             }
             o.init = Some(init);
-            let mut r = fit(eval, data, &o)?;
+            // Recursion in an async fn goes through a box.
+            let mut r = Box::pin(fit_async(eval, data, &o)).await?;
             if r.converged && r.twice_nll <= 2.0 * f_here + 1e-9 {
                 for &i in &pinned {
                     r.fixed[i] = model.fixed[i];
@@ -280,7 +311,7 @@ pub fn fit<E: Evaluator + ?Sized>(
         fixed,
     };
     if opts.uncertainties && !free.is_empty() {
-        let h = hessian(eval, &x, data, &free)?;
+        let h = hessian_async(eval, &x, data, &free).await?;
         let k = free.len();
         if let Some((inv, posdef)) = linalg::invert_symmetric(&h, k) {
             let mut cov = vec![0.0; n * n];

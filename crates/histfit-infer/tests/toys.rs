@@ -208,7 +208,7 @@ fn lockstep_batches_give_the_per_thread_result() {
     let batcher = Batcher::new(CpuEvaluator::new(model.clone()));
     let runner = Batched {
         batcher: &batcher,
-        workers: 16,
+        window: 16,
         chunk: 20,
     };
     let batched = fit_toys_on(&runner, &gen, 5, 0..50, &o, &|_, _| {}).unwrap();
