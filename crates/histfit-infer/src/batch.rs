@@ -249,7 +249,8 @@ where
         .map(|c| c.get())
         .unwrap_or(1)
         .clamp(1, n.max(1));
-    let per_worker = window.max(1).div_ceil(workers).max(1);
+    // Spread the fits in flight evenly: a small ensemble still keeps every core busy.
+    let per_worker = window.clamp(1, n.max(1)).div_ceil(workers).max(1);
     let next = AtomicUsize::new(0);
     let finished = AtomicBool::new(false);
     let results: Mutex<Vec<(usize, Result<T>)>> = Mutex::new(Vec::with_capacity(n));

@@ -566,30 +566,90 @@ impl Lbfgsb {
         }
     }
 
-    /// Builds M = [[−D, Lᵀ], [L, θSᵀS]]⁻¹. Returns false if it is singular.
+    /// Builds M = [[−D, Lᵀ], [L, θSᵀS]]⁻¹ by block elimination: with the Schur complement
+    /// Sc = θSᵀS + L D⁻¹ Lᵀ (symmetric positive definite, k×k, Cholesky),
+    /// M = [[−D⁻¹ + D⁻¹LᵀSc⁻¹LD⁻¹, D⁻¹LᵀSc⁻¹], [Sc⁻¹LD⁻¹, Sc⁻¹]] — a k³ job instead of
+    /// inverting a general 2k×2k matrix every iteration. Returns false if it is singular.
     fn build_m(&mut self) -> bool {
         let k = self.k();
         let m = self.opts.memory;
         let n2 = 2 * k;
-        let mut a = vec![0.0; n2 * n2];
+        let dinv: Vec<f64> = (0..k).map(|i| 1.0 / self.sty[i * m + i]).collect();
+        if dinv.iter().any(|d| !d.is_finite() || *d <= 0.0) {
+            return false;
+        }
+        // L_ij = s_iᵀy_j for i > j.
+        let l = |i: usize, j: usize| if i > j { self.sty[i * m + j] } else { 0.0 };
+        let mut sc = vec![0.0; k * k];
+        for i in 0..k {
+            for j in 0..=i {
+                let mut v = self.theta * self.sts[i * m + j];
+                for q in 0..j.min(i) {
+                    v += l(i, q) * dinv[q] * l(j, q);
+                }
+                sc[i * k + j] = v;
+                sc[j * k + i] = v;
+            }
+        }
+        let Some((sci, true)) = crate::linalg::invert_symmetric(&sc, k) else {
+            return false;
+        };
+        // G = Sc⁻¹ L D⁻¹ (k×k): the bottom-left block.
+        let mut g = vec![0.0; k * k];
         for i in 0..k {
             for j in 0..k {
-                // −D on the diagonal of the top-left block.
-                a[i * n2 + j] = if i == j { -self.sty[i * m + i] } else { 0.0 };
-                // L_ij = s_iᵀy_j for i > j (bottom-left), Lᵀ top-right.
-                let l_ij = if i > j { self.sty[i * m + j] } else { 0.0 };
-                a[(k + i) * n2 + j] = l_ij;
-                a[j * n2 + k + i] = l_ij;
-                a[(k + i) * n2 + k + j] = self.theta * self.sts[i * m + j];
+                let mut v = 0.0;
+                for q in j + 1..k {
+                    v += sci[i * k + q] * l(q, j);
+                }
+                g[i * k + j] = v * dinv[j];
             }
         }
-        match crate::linalg::invert(&a, n2) {
-            Some(inv) => {
-                self.mmat = inv;
-                true
+        let mut mm = vec![0.0; n2 * n2];
+        for i in 0..k {
+            for j in 0..k {
+                // Top-left: −D⁻¹ + D⁻¹ Lᵀ G.
+                let mut v = 0.0;
+                for q in i + 1..k {
+                    v += l(q, i) * g[q * k + j];
+                }
+                v *= dinv[i];
+                if i == j {
+                    v -= dinv[i];
+                }
+                mm[i * n2 + j] = v;
+                mm[(k + i) * n2 + j] = g[i * k + j];
+                mm[j * n2 + k + i] = g[i * k + j];
+                mm[(k + i) * n2 + k + j] = sci[i * k + j];
             }
-            None => false,
         }
+        self.mmat = mm;
+        true
+    }
+
+    /// H·v for the limited-memory inverse Hessian with H₀ = I/θ (two-loop recursion): the
+    /// inverse of the compact B = θI − W M Wᵀ that the Cauchy point uses.
+    fn h_times(&self, v: &[f64]) -> Vec<f64> {
+        let k = self.k();
+        let mut q = v.to_vec();
+        let mut a = vec![0.0; k];
+        let rho: Vec<f64> = (0..k).map(|i| 1.0 / dot(&self.s[i], &self.y[i])).collect();
+        for i in (0..k).rev() {
+            a[i] = rho[i] * dot(&self.s[i], &q);
+            for (qj, yj) in q.iter_mut().zip(&self.y[i]) {
+                *qj -= a[i] * yj;
+            }
+        }
+        for qj in q.iter_mut() {
+            *qj /= self.theta;
+        }
+        for i in 0..k {
+            let b = rho[i] * dot(&self.y[i], &q);
+            for (qj, sj) in q.iter_mut().zip(&self.s[i]) {
+                *qj += (a[i] - b) * sj;
+            }
+        }
+        q
     }
 
     fn m_times(&self, v: &[f64], out: &mut [f64]) {
@@ -628,8 +688,13 @@ impl Lbfgsb {
             }
             d[i] = if t[i] == 0.0 { 0.0 } else { -g[i] };
         }
-        let mut order: Vec<usize> = (0..n).filter(|&i| t[i] > 0.0 && t[i].is_finite()).collect();
-        order.sort_by(|&a, &b| t[a].total_cmp(&t[b]));
+        // Breakpoints in increasing order, from a heap: the search usually stops after the
+        // first few, so a full sort would be wasted.
+        let mut order: std::collections::BinaryHeap<std::cmp::Reverse<(Breakpoint, usize)>> = (0
+            ..n)
+            .filter(|&i| t[i] > 0.0 && t[i].is_finite())
+            .map(|i| std::cmp::Reverse((Breakpoint(t[i]), i)))
+            .collect();
         let mut wrow = vec![0.0; n2];
         let mut p = vec![0.0; n2];
         self.wt_times(&d, &mut p);
@@ -651,7 +716,7 @@ impl Lbfgsb {
         }
         let mut dt_min = if fpp > 0.0 { -fp / fpp } else { f64::INFINITY };
         let mut t_old = 0.0;
-        for &b in &order {
+        while let Some(std::cmp::Reverse((_, b))) = order.pop() {
             let dt = t[b] - t_old;
             if dt_min < dt {
                 break;
@@ -691,6 +756,16 @@ impl Lbfgsb {
         let free: Vec<usize> = (0..n).filter(|&i| xcp[i] > l[i] && xcp[i] < u[i]).collect();
         if free.is_empty() {
             return Some(xcp);
+        }
+        if free.len() == n && !self.kinks.iter().any(|&k| k) {
+            // Every variable free (the usual case inside wide bounds): the model's minimiser
+            // over all of them is the quasi-Newton point x − H·g, whatever the Cauchy point —
+            // the same point as the general formula below at a fraction of its cost. Kinked
+            // problems keep the general formula: their fits at a kink are sensitive to the last
+            // bits of the step, and that path is the one validated on them.
+            let hg = self.h_times(g);
+            let dhat: Vec<f64> = (0..n).map(|i| x[i] - hg[i] - xcp[i]).collect();
+            return Some(self.project_step(&xcp, &free, &dhat));
         }
         self.m_times(&c, &mut mc);
         let mut wmc = vec![0.0; n];
@@ -752,8 +827,14 @@ impl Lbfgsb {
                 dhat[fi] -= wsol[i] / (theta * theta);
             }
         }
-        // Projected step; if it is not a descent direction, truncate instead.
-        let mut xbar = xcp.clone();
+        Some(self.project_step(&xcp, &free, &dhat))
+    }
+
+    /// x̄ = P(x_cp + d̂) over the free variables; if that is not a descent direction from x,
+    /// the step is truncated at the first bound instead.
+    fn project_step(&self, xcp: &[f64], free: &[usize], dhat: &[f64]) -> Vec<f64> {
+        let (n, x, g, l, u) = (self.n, &self.x, &self.g, &self.lower, &self.upper);
+        let mut xbar = xcp.to_vec();
         for (fi, &i) in free.iter().enumerate() {
             xbar[i] = (xcp[i] + dhat[fi]).clamp(l[i], u[i]);
         }
@@ -771,7 +852,25 @@ impl Lbfgsb {
                 xbar[i] = (xcp[i] + alpha.max(0.0) * dhat[fi]).clamp(l[i], u[i]);
             }
         }
-        Some(xbar)
+        xbar
+    }
+}
+
+/// A breakpoint of the Cauchy search, ordered by `f64::total_cmp` (ties: by index).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Breakpoint(f64);
+
+impl Eq for Breakpoint {}
+
+impl PartialOrd for Breakpoint {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Breakpoint {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
     }
 }
 
@@ -895,6 +994,56 @@ mod tests {
         let want = [2.0, -1.0, 0.5, 1.0, -7.0];
         for (a, b) in opt.x().iter().zip(want) {
             assert!((a - b).abs() < 1e-7, "{:?}", opt.x());
+        }
+    }
+
+    /// The block-eliminated M equals the inverse of the middle matrix, and H·v (two-loop) is
+    /// the inverse of the compact B = θI − W M Wᵀ, on a memory filled by a real run.
+    #[test]
+    fn compact_matrices_are_consistent() {
+        let n = 12;
+        let mut opt = Lbfgsb::new(&vec![-1.2; n], &vec![-5.0; n], &vec![5.0; n], tight());
+        let mut g = vec![0.0; n];
+        for _ in 0..40 {
+            match opt.ask() {
+                Ask::Evaluate(x) => {
+                    let x = x.to_vec();
+                    let f = rosenbrock(&x, &mut g);
+                    opt.tell(f, &g);
+                }
+                Ask::Done => break,
+            }
+        }
+        let k = opt.k();
+        assert!(k >= 3, "memory too short for the check: {k}");
+        assert!(opt.build_m());
+        let (m, n2) = (opt.opts.memory, 2 * k);
+        let mut kmat = vec![0.0; n2 * n2];
+        for i in 0..k {
+            for j in 0..k {
+                kmat[i * n2 + j] = if i == j { -opt.sty[i * m + i] } else { 0.0 };
+                let l = if i > j { opt.sty[i * m + j] } else { 0.0 };
+                kmat[(k + i) * n2 + j] = l;
+                kmat[j * n2 + k + i] = l;
+                kmat[(k + i) * n2 + k + j] = opt.theta * opt.sts[i * m + j];
+            }
+        }
+        let inv = crate::linalg::invert(&kmat, n2).unwrap();
+        for (a, b) in opt.mmat.iter().zip(&inv) {
+            assert!((a - b).abs() <= 1e-8 * b.abs().max(1.0), "{a} vs {b}");
+        }
+        // B·(H·v) = v with B v = θv − W M Wᵀ v.
+        let v: Vec<f64> = (0..n).map(|i| (i as f64 * 0.7).sin()).collect();
+        let hv = opt.h_times(&v);
+        let mut wt = vec![0.0; n2];
+        opt.wt_times(&hv, &mut wt);
+        let mut mwt = vec![0.0; n2];
+        opt.m_times(&wt, &mut mwt);
+        let mut wmwt = vec![0.0; n];
+        opt.w_times(&mwt, &mut wmwt);
+        for i in 0..n {
+            let bhv = opt.theta * hv[i] - wmwt[i];
+            assert!((bhv - v[i]).abs() <= 1e-8, "{i}: {bhv} vs {}", v[i]);
         }
     }
 
