@@ -114,6 +114,19 @@ pub trait BatchEvaluator: Send {
         nll: &mut [f64],
         grad: &mut [f64],
     ) -> Result<()>;
+    /// As [`nll_grad_batch`](Self::nll_grad_batch), with datasets shared through `Arc`: the
+    /// contents behind an `Arc` the evaluator keeps a clone of cannot change, so a device may
+    /// key its resident copies on the pointer and skip comparing contents.
+    fn nll_grad_batch_shared(
+        &mut self,
+        params: &[f64],
+        data: &[std::sync::Arc<Dataset>],
+        nll: &mut [f64],
+        grad: &mut [f64],
+    ) -> Result<()> {
+        let refs: Vec<&Dataset> = data.iter().map(|d| &**d).collect();
+        self.nll_grad_batch(params, &refs, nll, grad)
+    }
     /// Expected main-bin counts for every parameter vector (`out`: B × n_main).
     fn expected_main_batch(&mut self, params: &[f64], out: &mut [f64]) -> Result<()>;
     /// Toys `indices` of `seed` at `params` ([`rng::generate_toy`]); a device with its own

@@ -31,8 +31,12 @@ fn main() {
         histfit_cuda::devices().expect("a CUDA device")
     );
 
+    let skip = |what: &str| std::env::var("HISTFIT_BENCH_SKIP").is_ok_and(|v| v.contains(what));
     // 1. Batched NLL+gradient, 1000 parameter vectors.
     for setting in ["smooth", "pyhf"] {
+        if skip("batch") {
+            break;
+        }
         let (model, data) = load("workspace_tHu", settings(setting));
         let mut gpu = CudaBatch::new(model.clone(), 0).expect("GPU session");
         let n = model.n_params();
@@ -88,7 +92,7 @@ fn main() {
         let st = batcher.stats();
         let conv = g.iter().filter(|t| t.converged).count();
         println!(
-            "GPU toys {n}: {dt:.3} s ({:.0} toys/s), converged {conv}/{n}, {} launches, mean batch {:.0}; batch evaluator {:.3} s, leading {:.3} s",
+            "GPU toys {n} (window {window}): {dt:.3} s ({:.0} toys/s), converged {conv}/{n}, {} launches, mean batch {:.0}; batch evaluator {:.3} s, leading {:.3} s",
             n as f64 / dt,
             st.launches,
             st.problems as f64 / st.launches.max(1) as f64,
@@ -96,7 +100,7 @@ fn main() {
             st.seconds_lead
         );
         rows.push((n, dt));
-        if n <= 10_000 {
+        if n <= 10_000 && !skip("cpu") {
             let t = Instant::now();
             let c = fit_toys(&cpu, &gen.bestfit, 7, 0..n, &o, &|_, _| {}).unwrap();
             let dc = t.elapsed().as_secs_f64();

@@ -83,6 +83,8 @@ struct DataCache {
     /// Rows the device buffer holds (capacity) and has received.
     dev_cap: usize,
     dev_rows: usize,
+    /// Datasets met through `Arc`: pointer → row (the clone kept here pins the contents).
+    by_arc: HashMap<usize, (Arc<Dataset>, u32)>,
 }
 
 /// Page-locked host memory (plain, not write-combined: the host reads the gradients back).
@@ -181,7 +183,32 @@ impl CudaBatch {
         Ok(self.bufs.as_mut().expect("allocated above"))
     }
 
-    /// Device rows of `data` (uploading those not yet resident).
+    /// Device rows of `data` shared through `Arc` (found by pointer; new ones uploaded).
+    fn resolve_shared(&mut self, data: &[Arc<Dataset>]) -> Result<()> {
+        let row_len = self.session.row_len();
+        let c = &mut self.cache;
+        if c.rows.len() / row_len.max(1) + data.len() > MAX_CACHED {
+            *c = DataCache::default();
+        }
+        self.host_index.clear();
+        for d in data {
+            let key = Arc::as_ptr(d) as usize;
+            let slot = match c.by_arc.get(&key) {
+                Some((_, s)) => *s,
+                None => {
+                    let s = (c.rows.len() / row_len.max(1)) as u32;
+                    c.rows.extend_from_slice(&d.main);
+                    c.rows.extend_from_slice(&d.aux);
+                    c.by_arc.insert(key, (d.clone(), s));
+                    s
+                }
+            };
+            self.host_index.push(slot as i32);
+        }
+        self.upload_new_rows()
+    }
+
+    /// Device rows of `data` (found by content; new ones uploaded).
     fn resolve(&mut self, data: &[&Dataset]) -> Result<()> {
         let row_len = self.session.row_len();
         let c = &mut self.cache;
@@ -209,6 +236,13 @@ impl CudaBatch {
             };
             self.host_index.push(slot as i32);
         }
+        self.upload_new_rows()
+    }
+
+    /// Sends the mirror's rows the device has not received yet.
+    fn upload_new_rows(&mut self) -> Result<()> {
+        let row_len = self.session.row_len();
+        let c = &mut self.cache;
         let n_rows = c.rows.len() / row_len.max(1);
         if n_rows > c.dev_cap {
             let cap = n_rows.next_power_of_two().max(64);
@@ -367,23 +401,17 @@ impl CudaBatch {
         unsafe { l.launch(cfg) }.map_err(driver("launch of nll_grad_batch"))?;
         Ok(())
     }
-}
 
-impl BatchEvaluator for CudaBatch {
-    fn model(&self) -> &Model {
-        &self.session.model
-    }
-
-    fn nll_grad_batch(
+    /// Launches over the problems whose dataset rows `host_index` holds; values without the
+    /// datasets' constants.
+    fn evaluate_resolved(
         &mut self,
         params: &[f64],
-        data: &[&Dataset],
         nll: &mut [f64],
         grad: &mut [f64],
     ) -> histfit_compute::Result<()> {
-        let b = check_batch(&self.session.model, params, data, nll, grad)?;
         let n_params = self.session.model.n_params();
-        self.resolve(data)?;
+        let b = self.host_index.len();
         let mut start = 0;
         while start < b {
             let end = (start + MAX_LAUNCH).min(b);
@@ -419,6 +447,42 @@ impl BatchEvaluator for CudaBatch {
             grad[start * n_params..end * n_params].copy_from_slice(&pin[..len]);
             start = end;
         }
+        Ok(())
+    }
+}
+
+impl BatchEvaluator for CudaBatch {
+    fn model(&self) -> &Model {
+        &self.session.model
+    }
+
+    fn nll_grad_batch(
+        &mut self,
+        params: &[f64],
+        data: &[&Dataset],
+        nll: &mut [f64],
+        grad: &mut [f64],
+    ) -> histfit_compute::Result<()> {
+        check_batch(&self.session.model, params, data, nll, grad)?;
+        self.resolve(data)?;
+        self.evaluate_resolved(params, nll, grad)?;
+        for (v, d) in nll.iter_mut().zip(data) {
+            *v += d.constant;
+        }
+        Ok(())
+    }
+
+    fn nll_grad_batch_shared(
+        &mut self,
+        params: &[f64],
+        data: &[Arc<Dataset>],
+        nll: &mut [f64],
+        grad: &mut [f64],
+    ) -> histfit_compute::Result<()> {
+        let refs: Vec<&Dataset> = data.iter().map(|d| &**d).collect();
+        check_batch(&self.session.model, params, &refs, nll, grad)?;
+        self.resolve_shared(data)?;
+        self.evaluate_resolved(params, nll, grad)?;
         for (v, d) in nll.iter_mut().zip(data) {
             *v += d.constant;
         }

@@ -3,10 +3,11 @@
 //! Each fit is the ordinary fitting code ([`crate::fit::fit_async`], restarts and all) running as
 //! a future whose evaluator is a [`BatchClient`]: an evaluation writes its request into the
 //! client's slot and waits. A few worker threads (one per core) each own a share of the fits in
-//! flight. One lockstep step: every worker polls its fits until each waits for an evaluation or
-//! has finished (a finished fit is replaced by the next item at once); at a barrier one worker
-//! evaluates all waiting requests in one batch call and writes the results back; at a second
-//! barrier the step ends. The optimizer work of all fits runs in parallel on the cores, the
+//! flight. One lockstep step: every worker hands back its results, polls its fits until each
+//! waits for an evaluation or has finished (a finished fit is replaced by the next item at once),
+//! and packs its requests; at a barrier one worker concatenates the packs, evaluates them in one
+//! batch call and splits the results back; at a second barrier the step ends. Everything per fit
+//! (polling, packing, unpacking) runs on the fit's own worker, in parallel. The optimizer work of all fits runs in parallel on the cores, the
 //! device sees one launch per step, and there is one host round trip per step.
 
 use crate::{InferError, Result};
@@ -14,8 +15,10 @@ use histfit_compute::{
     AsyncEvaluator, BatchEvaluator, ComputeError, Dataset, EvalFuture, Evaluator,
 };
 use histfit_model::Model;
+use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
@@ -75,58 +78,72 @@ impl<B: BatchEvaluator> Batcher<B> {
         Solo { batcher: self }
     }
 
-    /// Evaluates the waiting requests of `slots` in one batch call and hands back the results.
-    fn lead(&self, slots: &[Slot]) {
+    /// Evaluates every worker's waiting requests in one batch call; each worker's results go
+    /// back into its own share.
+    fn lead(&self, shares: &[Mutex<Share>]) -> bool {
         let started = std::time::Instant::now();
         let n = self.model.n_params();
-        let mut guards: Vec<MutexGuard<'_, SlotData>> = slots.iter().map(|s| lock(s)).collect();
-        let b = guards.len();
+        let mut guards: Vec<MutexGuard<'_, Share>> = shares.iter().map(lock).collect();
+        let b: usize = guards.iter().map(|g| g.data.len()).sum();
+        if b == 0 {
+            return false;
+        }
         let mut params = Vec::with_capacity(b * n);
+        let mut data = Vec::with_capacity(b);
         for g in &guards {
             params.extend_from_slice(&g.params);
+            data.extend(g.data.iter().cloned());
         }
         let (mut nll, mut grad) = (vec![0.0; b], vec![0.0; b * n]);
         let t_eval = std::time::Instant::now();
-        let outcome = {
-            let data: Vec<&Dataset> = guards
-                .iter()
-                .map(|g| g.data.as_ref().expect("a waiting request has data"))
-                .collect();
-            lock(&self.eval).nll_grad_batch(&params, &data, &mut nll, &mut grad)
-        };
+        let outcome = lock(&self.eval).nll_grad_batch_shared(&params, &data, &mut nll, &mut grad);
         let seconds_eval = t_eval.elapsed().as_secs_f64();
-        for (k, g) in guards.iter_mut().enumerate() {
-            g.waiting = false;
-            g.result = Some(match &outcome {
+        let mut at = 0;
+        for g in guards.iter_mut() {
+            let m = g.data.len();
+            match &outcome {
                 Ok(()) => {
+                    g.error = None;
+                    g.nll.clear();
+                    g.nll.extend_from_slice(&nll[at..at + m]);
                     g.grad.clear();
-                    g.grad.extend_from_slice(&grad[k * n..(k + 1) * n]);
-                    Ok(nll[k])
+                    g.grad.extend_from_slice(&grad[at * n..(at + m) * n]);
                 }
-                Err(e) => Err(e.to_string()),
-            });
+                Err(e) => g.error = Some(e.to_string()),
+            }
+            at += m;
         }
         let mut s = lock(&self.stats);
         s.launches += 1;
         s.problems += b as u64;
         s.seconds_eval += seconds_eval;
         s.seconds_lead += started.elapsed().as_secs_f64();
+        true
     }
 }
 
-/// A request and its result, shared by a client and the step leader (never at the same time:
-/// the barrier separates them).
+/// One worker's part of a step: its requests, then their results (filled by the leader).
+#[derive(Default)]
+struct Share {
+    params: Vec<f64>,
+    data: Vec<Arc<Dataset>>,
+    nll: Vec<f64>,
+    grad: Vec<f64>,
+    error: Option<String>,
+}
+
+/// A request and its result, shared by a client and the worker thread that owns it.
 #[derive(Default)]
 struct SlotData {
     params: Vec<f64>,
     /// The dataset of the request (kept between requests: a fit evaluates one dataset many times).
-    data: Option<Dataset>,
+    data: Option<Arc<Dataset>>,
     waiting: bool,
     result: Option<std::result::Result<f64, String>>,
     grad: Vec<f64>,
 }
 
-type Slot = Arc<Mutex<SlotData>>;
+type Slot = Rc<RefCell<SlotData>>;
 
 /// One fit's evaluator: its requests join the next batch.
 pub struct BatchClient {
@@ -134,13 +151,13 @@ pub struct BatchClient {
     slot: Slot,
 }
 
-/// Resolves once the leader has written the slot's result.
+/// Resolves once the slot's result has been written back.
 struct Answer<'a>(&'a Slot);
 
 impl Future for Answer<'_> {
     type Output = ();
     fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
-        if lock(self.0).result.is_some() {
+        if self.0.borrow().result.is_some() {
             Poll::Ready(())
         } else {
             Poll::Pending
@@ -156,33 +173,29 @@ impl BatchClient {
         grad: Option<&mut [f64]>,
     ) -> histfit_compute::Result<f64> {
         {
-            let mut s = lock(&self.slot);
+            let mut s = self.slot.borrow_mut();
             s.params.clear();
             s.params.extend_from_slice(params);
-            if s.data.as_ref() != Some(data) {
-                s.data = Some(data.clone());
+            if s.data.as_deref() != Some(data) {
+                s.data = Some(Arc::new(data.clone()));
             }
             s.result = None;
             s.waiting = true;
         }
         Answer(&self.slot).await;
-        let mut s = lock(&self.slot);
-        if let Some(g) = grad {
-            if g.len() != s.grad.len() && s.result.as_ref().is_some_and(|r| r.is_ok()) {
+        let mut s = self.slot.borrow_mut();
+        let r = s.result.take().expect("Answer resolved");
+        if let (Some(g), Ok(_)) = (grad, &r) {
+            if g.len() != s.grad.len() {
                 return Err(ComputeError::Length {
                     what: "gradient",
                     expected: s.grad.len(),
                     got: g.len(),
                 });
             }
-            if let Some(Ok(_)) = s.result {
-                g.copy_from_slice(&s.grad);
-            }
+            g.copy_from_slice(&s.grad);
         }
-        s.result
-            .take()
-            .expect("Answer resolved")
-            .map_err(ComputeError::Device)
+        r.map_err(ComputeError::Device)
     }
 }
 
@@ -254,17 +267,37 @@ where
     let next = AtomicUsize::new(0);
     let finished = AtomicBool::new(false);
     let results: Mutex<Vec<(usize, Result<T>)>> = Mutex::new(Vec::with_capacity(n));
-    let waiting: Vec<Mutex<Vec<Slot>>> = (0..workers).map(|_| Mutex::new(Vec::new())).collect();
+    let shares: Vec<Mutex<Share>> = (0..workers).map(|_| Mutex::new(Share::default())).collect();
     let barrier = Barrier::new(workers);
+    let n_params = batcher.model.n_params();
     std::thread::scope(|scope| {
         for w in 0..workers {
-            let (next, finished, results, waiting, barrier) =
-                (&next, &finished, &results, &waiting, &barrier);
+            let (next, finished, results, shares, barrier) =
+                (&next, &finished, &results, &shares, &barrier);
             scope.spawn(move || {
                 let mut cx = Context::from_waker(Waker::noop());
                 let mut active: Vec<(usize, Slot, Job<'w, T>)> = Vec::new();
                 let mut done: Vec<(usize, Result<T>)> = Vec::new();
+                let mut waiting: Vec<Slot> = Vec::new();
                 loop {
+                    // Hand back the last step's results.
+                    if !waiting.is_empty() {
+                        let share = lock(&shares[w]);
+                        for (k, slot) in waiting.iter().enumerate() {
+                            let mut s = slot.borrow_mut();
+                            s.waiting = false;
+                            s.result = Some(match &share.error {
+                                None => {
+                                    s.grad.clear();
+                                    s.grad.extend_from_slice(
+                                        &share.grad[k * n_params..(k + 1) * n_params],
+                                    );
+                                    Ok(share.nll[k])
+                                }
+                                Some(e) => Err(e.clone()),
+                            });
+                        }
+                    }
                     // Advance every fit to its next evaluation (or its end); refill the window.
                     let mut keep = Vec::with_capacity(active.len());
                     for (k, slot, mut job) in active.drain(..) {
@@ -279,7 +312,7 @@ where
                         if k >= n {
                             break;
                         }
-                        let slot: Slot = Arc::new(Mutex::new(SlotData::default()));
+                        let slot: Slot = Rc::new(RefCell::new(SlotData::default()));
                         let client = BatchClient {
                             model: batcher.model.clone(),
                             slot: slot.clone(),
@@ -293,19 +326,26 @@ where
                     if !done.is_empty() {
                         lock(results).append(&mut done);
                     }
-                    *lock(&waiting[w]) = active
-                        .iter()
-                        .filter(|(_, s, _)| lock(s).waiting)
-                        .map(|(_, s, _)| s.clone())
-                        .collect();
-                    barrier.wait();
-                    if w == 0 {
-                        let all: Vec<Slot> = waiting.iter().flat_map(|l| lock(l).clone()).collect();
-                        if all.is_empty() {
-                            finished.store(true, Ordering::Release);
-                        } else {
-                            batcher.lead(&all);
+                    // Publish this worker's requests.
+                    waiting.clear();
+                    {
+                        let mut share = lock(&shares[w]);
+                        share.params.clear();
+                        share.data.clear();
+                        for (_, slot, _) in &active {
+                            let s = slot.borrow();
+                            if s.waiting {
+                                share.params.extend_from_slice(&s.params);
+                                share
+                                    .data
+                                    .push(s.data.clone().expect("a waiting request has data"));
+                                waiting.push(slot.clone());
+                            }
                         }
+                    }
+                    barrier.wait();
+                    if w == 0 && !batcher.lead(shares) {
+                        finished.store(true, Ordering::Release);
                     }
                     barrier.wait();
                     if finished.load(Ordering::Acquire) {
