@@ -5,9 +5,10 @@
 //! client's slot and waits. A few worker threads (one per core) each own a share of the fits in
 //! flight. One lockstep step: every worker hands back its results, polls its fits until each
 //! waits for an evaluation or has finished (a finished fit is replaced by the next item at once),
-//! and packs its requests; at a barrier one worker concatenates the packs, evaluates them in one
-//! batch call and splits the results back; at a second barrier the step ends. Everything per fit
-//! (polling, packing, unpacking) runs on the fit's own worker, in parallel. The optimizer work of all fits runs in parallel on the cores, the
+//! and packs its requests; an evaluation thread concatenates the packs, evaluates them in one
+//! batch call and splits the results back. Everything per fit (polling, packing, unpacking) runs
+//! on the fit's own worker, in parallel, and two groups of fits take turns so that the device
+//! evaluates one group while the cores advance the other. The optimizer work of all fits runs in parallel on the cores, the
 //! device sees one launch per step, and there is one host round trip per step.
 
 use crate::{InferError, Result};
@@ -79,7 +80,7 @@ impl<B: BatchEvaluator> Batcher<B> {
     }
 
     /// Evaluates every worker's waiting requests in one batch call; each worker's results go
-    /// back into its own share.
+    /// back into its own share. Returns whether there was anything to evaluate.
     fn lead(&self, shares: &[Mutex<Share>]) -> bool {
         let started = std::time::Instant::now();
         let n = self.model.n_params();
@@ -246,8 +247,20 @@ impl<B: BatchEvaluator> Evaluator for Solo<'_, B> {
     }
 }
 
+/// Progress of the evaluation thread: per group, batches requested and completed.
+#[derive(Default)]
+struct Pipeline {
+    requested: [u64; 2],
+    completed: [u64; 2],
+    quit: bool,
+}
+
 /// Runs `make(client, k)` for k in 0..n in lockstep on `batcher`, at most `window` jobs in
 /// flight, on one worker thread per core; results in order of k.
+///
+/// The jobs form two groups that take turns: while the device evaluates one group's batch (on
+/// a thread of its own), the workers hand back the other group's results and advance its fits.
+/// The device and the cores thus work at the same time instead of waiting for each other.
 pub fn drive<'w, B, T>(
     batcher: &Batcher<B>,
     n: usize,
@@ -262,28 +275,63 @@ where
         .map(|c| c.get())
         .unwrap_or(1)
         .clamp(1, n.max(1));
-    // Spread the fits in flight evenly: a small ensemble still keeps every core busy.
-    let per_worker = window.clamp(1, n.max(1)).div_ceil(workers).max(1);
+    // Spread the fits in flight evenly over workers and the two groups: a small ensemble still
+    // keeps every core busy.
+    let per_group = window.clamp(2, n.max(2)).div_ceil(2 * workers).max(1);
     let next = AtomicUsize::new(0);
+    let in_flight = AtomicUsize::new(0);
     let finished = AtomicBool::new(false);
     let results: Mutex<Vec<(usize, Result<T>)>> = Mutex::new(Vec::with_capacity(n));
-    let shares: Vec<Mutex<Share>> = (0..workers).map(|_| Mutex::new(Share::default())).collect();
+    let shares: [Vec<Mutex<Share>>; 2] =
+        std::array::from_fn(|_| (0..workers).map(|_| Mutex::new(Share::default())).collect());
     let barrier = Barrier::new(workers);
+    let pipeline = Mutex::new(Pipeline::default());
+    let signal = std::sync::Condvar::new();
     let n_params = batcher.model.n_params();
     std::thread::scope(|scope| {
+        // The evaluation thread: one batch call per request, in order.
+        {
+            let (shares, pipeline, signal) = (&shares, &pipeline, &signal);
+            scope.spawn(move || {
+                let mut g = 0;
+                loop {
+                    {
+                        let mut p = lock(pipeline);
+                        while p.requested[g] == p.completed[g] && !p.quit {
+                            p = signal.wait(p).unwrap_or_else(|e| e.into_inner());
+                        }
+                        if p.requested[g] == p.completed[g] {
+                            return;
+                        }
+                    }
+                    batcher.lead(&shares[g]);
+                    lock(pipeline).completed[g] += 1;
+                    signal.notify_all();
+                    g ^= 1;
+                }
+            });
+        }
         for w in 0..workers {
-            let (next, finished, results, shares, barrier) =
-                (&next, &finished, &results, &shares, &barrier);
+            let (next, in_flight, finished, results, shares, barrier, pipeline, signal) = (
+                &next, &in_flight, &finished, &results, &shares, &barrier, &pipeline, &signal,
+            );
             scope.spawn(move || {
                 let mut cx = Context::from_waker(Waker::noop());
-                let mut active: Vec<(usize, Slot, Job<'w, T>)> = Vec::new();
+                let mut active: [Vec<(usize, Slot, Job<'w, T>)>; 2] = [Vec::new(), Vec::new()];
+                let mut waiting: [Vec<Slot>; 2] = [Vec::new(), Vec::new()];
                 let mut done: Vec<(usize, Result<T>)> = Vec::new();
-                let mut waiting: Vec<Slot> = Vec::new();
+                let mut g = 0;
                 loop {
-                    // Hand back the last step's results.
-                    if !waiting.is_empty() {
-                        let share = lock(&shares[w]);
-                        for (k, slot) in waiting.iter().enumerate() {
+                    // This group's last batch must be back before its fits go on.
+                    {
+                        let mut p = lock(pipeline);
+                        while p.completed[g] < p.requested[g] {
+                            p = signal.wait(p).unwrap_or_else(|e| e.into_inner());
+                        }
+                    }
+                    if !waiting[g].is_empty() {
+                        let share = lock(&shares[g][w]);
+                        for (k, slot) in waiting[g].iter().enumerate() {
                             let mut s = slot.borrow_mut();
                             s.waiting = false;
                             s.result = Some(match &share.error {
@@ -298,16 +346,19 @@ where
                             });
                         }
                     }
-                    // Advance every fit to its next evaluation (or its end); refill the window.
-                    let mut keep = Vec::with_capacity(active.len());
-                    for (k, slot, mut job) in active.drain(..) {
+                    // Advance the group's fits to their next evaluation (or end); refill.
+                    let mut keep = Vec::with_capacity(active[g].len());
+                    for (k, slot, mut job) in active[g].drain(..) {
                         match job.as_mut().poll(&mut cx) {
-                            Poll::Ready(r) => done.push((k, r)),
+                            Poll::Ready(r) => {
+                                in_flight.fetch_sub(1, Ordering::Relaxed);
+                                done.push((k, r));
+                            }
                             Poll::Pending => keep.push((k, slot, job)),
                         }
                     }
-                    active = keep;
-                    while active.len() < per_worker {
+                    active[g] = keep;
+                    while active[g].len() < per_group {
                         let k = next.fetch_add(1, Ordering::Relaxed);
                         if k >= n {
                             break;
@@ -320,37 +371,49 @@ where
                         let mut job = make(client, k);
                         match job.as_mut().poll(&mut cx) {
                             Poll::Ready(r) => done.push((k, r)),
-                            Poll::Pending => active.push((k, slot, job)),
+                            Poll::Pending => {
+                                in_flight.fetch_add(1, Ordering::Relaxed);
+                                active[g].push((k, slot, job));
+                            }
                         }
                     }
                     if !done.is_empty() {
                         lock(results).append(&mut done);
                     }
-                    // Publish this worker's requests.
-                    waiting.clear();
+                    // Publish the group's requests.
+                    waiting[g].clear();
                     {
-                        let mut share = lock(&shares[w]);
+                        let mut share = lock(&shares[g][w]);
                         share.params.clear();
                         share.data.clear();
-                        for (_, slot, _) in &active {
+                        for (_, slot, _) in &active[g] {
                             let s = slot.borrow();
                             if s.waiting {
                                 share.params.extend_from_slice(&s.params);
                                 share
                                     .data
                                     .push(s.data.clone().expect("a waiting request has data"));
-                                waiting.push(slot.clone());
+                                waiting[g].push(slot.clone());
                             }
                         }
                     }
                     barrier.wait();
-                    if w == 0 && !batcher.lead(shares) {
-                        finished.store(true, Ordering::Release);
+                    if w == 0 {
+                        if in_flight.load(Ordering::Relaxed) == 0
+                            && next.load(Ordering::Relaxed) >= n
+                        {
+                            finished.store(true, Ordering::Release);
+                            lock(pipeline).quit = true;
+                        } else {
+                            lock(pipeline).requested[g] += 1;
+                        }
+                        signal.notify_all();
                     }
                     barrier.wait();
                     if finished.load(Ordering::Acquire) {
                         break;
                     }
+                    g ^= 1;
                 }
             });
         }
