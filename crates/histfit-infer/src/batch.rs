@@ -271,9 +271,11 @@ where
     B: BatchEvaluator,
     T: Send,
 {
+    // One core stays with the evaluation thread, which must not wait for a time slice.
     let workers = std::thread::available_parallelism()
         .map(|c| c.get())
         .unwrap_or(1)
+        .saturating_sub(1)
         .clamp(1, n.max(1));
     // Spread the fits in flight evenly over workers and the two groups: a small ensemble still
     // keeps every core busy.
