@@ -65,9 +65,10 @@ fn main() {
         let call = t.elapsed().as_secs_f64() / reps as f64;
         let kernel = gpu.time_kernel(&params, &refs, 200).unwrap();
         println!(
-            "batch NLL+grad tHu/{setting}, B = {b}: {:.3} ms per call (upload, kernel, download), {:.3} ms kernel alone",
+            "batch NLL+grad tHu/{setting}, B = {b}: {:.3} ms per call (upload, kernel, download), {:.3} ms kernel alone (scratch in {} memory)",
             call * 1e3,
-            kernel * 1e3
+            kernel * 1e3,
+            if gpu.session().shared_scratch { "shared" } else { "global" }
         );
     }
 

@@ -140,18 +140,21 @@ __device__ double block_sum(double v, double* red) {
 
 // scratch per problem: x[P] kv[ns] kd[ns] F[S] base[sb] binfac[sb] gb[sb] lam[M] dlam[M]
 //                      w[S] terms[T]
+// Dynamic shared memory: blockDim.x doubles for reductions, then (when `scratch` is null) the
+// problem's whole scratch, which then never leaves the SM.
 extern "C" __global__ void nll_grad_batch(Tables tb, int n_problems, const double* __restrict__ params,
                                           const int* __restrict__ data_index, const double* __restrict__ data,
                                           double* __restrict__ out_nll, double* __restrict__ out_grad,
                                           double* __restrict__ out_lam, double* __restrict__ scratch,
                                           long long scratch_len) {
-    extern __shared__ double red[];
+    extern __shared__ double smem[];
+    double* red = smem;
     __shared__ int invalid;
     int p = blockIdx.x;
     if (p >= n_problems) return;
     int t = threadIdx.x, T = blockDim.x;
     const int P = tb.n_params, M = tb.n_main;
-    double* x = scratch + (long long)p * scratch_len;
+    double* x = scratch ? scratch + (long long)p * scratch_len : smem + T;
     double* kv = x + P;
     double* kd = kv + tb.n_ns;
     double* F = kd + tb.n_ns;

@@ -21,8 +21,20 @@ use histfit_model::Model;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Threads per block of the likelihood kernel (one block per problem).
+/// Threads per block of the likelihood kernel (one block per problem); `HISTFIT_CUDA_THREADS`
+/// overrides it for tuning (a multiple of 32 up to 1024).
 pub const THREADS: u32 = 256;
+
+fn threads() -> u32 {
+    static T: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *T.get_or_init(|| {
+        std::env::var("HISTFIT_CUDA_THREADS")
+            .ok()
+            .and_then(|v| v.parse::<u32>().ok())
+            .filter(|t| t % 32 == 0 && (32..=1024).contains(t) && t.is_power_of_two())
+            .unwrap_or(THREADS)
+    })
+}
 /// Problems per launch.
 pub const MAX_LAUNCH: usize = 4096;
 /// Distinct datasets kept on the device before the cache starts over.
@@ -35,6 +47,9 @@ pub struct Session {
     pub kernels: Kernels,
     pub tables: DeviceTables,
     pub model: Arc<Model>,
+    /// A problem's scratch lives in shared memory (it fits the device's per-block limit), not
+    /// in global memory.
+    pub shared_scratch: bool,
 }
 
 impl Session {
@@ -44,12 +59,43 @@ impl Session {
         let kernels = Kernels::load(&gpu)?;
         let stream = gpu.ctx.default_stream();
         let tables = DeviceTables::upload(HostTables::new(&model), &stream)?;
+        let bytes = (tables.host.scratch_len + threads() as usize) * 8;
+        let limit = gpu
+            .ctx
+            .attribute(
+                cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+            )
+            .unwrap_or(0) as usize;
+        let wanted = match std::env::var("HISTFIT_CUDA_SCRATCH").as_deref() {
+            Ok("global") => false,
+            _ => bytes <= limit,
+        };
+        let shared_scratch = wanted
+            && kernels
+                .nll_grad_batch
+                .set_attribute(
+                    cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    bytes as i32,
+                )
+                .is_ok();
         Ok(Arc::new(Session {
             gpu,
             kernels,
             tables,
             model,
+            shared_scratch,
         }))
+    }
+
+    /// Dynamic shared memory per block of the likelihood kernel.
+    pub fn shared_bytes(&self) -> u32 {
+        let doubles = threads() as usize
+            + if self.shared_scratch {
+                self.tables.host.scratch_len
+            } else {
+                0
+            };
+        (doubles * 8) as u32
     }
 
     pub fn row_len(&self) -> usize {
@@ -175,7 +221,11 @@ impl CudaBatch {
                 nll: alloc(cap)?,
                 grad: alloc(cap * m.n_params())?,
                 lam: alloc(cap * m.n_main)?,
-                scratch: alloc(cap * self.session.tables.host.scratch_len)?,
+                scratch: alloc(if self.session.shared_scratch {
+                    1
+                } else {
+                    cap * self.session.tables.host.scratch_len
+                })?,
                 pin_params: pinned(&self.session, cap * m.n_params())?,
                 pin_grad: pinned(&self.session, cap * m.n_params())?,
             });
@@ -216,7 +266,16 @@ impl CudaBatch {
             *c = DataCache::default();
         }
         self.host_index.clear();
+        // Within one call every reference is alive and immutable: a dataset equal by address to
+        // the previous problem's (a scan, a batch of points on one dataset) reuses its row.
+        let mut last: Option<(*const Dataset, u32)> = None;
         for d in data {
+            if let Some((ptr, slot)) = last {
+                if std::ptr::eq(ptr, *d) {
+                    self.host_index.push(slot as i32);
+                    continue;
+                }
+            }
             let h = hash_row(&d.main, &d.aux);
             let found = c.by_hash.get(&h).and_then(|slots| {
                 slots.iter().copied().find(|&s| {
@@ -235,6 +294,7 @@ impl CudaBatch {
                 }
             };
             self.host_index.push(slot as i32);
+            last = Some((*d as *const Dataset, slot));
         }
         self.upload_new_rows()
     }
@@ -323,12 +383,16 @@ impl CudaBatch {
         } else {
             0
         };
-        let p_scratch = bufs.scratch.device_ptr_mut(&stream).0;
+        let p_scratch = if session.shared_scratch {
+            0
+        } else {
+            bufs.scratch.device_ptr_mut(&stream).0
+        };
         let n = b as i32;
         let cfg = LaunchConfig {
             grid_dim: (b as u32, 1, 1),
-            block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: THREADS * 8,
+            block_dim: (threads(), 1, 1),
+            shared_mem_bytes: session.shared_bytes(),
         };
         let mut l = stream.launch_builder(&session.kernels.nll_grad_batch);
         l.arg(&session.tables.arg)
@@ -383,13 +447,17 @@ impl CudaBatch {
             bufs.nll.device_ptr_mut(&stream).0,
             bufs.grad.device_ptr_mut(&stream).0,
             0,
-            bufs.scratch.device_ptr_mut(&stream).0,
+            if session.shared_scratch {
+                0
+            } else {
+                bufs.scratch.device_ptr_mut(&stream).0
+            },
         ];
         let n = b as i32;
         let cfg = LaunchConfig {
             grid_dim: (b as u32, 1, 1),
-            block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: THREADS * 8,
+            block_dim: (threads(), 1, 1),
+            shared_mem_bytes: session.shared_bytes(),
         };
         let mut l = stream.launch_builder(&session.kernels.nll_grad_batch);
         l.arg(&session.tables.arg).arg(&n);
