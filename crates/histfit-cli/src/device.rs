@@ -3,80 +3,18 @@
 //! limits, ranking) or an [`AnyRunner`] (ensembles), whichever device is behind it.
 
 use anyhow::{anyhow, Result};
-use histfit_compute::{CpuEvaluator, Dataset, Evaluator, OneAtATime};
+use histfit_compute::{CpuEvaluator, Dataset, Evaluator};
 use histfit_cuda::CudaBatch;
 use histfit_infer::batch::{Batcher, EvalBox, Job};
 use histfit_infer::toys::{Batched, OnCpu, ToyRunner};
 use histfit_model::Model;
 use std::sync::Arc;
 
-/// Where the likelihood is evaluated.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Device {
-    Cpu,
-    Cuda(usize),
-}
+pub use histfit_cuda::{AnyEval, Device};
 
-impl std::str::FromStr for Device {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Device, String> {
-        let s = s.trim().to_ascii_lowercase();
-        match s.as_str() {
-            "cpu" => Ok(Device::Cpu),
-            "cuda" => Ok(Device::Cuda(0)),
-            _ => match s.strip_prefix("cuda:").map(str::parse::<usize>) {
-                Some(Ok(n)) => Ok(Device::Cuda(n)),
-                _ => Err(format!(
-                    "unknown device \"{s}\" (expected cuda, cuda:N or cpu)"
-                )),
-            },
-        }
-    }
-}
-
-/// The evaluator of one model on the chosen device.
-#[derive(Debug, Clone)]
-pub enum AnyEval {
-    Cpu(CpuEvaluator),
-    Cuda(OneAtATime<CudaBatch>),
-}
-
-impl AnyEval {
-    pub fn new(model: Arc<Model>, device: Device) -> Result<AnyEval> {
-        Ok(match device {
-            Device::Cpu => AnyEval::Cpu(CpuEvaluator::new(model)),
-            Device::Cuda(n) => AnyEval::Cuda(OneAtATime {
-                batch: CudaBatch::new(model, n).map_err(|e| anyhow!("--gpu cuda: {e}"))?,
-            }),
-        })
-    }
-}
-
-impl Evaluator for AnyEval {
-    fn model(&self) -> &Model {
-        match self {
-            AnyEval::Cpu(e) => e.model(),
-            AnyEval::Cuda(e) => e.model(),
-        }
-    }
-    fn nll(&mut self, p: &[f64], d: &Dataset) -> histfit_compute::Result<f64> {
-        match self {
-            AnyEval::Cpu(e) => e.nll(p, d),
-            AnyEval::Cuda(e) => e.nll(p, d),
-        }
-    }
-    fn nll_grad(&mut self, p: &[f64], d: &Dataset, g: &mut [f64]) -> histfit_compute::Result<f64> {
-        match self {
-            AnyEval::Cpu(e) => e.nll_grad(p, d, g),
-            AnyEval::Cuda(e) => e.nll_grad(p, d, g),
-        }
-    }
-    fn expected_main(&mut self, p: &[f64], out: &mut [f64]) -> histfit_compute::Result<()> {
-        match self {
-            AnyEval::Cpu(e) => e.expected_main(p, out),
-            AnyEval::Cuda(e) => e.expected_main(p, out),
-        }
-    }
+/// [`AnyEval::new`] with the CLI's wording of a device failure.
+pub fn open(model: Arc<Model>, device: Device) -> Result<AnyEval> {
+    AnyEval::new(model, device).map_err(|e| anyhow!("--gpu cuda: {e}"))
 }
 
 /// Fits of a GPU toy ensemble in flight at once (their evaluations form each batch).
@@ -84,13 +22,11 @@ pub const GPU_WINDOW: usize = 4096;
 /// Toys generated on the GPU per chunk (bounds device and host memory of huge ensembles).
 pub const GPU_TOY_CHUNK: u64 = 1 << 16;
 
-impl AnyEval {
-    /// The batcher GPU ensembles run through (none on the CPU).
-    pub fn batcher(&self) -> Option<Batcher<CudaBatch>> {
-        match self {
-            AnyEval::Cpu(_) => None,
-            AnyEval::Cuda(e) => Some(Batcher::new(e.batch.clone())),
-        }
+/// The batcher GPU ensembles run through (none on the CPU).
+pub fn batcher(eval: &AnyEval) -> Option<Batcher<CudaBatch>> {
+    match eval {
+        AnyEval::Cpu(_) => None,
+        AnyEval::Cuda(e) => Some(Batcher::new(e.batch.clone())),
     }
 }
 

@@ -370,7 +370,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 );
             }
             let bar = progress::Bar::new("toys", (range.end - range.start) as usize);
-            let batcher = eval.batcher();
+            let batcher = device::batcher(&eval);
             let fits = histfit_infer::toys::fit_toys_on(
                 &device::AnyRunner::new(&eval, batcher.as_ref()),
                 &gen.bestfit,
@@ -405,7 +405,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let ts = test_stat;
             let range = parse_shard(shard.as_deref(), n_toys)?;
             let bar = progress::Bar::new("toys", 2 * (range.end - range.start) as usize);
-            let batcher = eval.batcher();
+            let batcher = device::batcher(&eval);
             let r = histfit_infer::toys::hypotest_toys_on(
                 &device::AnyRunner::new(&eval, batcher.as_ref()),
                 &data,

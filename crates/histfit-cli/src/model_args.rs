@@ -64,7 +64,7 @@ impl ModelArgs {
     pub fn prepare(&self) -> Result<(Arc<Model>, String, Dataset, AnyEval)> {
         let (model, source) = self.load()?;
         let data = Dataset::observed(&model);
-        let eval = AnyEval::new(model.clone(), self.device())?;
+        let eval = crate::device::open(model.clone(), self.device())?;
         Ok((model, source, data, eval))
     }
 

@@ -13,12 +13,14 @@
 //! and on a machine without them every entry point returns [`CudaError::Unavailable`] with one
 //! clear message instead of panicking.
 
+pub mod any;
 pub mod batch;
 pub mod device;
 pub mod kernels;
 pub mod layout;
 pub mod toys;
 
+pub use any::{AnyEval, Device};
 pub use batch::CudaBatch;
 pub use device::{devices, DeviceInfo, Gpu};
 

@@ -1,0 +1,540 @@
+//! `histfit._native`: the compiled part of the Python package `histfit`. A thin front end: it
+//! parses arguments, calls `histfit-infer` (with the GIL released) and returns numbers, NumPy
+//! arrays or the result documents the CLI writes (JSON), which `python/histfit` turns into
+//! objects. No statistics live here.
+
+use histfit_compute::{CpuEvaluator, Dataset, Evaluator};
+use histfit_cuda::{AnyEval, CudaBatch, Device};
+use histfit_infer::toys::{fit_toys_on, hypotest_toys_on, Batched, OnCpu};
+use histfit_infer::{batch::Batcher, AsymptoticCalculator, FitOptions, TestStat};
+use histfit_model::{compile, InterpCode, Model, Settings, Workspace};
+use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use std::sync::{Arc, Mutex};
+
+pyo3::create_exception!(
+    _native,
+    HistfitError,
+    PyValueError,
+    "Bad input: the message names the place and the rule."
+);
+pyo3::create_exception!(
+    _native,
+    DeviceError,
+    PyRuntimeError,
+    "The requested device is unavailable or failed (no GPU, out of memory, ...)."
+);
+
+fn bad<E: std::fmt::Display>(e: E) -> PyErr {
+    HistfitError::new_err(e.to_string())
+}
+
+/// Maps an inference error: device failures become `DeviceError`, the rest `HistfitError`.
+fn infer_err(e: histfit_infer::InferError) -> PyErr {
+    let msg = e.to_string();
+    if msg.contains("device error") || msg.contains("CUDA") {
+        DeviceError::new_err(msg)
+    } else {
+        HistfitError::new_err(msg)
+    }
+}
+
+fn compute_err(e: histfit_compute::ComputeError) -> PyErr {
+    match e {
+        histfit_compute::ComputeError::Device(m) => DeviceError::new_err(m),
+        other => HistfitError::new_err(other.to_string()),
+    }
+}
+
+fn parse_device(s: &str) -> PyResult<Device> {
+    s.parse::<Device>()
+        .map_err(|e| HistfitError::new_err(format!("device: {e}")))
+}
+
+fn open(model: Arc<Model>, device: &str) -> PyResult<AnyEval> {
+    AnyEval::new(model, parse_device(device)?).map_err(|e| DeviceError::new_err(e.to_string()))
+}
+
+/// Runs `$body` with `$runner` bound to the toy runner of `$device` (CPU threads, or lockstep
+/// batches on a CUDA device).
+macro_rules! with_runner {
+    ($model:expr, $device:expr, |$runner:ident| $body:expr) => {
+        match parse_device($device)? {
+            Device::Cpu => {
+                let ev = CpuEvaluator::new($model);
+                let $runner = OnCpu(&ev);
+                $body.map_err(infer_err)
+            }
+            Device::Cuda(n) => {
+                let b =
+                    CudaBatch::new($model, n).map_err(|e| DeviceError::new_err(e.to_string()))?;
+                let batcher = Batcher::new(b);
+                let $runner = Batched {
+                    batcher: &batcher,
+                    window: 4096,
+                    chunk: 1 << 16,
+                };
+                $body.map_err(infer_err)
+            }
+        }
+    };
+}
+
+/// A parsed, validated pyhf workspace.
+#[pyclass(module = "histfit._native", frozen)]
+struct NativeWorkspace {
+    ws: Workspace,
+}
+
+#[pymethods]
+impl NativeWorkspace {
+    /// Parses workspace JSON text (`source` names it in messages); with `patchset` (JSON text)
+    /// and `patch` (a patch name) the patch is applied first, as for published signal grids.
+    #[new]
+    #[pyo3(signature = (text, source = "workspace", patchset = None, patch = None))]
+    fn new(
+        text: &str,
+        source: &str,
+        patchset: Option<&str>,
+        patch: Option<&str>,
+    ) -> PyResult<Self> {
+        let ws = match (patchset, patch) {
+            (None, None) => Workspace::from_str(text, source).map_err(bad)?,
+            (Some(ps), Some(name)) => {
+                let mut v: serde_json::Value = serde_json::from_str(text)
+                    .map_err(|e| bad(format!("{source}: invalid JSON: {e}")))?;
+                let p: serde_json::Value = serde_json::from_str(ps)
+                    .map_err(|e| bad(format!("patchset: invalid JSON: {e}")))?;
+                histfit_model::patch::apply_patchset(&mut v, &p, name, "patchset").map_err(bad)?;
+                Workspace::from_value(&v).map_err(bad)?
+            }
+            _ => {
+                return Err(bad(
+                    "a patch needs both the patchset and the patch name".to_string()
+                ))
+            }
+        };
+        Ok(NativeWorkspace { ws })
+    }
+
+    /// Compiles a model: `measurement` (default: the first), `interp` ("smooth": normsys code4 /
+    /// histosys code4p, or "pyhf": code1 / code0), optional per-type codes.
+    #[pyo3(signature = (measurement = None, interp = "smooth", normsys = None, histosys = None))]
+    fn model(
+        &self,
+        measurement: Option<&str>,
+        interp: &str,
+        normsys: Option<&str>,
+        histosys: Option<&str>,
+    ) -> PyResult<NativeModel> {
+        let mut s = match interp {
+            "smooth" => Settings::smooth(),
+            "pyhf" => Settings::pyhf_defaults(),
+            other => {
+                return Err(bad(format!(
+                    "interp \"{other}\": expected \"smooth\" or \"pyhf\""
+                )))
+            }
+        };
+        if let Some(c) = normsys {
+            s.normsys = c.parse::<InterpCode>().map_err(bad)?;
+        }
+        if let Some(c) = histosys {
+            s.histosys = c.parse::<InterpCode>().map_err(bad)?;
+        }
+        let model = compile(&self.ws, measurement, &s).map_err(bad)?;
+        Ok(NativeModel {
+            model: Arc::new(model),
+            cpu: Mutex::new(None),
+        })
+    }
+}
+
+/// A compiled model.
+#[pyclass(module = "histfit._native", frozen)]
+struct NativeModel {
+    model: Arc<Model>,
+    /// A CPU evaluator kept between calls (likelihood evaluations in a loop).
+    cpu: Mutex<Option<CpuEvaluator>>,
+}
+
+impl NativeModel {
+    fn dataset(&self, data: Option<PyReadonlyArray1<'_, f64>>) -> PyResult<Dataset> {
+        match data {
+            None => Ok(Dataset::observed(&self.model)),
+            Some(d) => Dataset::new(&self.model, d.as_slice().map_err(bad)?).map_err(compute_err),
+        }
+    }
+
+    fn params(&self, pars: &PyReadonlyArray1<'_, f64>) -> PyResult<Vec<f64>> {
+        let p = pars.as_slice().map_err(bad)?.to_vec();
+        if p.len() != self.model.n_params() {
+            return Err(bad(format!(
+                "parameters: expected {} values, got {}",
+                self.model.n_params(),
+                p.len()
+            )));
+        }
+        Ok(p)
+    }
+
+    fn with_cpu<T>(&self, f: impl FnOnce(&mut CpuEvaluator) -> T) -> T {
+        let mut g = self.cpu.lock().unwrap_or_else(|p| p.into_inner());
+        f(g.get_or_insert_with(|| CpuEvaluator::new(self.model.clone())))
+    }
+}
+
+#[pymethods]
+impl NativeModel {
+    #[getter]
+    fn par_names(&self) -> Vec<String> {
+        self.model.par_names()
+    }
+    #[getter]
+    fn poi_index(&self) -> usize {
+        self.model.poi
+    }
+    #[getter]
+    fn n_main(&self) -> usize {
+        self.model.n_main
+    }
+    fn suggested_init<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f64>> {
+        self.model.init().into_pyarray(py)
+    }
+    fn suggested_bounds(&self) -> Vec<(f64, f64)> {
+        self.model.bounds()
+    }
+    fn fixed(&self) -> Vec<bool> {
+        self.model.fixed()
+    }
+    /// Observed data (main bins, then auxiliary data): pyhf's `workspace.data(model)`.
+    fn observed<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f64>> {
+        self.model.observed.clone().into_pyarray(py)
+    }
+    #[pyo3(signature = (pars, include_aux = true))]
+    fn expected_data<'py>(
+        &self,
+        py: Python<'py>,
+        pars: PyReadonlyArray1<'_, f64>,
+        include_aux: bool,
+    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let p = self.params(&pars)?;
+        let out = py
+            .detach(|| {
+                self.with_cpu(|ev| {
+                    if include_aux {
+                        histfit_compute::expected_data(ev, &p)
+                    } else {
+                        let mut v = vec![0.0; ev.model().n_main];
+                        ev.expected_main(&p, &mut v).map(|_| v)
+                    }
+                })
+            })
+            .map_err(compute_err)?;
+        Ok(out.into_pyarray(py))
+    }
+    /// −2 ln L and its gradient.
+    fn twice_nll_and_grad<'py>(
+        &self,
+        py: Python<'py>,
+        pars: PyReadonlyArray1<'_, f64>,
+        data: PyReadonlyArray1<'_, f64>,
+    ) -> PyResult<(f64, Bound<'py, PyArray1<f64>>)> {
+        let p = self.params(&pars)?;
+        let d = self.dataset(Some(data))?;
+        let (v, g) = py
+            .detach(|| {
+                self.with_cpu(|ev| {
+                    let mut g = vec![0.0; p.len()];
+                    ev.nll_grad(&p, &d, &mut g).map(|v| (v, g))
+                })
+            })
+            .map_err(compute_err)?;
+        Ok((
+            2.0 * v,
+            g.into_iter()
+                .map(|x| 2.0 * x)
+                .collect::<Vec<_>>()
+                .into_pyarray(py),
+        ))
+    }
+    /// −2 ln L.
+    fn twice_nll(
+        &self,
+        py: Python<'_>,
+        pars: PyReadonlyArray1<'_, f64>,
+        data: PyReadonlyArray1<'_, f64>,
+    ) -> PyResult<f64> {
+        let p = self.params(&pars)?;
+        let d = self.dataset(Some(data))?;
+        let v = py
+            .detach(|| self.with_cpu(|ev| ev.nll(&p, &d)))
+            .map_err(compute_err)?;
+        Ok(2.0 * v)
+    }
+}
+
+fn fit_options(
+    model: &Model,
+    init: Option<PyReadonlyArray1<'_, f64>>,
+    fix: Vec<(usize, f64)>,
+) -> PyResult<FitOptions> {
+    let mut o = FitOptions::default();
+    if let Some(i) = init {
+        let v = i.as_slice().map_err(bad)?.to_vec();
+        if v.len() != model.n_params() {
+            return Err(bad(format!(
+                "init: expected {} values, got {}",
+                model.n_params(),
+                v.len()
+            )));
+        }
+        o.init = Some(v);
+    }
+    for (i, v) in fix {
+        if i >= model.n_params() {
+            return Err(bad(format!("fixed parameter index {i} out of range")));
+        }
+        o.fix.push((i, v));
+    }
+    Ok(o)
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> PyResult<String> {
+    serde_json::to_string(v).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+}
+
+fn test_stat(s: &str) -> PyResult<TestStat> {
+    s.parse::<TestStat>().map_err(bad)
+}
+
+/// Maximum likelihood fit; returns the result document (JSON).
+#[pyfunction]
+#[pyo3(signature = (model, data = None, init = None, fix = Vec::new(), uncertainties = true, device = "cpu"))]
+fn fit(
+    py: Python<'_>,
+    model: &NativeModel,
+    data: Option<PyReadonlyArray1<'_, f64>>,
+    init: Option<PyReadonlyArray1<'_, f64>>,
+    fix: Vec<(usize, f64)>,
+    uncertainties: bool,
+    device: &str,
+) -> PyResult<String> {
+    let d = model.dataset(data)?;
+    let mut o = fit_options(&model.model, init, fix)?;
+    o.uncertainties = uncertainties;
+    let mut ev = open(model.model.clone(), device)?;
+    let r = py
+        .detach(|| histfit_infer::fit(&mut ev, &d, &o))
+        .map_err(infer_err)?;
+    to_json(&r)
+}
+
+/// Asymptotic hypothesis test at `mu` (JSON).
+#[pyfunction]
+#[pyo3(signature = (model, mu, data = None, test_stat = "qtilde", device = "cpu"))]
+fn hypotest(
+    py: Python<'_>,
+    model: &NativeModel,
+    mu: f64,
+    data: Option<PyReadonlyArray1<'_, f64>>,
+    test_stat: &str,
+    device: &str,
+) -> PyResult<String> {
+    let d = model.dataset(data)?;
+    let ts = self::test_stat(test_stat)?;
+    let mut ev = open(model.model.clone(), device)?;
+    let r = py
+        .detach(|| AsymptoticCalculator::new(&mut ev, d, ts, FitOptions::default())?.hypotest(mu))
+        .map_err(infer_err)?;
+    to_json(&r)
+}
+
+/// Observed and expected upper limits (JSON).
+#[pyfunction]
+#[pyo3(signature = (model, data = None, alpha = 0.05, test_stat = "qtilde", device = "cpu"))]
+fn upper_limit(
+    py: Python<'_>,
+    model: &NativeModel,
+    data: Option<PyReadonlyArray1<'_, f64>>,
+    alpha: f64,
+    test_stat: &str,
+    device: &str,
+) -> PyResult<String> {
+    let d = model.dataset(data)?;
+    let ts = self::test_stat(test_stat)?;
+    let mut ev = open(model.model.clone(), device)?;
+    let r = py
+        .detach(|| histfit_infer::upper_limit(&mut ev, &d, alpha, ts, &FitOptions::default(), 1e-7))
+        .map_err(infer_err)?;
+    to_json(&r)
+}
+
+/// Profile likelihood scan of the POI (JSON).
+#[pyfunction]
+#[pyo3(signature = (model, values, data = None, device = "cpu"))]
+fn profile_scan(
+    py: Python<'_>,
+    model: &NativeModel,
+    values: Vec<f64>,
+    data: Option<PyReadonlyArray1<'_, f64>>,
+    device: &str,
+) -> PyResult<String> {
+    let d = model.dataset(data)?;
+    let mut ev = open(model.model.clone(), device)?;
+    let r = py
+        .detach(|| {
+            histfit_infer::profile_scan(
+                &mut ev,
+                &d,
+                &values,
+                &FitOptions::default(),
+                &mut |_, _| {},
+            )
+        })
+        .map_err(infer_err)?;
+    to_json(&r)
+}
+
+/// Discovery significance (JSON).
+#[pyfunction]
+#[pyo3(signature = (model, data = None, device = "cpu"))]
+fn significance(
+    py: Python<'_>,
+    model: &NativeModel,
+    data: Option<PyReadonlyArray1<'_, f64>>,
+    device: &str,
+) -> PyResult<String> {
+    let d = model.dataset(data)?;
+    let mut ev = open(model.model.clone(), device)?;
+    let r = py
+        .detach(|| histfit_infer::significance(&mut ev, &d, &FitOptions::default()))
+        .map_err(infer_err)?;
+    to_json(&r)
+}
+
+/// Nuisance-parameter ranking (JSON).
+#[pyfunction]
+#[pyo3(signature = (model, data = None, device = "cpu"))]
+fn ranking(
+    py: Python<'_>,
+    model: &NativeModel,
+    data: Option<PyReadonlyArray1<'_, f64>>,
+    device: &str,
+) -> PyResult<String> {
+    let d = model.dataset(data)?;
+    let ev = open(model.model.clone(), device)?;
+    let r = py
+        .detach(|| histfit_infer::ranking(&ev, &d, &FitOptions::default(), &|_, _| {}))
+        .map_err(infer_err)?;
+    to_json(&r)
+}
+
+/// Fits toys generated at `gen` (JSON list of per-toy fits).
+#[pyfunction]
+#[pyo3(signature = (model, gen, n_toys, seed = 0, device = "cpu"))]
+fn fit_toys(
+    py: Python<'_>,
+    model: &NativeModel,
+    gen: PyReadonlyArray1<'_, f64>,
+    n_toys: u64,
+    seed: u64,
+    device: &str,
+) -> PyResult<String> {
+    let g = model.params(&gen)?;
+    let m = model.model.clone();
+    let r = py.detach(|| -> PyResult<Vec<histfit_infer::ToyFit>> {
+        let o = FitOptions::default();
+        with_runner!(m, device, |runner| fit_toys_on(
+            &runner,
+            &g,
+            seed,
+            0..n_toys,
+            &o,
+            &|_, _| {}
+        ))
+    })?;
+    to_json(&r)
+}
+
+/// Toy-based CLs at `mu` (JSON).
+#[pyfunction]
+#[pyo3(signature = (model, mu, n_toys, data = None, seed = 0, test_stat = "qtilde", device = "cpu"))]
+#[allow(clippy::too_many_arguments)]
+fn hypotest_toys(
+    py: Python<'_>,
+    model: &NativeModel,
+    mu: f64,
+    n_toys: u64,
+    data: Option<PyReadonlyArray1<'_, f64>>,
+    seed: u64,
+    test_stat: &str,
+    device: &str,
+) -> PyResult<String> {
+    let d = model.dataset(data)?;
+    let ts = self::test_stat(test_stat)?;
+    let m = model.model.clone();
+    let r = py.detach(|| -> PyResult<histfit_infer::ToyHypotest> {
+        let o = FitOptions::default();
+        with_runner!(m, device, |runner| hypotest_toys_on(
+            &runner,
+            &d,
+            mu,
+            ts,
+            seed,
+            n_toys,
+            0..n_toys,
+            &o,
+            &|_, _| {}
+        ))
+    })?;
+    to_json(&r)
+}
+
+/// The devices histfit can use: a JSON document with the CPU and CUDA devices (or why none).
+#[pyfunction]
+fn devices() -> PyResult<String> {
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let cuda = histfit_cuda::devices();
+    let gpus: Vec<serde_json::Value> = cuda
+        .as_ref()
+        .map(|d| {
+            d.iter()
+                .map(|g| {
+                    serde_json::json!({
+                        "device": format!("cuda:{}", g.ordinal),
+                        "name": g.name,
+                        "compute_capability": format!("{}.{}", g.compute_capability.0, g.compute_capability.1),
+                        "memory_bytes": g.memory_bytes,
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    to_json(&serde_json::json!({
+        "cpu": {"device": "cpu", "threads": threads},
+        "cuda": gpus,
+        "cuda_unavailable_reason": cuda.err().map(|e| e.to_string()),
+    }))
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<NativeWorkspace>()?;
+    m.add_class::<NativeModel>()?;
+    m.add_function(wrap_pyfunction!(fit, m)?)?;
+    m.add_function(wrap_pyfunction!(hypotest, m)?)?;
+    m.add_function(wrap_pyfunction!(upper_limit, m)?)?;
+    m.add_function(wrap_pyfunction!(profile_scan, m)?)?;
+    m.add_function(wrap_pyfunction!(significance, m)?)?;
+    m.add_function(wrap_pyfunction!(ranking, m)?)?;
+    m.add_function(wrap_pyfunction!(fit_toys, m)?)?;
+    m.add_function(wrap_pyfunction!(hypotest_toys, m)?)?;
+    m.add_function(wrap_pyfunction!(devices, m)?)?;
+    m.add("HistfitError", m.py().get_type::<HistfitError>())?;
+    m.add("DeviceError", m.py().get_type::<DeviceError>())?;
+    Ok(())
+}
