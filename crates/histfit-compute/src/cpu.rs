@@ -16,6 +16,10 @@ use std::sync::Arc;
 #[derive(Debug, Clone)]
 pub struct CpuEvaluator {
     model: Arc<Model>,
+    /// Per sample-bin: the nominal yields (the model's, or replaced with [`set_yields`]).
+    ///
+    /// [`set_yields`]: crate::YieldEvaluator::set_yields
+    nominal: Vec<f64>,
     /// Per sample-bin: nominal + histosys deltas.
     base: Vec<f64>,
     /// Per sample-bin: product of bin factors.
@@ -118,6 +122,7 @@ impl CpuEvaluator {
             }
         }
         CpuEvaluator {
+            nominal: model.nominal.clone(),
             base: vec![0.0; n_sb],
             binfac: vec![0.0; n_sb],
             sample_fac: vec![0.0; model.samples.len()],
@@ -254,7 +259,7 @@ impl CpuEvaluator {
             let entries = &m.histosys[smp.histosys.0 as usize..smp.histosys.1 as usize];
             let ne = entries.len();
             let base = &mut self.base[sb0..sb0 + nb];
-            base.copy_from_slice(&m.nominal[sb0..sb0 + nb]);
+            base.copy_from_slice(&self.nominal[sb0..sb0 + nb]);
             if additive && ne > 0 {
                 // Gather the entries' weights, then per bin: Σₑ Σₖ wₖ[e]·cₖ[e, b].
                 let (inner, outer) = self.hs_w[..4 * ne].split_at_mut(2 * ne);
@@ -634,6 +639,95 @@ impl Evaluator for CpuEvaluator {
         self.forward(params);
         out.copy_from_slice(&self.lam);
         Ok(())
+    }
+}
+
+/// Yields of whole samples as inputs (the differentiable-analysis use: a network produces a
+/// signal histogram). Supported for samples whose modifiers scale them (normfactor, lumi, normsys,
+/// shapefactor): a histosys, staterror or shapesys on the sample was compiled from its nominal
+/// yields (interpolation coefficients, constraint widths), so replacing them is refused.
+impl crate::YieldEvaluator for CpuEvaluator {
+    fn set_yields(&mut self, sample: usize, yields: &[f64]) -> Result<()> {
+        let m = &*self.model;
+        let smp = m
+            .samples
+            .get(sample)
+            .ok_or_else(|| ComputeError::InvalidData {
+                place: format!("sample index {sample}"),
+                rule: format!("the model has {} samples", m.samples.len()),
+            })?;
+        let place = || {
+            format!(
+                "yields of sample \"{}\" (channel \"{}\")",
+                smp.name, m.channels[smp.channel].name
+            )
+        };
+        if yields.len() != smp.n_bins {
+            return Err(ComputeError::InvalidData {
+                place: place(),
+                rule: format!("expected {} bins, got {}", smp.n_bins, yields.len()),
+            });
+        }
+        if let Some(v) = yields.iter().find(|v| !v.is_finite()) {
+            return Err(ComputeError::InvalidData {
+                place: place(),
+                rule: format!("yields must be finite numbers, got {v}"),
+            });
+        }
+        let constrained_bin_factor = (smp.sb_start..smp.sb_start + smp.n_bins).any(|sb| {
+            m.bin_factors[m.bin_factor_offsets[sb] as usize..m.bin_factor_offsets[sb + 1] as usize]
+                .iter()
+                .any(|&p| m.parameters[p as usize].constraint != Constraint::None)
+        });
+        if smp.histosys.1 > smp.histosys.0 || constrained_bin_factor {
+            return Err(ComputeError::InvalidData {
+                place: place(),
+                rule:
+                    "the sample has a histosys, staterror or shapesys modifier, whose terms depend \
+                       on its nominal yields; only samples with normfactor, lumi, normsys and \
+                       shapefactor modifiers can take yields as inputs"
+                        .into(),
+            });
+        }
+        self.nominal[smp.sb_start..smp.sb_start + smp.n_bins].copy_from_slice(yields);
+        Ok(())
+    }
+
+    fn nll_grad_yields(
+        &mut self,
+        params: &[f64],
+        data: &Dataset,
+        sample: usize,
+        grad_yields: &mut [f64],
+    ) -> Result<f64> {
+        let mut g = vec![0.0; params.len()];
+        let v = self.nll_grad(params, data, &mut g)?;
+        let smp = self
+            .model
+            .samples
+            .get(sample)
+            .ok_or_else(|| ComputeError::InvalidData {
+                place: format!("sample index {sample}"),
+                rule: format!("the model has {} samples", self.model.samples.len()),
+            })?;
+        if grad_yields.len() != smp.n_bins {
+            return Err(ComputeError::Length {
+                what: "yield gradient",
+                expected: smp.n_bins,
+                got: grad_yields.len(),
+            });
+        }
+        // λ_b = Σ yields·(bin factors)·(sample factor) for a sample without histosys.
+        let f = self.sample_fac[sample];
+        for (k, out) in grad_yields.iter_mut().enumerate() {
+            let dl = if v.is_finite() {
+                self.dlam[smp.bin_start + k]
+            } else {
+                f64::NAN
+            };
+            *out = dl * self.binfac[smp.sb_start + k] * f;
+        }
+        Ok(v)
     }
 }
 

@@ -43,6 +43,20 @@ pub trait Evaluator {
     fn expected_main(&mut self, params: &[f64], out: &mut [f64]) -> Result<()>;
 }
 
+/// An evaluator whose samples' nominal yields can be inputs: replaced, and differentiated.
+pub trait YieldEvaluator: Evaluator {
+    /// Replaces the nominal yields of `sample` (index into `Model::samples`).
+    fn set_yields(&mut self, sample: usize, yields: &[f64]) -> Result<()>;
+    /// −ln L at `params` and its gradient with respect to the yields of `sample`.
+    fn nll_grad_yields(
+        &mut self,
+        params: &[f64],
+        data: &Dataset,
+        sample: usize,
+        grad_yields: &mut [f64],
+    ) -> Result<f64>;
+}
+
 /// The future of one evaluation ([`AsyncEvaluator`]).
 pub type EvalFuture<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<f64>> + 'a>>;
 

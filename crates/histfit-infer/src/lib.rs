@@ -5,6 +5,7 @@
 
 pub mod asymptotic;
 pub mod batch;
+pub mod differentiable;
 pub mod fit;
 pub mod limits;
 pub mod ranking;

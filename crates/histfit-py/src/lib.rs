@@ -3,7 +3,7 @@
 //! arrays or the result documents the CLI writes (JSON), which `python/histfit` turns into
 //! objects. No statistics live here.
 
-use histfit_compute::{CpuEvaluator, Dataset, Evaluator};
+use histfit_compute::{CpuEvaluator, Dataset, Evaluator, YieldEvaluator};
 use histfit_cuda::{AnyEval, CudaBatch, Device};
 use histfit_infer::toys::{fit_toys_on, hypotest_toys_on, Batched, OnCpu};
 use histfit_infer::{batch::Batcher, AsymptoticCalculator, FitOptions, TestStat};
@@ -147,9 +147,13 @@ impl NativeWorkspace {
         Ok(NativeModel {
             model: Arc::new(model),
             cpu: Mutex::new(None),
+            yields_cpu: Mutex::new(None),
         })
     }
 }
+
+/// −2 ln L, its gradient with respect to the parameters, and with respect to the yields.
+type ValueAndGrads<'py> = (f64, Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>);
 
 /// A compiled model.
 #[pyclass(module = "histfit._native", frozen)]
@@ -157,6 +161,8 @@ struct NativeModel {
     model: Arc<Model>,
     /// A CPU evaluator kept between calls (likelihood evaluations in a loop).
     cpu: Mutex<Option<CpuEvaluator>>,
+    /// A second one for yields given as inputs (its samples' yields change from call to call).
+    yields_cpu: Mutex<Option<CpuEvaluator>>,
 }
 
 impl NativeModel {
@@ -177,6 +183,54 @@ impl NativeModel {
             )));
         }
         Ok(p)
+    }
+
+    /// Splits `(name, yields)` pairs into the model's samples: a name alone takes every sample
+    /// of that name (yields concatenated in channel order), "channel/sample" one of them.
+    fn yield_inputs(
+        &self,
+        inputs: Vec<(String, PyReadonlyArray1<'_, f64>)>,
+    ) -> PyResult<Vec<(usize, Vec<f64>)>> {
+        let m = &self.model;
+        let mut out = Vec::new();
+        for (key, arr) in inputs {
+            let y = arr.as_slice().map_err(bad)?;
+            let (chan, name) = match key.split_once('/') {
+                Some((c, n)) => (Some(c), n),
+                None => (None, key.as_str()),
+            };
+            let idx: Vec<usize> = m
+                .samples
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| {
+                    s.name == name && chan.is_none_or(|c| m.channels[s.channel].name == c)
+                })
+                .map(|(i, _)| i)
+                .collect();
+            if idx.is_empty() {
+                return Err(bad(format!("yields: no sample \"{key}\" in the model")));
+            }
+            let total: usize = idx.iter().map(|&i| m.samples[i].n_bins).sum();
+            if y.len() != total {
+                return Err(bad(format!(
+                    "yields of \"{key}\": expected {total} bins (its channels together), got {}",
+                    y.len()
+                )));
+            }
+            let mut at = 0;
+            for i in idx {
+                let nb = m.samples[i].n_bins;
+                out.push((i, y[at..at + nb].to_vec()));
+                at += nb;
+            }
+        }
+        Ok(out)
+    }
+
+    fn with_yields_cpu<T>(&self, f: impl FnOnce(&mut CpuEvaluator) -> T) -> T {
+        let mut g = self.yields_cpu.lock().unwrap_or_else(|p| p.into_inner());
+        f(g.get_or_insert_with(|| CpuEvaluator::new(self.model.clone())))
     }
 
     fn with_cpu<T>(&self, f: impl FnOnce(&mut CpuEvaluator) -> T) -> T {
@@ -259,6 +313,86 @@ impl NativeModel {
                 .into_pyarray(py),
         ))
     }
+    /// −2 ln L at `pars` with the given samples' yields, its gradient with respect to the
+    /// parameters, and with respect to the yields (one array per input, in order).
+    fn twice_nll_and_grad_yields<'py>(
+        &self,
+        py: Python<'py>,
+        pars: PyReadonlyArray1<'_, f64>,
+        data: PyReadonlyArray1<'_, f64>,
+        yields: Vec<(String, PyReadonlyArray1<'_, f64>)>,
+    ) -> PyResult<ValueAndGrads<'py>> {
+        let p = self.params(&pars)?;
+        let d = self.dataset(Some(data))?;
+        let inputs = self.yield_inputs(yields)?;
+        let (v, g, gy) = py
+            .detach(|| {
+                self.with_yields_cpu(|ev| -> histfit_compute::Result<(f64, Vec<f64>, Vec<f64>)> {
+                    for (s, y) in &inputs {
+                        ev.set_yields(*s, y)?;
+                    }
+                    let mut g = vec![0.0; p.len()];
+                    let v = ev.nll_grad(&p, &d, &mut g)?;
+                    let mut gy = Vec::new();
+                    for (s, y) in &inputs {
+                        let mut one = vec![0.0; y.len()];
+                        ev.nll_grad_yields(&p, &d, *s, &mut one)?;
+                        gy.extend(one);
+                    }
+                    Ok((v, g, gy))
+                })
+            })
+            .map_err(compute_err)?;
+        let twice = |v: Vec<f64>| v.into_iter().map(|x| 2.0 * x).collect::<Vec<_>>();
+        Ok((
+            2.0 * v,
+            twice(g).into_pyarray(py),
+            twice(gy).into_pyarray(py),
+        ))
+    }
+
+    /// Profiled q0 (`discovery`) or one-sided qμ at the given yields, with its gradient with
+    /// respect to them (JSON: q, grad, mu_hat, fits' best-fit points for warm starts).
+    #[pyo3(signature = (yields, data, mu = 0.0, discovery = true, warm_free = None, warm_cond = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn profiled_statistic(
+        &self,
+        py: Python<'_>,
+        yields: Vec<(String, PyReadonlyArray1<'_, f64>)>,
+        data: PyReadonlyArray1<'_, f64>,
+        mu: f64,
+        discovery: bool,
+        warm_free: Option<PyReadonlyArray1<'_, f64>>,
+        warm_cond: Option<PyReadonlyArray1<'_, f64>>,
+    ) -> PyResult<String> {
+        let d = self.dataset(Some(data))?;
+        let inputs = self.yield_inputs(yields)?;
+        let warm = match (warm_free, warm_cond) {
+            (Some(a), Some(b)) => Some((self.params(&a)?, self.params(&b)?)),
+            (None, None) => None,
+            _ => {
+                return Err(bad(
+                    "warm starts need both the free and the conditional point",
+                ))
+            }
+        };
+        let r = py
+            .detach(|| {
+                self.with_yields_cpu(|ev| {
+                    histfit_infer::differentiable::profiled_statistic(
+                        ev,
+                        &d,
+                        &inputs,
+                        mu,
+                        discovery,
+                        warm.as_ref().map(|(a, b)| (a.as_slice(), b.as_slice())),
+                    )
+                })
+            })
+            .map_err(infer_err)?;
+        to_json(&r)
+    }
+
     /// −2 ln L.
     fn twice_nll(
         &self,

@@ -41,6 +41,9 @@ __all__ = [
     "fit_toys",
     "hypotest_toys",
     "devices",
+    "profiled_q0",
+    "profiled_qmu",
+    "ProfiledStatistic",
     "HistfitError",
     "DeviceError",
 ]
@@ -148,6 +151,19 @@ class Model:
     def twice_nll_and_grad(self, pars: Sequence[float], data: Sequence[float]) -> Tuple[float, np.ndarray]:
         """−2 ln L and its gradient with respect to every parameter."""
         return self._native.twice_nll_and_grad(_array(pars, "pars"), _array(data, "data"))
+
+    def twice_nll_and_grad_yields(
+        self, pars: Sequence[float], data: Sequence[float], yields: Dict[str, Sequence[float]]
+    ) -> Tuple[float, np.ndarray, Dict[str, np.ndarray]]:
+        """−2 ln L with the nominal yields of some samples given as inputs (``{"signal": y}``;
+        a sample present in several channels takes its bins concatenated in channel order,
+        ``"channel/sample"`` picks one), its gradient with respect to the parameters and with
+        respect to each input. Samples with histosys, staterror or shapesys modifiers (whose
+        terms depend on their own yields) are refused."""
+        keys, arrays = _yield_inputs(yields)
+        v, g, gy = self._native.twice_nll_and_grad_yields(_array(pars, "pars"), _array(data, "data"),
+                                                           list(zip(keys, arrays)))
+        return v, g, _split(gy, keys, arrays)
 
 
 @dataclass
@@ -268,6 +284,65 @@ def hypotest_toys(poi_test: float, model: Model, n_toys: int, data: Any = None, 
     expected band and failed-fit counts; per-toy statistics)."""
     return json.loads(_native.hypotest_toys(model._native, float(poi_test), int(n_toys), _data(model, data),
                                             int(seed), test_stat, device))
+
+
+def _yield_inputs(yields: Dict[str, Sequence[float]]) -> Tuple[List[str], List[np.ndarray]]:
+    if not isinstance(yields, dict) or not yields:
+        raise HistfitError("yields: expected a non-empty dict {sample name: yields}")
+    keys = list(yields)
+    return keys, [_array(yields[k], f"yields of {k}") for k in keys]
+
+
+def _split(flat: np.ndarray, keys: List[str], arrays: List[np.ndarray]) -> Dict[str, np.ndarray]:
+    out, at = {}, 0
+    for k, a in zip(keys, arrays):
+        out[k] = np.asarray(flat[at:at + a.size], dtype=np.float64)
+        at += a.size
+    return out
+
+
+@dataclass
+class ProfiledStatistic:
+    """A profiled test statistic at given yields, with its gradient with respect to them (by
+    the envelope theorem: the nuisance parameters are re-fitted, no derivative of the fits)."""
+
+    q: float
+    grad: Dict[str, np.ndarray]
+    mu_hat: float
+    free_bestfit: np.ndarray
+    cond_bestfit: np.ndarray
+    converged: bool
+
+
+def _profiled(model: Model, yields, data, mu: float, discovery: bool, warm) -> ProfiledStatistic:
+    keys, arrays = _yield_inputs(yields)
+    data = model._native.observed() if data is None else _array(data, "data")
+    wf = wc = None
+    if warm is not None:
+        wf, wc = _array(warm.free_bestfit, "warm"), _array(warm.cond_bestfit, "warm")
+    r = json.loads(model._native.profiled_statistic(list(zip(keys, arrays)), data, float(mu), discovery, wf, wc))
+    return ProfiledStatistic(
+        q=r["q"],
+        grad=_split(np.asarray(r["grad"], dtype=np.float64), keys, arrays),
+        mu_hat=r["mu_hat"],
+        free_bestfit=np.asarray(r["free_bestfit"], dtype=np.float64),
+        cond_bestfit=np.asarray(r["cond_bestfit"], dtype=np.float64),
+        converged=r["converged"],
+    )
+
+
+def profiled_q0(model: Model, yields: Dict[str, Sequence[float]], data: Any = None,
+                warm: Optional[ProfiledStatistic] = None) -> ProfiledStatistic:
+    """Discovery statistic q0 with the given samples' yields (see
+    :meth:`Model.twice_nll_and_grad_yields`) and dq0/dyields. ``warm``: the previous call's
+    result, whose fits start this call's (a training step moves the yields a little)."""
+    return _profiled(model, yields, data, 0.0, True, warm)
+
+
+def profiled_qmu(mu: float, model: Model, yields: Dict[str, Sequence[float]], data: Any = None,
+                 warm: Optional[ProfiledStatistic] = None) -> ProfiledStatistic:
+    """One-sided qμ at ``mu`` with the given yields, and dqμ/dyields."""
+    return _profiled(model, yields, data, mu, False, warm)
 
 
 def devices() -> Dict[str, Any]:
