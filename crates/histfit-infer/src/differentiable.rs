@@ -49,7 +49,9 @@ fn yield_grad<E: YieldEvaluator>(
 }
 
 /// qμ (one-sided, `mu` > the fitted value gives 0) or q0 (`mu` = 0 with `discovery`) at the given
-/// yields, with its gradient. `warm`: starting points (free, conditional) from a previous call.
+/// yields, with its gradient. `warm`: starting points (free, conditional) from a previous call;
+/// `edm`: the fits' convergence threshold (default 1e-11; smaller for gradients checked against
+/// finite differences, whose noise is the fits' residual error divided by the step).
 pub fn profiled_statistic<E: YieldEvaluator>(
     eval: &mut E,
     data: &Dataset,
@@ -57,7 +59,12 @@ pub fn profiled_statistic<E: YieldEvaluator>(
     mu: f64,
     discovery: bool,
     warm: Option<(&[f64], &[f64])>,
+    edm: Option<f64>,
 ) -> Result<ProfiledStatistic> {
+    let optimizer = edm.map(|edm| histfit_optim::Options {
+        edm,
+        ..Default::default()
+    });
     set_yields(eval, samples)?;
     let poi = eval.model().poi;
     let n = eval.model().n_params();
@@ -75,6 +82,7 @@ pub fn profiled_statistic<E: YieldEvaluator>(
         data,
         &FitOptions {
             init: warm.map(|w| w.0.to_vec()),
+            optimizer,
             ..Default::default()
         },
     )?;
@@ -88,6 +96,7 @@ pub fn profiled_statistic<E: YieldEvaluator>(
         &FitOptions {
             init: Some(init_c),
             fix: vec![(poi, mu)],
+            optimizer,
             ..Default::default()
         },
     )?;

@@ -48,14 +48,15 @@ fn profiled_statistics_gradients_match_differences() {
     let s = signal_index(&model);
     let mut ev = CpuEvaluator::new(model.clone());
     for (mu, discovery, y) in [(0.0, true, vec![20.0, 25.0]), (1.0, false, vec![5.0, 10.0])] {
-        let r = profiled_statistic(&mut ev, &data, &[(s, y.clone())], mu, discovery, None).unwrap();
+        let r = profiled_statistic(&mut ev, &data, &[(s, y.clone())], mu, discovery, None, None)
+            .unwrap();
         assert!(r.converged && r.q > 0.0, "{r:?}");
         for k in 0..2 {
             let h = 1e-3 * y[k];
             let q_at = |ev: &mut CpuEvaluator, v: f64| {
                 let mut yy = y.clone();
                 yy[k] = v;
-                profiled_statistic(ev, &data, &[(s, yy)], mu, discovery, None)
+                profiled_statistic(ev, &data, &[(s, yy)], mu, discovery, None, None)
                     .unwrap()
                     .q
             };

@@ -353,7 +353,7 @@ impl NativeModel {
 
     /// Profiled q0 (`discovery`) or one-sided qμ at the given yields, with its gradient with
     /// respect to them (JSON: q, grad, mu_hat, fits' best-fit points for warm starts).
-    #[pyo3(signature = (yields, data, mu = 0.0, discovery = true, warm_free = None, warm_cond = None))]
+    #[pyo3(signature = (yields, data, mu = 0.0, discovery = true, warm_free = None, warm_cond = None, edm = None))]
     #[allow(clippy::too_many_arguments)]
     fn profiled_statistic(
         &self,
@@ -364,6 +364,7 @@ impl NativeModel {
         discovery: bool,
         warm_free: Option<PyReadonlyArray1<'_, f64>>,
         warm_cond: Option<PyReadonlyArray1<'_, f64>>,
+        edm: Option<f64>,
     ) -> PyResult<String> {
         let d = self.dataset(Some(data))?;
         let inputs = self.yield_inputs(yields)?;
@@ -386,6 +387,7 @@ impl NativeModel {
                         mu,
                         discovery,
                         warm.as_ref().map(|(a, b)| (a.as_slice(), b.as_slice())),
+                        edm,
                     )
                 })
             })

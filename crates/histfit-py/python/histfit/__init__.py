@@ -314,13 +314,14 @@ class ProfiledStatistic:
     converged: bool
 
 
-def _profiled(model: Model, yields, data, mu: float, discovery: bool, warm) -> ProfiledStatistic:
+def _profiled(model: Model, yields, data, mu: float, discovery: bool, warm, edm=None) -> ProfiledStatistic:
     keys, arrays = _yield_inputs(yields)
     data = model._native.observed() if data is None else _array(data, "data")
     wf = wc = None
     if warm is not None:
         wf, wc = _array(warm.free_bestfit, "warm"), _array(warm.cond_bestfit, "warm")
-    r = json.loads(model._native.profiled_statistic(list(zip(keys, arrays)), data, float(mu), discovery, wf, wc))
+    r = json.loads(model._native.profiled_statistic(list(zip(keys, arrays)), data, float(mu), discovery, wf, wc,
+                                                    None if edm is None else float(edm)))
     return ProfiledStatistic(
         q=r["q"],
         grad=_split(np.asarray(r["grad"], dtype=np.float64), keys, arrays),
@@ -332,17 +333,18 @@ def _profiled(model: Model, yields, data, mu: float, discovery: bool, warm) -> P
 
 
 def profiled_q0(model: Model, yields: Dict[str, Sequence[float]], data: Any = None,
-                warm: Optional[ProfiledStatistic] = None) -> ProfiledStatistic:
+                warm: Optional[ProfiledStatistic] = None, edm: Optional[float] = None) -> ProfiledStatistic:
     """Discovery statistic q0 with the given samples' yields (see
     :meth:`Model.twice_nll_and_grad_yields`) and dq0/dyields. ``warm``: the previous call's
-    result, whose fits start this call's (a training step moves the yields a little)."""
-    return _profiled(model, yields, data, 0.0, True, warm)
+    result, whose fits start this call's (a training step moves the yields a little). ``edm``:
+    the fits' convergence threshold (default 1e-11)."""
+    return _profiled(model, yields, data, 0.0, True, warm, edm)
 
 
 def profiled_qmu(mu: float, model: Model, yields: Dict[str, Sequence[float]], data: Any = None,
-                 warm: Optional[ProfiledStatistic] = None) -> ProfiledStatistic:
+                 warm: Optional[ProfiledStatistic] = None, edm: Optional[float] = None) -> ProfiledStatistic:
     """One-sided qμ at ``mu`` with the given yields, and dqμ/dyields."""
-    return _profiled(model, yields, data, mu, False, warm)
+    return _profiled(model, yields, data, mu, False, warm, edm)
 
 
 def devices() -> Dict[str, Any]:
