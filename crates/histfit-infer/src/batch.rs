@@ -247,6 +247,24 @@ impl<B: BatchEvaluator> Evaluator for Solo<'_, B> {
     }
 }
 
+/// Polls a job once; a panic inside it becomes that job's error (a worker that unwound would
+/// leave the others waiting at the barrier forever).
+fn poll_job<T>(job: &mut Job<'_, T>, cx: &mut Context<'_>) -> Poll<Result<T>> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.as_mut().poll(cx))) {
+        Ok(p) => p,
+        Err(e) => {
+            let what = e
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| e.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            Poll::Ready(Err(InferError::Request(format!(
+                "a fit panicked in the lockstep executor: {what}"
+            ))))
+        }
+    }
+}
+
 /// Progress of the evaluation thread: per group, batches requested and completed.
 #[derive(Default)]
 struct Pipeline {
@@ -306,7 +324,18 @@ where
                             return;
                         }
                     }
-                    batcher.lead(&shares[g]);
+                    // A panicking batch evaluator must not leave the workers waiting forever:
+                    // its requests fail with an error instead.
+                    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        batcher.lead(&shares[g]);
+                    }))
+                    .is_err()
+                    {
+                        for sh in &shares[g] {
+                            let mut sh = lock(sh);
+                            sh.error = Some("the batch evaluator panicked".into());
+                        }
+                    }
                     lock(pipeline).completed[g] += 1;
                     signal.notify_all();
                     g ^= 1;
@@ -351,7 +380,7 @@ where
                     // Advance the group's fits to their next evaluation (or end); refill.
                     let mut keep = Vec::with_capacity(active[g].len());
                     for (k, slot, mut job) in active[g].drain(..) {
-                        match job.as_mut().poll(&mut cx) {
+                        match poll_job(&mut job, &mut cx) {
                             Poll::Ready(r) => {
                                 in_flight.fetch_sub(1, Ordering::Relaxed);
                                 done.push((k, r));
@@ -371,7 +400,7 @@ where
                             slot: slot.clone(),
                         };
                         let mut job = make(client, k);
-                        match job.as_mut().poll(&mut cx) {
+                        match poll_job(&mut job, &mut cx) {
                             Poll::Ready(r) => done.push((k, r)),
                             Poll::Pending => {
                                 in_flight.fetch_add(1, Ordering::Relaxed);

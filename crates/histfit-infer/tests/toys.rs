@@ -257,3 +257,78 @@ fn lockstep_batches_give_the_per_thread_result() {
         assert_eq!(r.twice_nll, f.twice_nll);
     }
 }
+
+/// A failing or panicking batch evaluator, and a panicking job, end the lockstep run with
+/// errors instead of hanging it.
+#[test]
+fn lockstep_failures_become_errors() {
+    use histfit_compute::{BatchEvaluator, ComputeError};
+    use histfit_infer::batch::{drive, BatchClient, Batcher, Job};
+    use histfit_infer::toys::{fit_toys_on, Batched};
+    struct Broken {
+        model: histfit_model::Model,
+        panic: bool,
+    }
+    impl BatchEvaluator for Broken {
+        fn model(&self) -> &histfit_model::Model {
+            &self.model
+        }
+        fn nll_grad_batch(
+            &mut self,
+            _: &[f64],
+            _: &[&Dataset],
+            _: &mut [f64],
+            _: &mut [f64],
+        ) -> histfit_compute::Result<()> {
+            if self.panic {
+                panic!("broken device");
+            }
+            Err(ComputeError::Device("the device fell over".into()))
+        }
+        fn expected_main_batch(
+            &mut self,
+            p: &[f64],
+            out: &mut [f64],
+        ) -> histfit_compute::Result<()> {
+            use histfit_compute::Evaluator;
+            CpuEvaluator::new(Arc::new(self.model.clone())).expected_main(p, out)
+        }
+    }
+    let (model, _) = simple();
+    for panic in [false, true] {
+        let batcher = Batcher::new(Broken {
+            model: (*model).clone(),
+            panic,
+        });
+        let runner = Batched {
+            batcher: &batcher,
+            window: 8,
+            chunk: 16,
+        };
+        let err = fit_toys_on(
+            &runner,
+            &model.init(),
+            1,
+            0..10,
+            &FitOptions::default(),
+            &|_, _| {},
+        )
+        .unwrap_err()
+        .to_string();
+        let want = if panic { "panicked" } else { "fell over" };
+        assert!(err.contains(want), "{err}");
+    }
+    // A job that panics.
+    let batcher = Batcher::new(CpuEvaluator::new(model.clone()));
+    let make = |client: BatchClient, k: usize| -> Job<'_, usize> {
+        Box::pin(async move {
+            let _client = client;
+            if k == 3 {
+                panic!("job {k} broke");
+            }
+            Ok(k)
+        })
+    };
+    let err = drive(&batcher, 6, 4, &make).unwrap_err().to_string();
+    assert!(err.contains("job 3 broke"), "{err}");
+}
