@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Threads per block of the likelihood kernel (one block per problem); `HISTFIT_CUDA_THREADS`
-/// overrides it for tuning (a multiple of 32 up to 1024).
+/// lowers it for tuning (a power of two from 32; the kernel's launch bounds allow 256 at most).
 pub const THREADS: u32 = 256;
 
 fn threads() -> u32 {
@@ -31,7 +31,7 @@ fn threads() -> u32 {
         std::env::var("HISTFIT_CUDA_THREADS")
             .ok()
             .and_then(|v| v.parse::<u32>().ok())
-            .filter(|t| t % 32 == 0 && (32..=1024).contains(t) && t.is_power_of_two())
+            .filter(|t| (32..=THREADS).contains(t) && t.is_power_of_two())
             .unwrap_or(THREADS)
     })
 }
