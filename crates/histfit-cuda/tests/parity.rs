@@ -10,9 +10,51 @@ use histfit_compute::{BatchEvaluator, CpuEvaluator, Dataset, Evaluator, OneAtATi
 use histfit_cuda::CudaBatch;
 use histfit_infer::fit::{fit, FitOptions};
 use histfit_infer::toys::generate_toy;
-use histfit_model::Model;
+use histfit_model::{InterpCode, Model, Settings};
 use histfit_testutil::{load, off_init_point, settings, SETTINGS, WORKSPACES};
+
+/// The two reference settings, plus pairings that reach the remaining codes on both modifier
+/// types (code2 everywhere; code0 normsys with code1 histosys; code4p normsys with code4 histosys).
+fn all_settings() -> Vec<(String, Settings)> {
+    // (Multiplicative histosys codes need positive variations: workspace_tHu has zero yields
+    // in some histosys bins, so it is compiled only under the settings it accepts; see `model`.)
+    let mut v: Vec<(String, Settings)> = SETTINGS
+        .iter()
+        .map(|s| (s.to_string(), settings(s)))
+        .collect();
+    for (n, h) in [
+        (InterpCode::Code2, InterpCode::Code2),
+        (InterpCode::Code0, InterpCode::Code1),
+        (InterpCode::Code4p, InterpCode::Code4),
+    ] {
+        v.push((
+            format!("normsys {n}, histosys {h}"),
+            Settings {
+                normsys: n,
+                histosys: h,
+            },
+        ));
+    }
+    v
+}
 use std::sync::Arc;
+
+/// The model of `name` under `s`, or `None` (printed) where the workspace is invalid under that
+/// setting (multiplicative interpolation of a variation with a zero yield).
+fn model(name: &str, s: Settings, setting: &str) -> Option<(Arc<Model>, Dataset)> {
+    let text = std::fs::read_to_string(histfit_testutil::fixture(&format!("{name}.json"))).ok()?;
+    let ws = histfit_model::Workspace::from_str(&text, name).expect("valid workspace");
+    match histfit_model::compile(&ws, None, &s) {
+        Ok(m) => {
+            let d = Dataset::observed(&m);
+            Some((Arc::new(m), d))
+        }
+        Err(e) => {
+            println!("{name} is not valid under {setting}: {e}");
+            None
+        }
+    }
+}
 
 /// The GPU, or the reason there is none (printed by the caller).
 fn gpu_or_skip(test: &str) -> bool {
@@ -69,8 +111,10 @@ fn nll_and_gradient_match_the_cpu() {
     }
     let (mut worst_rel, mut worst_abs) = (0.0f64, 0.0f64);
     for name in WORKSPACES {
-        for setting in SETTINGS {
-            let (model, data) = load(name, settings(setting));
+        for (setting, s) in all_settings() {
+            let Some((model, data)) = model(name, s, &setting) else {
+                continue;
+            };
             let mut cpu = CpuEvaluator::new(model.clone());
             let mut gpu = OneAtATime {
                 batch: CudaBatch::new(model.clone(), 0).expect("GPU session"),
@@ -168,8 +212,10 @@ fn fits_match_the_cpu() {
     }
     let (mut worst_x, mut worst_nll) = (0.0f64, 0.0f64);
     for name in WORKSPACES {
-        for setting in SETTINGS {
-            let (model, data) = load(name, settings(setting));
+        for (setting, s) in all_settings() {
+            let Some((model, data)) = model(name, s, &setting) else {
+                continue;
+            };
             let mut cpu = CpuEvaluator::new(model.clone());
             let mut gpu = OneAtATime {
                 batch: CudaBatch::new(model.clone(), 0).expect("GPU session"),
@@ -200,6 +246,48 @@ fn fits_match_the_cpu() {
         }
     }
     println!("tier 3 worst best-fit abs diff {worst_x:.2e}; tier 4 worst twice_nll abs diff {worst_nll:.2e}");
+}
+
+/// Caller-provided datasets with caller starting points, fitted in lockstep on the GPU, reach the
+/// CPU's minima.
+#[test]
+fn caller_datasets_fit_in_lockstep_like_the_cpu() {
+    if !gpu_or_skip("caller_datasets_fit_in_lockstep_like_the_cpu") {
+        return;
+    }
+    use histfit_infer::batch::Batcher;
+    use histfit_infer::toys::{fit_datasets_on, Batched};
+    let (model, data) = load("workspace_tHu", settings("smooth"));
+    let mut cpu = CpuEvaluator::new(model.clone());
+    let gen = fit(&mut cpu, &data, &FitOptions::default())
+        .unwrap()
+        .bestfit;
+    let mut expected = vec![0.0; model.n_main];
+    cpu.expected_main(&gen, &mut expected).unwrap();
+    let sets: Vec<Dataset> = (0..64)
+        .map(|i| histfit_compute::rng::generate_toy(&model, &expected, &gen, 77, i).unwrap())
+        .collect();
+    let inits: Vec<Vec<f64>> = (0..64).map(|_| gen.clone()).collect();
+    let batcher = Batcher::new(CudaBatch::new(model.clone(), 0).expect("GPU session"));
+    let runner = Batched {
+        batcher: &batcher,
+        window: 64,
+        chunk: 64,
+    };
+    let o = FitOptions::default();
+    let g = fit_datasets_on(&runner, &sets, Some(&inits), None, &o).unwrap();
+    for (k, d) in sets.iter().enumerate() {
+        let mut ok = o.clone();
+        ok.init = Some(gen.clone());
+        let c = fit(&mut cpu, d, &ok).unwrap();
+        assert_eq!(c.converged, g[k].converged, "dataset {k}");
+        assert!((c.twice_nll - g[k].twice_nll).abs() <= 1e-6, "dataset {k}");
+        let poi = model.poi;
+        assert!(
+            (c.bestfit[poi] - g[k].bestfit[poi]).abs() <= 2e-4,
+            "dataset {k}"
+        );
+    }
 }
 
 #[test]
