@@ -642,12 +642,9 @@ impl Evaluator for CpuEvaluator {
     }
 }
 
-/// Yields of whole samples as inputs (the differentiable-analysis use: a network produces a
-/// signal histogram). Supported for samples whose modifiers scale them (normfactor, lumi, normsys,
-/// shapefactor): a histosys, staterror or shapesys on the sample was compiled from its nominal
-/// yields (interpolation coefficients, constraint widths), so replacing them is refused.
-impl crate::YieldEvaluator for CpuEvaluator {
-    fn set_yields(&mut self, sample: usize, yields: &[f64]) -> Result<()> {
+impl CpuEvaluator {
+    /// Whether `sample` may take its yields as inputs; the error names it and the rule.
+    fn yields_are_inputs(&self, sample: usize) -> Result<&histfit_model::compile::SampleLayout> {
         let m = &*self.model;
         let smp = m
             .samples
@@ -656,12 +653,41 @@ impl crate::YieldEvaluator for CpuEvaluator {
                 place: format!("sample index {sample}"),
                 rule: format!("the model has {} samples", m.samples.len()),
             })?;
-        let place = || {
-            format!(
-                "yields of sample \"{}\" (channel \"{}\")",
-                smp.name, m.channels[smp.channel].name
-            )
-        };
+        let constrained_bin_factor = (smp.sb_start..smp.sb_start + smp.n_bins).any(|sb| {
+            m.bin_factors[m.bin_factor_offsets[sb] as usize..m.bin_factor_offsets[sb + 1] as usize]
+                .iter()
+                .any(|&p| m.parameters[p as usize].constraint != Constraint::None)
+        });
+        if smp.histosys.1 > smp.histosys.0 || constrained_bin_factor {
+            return Err(ComputeError::InvalidData {
+                place: yields_place(m, smp),
+                rule:
+                    "the sample has a histosys, staterror or shapesys modifier, whose terms depend \
+                       on its nominal yields; only samples with normfactor, lumi, normsys and \
+                       shapefactor modifiers can take yields as inputs"
+                        .into(),
+            });
+        }
+        Ok(smp)
+    }
+}
+
+fn yields_place(m: &Model, smp: &histfit_model::compile::SampleLayout) -> String {
+    format!(
+        "yields of sample \"{}\" (channel \"{}\")",
+        smp.name, m.channels[smp.channel].name
+    )
+}
+
+/// Yields of whole samples as inputs (the differentiable-analysis use: a network produces a
+/// signal histogram). Supported for samples whose modifiers scale them (normfactor, lumi, normsys,
+/// shapefactor): a histosys, staterror or shapesys on the sample was compiled from its nominal
+/// yields (interpolation coefficients, constraint widths), so replacing them is refused.
+impl crate::YieldEvaluator for CpuEvaluator {
+    fn set_yields(&mut self, sample: usize, yields: &[f64]) -> Result<()> {
+        let smp = self.yields_are_inputs(sample)?.clone();
+        let m = self.model.clone();
+        let place = || yields_place(&m, &smp);
         if yields.len() != smp.n_bins {
             return Err(ComputeError::InvalidData {
                 place: place(),
@@ -674,23 +700,35 @@ impl crate::YieldEvaluator for CpuEvaluator {
                 rule: format!("yields must be finite numbers, got {v}"),
             });
         }
-        let constrained_bin_factor = (smp.sb_start..smp.sb_start + smp.n_bins).any(|sb| {
-            m.bin_factors[m.bin_factor_offsets[sb] as usize..m.bin_factor_offsets[sb + 1] as usize]
-                .iter()
-                .any(|&p| m.parameters[p as usize].constraint != Constraint::None)
-        });
-        if smp.histosys.1 > smp.histosys.0 || constrained_bin_factor {
-            return Err(ComputeError::InvalidData {
-                place: place(),
-                rule:
-                    "the sample has a histosys, staterror or shapesys modifier, whose terms depend \
-                       on its nominal yields; only samples with normfactor, lumi, normsys and \
-                       shapefactor modifiers can take yields as inputs"
-                        .into(),
-            });
+        // The same rule as for a workspace: no bin may expect a negative total at the nominal
+        // point (its rate would be negative for every parameter value near it).
+        let mut total = vec![0.0; m.n_main];
+        for (sb, &b) in m.sb_bin.iter().enumerate() {
+            let in_sample = (smp.sb_start..smp.sb_start + smp.n_bins).contains(&sb);
+            total[b as usize] += if in_sample {
+                yields[sb - smp.sb_start]
+            } else {
+                self.nominal[sb]
+            };
+        }
+        for k in 0..smp.n_bins {
+            let b = smp.bin_start + k;
+            if total[b] < 0.0 {
+                return Err(ComputeError::InvalidData {
+                    place: format!("{} bin {k}", place()),
+                    rule: format!(
+                        "the bin's total nominal yield would be negative ({})",
+                        total[b]
+                    ),
+                });
+            }
         }
         self.nominal[smp.sb_start..smp.sb_start + smp.n_bins].copy_from_slice(yields);
         Ok(())
+    }
+
+    fn reset_yields(&mut self) {
+        self.nominal.copy_from_slice(&self.model.nominal);
     }
 
     fn nll_grad_yields(
@@ -700,16 +738,9 @@ impl crate::YieldEvaluator for CpuEvaluator {
         sample: usize,
         grad_yields: &mut [f64],
     ) -> Result<f64> {
+        let smp = self.yields_are_inputs(sample)?.clone();
         let mut g = vec![0.0; params.len()];
         let v = self.nll_grad(params, data, &mut g)?;
-        let smp = self
-            .model
-            .samples
-            .get(sample)
-            .ok_or_else(|| ComputeError::InvalidData {
-                place: format!("sample index {sample}"),
-                rule: format!("the model has {} samples", self.model.samples.len()),
-            })?;
         if grad_yields.len() != smp.n_bins {
             return Err(ComputeError::Length {
                 what: "yield gradient",

@@ -47,6 +47,8 @@ pub trait Evaluator {
 pub trait YieldEvaluator: Evaluator {
     /// Replaces the nominal yields of `sample` (index into `Model::samples`).
     fn set_yields(&mut self, sample: usize, yields: &[f64]) -> Result<()>;
+    /// Restores every sample's yields to the model's.
+    fn reset_yields(&mut self);
     /// −ln L at `params` and its gradient with respect to the yields of `sample`.
     fn nll_grad_yields(
         &mut self,

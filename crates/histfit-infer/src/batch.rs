@@ -110,7 +110,7 @@ impl<B: BatchEvaluator> Batcher<B> {
                     g.grad.clear();
                     g.grad.extend_from_slice(&grad[at * n..(at + m) * n]);
                 }
-                Err(e) => g.error = Some(e.to_string()),
+                Err(e) => g.error = Some(e.clone()),
             }
             at += m;
         }
@@ -130,7 +130,7 @@ struct Share {
     data: Vec<Arc<Dataset>>,
     nll: Vec<f64>,
     grad: Vec<f64>,
-    error: Option<String>,
+    error: Option<ComputeError>,
 }
 
 /// A request and its result, shared by a client and the worker thread that owns it.
@@ -140,7 +140,7 @@ struct SlotData {
     /// The dataset of the request (kept between requests: a fit evaluates one dataset many times).
     data: Option<Arc<Dataset>>,
     waiting: bool,
-    result: Option<std::result::Result<f64, String>>,
+    result: Option<histfit_compute::Result<f64>>,
     grad: Vec<f64>,
 }
 
@@ -196,7 +196,7 @@ impl BatchClient {
             }
             g.copy_from_slice(&s.grad);
         }
-        r.map_err(ComputeError::Device)
+        r
     }
 }
 
@@ -252,17 +252,18 @@ impl<B: BatchEvaluator> Evaluator for Solo<'_, B> {
 fn poll_job<T>(job: &mut Job<'_, T>, cx: &mut Context<'_>) -> Poll<Result<T>> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.as_mut().poll(cx))) {
         Ok(p) => p,
-        Err(e) => {
-            let what = e
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| e.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            Poll::Ready(Err(InferError::Request(format!(
-                "a fit panicked in the lockstep executor: {what}"
-            ))))
-        }
+        Err(e) => Poll::Ready(Err(panic_error(e))),
     }
+}
+
+/// The error a caught panic of a job becomes.
+fn panic_error(e: Box<dyn std::any::Any + Send>) -> InferError {
+    let what = e
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| e.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into());
+    InferError::Request(format!("a fit panicked in the lockstep executor: {what}"))
 }
 
 /// Progress of the evaluation thread: per group, batches requested and completed.
@@ -273,8 +274,8 @@ struct Pipeline {
     quit: bool,
 }
 
-/// Runs `make(client, k)` for k in 0..n in lockstep on `batcher`, at most `window` jobs in
-/// flight, on one worker thread per core; results in order of k.
+/// Runs `make(client, k)` for k in 0..n in lockstep on `batcher`, about `window` jobs in flight
+/// (at least one per worker and group), on one worker thread per core; results in order of k.
 ///
 /// The jobs form two groups that take turns: while the device evaluates one group's batch (on
 /// a thread of its own), the workers hand back the other group's results and advance its fits.
@@ -333,7 +334,8 @@ where
                     {
                         for sh in &shares[g] {
                             let mut sh = lock(sh);
-                            sh.error = Some("the batch evaluator panicked".into());
+                            sh.error =
+                                Some(ComputeError::Device("the batch evaluator panicked".into()));
                         }
                     }
                     lock(pipeline).completed[g] += 1;
@@ -383,7 +385,11 @@ where
                         match poll_job(&mut job, &mut cx) {
                             Poll::Ready(r) => {
                                 in_flight.fetch_sub(1, Ordering::Relaxed);
-                                done.push((k, r));
+                                // A destructor that panics must not unwind this worker either.
+                                let dropped = std::panic::catch_unwind(
+                                    std::panic::AssertUnwindSafe(move || drop(job)),
+                                );
+                                done.push((k, dropped.map_err(panic_error).and(r)));
                             }
                             Poll::Pending => keep.push((k, slot, job)),
                         }
@@ -399,7 +405,16 @@ where
                             model: batcher.model.clone(),
                             slot: slot.clone(),
                         };
-                        let mut job = make(client, k);
+                        let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            make(client, k)
+                        }));
+                        let mut job = match made {
+                            Ok(job) => job,
+                            Err(e) => {
+                                done.push((k, Err(panic_error(e))));
+                                continue;
+                            }
+                        };
                         match poll_job(&mut job, &mut cx) {
                             Poll::Ready(r) => done.push((k, r)),
                             Poll::Pending => {

@@ -6,7 +6,8 @@
 //! the fitted parameters; at a minimum ∂NLL/∂θ = 0, so the envelope theorem gives
 //! dq/dy = 2[∂NLL/∂y (conditional fit) − ∂NLL/∂y (free fit)], with no derivative of the fits.
 //! Fits start from the previous call's minima when given (warm starts: a training step moves
-//! the yields a little).
+//! the yields a little). A fit that did not converge is reported (`converged`), not hidden; a
+//! likelihood that is not finite is an error.
 
 use crate::fit::{fit, FitOptions};
 use crate::{InferError, Result};
@@ -25,8 +26,19 @@ pub struct ProfiledStatistic {
     pub converged: bool,
 }
 
-/// Sets the yields of `samples` (each `(sample index, yields)`).
+/// Sets the yields of `samples` (each `(sample index, yields)`); every other sample keeps the
+/// model's. A sample may appear once.
 pub fn set_yields<E: YieldEvaluator>(eval: &mut E, samples: &[(usize, Vec<f64>)]) -> Result<()> {
+    eval.reset_yields();
+    let mut seen = std::collections::HashSet::new();
+    for (s, _) in samples {
+        if !seen.insert(*s) {
+            return Err(InferError::Request(format!(
+                "sample \"{}\" is given yields twice",
+                eval.model().samples[*s].name
+            )));
+        }
+    }
     for (s, y) in samples {
         eval.set_yields(*s, y)?;
     }
@@ -65,6 +77,9 @@ pub fn profiled_statistic<E: YieldEvaluator>(
         edm,
         ..Default::default()
     });
+    if !mu.is_finite() {
+        return Err(InferError::Request(format!("mu = {mu}: expected a number")));
+    }
     set_yields(eval, samples)?;
     let poi = eval.model().poi;
     let n = eval.model().n_params();
@@ -100,6 +115,13 @@ pub fn profiled_statistic<E: YieldEvaluator>(
             ..Default::default()
         },
     )?;
+    if !free.twice_nll.is_finite() || !cond.twice_nll.is_finite() {
+        return Err(InferError::Request(format!(
+            "the likelihood is not finite at these yields (free fit: {}; conditional fit: {}): \
+             a bin expects no events, or a negative number, where events are observed",
+            free.reason, cond.reason
+        )));
+    }
     let mu_hat = free.bestfit[poi];
     let active = if discovery { mu_hat > mu } else { mu_hat < mu };
     let t = cond.twice_nll - free.twice_nll;

@@ -90,3 +90,35 @@ fn yields_of_samples_with_yield_dependent_terms_are_refused() {
     let err = ev.set_yields(s, &[1.0, f64::NAN]).unwrap_err().to_string();
     assert!(err.contains("finite"), "{err}");
 }
+
+/// Each call starts from the model's yields (inputs of an earlier call do not linger), a sample
+/// given twice, a non-finite mu and a likelihood that cannot be evaluated are errors.
+#[test]
+fn inputs_do_not_linger_and_bad_requests_are_errors() {
+    use histfit_infer::differentiable::set_yields;
+    let (model, data) = load("simple_workspace", settings("smooth"));
+    let s = signal_index(&model);
+    let mut ev = CpuEvaluator::new(model.clone());
+    let p = model.init();
+    let nominal = ev.nll(&p, &data).unwrap();
+    set_yields(&mut ev, &[(s, vec![50.0, 70.0])]).unwrap();
+    assert_ne!(ev.nll(&p, &data).unwrap(), nominal);
+    set_yields(&mut ev, &[]).unwrap();
+    assert_eq!(ev.nll(&p, &data).unwrap(), nominal);
+    let err = set_yields(&mut ev, &[(s, vec![1.0, 2.0]), (s, vec![1.0, 2.0])]).unwrap_err();
+    assert!(err.to_string().contains("twice"), "{err}");
+    let err = profiled_statistic(
+        &mut ev,
+        &data,
+        &[(s, vec![1.0, 2.0])],
+        f64::NAN,
+        true,
+        None,
+        None,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("mu"), "{err}");
+    // A negative total in a bin is refused where it is given.
+    let err = ev.set_yields(s, &[-1000.0, 5.0]).unwrap_err().to_string();
+    assert!(err.contains("negative"), "{err}");
+}

@@ -331,4 +331,16 @@ fn lockstep_failures_become_errors() {
     };
     let err = drive(&batcher, 6, 4, &make).unwrap_err().to_string();
     assert!(err.contains("job 3 broke"), "{err}");
+    // A job that cannot even be made.
+    let make = |client: BatchClient, k: usize| -> Job<'_, usize> {
+        if k == 2 {
+            panic!("could not make job {k}");
+        }
+        Box::pin(async move {
+            let _client = client;
+            Ok(k)
+        })
+    };
+    let err = drive(&batcher, 6, 4, &make).unwrap_err().to_string();
+    assert!(err.contains("could not make job 2"), "{err}");
 }

@@ -32,11 +32,9 @@ fn bad<E: std::fmt::Display>(e: E) -> PyErr {
 
 /// Maps an inference error: device failures become `DeviceError`, the rest `HistfitError`.
 fn infer_err(e: histfit_infer::InferError) -> PyErr {
-    let msg = e.to_string();
-    if msg.contains("device error") || msg.contains("CUDA") {
-        DeviceError::new_err(msg)
-    } else {
-        HistfitError::new_err(msg)
+    match e {
+        histfit_infer::InferError::Compute(c) => compute_err(c),
+        other => HistfitError::new_err(other.to_string()),
     }
 }
 
@@ -327,10 +325,8 @@ impl NativeModel {
         let inputs = self.yield_inputs(yields)?;
         let (v, g, gy) = py
             .detach(|| {
-                self.with_yields_cpu(|ev| -> histfit_compute::Result<(f64, Vec<f64>, Vec<f64>)> {
-                    for (s, y) in &inputs {
-                        ev.set_yields(*s, y)?;
-                    }
+                self.with_yields_cpu(|ev| -> histfit_infer::Result<(f64, Vec<f64>, Vec<f64>)> {
+                    histfit_infer::differentiable::set_yields(ev, &inputs)?;
                     let mut g = vec![0.0; p.len()];
                     let v = ev.nll_grad(&p, &d, &mut g)?;
                     let mut gy = Vec::new();
@@ -342,7 +338,7 @@ impl NativeModel {
                     Ok((v, g, gy))
                 })
             })
-            .map_err(compute_err)?;
+            .map_err(infer_err)?;
         let twice = |v: Vec<f64>| v.into_iter().map(|x| 2.0 * x).collect::<Vec<_>>();
         Ok((
             2.0 * v,
@@ -435,6 +431,17 @@ fn fit_options(
         o.fix.push((i, v));
     }
     Ok(o)
+}
+
+/// Ensembles are held in memory whole: refuse sizes that cannot be (shard larger ones).
+fn check_n_toys(n: u64) -> PyResult<()> {
+    const MAX: u64 = 100_000_000;
+    if n > MAX {
+        return Err(bad(format!(
+            "n_toys = {n}: at most {MAX} per call (run larger ensembles in parts)"
+        )));
+    }
+    Ok(())
 }
 
 fn to_json<T: serde::Serialize>(v: &T) -> PyResult<String> {
@@ -579,6 +586,7 @@ fn fit_toys(
     device: &str,
 ) -> PyResult<String> {
     let g = model.params(&gen)?;
+    check_n_toys(n_toys)?;
     let m = model.model.clone();
     let r = py.detach(|| -> PyResult<Vec<histfit_infer::ToyFit>> {
         let o = FitOptions::default();
@@ -610,6 +618,7 @@ fn hypotest_toys(
 ) -> PyResult<String> {
     let d = model.dataset(data)?;
     let ts = self::test_stat(test_stat)?;
+    check_n_toys(n_toys)?;
     let m = model.model.clone();
     let r = py.detach(|| -> PyResult<histfit_infer::ToyHypotest> {
         let o = FitOptions::default();

@@ -115,3 +115,22 @@ def test_thu_sized_q0_gradient_matches_differences():
               - histfit.profiled_q0(m, {"nn_signal": ym}, data, edm=1e-14).q) / (2 * h)
         worst = max(worst, abs(r.grad["nn_signal"][k] - fd) / abs(fd))
     assert worst < 1e-6, worst
+
+
+def test_inputs_do_not_linger(simple):
+    m, data = simple
+    p = m.suggested_init()
+    plain = m.twice_nll(p, data)
+    m.twice_nll_and_grad_yields(p, data, {"signal": [50.0, 70.0]})
+    with open(fixture("simple_workspace.json")) as f:
+        import json
+
+        nominal = json.load(f)["channels"][0]["samples"][0]["data"]
+    # A later call with other inputs (here: the same sample at its nominal yields through a
+    # channel-qualified key) sees the model's yields everywhere else.
+    again = m.twice_nll_and_grad_yields(p, data, {"singlechannel/signal": nominal})[0]
+    assert again == pytest.approx(plain, rel=1e-12)
+    with pytest.raises(histfit.HistfitError, match="twice"):
+        m.twice_nll_and_grad_yields(p, data, {"signal": nominal, "singlechannel/signal": nominal})
+    with pytest.raises(histfit.HistfitError, match="negative"):
+        histfit.profiled_q0(m, {"signal": [-1000.0, 5.0]}, data)

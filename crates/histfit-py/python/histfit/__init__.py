@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -322,6 +323,9 @@ def _profiled(model: Model, yields, data, mu: float, discovery: bool, warm, edm=
         wf, wc = _array(warm.free_bestfit, "warm"), _array(warm.cond_bestfit, "warm")
     r = json.loads(model._native.profiled_statistic(list(zip(keys, arrays)), data, float(mu), discovery, wf, wc,
                                                     None if edm is None else float(edm)))
+    if not r["converged"]:
+        warnings.warn("a fit behind the profiled statistic did not converge; its value and gradient "
+                      "are unreliable (see .converged)", RuntimeWarning, stacklevel=3)
     return ProfiledStatistic(
         q=r["q"],
         grad=_split(np.asarray(r["grad"], dtype=np.float64), keys, arrays),
