@@ -3,10 +3,11 @@
 #
 # Read top to bottom (or run `python examples/differentiable_significance.py`). We take a small
 # pyhf workspace — a signal and a background with an uncertain shape — and let a neural network
-# decide how a fixed number of signal events spreads over the two bins. The loss is the profiled
-# discovery significance, computed by histfit with every nuisance parameter re-fitted at each
-# step; its gradient with respect to the signal histogram comes from the envelope theorem, so
-# PyTorch can back-propagate through the whole statistical analysis.
+# decide how a fixed number of signal events spreads over the two bins. The loss is the expected
+# discovery significance: q0 on the Asimov dataset of signal + background built from the
+# network's histogram, computed by histfit with every nuisance parameter re-fitted at each step.
+# Its gradient with respect to the histogram (the envelope theorem, plus the Asimov data's own
+# dependence on it) lets PyTorch back-propagate through the whole statistical analysis.
 #
 # Needs: `pip install ./crates/histfit-py torch`.
 
@@ -40,11 +41,12 @@ def signal_histogram():
     return total_signal * torch.softmax(net(features).mean(0), dim=0)
 
 # %% [markdown]
-# `ProfiledQ0` keeps the last fits as warm starts: consecutive steps move the histogram a little,
-# so each step's fits start next to their minimum.
+# `ExpectedQ0` keeps the last fits as warm starts: consecutive steps move the histogram a little,
+# so each step's fits start next to their minimum. (`ProfiledQ0(model, data)` is the same on the
+# observed data.)
 
 # %%
-q0 = ht.ProfiledQ0(model, data)
+q0 = ht.ExpectedQ0(model)
 optimizer = torch.optim.Adam(net.parameters(), lr=0.05)
 for step in range(40):
     hist = signal_histogram()
@@ -58,6 +60,6 @@ for step in range(40):
         print(f"step {step:2d}: signal {hist.detach().numpy().round(2)}  q0 {significance.item():.3f}  Z {z:.3f}")
 
 # %% [markdown]
-# The network moves signal into the bin where the data sit furthest above the background, and
-# the discovery significance on the observed data rises until the split is optimal. The same
-# loop works with `histfit.torch.ProfiledQmu(mu, model)` for an exclusion-oriented loss.
+# The network moves signal into the bin where it stands out most against the background and its
+# uncertainty, and the expected significance rises until the split is optimal. The same loop
+# works with `histfit.torch.ProfiledQmu(mu, model)` for an exclusion-oriented loss.

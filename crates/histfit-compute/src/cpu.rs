@@ -731,6 +731,24 @@ impl crate::YieldEvaluator for CpuEvaluator {
         self.nominal.copy_from_slice(&self.model.nominal);
     }
 
+    fn yield_jacobian(&mut self, params: &[f64], sample: usize, out: &mut [f64]) -> Result<()> {
+        self.check(params)?;
+        let smp = self.yields_are_inputs(sample)?.clone();
+        if out.len() != smp.n_bins {
+            return Err(ComputeError::Length {
+                what: "yield jacobian",
+                expected: smp.n_bins,
+                got: out.len(),
+            });
+        }
+        self.forward(params);
+        let f = self.sample_fac[sample];
+        for (k, o) in out.iter_mut().enumerate() {
+            *o = self.binfac[smp.sb_start + k] * f;
+        }
+        Ok(())
+    }
+
     fn nll_grad_yields(
         &mut self,
         params: &[f64],

@@ -49,6 +49,9 @@ pub trait YieldEvaluator: Evaluator {
     fn set_yields(&mut self, sample: usize, yields: &[f64]) -> Result<()>;
     /// Restores every sample's yields to the model's.
     fn reset_yields(&mut self);
+    /// ∂λ_b/∂y for the yields y of `sample` at `params` (λ is linear in them: one value per
+    /// bin of the sample, for the main bin it lies in).
+    fn yield_jacobian(&mut self, params: &[f64], sample: usize, out: &mut [f64]) -> Result<()>;
     /// −ln L at `params` and its gradient with respect to the yields of `sample`.
     fn nll_grad_yields(
         &mut self,

@@ -122,3 +122,30 @@ fn inputs_do_not_linger_and_bad_requests_are_errors() {
     let err = ev.set_yields(s, &[-1000.0, 5.0]).unwrap_err().to_string();
     assert!(err.contains("negative"), "{err}");
 }
+
+/// The expected (Asimov) discovery significance: its gradient, which includes the dataset's
+/// dependence on the yields, matches differences of the re-fitted statistic.
+#[test]
+fn expected_q0_gradient_matches_differences() {
+    use histfit_infer::differentiable::expected_q0;
+    let (model, _) = load("simple_workspace", settings("smooth"));
+    let s = signal_index(&model);
+    let mut ev = CpuEvaluator::new(model.clone());
+    let y = vec![12.0, 20.0];
+    let r = expected_q0(&mut ev, &[(s, y.clone())], None, Some(1e-14)).unwrap();
+    assert!(r.converged && r.q > 0.0, "{r:?}");
+    for k in 0..2 {
+        let h = 1e-4 * y[k];
+        let q_at = |ev: &mut CpuEvaluator, v: f64| {
+            let mut yy = y.clone();
+            yy[k] = v;
+            expected_q0(ev, &[(s, yy)], None, Some(1e-14)).unwrap().q
+        };
+        let fd = (q_at(&mut ev, y[k] + h) - q_at(&mut ev, y[k] - h)) / (2.0 * h);
+        assert!(
+            (r.grad[k] - fd).abs() <= 1e-5 * fd.abs().max(1e-3),
+            "bin {k}: {} vs differences {fd}",
+            r.grad[k]
+        );
+    }
+}

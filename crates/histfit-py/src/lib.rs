@@ -391,6 +391,42 @@ impl NativeModel {
         to_json(&r)
     }
 
+    /// Expected discovery significance: q0 on the Asimov dataset of μ = 1 built from the given
+    /// yields, with its gradient (including the dataset's dependence on the yields). JSON.
+    #[pyo3(signature = (yields, warm_free = None, warm_cond = None, edm = None))]
+    fn expected_q0(
+        &self,
+        py: Python<'_>,
+        yields: Vec<(String, PyReadonlyArray1<'_, f64>)>,
+        warm_free: Option<PyReadonlyArray1<'_, f64>>,
+        warm_cond: Option<PyReadonlyArray1<'_, f64>>,
+        edm: Option<f64>,
+    ) -> PyResult<String> {
+        let inputs = self.yield_inputs(yields)?;
+        let warm = match (warm_free, warm_cond) {
+            (Some(a), Some(b)) => Some((self.params(&a)?, self.params(&b)?)),
+            (None, None) => None,
+            _ => {
+                return Err(bad(
+                    "warm starts need both the free and the conditional point",
+                ))
+            }
+        };
+        let r = py
+            .detach(|| {
+                self.with_yields_cpu(|ev| {
+                    histfit_infer::differentiable::expected_q0(
+                        ev,
+                        &inputs,
+                        warm.as_ref().map(|(a, b)| (a.as_slice(), b.as_slice())),
+                        edm,
+                    )
+                })
+            })
+            .map_err(infer_err)?;
+        to_json(&r)
+    }
+
     /// −2 ln L.
     fn twice_nll(
         &self,

@@ -1,5 +1,5 @@
 """histfit.torch: gradcheck in float64 for every autograd function, and a small network trained
-to maximise the discovery significance (the loss falls)."""
+to maximise the expected discovery significance (the loss falls)."""
 
 import numpy as np
 import pytest
@@ -28,13 +28,16 @@ def test_gradcheck_profiled_statistics(model):
     assert torch.autograd.gradcheck(lambda s: ht.q0(model, {"signal": s}), (y,), eps=1e-3, atol=1e-4, rtol=1e-3)
     y2 = torch.tensor([5.0, 10.0], dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda s: ht.qmu(1.0, model, {"signal": s}), (y2,), eps=1e-3, atol=1e-4, rtol=1e-3)
+    y3 = torch.tensor([12.0, 20.0], dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda s: ht.expected_q0(model, {"signal": s}), (y3,), eps=1e-3, atol=1e-4,
+                                    rtol=1e-3)
 
 
-def test_training_raises_the_significance(model):
+def test_training_raises_the_expected_significance(model):
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2)).double()
     features = torch.randn(16, 4, dtype=torch.float64)
-    q0 = ht.ProfiledQ0(model)
+    q0 = ht.ExpectedQ0(model)
     opt = torch.optim.Adam(net.parameters(), lr=0.05)
     losses = []
     for _ in range(25):

@@ -134,3 +134,18 @@ def test_inputs_do_not_linger(simple):
         m.twice_nll_and_grad_yields(p, data, {"signal": nominal, "singlechannel/signal": nominal})
     with pytest.raises(histfit.HistfitError, match="negative"):
         histfit.profiled_q0(m, {"signal": [-1000.0, 5.0]}, data)
+
+
+def test_expected_q0_gradient_matches_differences(simple):
+    m, _ = simple
+    y = np.array([12.0, 20.0])
+    r = histfit.expected_q0(m, {"signal": y}, edm=1e-14)
+    assert r.converged and r.q > 0
+    for k in range(2):
+        h = 1e-4 * y[k]
+        yp, ym = y.copy(), y.copy()
+        yp[k] += h
+        ym[k] -= h
+        fd = (histfit.expected_q0(m, {"signal": yp}, edm=1e-14).q
+              - histfit.expected_q0(m, {"signal": ym}, edm=1e-14).q) / (2 * h)
+        assert r.grad["signal"][k] == pytest.approx(fd, rel=1e-5)

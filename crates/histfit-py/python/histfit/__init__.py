@@ -43,6 +43,7 @@ __all__ = [
     "hypotest_toys",
     "devices",
     "profiled_q0",
+    "expected_q0",
     "profiled_qmu",
     "ProfiledStatistic",
     "HistfitError",
@@ -315,14 +316,19 @@ class ProfiledStatistic:
     converged: bool
 
 
-def _profiled(model: Model, yields, data, mu: float, discovery: bool, warm, edm=None) -> ProfiledStatistic:
+def _profiled(model: Model, yields, data, mu: float, discovery: bool, warm, edm=None,
+              expected: bool = False) -> ProfiledStatistic:
     keys, arrays = _yield_inputs(yields)
-    data = model._native.observed() if data is None else _array(data, "data")
     wf = wc = None
     if warm is not None:
         wf, wc = _array(warm.free_bestfit, "warm"), _array(warm.cond_bestfit, "warm")
-    r = json.loads(model._native.profiled_statistic(list(zip(keys, arrays)), data, float(mu), discovery, wf, wc,
-                                                    None if edm is None else float(edm)))
+    edm = None if edm is None else float(edm)
+    if expected:
+        r = json.loads(model._native.expected_q0(list(zip(keys, arrays)), wf, wc, edm))
+    else:
+        data = model._native.observed() if data is None else _array(data, "data")
+        r = json.loads(model._native.profiled_statistic(list(zip(keys, arrays)), data, float(mu), discovery,
+                                                        wf, wc, edm))
     if not r["converged"]:
         warnings.warn("a fit behind the profiled statistic did not converge; its value and gradient "
                       "are unreliable (see .converged)", RuntimeWarning, stacklevel=3)
@@ -349,6 +355,14 @@ def profiled_qmu(mu: float, model: Model, yields: Dict[str, Sequence[float]], da
                  warm: Optional[ProfiledStatistic] = None, edm: Optional[float] = None) -> ProfiledStatistic:
     """One-sided qμ at ``mu`` with the given yields, and dqμ/dyields."""
     return _profiled(model, yields, data, mu, False, warm, edm)
+
+
+def expected_q0(model: Model, yields: Dict[str, Sequence[float]], warm: Optional[ProfiledStatistic] = None,
+                edm: Optional[float] = None) -> ProfiledStatistic:
+    """Expected discovery significance: q0 on the Asimov dataset of μ = 1 (nuisance parameters
+    at their initial values) built from the given yields, and dq0/dyields — including the
+    dataset's own dependence on the yields. Z = sqrt(q0)."""
+    return _profiled(model, yields, None, 0.0, True, warm, edm, expected=True)
 
 
 def devices() -> Dict[str, Any]:

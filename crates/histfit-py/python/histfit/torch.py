@@ -107,9 +107,26 @@ class ProfiledQmu(ProfiledQ0):
         return self.last
 
 
+class ExpectedQ0(ProfiledQ0):
+    """Expected discovery significance q0 (Asimov dataset of μ = 1 built from the yields; see
+    :func:`histfit.expected_q0`) as a function of sample yields, warm-started between calls."""
+
+    def __init__(self, model: "histfit.Model"):
+        super().__init__(model, None)
+
+    def _evaluate(self, yields):
+        self.last = histfit.expected_q0(self.model, yields, self.last)
+        return self.last
+
+
 def q0(model: "histfit.Model", yields: Dict[str, torch.Tensor], data: Any = None) -> torch.Tensor:
     """q0 at the given yields (cold fits; use :class:`ProfiledQ0` in a training loop)."""
     return ProfiledQ0(model, data)(yields)
+
+
+def expected_q0(model: "histfit.Model", yields: Dict[str, torch.Tensor]) -> torch.Tensor:
+    """Expected q0 at the given yields (cold fits; use :class:`ExpectedQ0` in a loop)."""
+    return ExpectedQ0(model)(yields)
 
 
 def qmu(mu: float, model: "histfit.Model", yields: Dict[str, torch.Tensor], data: Any = None) -> torch.Tensor:
