@@ -226,6 +226,21 @@ impl NativeModel {
         Ok(out)
     }
 
+    /// The previous call's fits as starting points: both or neither.
+    fn warm_starts(
+        &self,
+        free: Option<PyReadonlyArray1<'_, f64>>,
+        cond: Option<PyReadonlyArray1<'_, f64>>,
+    ) -> PyResult<Option<(Vec<f64>, Vec<f64>)>> {
+        match (free, cond) {
+            (Some(a), Some(b)) => Ok(Some((self.params(&a)?, self.params(&b)?))),
+            (None, None) => Ok(None),
+            _ => Err(bad(
+                "warm starts need both the free and the conditional point",
+            )),
+        }
+    }
+
     fn with_yields_cpu<T>(&self, f: impl FnOnce(&mut CpuEvaluator) -> T) -> T {
         let mut g = self.yields_cpu.lock().unwrap_or_else(|p| p.into_inner());
         f(g.get_or_insert_with(|| CpuEvaluator::new(self.model.clone())))
@@ -364,15 +379,7 @@ impl NativeModel {
     ) -> PyResult<String> {
         let d = self.dataset(Some(data))?;
         let inputs = self.yield_inputs(yields)?;
-        let warm = match (warm_free, warm_cond) {
-            (Some(a), Some(b)) => Some((self.params(&a)?, self.params(&b)?)),
-            (None, None) => None,
-            _ => {
-                return Err(bad(
-                    "warm starts need both the free and the conditional point",
-                ))
-            }
-        };
+        let warm = self.warm_starts(warm_free, warm_cond)?;
         let r = py
             .detach(|| {
                 self.with_yields_cpu(|ev| {
@@ -403,15 +410,7 @@ impl NativeModel {
         edm: Option<f64>,
     ) -> PyResult<String> {
         let inputs = self.yield_inputs(yields)?;
-        let warm = match (warm_free, warm_cond) {
-            (Some(a), Some(b)) => Some((self.params(&a)?, self.params(&b)?)),
-            (None, None) => None,
-            _ => {
-                return Err(bad(
-                    "warm starts need both the free and the conditional point",
-                ))
-            }
-        };
+        let warm = self.warm_starts(warm_free, warm_cond)?;
         let r = py
             .detach(|| {
                 self.with_yields_cpu(|ev| {

@@ -49,11 +49,7 @@ def test_profiled_gradient_matches_differences(simple, kind):
     r = f(y)
     assert r.converged and r.q > 0
     for k in range(2):
-        h = 1e-3 * y[k]
-        yp, ym = y.copy(), y.copy()
-        yp[k] += h
-        ym[k] -= h
-        fd = (f(yp).q - f(ym).q) / (2 * h)
+        fd = central_difference(lambda yy: f(yy).q, y, k, 1e-3)
         assert r.grad["signal"][k] == pytest.approx(fd, rel=1e-4)
     warm = f(y * 1.01, r)
     cold = f(y * 1.01)
@@ -71,6 +67,15 @@ def test_yield_inputs_are_checked(simple):
         histfit.profiled_q0(m, {"signal": [1.0]}, data)
     with pytest.raises(histfit.HistfitError, match="finite"):
         histfit.profiled_q0(m, {"signal": [1.0, float("nan")]}, data)
+
+
+def central_difference(f, y, k, rel_step):
+    """(f(y + h e_k) − f(y − h e_k)) / 2h with h = rel_step · y_k."""
+    h = rel_step * y[k]
+    yp, ym = y.copy(), y.copy()
+    yp[k] += h
+    ym[k] -= h
+    return (f(yp) - f(ym)) / (2 * h)
 
 
 def thu_with_network_signal():
@@ -107,12 +112,7 @@ def test_thu_sized_q0_gradient_matches_differences():
     assert r.converged and r.q > 1.0
     worst = 0.0
     for k in [0, n // 2, n - 1]:
-        h = 3e-4 * y[k]
-        yp, ym = y.copy(), y.copy()
-        yp[k] += h
-        ym[k] -= h
-        fd = (histfit.profiled_q0(m, {"nn_signal": yp}, data, edm=1e-14).q
-              - histfit.profiled_q0(m, {"nn_signal": ym}, data, edm=1e-14).q) / (2 * h)
+        fd = central_difference(lambda yy: histfit.profiled_q0(m, {"nn_signal": yy}, data, edm=1e-14).q, y, k, 3e-4)
         worst = max(worst, abs(r.grad["nn_signal"][k] - fd) / abs(fd))
     assert worst < 1e-6, worst
 
@@ -142,10 +142,5 @@ def test_expected_q0_gradient_matches_differences(simple):
     r = histfit.expected_q0(m, {"signal": y}, edm=1e-14)
     assert r.converged and r.q > 0
     for k in range(2):
-        h = 1e-4 * y[k]
-        yp, ym = y.copy(), y.copy()
-        yp[k] += h
-        ym[k] -= h
-        fd = (histfit.expected_q0(m, {"signal": yp}, edm=1e-14).q
-              - histfit.expected_q0(m, {"signal": ym}, edm=1e-14).q) / (2 * h)
+        fd = central_difference(lambda yy: histfit.expected_q0(m, {"signal": yy}, edm=1e-14).q, y, k, 1e-4)
         assert r.grad["signal"][k] == pytest.approx(fd, rel=1e-5)
