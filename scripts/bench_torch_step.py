@@ -6,8 +6,8 @@ by about 1 %, as a training loop does.
     python scripts/bench_torch_step.py        (needs histfit and torch installed)
 """
 
-import json
 import os
+import sys
 import time
 
 import numpy as np
@@ -17,20 +17,10 @@ import histfit
 import histfit.torch as ht
 
 here = os.path.dirname(os.path.abspath(__file__))
-with open(os.path.join(here, "..", "tests", "fixtures", "workspace_tHu.json")) as f:
-    spec = json.load(f)
-poi = spec["measurements"][0]["config"]["poi"]
-for c in spec["channels"]:
-    nb = len(c["samples"][0]["data"])
-    c["samples"].append({
-        "name": "nn_signal",
-        "data": [1.0 + 0.5 * k for k in range(nb)],
-        "modifiers": [
-            {"type": "normfactor", "name": poi, "data": None},
-            {"type": "lumi", "name": "lumi", "data": None},
-            {"type": "normsys", "name": "luminosity", "data": {"hi": 1.017, "lo": 0.983}},
-        ],
-    })
+sys.path.insert(0, os.path.join(here, "..", "crates", "histfit-py", "tests"))
+from conftest import thu_with_network_signal_spec  # noqa: E402
+
+spec = thu_with_network_signal_spec()
 ws = histfit.Workspace(spec)
 model = ws.model()
 data = ws.data(model)

@@ -25,7 +25,7 @@ fn main() {
     let window: usize = std::env::var("HISTFIT_GPU_WINDOW")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(4096);
+        .unwrap_or(Batched::<CudaBatch>::WINDOW);
     println!(
         "device: {:?}",
         histfit_cuda::devices().expect("a CUDA device")
@@ -83,9 +83,8 @@ fn main() {
     for &n in &sizes {
         let batcher = Batcher::new(gpu.clone());
         let runner = Batched {
-            batcher: &batcher,
             window,
-            chunk: 1 << 16,
+            ..Batched::new(&batcher)
         };
         let t = Instant::now();
         let g = fit_toys_on(&runner, &gen.bestfit, 7, 0..n, &o, &|_, _| {}).unwrap();

@@ -1,9 +1,12 @@
-//! The device as a value: [`Device`] (parsed once from `--gpu cuda` or `device="cuda"`) and
-//! [`AnyEval`], the evaluator of one model on whichever device was chosen. Front ends (CLI,
-//! Python) hand an `AnyEval` to the inference code, which never branches on the device.
+//! The device as a value: [`Device`] (parsed once from `--gpu cuda` or `device="cuda"`),
+//! [`AnyEval`], the evaluator of one model on whichever device was chosen, and [`AnyRunner`],
+//! the toy runner that goes with it. Front ends (CLI, Python) hand these to the inference code,
+//! which never branches on the device.
 
 use crate::{CudaBatch, CudaError};
 use histfit_compute::{CpuEvaluator, Dataset, Evaluator, OneAtATime};
+use histfit_infer::batch::{Batcher, EvalBox, Job};
+use histfit_infer::toys::{Batched, OnCpu, ToyRunner};
 use histfit_model::Model;
 use std::sync::Arc;
 
@@ -76,4 +79,96 @@ impl Evaluator for AnyEval {
             AnyEval::Cuda(e) => e.expected_main(p, out),
         }
     }
+}
+
+/// The batcher GPU ensembles run through (none on the CPU).
+pub fn batcher(eval: &AnyEval) -> Option<Batcher<CudaBatch>> {
+    match eval {
+        AnyEval::Cpu(_) => None,
+        AnyEval::Cuda(e) => Some(Batcher::new(e.batch.clone())),
+    }
+}
+
+/// The toy runner of the chosen device.
+pub enum AnyRunner<'a> {
+    Cpu(OnCpu<'a, CpuEvaluator>),
+    Cuda(Batched<'a, CudaBatch>),
+}
+
+impl<'a> AnyRunner<'a> {
+    /// `batcher` must be [`batcher`]`(eval)` (kept by the caller, who outlives the runner).
+    pub fn new(eval: &'a AnyEval, batcher: Option<&'a Batcher<CudaBatch>>) -> AnyRunner<'a> {
+        match (eval, batcher) {
+            (AnyEval::Cuda(_), Some(b)) => AnyRunner::Cuda(Batched::new(b)),
+            (AnyEval::Cpu(e), _) => AnyRunner::Cpu(OnCpu(e)),
+            (AnyEval::Cuda(_), None) => unreachable!("a GPU evaluator always has a batcher"),
+        }
+    }
+}
+
+impl ToyRunner for AnyRunner<'_> {
+    fn model(&self) -> &Model {
+        match self {
+            AnyRunner::Cpu(r) => r.model(),
+            AnyRunner::Cuda(r) => r.model(),
+        }
+    }
+    fn single(&self) -> Box<dyn Evaluator + '_> {
+        match self {
+            AnyRunner::Cpu(r) => r.single(),
+            AnyRunner::Cuda(r) => r.single(),
+        }
+    }
+    fn run_toys<'w, T: Send>(
+        &self,
+        params: &[f64],
+        seed: u64,
+        indices: std::ops::Range<u64>,
+        work: &'w (dyn Fn(EvalBox<'w>, u64, Dataset) -> Job<'w, T> + Sync),
+    ) -> histfit_infer::Result<Vec<T>> {
+        match self {
+            AnyRunner::Cpu(r) => r.run_toys(params, seed, indices, work),
+            AnyRunner::Cuda(r) => r.run_toys(params, seed, indices, work),
+        }
+    }
+    fn run<'w, T: Send>(
+        &self,
+        n: usize,
+        work: &'w (dyn Fn(EvalBox<'w>, usize) -> Job<'w, T> + Sync),
+    ) -> histfit_infer::Result<Vec<T>> {
+        match self {
+            AnyRunner::Cpu(r) => r.run(n, work),
+            AnyRunner::Cuda(r) => r.run(n, work),
+        }
+    }
+}
+
+/// What `histfit devices --json` and `histfit.devices()` report: the CPU, every CUDA device,
+/// and why there is none where there is none.
+pub fn devices_document() -> serde_json::Value {
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let cuda = crate::devices();
+    let gpus: Vec<serde_json::Value> = cuda
+        .as_ref()
+        .map(|d| {
+            d.iter()
+                .map(|g| {
+                    serde_json::json!({
+                        "device": format!("cuda:{}", g.ordinal),
+                        "name": g.name,
+                        "compute_capability":
+                            format!("{}.{}", g.compute_capability.0, g.compute_capability.1),
+                        "memory_bytes": g.memory_bytes,
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    serde_json::json!({
+        "cpu": {"device": "cpu", "threads": threads},
+        "cuda": gpus,
+        "cuda_unavailable_reason": cuda.err().map(|e| e.to_string()),
+    })
 }

@@ -337,15 +337,7 @@ impl CudaBatch {
     ) -> Result<()> {
         let n_params = self.session.model.n_params();
         let b = range.len();
-        let scratch_len = self.session.tables.host.scratch_len as i64;
-        let session = self.session.clone();
         let stream = self.stream.clone();
-        let data_ptr = self
-            .cache
-            .dev
-            .as_ref()
-            .map(|d| d.device_ptr(&stream).0)
-            .unwrap_or(0);
         let index_host: Vec<i32> = self.host_index[range.clone()].to_vec();
         let bufs = self.buffers(b)?;
         let src = &params[range.start * n_params..range.end * n_params];
@@ -370,66 +362,14 @@ impl CudaBatch {
         stream
             .memcpy_htod(&index_host[..], &mut bufs.index)
             .map_err(driver("upload of dataset indices"))?;
-        let p_params = bufs.params.device_ptr(&stream).0;
-        let p_index = bufs.index.device_ptr(&stream).0;
-        let p_nll = bufs.nll.device_ptr_mut(&stream).0;
-        let p_grad = if grad {
-            bufs.grad.device_ptr_mut(&stream).0
-        } else {
-            0
-        };
-        let p_lam = if lam {
-            bufs.lam.device_ptr_mut(&stream).0
-        } else {
-            0
-        };
-        let p_scratch = if session.shared_scratch {
-            0
-        } else {
-            bufs.scratch.device_ptr_mut(&stream).0
-        };
-        let n = b as i32;
-        let cfg = LaunchConfig {
-            grid_dim: (b as u32, 1, 1),
-            block_dim: (threads(), 1, 1),
-            shared_mem_bytes: session.shared_bytes(),
-        };
-        let mut l = stream.launch_builder(&session.kernels.nll_grad_batch);
-        l.arg(&session.tables.arg)
-            .arg(&n)
-            .arg(&p_params)
-            .arg(&p_index)
-            .arg(&data_ptr)
-            .arg(&p_nll)
-            .arg(&p_grad)
-            .arg(&p_lam)
-            .arg(&p_scratch)
-            .arg(&scratch_len);
-        // SAFETY: the arguments match the kernel's signature; every pointer is a live
-        // allocation of at least the size the kernel indexes (b problems).
-        unsafe { l.launch(cfg) }.map_err(driver("launch of nll_grad_batch"))?;
-        Ok(())
+        self.launch_resident(b, grad, lam)
     }
 }
 
 impl CudaBatch {
-    /// For benchmarks: seconds per launch of the likelihood kernel alone (parameters and data
-    /// already on the device, nothing copied back), averaged over `reps` launches.
-    pub fn time_kernel(&mut self, params: &[f64], data: &[&Dataset], reps: usize) -> Result<f64> {
-        let b = data.len().min(MAX_LAUNCH);
-        self.resolve(&data[..b])?;
-        self.launch(params, 0..b, true, false)?;
-        self.stream.synchronize().map_err(driver("benchmark"))?;
-        let t = std::time::Instant::now();
-        for _ in 0..reps {
-            self.launch_resident(b)?;
-        }
-        self.stream.synchronize().map_err(driver("benchmark"))?;
-        Ok(t.elapsed().as_secs_f64() / reps.max(1) as f64)
-    }
-
-    /// Relaunches the kernel on what the last launch uploaded.
-    fn launch_resident(&mut self, b: usize) -> Result<()> {
+    /// Launches the kernel on the parameters and dataset indices already uploaded for `b`
+    /// problems; `grad` / `lam`: whether gradients / expected counts are written.
+    fn launch_resident(&mut self, b: usize, grad: bool, lam: bool) -> Result<()> {
         let session = self.session.clone();
         let stream = self.stream.clone();
         let scratch_len = session.tables.host.scratch_len as i64;
@@ -439,14 +379,22 @@ impl CudaBatch {
             .as_ref()
             .map(|d| d.device_ptr(&stream).0)
             .unwrap_or(0);
-        let bufs = self.bufs.as_mut().expect("a launch allocated the buffers");
+        let bufs = self.bufs.as_mut().expect("an upload allocated the buffers");
         let ptrs = [
             bufs.params.device_ptr(&stream).0,
             bufs.index.device_ptr(&stream).0,
             data_ptr,
             bufs.nll.device_ptr_mut(&stream).0,
-            bufs.grad.device_ptr_mut(&stream).0,
-            0,
+            if grad {
+                bufs.grad.device_ptr_mut(&stream).0
+            } else {
+                0
+            },
+            if lam {
+                bufs.lam.device_ptr_mut(&stream).0
+            } else {
+                0
+            },
             if session.shared_scratch {
                 0
             } else {
@@ -465,9 +413,26 @@ impl CudaBatch {
             l.arg(p);
         }
         l.arg(&scratch_len);
-        // SAFETY: the same arguments as the last `launch`, whose buffers are still allocated.
+        // SAFETY: the arguments match the kernel's signature (params, index, data, nll, grad,
+        // lam, scratch); every pointer is null or a live allocation of at least the size the
+        // kernel indexes (b problems).
         unsafe { l.launch(cfg) }.map_err(driver("launch of nll_grad_batch"))?;
         Ok(())
+    }
+
+    /// For benchmarks: seconds per launch of the likelihood kernel alone (parameters and data
+    /// already on the device, nothing copied back), averaged over `reps` launches.
+    pub fn time_kernel(&mut self, params: &[f64], data: &[&Dataset], reps: usize) -> Result<f64> {
+        let b = data.len().min(MAX_LAUNCH);
+        self.resolve(&data[..b])?;
+        self.launch(params, 0..b, true, false)?;
+        self.stream.synchronize().map_err(driver("benchmark"))?;
+        let t = std::time::Instant::now();
+        for _ in 0..reps {
+            self.launch_resident(b, true, false)?;
+        }
+        self.stream.synchronize().map_err(driver("benchmark"))?;
+        Ok(t.elapsed().as_secs_f64() / reps.max(1) as f64)
     }
 
     /// Launches over the problems whose dataset rows `host_index` holds; values without the

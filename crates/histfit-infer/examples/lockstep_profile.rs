@@ -18,9 +18,8 @@ fn main() {
     let gen = fit(&mut cpu, &data, &FitOptions::default()).expect("fits");
     let batcher = Batcher::new(CpuEvaluator::new(model));
     let runner = Batched {
-        batcher: &batcher,
         window,
-        chunk: 1 << 16,
+        ..Batched::new(&batcher)
     };
     let t = std::time::Instant::now();
     let fits = fit_toys_on(

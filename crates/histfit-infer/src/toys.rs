@@ -115,6 +115,23 @@ pub struct Batched<'a, B: BatchEvaluator> {
     pub chunk: u64,
 }
 
+impl<'a, B: BatchEvaluator> Batched<'a, B> {
+    /// Fits in flight by default: enough for full device batches, their optimizer state still
+    /// small (≈ 50 kB each for 200 parameters).
+    pub const WINDOW: usize = 4096;
+    /// Toys generated per chunk by default (bounds device and host memory of huge ensembles).
+    pub const CHUNK: u64 = 1 << 16;
+
+    /// The default window and chunk.
+    pub fn new(batcher: &'a Batcher<B>) -> Self {
+        Batched {
+            batcher,
+            window: Self::WINDOW,
+            chunk: Self::CHUNK,
+        }
+    }
+}
+
 impl<B: BatchEvaluator> ToyRunner for Batched<'_, B> {
     fn model(&self) -> &Model {
         self.batcher.model()

@@ -4,9 +4,9 @@
 //! objects. No statistics live here.
 
 use histfit_compute::{CpuEvaluator, Dataset, Evaluator, YieldEvaluator};
-use histfit_cuda::{AnyEval, CudaBatch, Device};
-use histfit_infer::toys::{fit_toys_on, hypotest_toys_on, Batched, OnCpu};
-use histfit_infer::{batch::Batcher, AsymptoticCalculator, FitOptions, TestStat};
+use histfit_cuda::{any::AnyRunner, AnyEval, Device};
+use histfit_infer::toys::{fit_toys_on, hypotest_toys_on};
+use histfit_infer::{AsymptoticCalculator, FitOptions, TestStat};
 use histfit_model::{compile, InterpCode, Model, Settings, Workspace};
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -57,26 +57,12 @@ fn open(model: Arc<Model>, device: &str) -> PyResult<AnyEval> {
 /// Runs `$body` with `$runner` bound to the toy runner of `$device` (CPU threads, or lockstep
 /// batches on a CUDA device).
 macro_rules! with_runner {
-    ($model:expr, $device:expr, |$runner:ident| $body:expr) => {
-        match parse_device($device)? {
-            Device::Cpu => {
-                let ev = CpuEvaluator::new($model);
-                let $runner = OnCpu(&ev);
-                $body.map_err(infer_err)
-            }
-            Device::Cuda(n) => {
-                let b =
-                    CudaBatch::new($model, n).map_err(|e| DeviceError::new_err(e.to_string()))?;
-                let batcher = Batcher::new(b);
-                let $runner = Batched {
-                    batcher: &batcher,
-                    window: 4096,
-                    chunk: 1 << 16,
-                };
-                $body.map_err(infer_err)
-            }
-        }
-    };
+    ($model:expr, $device:expr, |$runner:ident| $body:expr) => {{
+        let ev = open($model, $device)?;
+        let batcher = histfit_cuda::any::batcher(&ev);
+        let $runner = AnyRunner::new(&ev, batcher.as_ref());
+        $body.map_err(infer_err)
+    }};
 }
 
 /// A parsed, validated pyhf workspace.
@@ -675,30 +661,7 @@ fn hypotest_toys(
 /// The devices histfit can use: a JSON document with the CPU and CUDA devices (or why none).
 #[pyfunction]
 fn devices() -> PyResult<String> {
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    let cuda = histfit_cuda::devices();
-    let gpus: Vec<serde_json::Value> = cuda
-        .as_ref()
-        .map(|d| {
-            d.iter()
-                .map(|g| {
-                    serde_json::json!({
-                        "device": format!("cuda:{}", g.ordinal),
-                        "name": g.name,
-                        "compute_capability": format!("{}.{}", g.compute_capability.0, g.compute_capability.1),
-                        "memory_bytes": g.memory_bytes,
-                    })
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    to_json(&serde_json::json!({
-        "cpu": {"device": "cpu", "threads": threads},
-        "cuda": gpus,
-        "cuda_unavailable_reason": cuda.err().map(|e| e.to_string()),
-    }))
+    to_json(&histfit_cuda::any::devices_document())
 }
 
 #[pymodule]

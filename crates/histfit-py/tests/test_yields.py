@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import histfit
-from conftest import fixture
+from conftest import fixture, thu_with_network_signal_spec
 
 
 @pytest.fixture(scope="module")
@@ -79,25 +79,7 @@ def central_difference(f, y, k, rel_step):
 
 
 def thu_with_network_signal():
-    """workspace_tHu.json with one more sample in every channel, "nn_signal", scaled by the POI,
-    the luminosity and one normsys: a tHu-sized model whose signal histogram is an input."""
-    import json
-
-    with open(fixture("workspace_tHu.json")) as f:
-        spec = json.load(f)
-    poi = spec["measurements"][0]["config"]["poi"]
-    for c in spec["channels"]:
-        nb = len(c["samples"][0]["data"])
-        c["samples"].append({
-            "name": "nn_signal",
-            "data": [1.0 + 0.5 * k for k in range(nb)],
-            "modifiers": [
-                {"type": "normfactor", "name": poi, "data": None},
-                {"type": "lumi", "name": "lumi", "data": None},
-                {"type": "normsys", "name": "luminosity", "data": {"hi": 1.017, "lo": 0.983}},
-            ],
-        })
-    ws = histfit.Workspace(spec)
+    ws = histfit.Workspace(thu_with_network_signal_spec())
     return ws, ws.model()
 
 
