@@ -604,12 +604,14 @@ impl Evaluator for CpuEvaluator {
 
     fn nll(&mut self, params: &[f64], data: &Dataset) -> Result<f64> {
         self.check(params)?;
+        check_host(data)?;
         self.forward(params);
         Ok(self.value(params, data))
     }
 
     fn nll_grad(&mut self, params: &[f64], data: &Dataset, grad: &mut [f64]) -> Result<f64> {
         self.check(params)?;
+        check_host(data)?;
         if grad.len() != params.len() {
             return Err(ComputeError::Length {
                 what: "gradient",
@@ -642,41 +644,16 @@ impl Evaluator for CpuEvaluator {
     }
 }
 
-impl CpuEvaluator {
-    /// Whether `sample` may take its yields as inputs; the error names it and the rule.
-    fn yields_are_inputs(&self, sample: usize) -> Result<&histfit_model::compile::SampleLayout> {
-        let m = &*self.model;
-        let smp = m
-            .samples
-            .get(sample)
-            .ok_or_else(|| ComputeError::InvalidData {
-                place: format!("sample index {sample}"),
-                rule: format!("the model has {} samples", m.samples.len()),
-            })?;
-        let constrained_bin_factor = (smp.sb_start..smp.sb_start + smp.n_bins).any(|sb| {
-            m.bin_factors[m.bin_factor_offsets[sb] as usize..m.bin_factor_offsets[sb + 1] as usize]
-                .iter()
-                .any(|&p| m.parameters[p as usize].constraint != Constraint::None)
-        });
-        if smp.histosys.1 > smp.histosys.0 || constrained_bin_factor {
-            return Err(ComputeError::InvalidData {
-                place: yields_place(m, smp),
-                rule:
-                    "the sample has a histosys, staterror or shapesys modifier, whose terms depend \
-                       on its nominal yields; only samples with normfactor, lumi, normsys and \
-                       shapefactor modifiers can take yields as inputs"
-                        .into(),
-            });
-        }
-        Ok(smp)
+/// A dataset kept in a device's memory cannot be evaluated here.
+fn check_host(data: &Dataset) -> Result<()> {
+    match data.resident {
+        None => Ok(()),
+        Some(_) => Err(ComputeError::InvalidData {
+            place: "dataset".into(),
+            rule: "its counts live in a GPU evaluator's memory; only that evaluator can use it"
+                .into(),
+        }),
     }
-}
-
-fn yields_place(m: &Model, smp: &histfit_model::compile::SampleLayout) -> String {
-    format!(
-        "yields of sample \"{}\" (channel \"{}\")",
-        smp.name, m.channels[smp.channel].name
-    )
 }
 
 /// Yields of whole samples as inputs (the differentiable-analysis use: a network produces a
@@ -685,9 +662,9 @@ fn yields_place(m: &Model, smp: &histfit_model::compile::SampleLayout) -> String
 /// yields (interpolation coefficients, constraint widths), so replacing them is refused.
 impl crate::YieldEvaluator for CpuEvaluator {
     fn set_yields(&mut self, sample: usize, yields: &[f64]) -> Result<()> {
-        let smp = self.yields_are_inputs(sample)?.clone();
+        let smp = crate::yields::input_sample(&self.model, sample)?.clone();
         let m = self.model.clone();
-        let place = || yields_place(&m, &smp);
+        let place = || crate::yields::yields_place(&m, &smp);
         if yields.len() != smp.n_bins {
             return Err(ComputeError::InvalidData {
                 place: place(),
@@ -733,7 +710,7 @@ impl crate::YieldEvaluator for CpuEvaluator {
 
     fn yield_jacobian(&mut self, params: &[f64], sample: usize, out: &mut [f64]) -> Result<()> {
         self.check(params)?;
-        let smp = self.yields_are_inputs(sample)?.clone();
+        let smp = crate::yields::input_sample(&self.model, sample)?.clone();
         if out.len() != smp.n_bins {
             return Err(ComputeError::Length {
                 what: "yield jacobian",
@@ -756,7 +733,7 @@ impl crate::YieldEvaluator for CpuEvaluator {
         sample: usize,
         grad_yields: &mut [f64],
     ) -> Result<f64> {
-        let smp = self.yields_are_inputs(sample)?.clone();
+        let smp = crate::yields::input_sample(&self.model, sample)?.clone();
         let mut g = vec![0.0; params.len()];
         let v = self.nll_grad(params, data, &mut g)?;
         if grad_yields.len() != smp.n_bins {

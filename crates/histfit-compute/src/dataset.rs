@@ -12,6 +12,9 @@ pub struct Dataset {
     /// Σ [ln Γ(n+1) + n − n ln n] over main bins and Poisson aux, plus Σ (ln σ + ½ ln 2π) of
     /// Gaussian constraints: everything in −ln L that does not depend on the parameters.
     pub constant: f64,
+    /// Set when the main counts live only in the memory of the device evaluator that made the
+    /// dataset (the key it gave out, see [`Dataset::resident`]); `main` then holds NaN.
+    pub resident: Option<u64>,
 }
 
 impl Dataset {
@@ -88,7 +91,19 @@ impl Dataset {
             main,
             aux,
             constant,
+            resident: None,
         })
+    }
+
+    /// A dataset whose main counts a device evaluator keeps in its own memory under `key` (an
+    /// Asimov dataset built from yields that live there). Only that evaluator can use it: the
+    /// host sees NaN counts, and the constant excludes the main counts' terms (differences of
+    /// −ln L between fits, which test statistics use, are unaffected).
+    pub fn resident(model: &Model, aux: Vec<f64>, key: u64) -> Result<Dataset> {
+        let mut d = Dataset::from_parts(model, vec![0.0; model.n_main], aux)?;
+        d.main.fill(f64::NAN);
+        d.resident = Some(key);
+        Ok(d)
     }
 
     /// pyhf's flat layout.

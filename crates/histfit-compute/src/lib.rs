@@ -9,10 +9,12 @@
 pub mod cpu;
 pub mod dataset;
 pub mod rng;
+pub mod yields;
 
 pub use cpu::CpuEvaluator;
 pub use dataset::Dataset;
 use histfit_model::Model;
+pub use yields::{AsimovTerm, YieldEvaluator, YieldGradTerms, YieldGradient};
 
 /// An error from an evaluator (bad input sizes, a device failure).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -41,25 +43,6 @@ pub trait Evaluator {
     fn nll_grad(&mut self, params: &[f64], data: &Dataset, grad: &mut [f64]) -> Result<f64>;
     /// Expected main-bin counts (channel order).
     fn expected_main(&mut self, params: &[f64], out: &mut [f64]) -> Result<()>;
-}
-
-/// An evaluator whose samples' nominal yields can be inputs: replaced, and differentiated.
-pub trait YieldEvaluator: Evaluator {
-    /// Replaces the nominal yields of `sample` (index into `Model::samples`).
-    fn set_yields(&mut self, sample: usize, yields: &[f64]) -> Result<()>;
-    /// Restores every sample's yields to the model's.
-    fn reset_yields(&mut self);
-    /// ∂λ_b/∂y for the yields y of `sample` at `params` (λ is linear in them: one value per
-    /// bin of the sample, for the main bin it lies in).
-    fn yield_jacobian(&mut self, params: &[f64], sample: usize, out: &mut [f64]) -> Result<()>;
-    /// −ln L at `params` and its gradient with respect to the yields of `sample`.
-    fn nll_grad_yields(
-        &mut self,
-        params: &[f64],
-        data: &Dataset,
-        sample: usize,
-        grad_yields: &mut [f64],
-    ) -> Result<f64>;
 }
 
 /// The future of one evaluation ([`AsyncEvaluator`]).
@@ -226,20 +209,23 @@ impl<B: BatchEvaluator> Evaluator for OneAtATime<B> {
 /// Expected data in pyhf's layout: main bins, then the auxiliary data each constraint expects
 /// (θ for Gaussian, θ·τ for Poisson constraints).
 pub fn expected_data<E: Evaluator + ?Sized>(eval: &mut E, params: &[f64]) -> Result<Vec<f64>> {
-    let model = eval.model();
-    let n_main = model.n_main;
-    let aux: Vec<f64> = model
+    let aux = expected_aux(eval.model(), params);
+    let mut out = vec![0.0; eval.model().n_main];
+    eval.expected_main(params, &mut out)?;
+    out.extend(aux);
+    Ok(out)
+}
+
+/// The auxiliary data each constraint expects at `params` (θ for Gaussian, θ·τ for Poisson).
+pub fn expected_aux(model: &Model, params: &[f64]) -> Vec<f64> {
+    model
         .aux_params
         .iter()
         .map(|&p| match model.parameters[p].constraint {
             histfit_model::Constraint::Poisson { tau } => params[p] * tau,
             _ => params[p],
         })
-        .collect();
-    let mut out = vec![0.0; n_main];
-    eval.expected_main(params, &mut out)?;
-    out.extend(aux);
-    Ok(out)
+        .collect()
 }
 
 /// Hessian of −ln L by forward differences of the analytic gradient, symmetrised, over the

@@ -125,12 +125,20 @@ struct Tables {
 
 // Term slots: [aux n_aux][normsys n_ns][scale factors n_sf][histosys n_hs][bin factors n_bf].
 
-__device__ double block_sum(double v, double* red) {
-    int t = threadIdx.x;
-    red[t] = v;
+// Σ v[0..n) in an order that does not depend on the block size: 256 lanes, lane L adds v[L],
+// v[L+256], … in turn, then a fixed tree over the lanes. `red` holds 256 doubles. So a problem's
+// value has the same bits whichever kernel (narrow or wide) evaluates it.
+#define LANES 256
+__device__ double fixed_sum(const double* v, int n, double* red) {
+    int t = threadIdx.x, T = blockDim.x;
+    for (int lane = t; lane < LANES; lane += T) {
+        double s = 0.0;
+        for (int i = lane; i < n; i += LANES) s += v[i];
+        red[lane] = s;
+    }
     __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (t < s) red[t] += red[t + s];
+    for (int h = LANES / 2; h > 0; h >>= 1) {
+        for (int lane = t; lane < h; lane += T) red[lane] += red[lane + h];
         __syncthreads();
     }
     double r = red[0];
@@ -139,17 +147,22 @@ __device__ double block_sum(double v, double* red) {
 }
 
 // scratch per problem: x[P] kv[ns] kd[ns] F[S] base[sb] binfac[sb] gb[sb] lam[M] dlam[M]
-//                      w[S] terms[T]
-// Dynamic shared memory: blockDim.x doubles for reductions, then (when `scratch` is null) the
-// problem's whole scratch, which then never leaves the SM.
-// At most 256 threads and at least 8 resident blocks per SM: the register budget (≤ 32 per
-// thread) then lets 8 × 132 blocks run at once on an H100, so a batch of 1000 problems is one
-// wave instead of one and a half (Nsight Compute: 48 registers limited it to 5 blocks per SM).
-extern "C" __global__ void __launch_bounds__(256, 8) nll_grad_batch(Tables tb, int n_problems, const double* __restrict__ params,
-                                          const int* __restrict__ data_index, const double* __restrict__ data,
-                                          double* __restrict__ out_nll, double* __restrict__ out_grad,
-                                          double* __restrict__ out_lam, double* __restrict__ scratch,
-                                          long long scratch_len) {
+//                      w[S] terms[T] contrib[M + n_aux]
+// Dynamic shared memory: max(blockDim.x, 256) doubles for reductions, then (when `scratch` is
+// null) the problem's whole scratch, which then never leaves the SM.
+// nll_grad_batch: at most 256 threads and at least 8 resident blocks per SM: the register budget
+// (≤ 32 per thread) then lets 8 × 132 blocks run at once on an H100, so a batch of 1000 problems
+// is one wave instead of one and a half (Nsight Compute: 48 registers limited it to 5 blocks per
+// SM). nll_grad_wide: the same body with up to 1024 threads, for launches of a few problems
+// (a single fit's evaluations), whose time is one block's latency.
+#define NLL_GRAD_ARGS Tables tb, int n_problems, const double* __restrict__ params, \
+    const int* __restrict__ data_index, const double* __restrict__ data, double* __restrict__ out_nll, \
+    double* __restrict__ out_grad, double* __restrict__ out_lam, double* __restrict__ out_sbfac, \
+    double* __restrict__ scratch, long long scratch_len
+#define NLL_GRAD_PASS tb, n_problems, params, data_index, data, out_nll, out_grad, out_lam, out_sbfac, \
+    scratch, scratch_len
+
+__device__ __forceinline__ void nll_grad_body(NLL_GRAD_ARGS) {
     extern __shared__ double smem[];
     double* red = smem;
     __shared__ int invalid;
@@ -157,7 +170,7 @@ extern "C" __global__ void __launch_bounds__(256, 8) nll_grad_batch(Tables tb, i
     if (p >= n_problems) return;
     int t = threadIdx.x, T = blockDim.x;
     const int P = tb.n_params, M = tb.n_main;
-    double* x = scratch ? scratch + (long long)p * scratch_len : smem + T;
+    double* x = scratch ? scratch + (long long)p * scratch_len : smem + (T > LANES ? T : LANES);
     double* kv = x + P;
     double* kd = kv + tb.n_ns;
     double* F = kd + tb.n_ns;
@@ -168,6 +181,7 @@ extern "C" __global__ void __launch_bounds__(256, 8) nll_grad_batch(Tables tb, i
     double* dlam = lam + M;
     double* wsamp = dlam + M;
     double* terms = wsamp + tb.n_samples;
+    double* contrib = terms + tb.n_terms;
     const double* dat = data + (long long)data_index[p] * (M + tb.n_aux);
     const double* aux = dat + M;
     if (t == 0) invalid = 0;
@@ -216,8 +230,11 @@ extern "C" __global__ void __launch_bounds__(256, 8) nll_grad_batch(Tables tb, i
         F[s] = f;
     }
     __syncthreads();
+    // ∂λ/∂(nominal yield) of every sample-bin without histosys: the yields-as-inputs gradients
+    if (out_sbfac)
+        for (int sb = t; sb < tb.n_sb; sb += T)
+            out_sbfac[(long long)p * tb.n_sb + sb] = binfac[sb] * F[tb.sb_sample[sb]];
     // expected counts, Poisson terms, ∂NLL/∂λ
-    double part = 0.0;
     for (int b = t; b < M; b += T) {
         double l = 0.0;
         for (int j = tb.bin_off[b]; j < tb.bin_off[b + 1]; ++j) {
@@ -230,8 +247,9 @@ extern "C" __global__ void __launch_bounds__(256, 8) nll_grad_batch(Tables tb, i
         if (l < 0.0 || (l == 0.0 && n > 0.0) || isnan(l)) {
             invalid = 1;
             dlam[b] = 0.0;
+            contrib[b] = 0.0;
         } else {
-            part += n > 0.0 ? l - n - n * log(l / n) : l;
+            contrib[b] = n > 0.0 ? l - n - n * log(l / n) : l;
             dlam[b] = n > 0.0 ? 1.0 - n / l : 1.0;
         }
     }
@@ -239,23 +257,25 @@ extern "C" __global__ void __launch_bounds__(256, 8) nll_grad_batch(Tables tb, i
     for (int k = t; k < tb.n_aux; k += T) {
         int par = tb.aux_par[k];
         double xv = x[par], a = aux[k], c = tb.aux_const[k];
-        double g = 0.0;
+        double g = 0.0, v = 0.0;
         if (tb.aux_kind[k] == KIND_GAUSS) {
             double z = (xv - a) / c;
-            part += 0.5 * z * z;
+            v = 0.5 * z * z;
             g = (xv - a) / (c * c);
         } else if (tb.aux_kind[k] == KIND_POISSON) {
             double rate = xv * c;
             if (rate < 0.0 || (rate == 0.0 && a > 0.0)) {
                 invalid = 1;
             } else {
-                part += a > 0.0 ? rate - a - a * log(rate / a) : rate;
+                v = a > 0.0 ? rate - a - a * log(rate / a) : rate;
                 g = a > 0.0 ? c - a / xv : c;
             }
         }
         terms[k] = g;
+        contrib[M + k] = v;
     }
-    double nll = block_sum(part, red); // contains __syncthreads: invalid and dlam are visible
+    __syncthreads();
+    double nll = fixed_sum(contrib, M + tb.n_aux, red); // invalid and dlam are visible after it
     if (invalid) {
         if (t == 0) out_nll[p] = 1.0 / 0.0;
         if (out_grad)
@@ -329,6 +349,58 @@ extern "C" __global__ void __launch_bounds__(256, 8) nll_grad_batch(Tables tb, i
         for (int j = tb.term_off[i]; j < tb.term_off[i + 1]; ++j) g += terms[tb.term_idx[j]];
         out_grad[(long long)p * P + i] = g;
     }
+}
+
+extern "C" __global__ void __launch_bounds__(256, 8) nll_grad_batch(NLL_GRAD_ARGS) {
+    nll_grad_body(NLL_GRAD_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(1024, 1) nll_grad_wide(NLL_GRAD_ARGS) {
+    nll_grad_body(NLL_GRAD_PASS);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Yields as inputs (histfit-compute's yields.rs), for yields that live in device memory.
+
+// The gradient of a profiled statistic with respect to the input sample-bins in_sb[j]:
+// out[j] = Σ_{i<k} c_i ∂(−ln L)/∂y at problem i + cd ln(λ_b(i_f)/λ_b(i_c)) ∂λ_b/∂y at i_at,
+// with ∂(−ln L)/∂y_sb = (1 − n_b/λ_b)·sbfac_sb (sbfac alone where n_b = 0). lam and sbfac are
+// the rows nll_grad_batch just wrote for those problems; k ≤ 2.
+extern "C" __global__ void yield_grad_sum(int n_in, const int* __restrict__ in_sb, const int* __restrict__ sb_bin,
+                                          int M, int n_sb, const double* __restrict__ data_main,
+                                          const double* __restrict__ lam, const double* __restrict__ sbfac,
+                                          int k, double c0, double c1, double cd, int i_f, int i_c, int i_at,
+                                          double* __restrict__ out) {
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= n_in) return;
+    int sb = in_sb[j], b = sb_bin[sb];
+    double n = data_main[b];
+    double g = 0.0;
+    for (int i = 0; i < k; ++i) {
+        double l = lam[(long long)i * M + b];
+        double dl = n > 0.0 ? 1.0 - n / l : 1.0;
+        g += (i == 0 ? c0 : c1) * (dl * sbfac[(long long)i * n_sb + sb]);
+    }
+    if (cd != 0.0) {
+        double lf = lam[(long long)i_f * M + b], lc = lam[(long long)i_c * M + b];
+        if (lf > 0.0 && lc > 0.0) g += cd * log(lf / lc) * sbfac[(long long)i_at * n_sb + sb];
+    }
+    out[j] = g;
+}
+
+// The rules of set_yields for yields copied into the nominal table (the model's own yields pass
+// them): every value finite, and no main bin with a negative total nominal yield. flag[0]
+// (preset to INT_MAX) takes the smallest failing key: sample-bin sb non-finite → sb, sample-bin
+// sb in a bin with a negative total → n_sb + sb.
+extern "C" __global__ void check_yields(Tables tb, int* flag) {
+    int sb = blockIdx.x * blockDim.x + threadIdx.x;
+    if (sb >= tb.n_sb) return;
+    double y = tb.nominal[sb];
+    int b = tb.sb_bin[sb];
+    double total = 0.0;
+    for (int j = tb.bin_off[b]; j < tb.bin_off[b + 1]; ++j) total += tb.nominal[tb.bin_sb[j]];
+    if (!isfinite(y)) atomicMin(flag, sb);
+    else if (total < 0.0) atomicMin(flag, tb.n_sb + sb);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -35,6 +35,33 @@ fn threads() -> u32 {
             .unwrap_or(THREADS)
     })
 }
+/// Threads per block of the wide kernel, used for launches of at most [`wide_max`] problems
+/// (a single fit's evaluations: one block's latency is the whole launch, so more threads per
+/// problem shorten it). `HISTFIT_CUDA_WIDE_THREADS` sets it (a power of two, 256 to 1024).
+pub const WIDE_THREADS: u32 = 1024;
+
+fn wide_threads() -> u32 {
+    static T: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *T.get_or_init(|| {
+        std::env::var("HISTFIT_CUDA_WIDE_THREADS")
+            .ok()
+            .and_then(|v| v.parse::<u32>().ok())
+            .filter(|t| (256..=WIDE_THREADS).contains(t) && t.is_power_of_two())
+            .unwrap_or(WIDE_THREADS)
+    })
+}
+
+/// Launches of up to this many problems use the wide kernel (`HISTFIT_CUDA_WIDE_MAX`; 0: never).
+fn wide_max() -> usize {
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *N.get_or_init(|| {
+        std::env::var("HISTFIT_CUDA_WIDE_MAX")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(16)
+    })
+}
+
 /// Problems per launch.
 pub const MAX_LAUNCH: usize = 4096;
 /// Distinct datasets kept on the device before the cache starts over.
@@ -59,7 +86,7 @@ impl Session {
         let kernels = Kernels::load(&gpu)?;
         let stream = gpu.ctx.default_stream();
         let tables = DeviceTables::upload(HostTables::new(&model), &stream)?;
-        let bytes = (tables.host.scratch_len + threads() as usize) * 8;
+        let bytes = (tables.host.scratch_len + threads().max(256) as usize) * 8;
         let limit = gpu
             .ctx
             .attribute(
@@ -87,9 +114,10 @@ impl Session {
         }))
     }
 
-    /// Dynamic shared memory per block of the likelihood kernel.
-    pub fn shared_bytes(&self) -> u32 {
-        let doubles = threads() as usize
+    /// Dynamic shared memory per block of the likelihood kernel run with `threads` threads
+    /// (reductions need 256 doubles at least).
+    pub fn shared_bytes(&self, threads: u32) -> u32 {
+        let doubles = threads.max(256) as usize
             + if self.shared_scratch {
                 self.tables.host.scratch_len
             } else {
@@ -112,6 +140,7 @@ struct Buffers {
     nll: CudaSlice<f64>,
     grad: CudaSlice<f64>,
     lam: CudaSlice<f64>,
+    sbfac: CudaSlice<f64>,
     scratch: CudaSlice<f64>,
     /// Page-locked staging for parameters (up) and gradients (down): DMA at full PCIe speed
     /// instead of the driver's bounce buffers.
@@ -148,6 +177,22 @@ fn hash_row(main: &[f64], aux: &[f64]) -> u64 {
     h
 }
 
+/// What a launch writes besides −ln L.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Outputs {
+    pub grad: bool,
+    /// Expected main counts.
+    pub lam: bool,
+    /// ∂λ/∂(nominal yield) of every sample-bin (yields as inputs).
+    pub sbfac: bool,
+}
+
+pub(crate) const GRAD: Outputs = Outputs {
+    grad: true,
+    lam: false,
+    sbfac: false,
+};
+
 /// The batched CUDA evaluator of one model.
 #[derive(Debug)]
 pub struct CudaBatch {
@@ -156,6 +201,11 @@ pub struct CudaBatch {
     bufs: Option<Buffers>,
     cache: DataCache,
     host_index: Vec<i32>,
+    /// A dataset whose main counts were made on the device (key, row): see
+    /// [`Dataset::resident`].
+    resident: Option<(u64, CudaSlice<f64>)>,
+    /// The resolved problems read the resident row, not the cache.
+    use_resident: bool,
 }
 
 impl Clone for CudaBatch {
@@ -167,6 +217,8 @@ impl Clone for CudaBatch {
             bufs: None,
             cache: DataCache::default(),
             host_index: Vec::new(),
+            resident: None,
+            use_resident: false,
         }
     }
 }
@@ -186,6 +238,8 @@ impl CudaBatch {
             bufs: None,
             cache: DataCache::default(),
             host_index: Vec::new(),
+            resident: None,
+            use_resident: false,
         }
     }
 
@@ -221,6 +275,7 @@ impl CudaBatch {
                 nll: alloc(cap)?,
                 grad: alloc(cap * m.n_params())?,
                 lam: alloc(cap * m.n_main)?,
+                sbfac: alloc(cap * m.nominal.len())?,
                 scratch: alloc(if self.session.shared_scratch {
                     1
                 } else {
@@ -233,8 +288,46 @@ impl CudaBatch {
         Ok(self.bufs.as_mut().expect("allocated above"))
     }
 
+    /// A batch on the resident dataset: every problem must read it.
+    fn resolve_resident(&mut self, data: &[&Dataset]) -> Result<()> {
+        let mine = self.resident.as_ref().map(|r| r.0);
+        if data
+            .iter()
+            .any(|d| d.resident.is_none() || d.resident != mine)
+        {
+            return Err(CudaError::Driver {
+                call: "dataset lookup".into(),
+                message: "a dataset kept in device memory can only be evaluated, alone in its \
+                          batch, by the evaluator that made it"
+                    .into(),
+            });
+        }
+        self.host_index.clear();
+        self.host_index.resize(data.len(), 0);
+        self.use_resident = true;
+        Ok(())
+    }
+
+    /// The device row of the resident dataset `key` (allocated on first use); its main counts
+    /// are written on the device, its auxiliary data by the caller.
+    pub(crate) fn resident_row(&mut self, key: u64) -> Result<&mut CudaSlice<f64>> {
+        if self.resident.as_ref().is_none_or(|r| r.0 != key) {
+            let row = self
+                .stream
+                .alloc_zeros::<f64>(self.session.row_len().max(1))
+                .map_err(driver("cuMemAlloc (resident dataset)"))?;
+            self.resident = Some((key, row));
+        }
+        Ok(&mut self.resident.as_mut().expect("set above").1)
+    }
+
     /// Device rows of `data` shared through `Arc` (found by pointer; new ones uploaded).
     fn resolve_shared(&mut self, data: &[Arc<Dataset>]) -> Result<()> {
+        self.use_resident = false;
+        if data.iter().any(|d| d.resident.is_some()) {
+            let refs: Vec<&Dataset> = data.iter().map(|d| &**d).collect();
+            return self.resolve_resident(&refs);
+        }
         let row_len = self.session.row_len();
         let c = &mut self.cache;
         if c.rows.len() / row_len.max(1) + data.len() > MAX_CACHED {
@@ -260,6 +353,10 @@ impl CudaBatch {
 
     /// Device rows of `data` (found by content; new ones uploaded).
     fn resolve(&mut self, data: &[&Dataset]) -> Result<()> {
+        self.use_resident = false;
+        if data.iter().any(|d| d.resident.is_some()) {
+            return self.resolve_resident(data);
+        }
         let row_len = self.session.row_len();
         let c = &mut self.cache;
         if c.rows.len() / row_len.max(1) + data.len() > MAX_CACHED {
@@ -332,8 +429,7 @@ impl CudaBatch {
         &mut self,
         params: &[f64],
         range: std::ops::Range<usize>,
-        grad: bool,
-        lam: bool,
+        outs: Outputs,
     ) -> Result<()> {
         let n_params = self.session.model.n_params();
         let b = range.len();
@@ -362,36 +458,47 @@ impl CudaBatch {
         stream
             .memcpy_htod(&index_host[..], &mut bufs.index)
             .map_err(driver("upload of dataset indices"))?;
-        self.launch_resident(b, grad, lam)
+        self.launch_resident(b, outs)
     }
 }
 
 impl CudaBatch {
+    /// The device address of the resolved datasets' rows (`host_index` counts rows from it).
+    pub(crate) fn data_base(&self) -> u64 {
+        let stream = &self.stream;
+        if self.use_resident {
+            self.resident.as_ref().map(|r| r.1.device_ptr(stream).0)
+        } else {
+            self.cache.dev.as_ref().map(|d| d.device_ptr(stream).0)
+        }
+        .unwrap_or(0)
+    }
+
     /// Launches the kernel on the parameters and dataset indices already uploaded for `b`
-    /// problems; `grad` / `lam`: whether gradients / expected counts are written.
-    fn launch_resident(&mut self, b: usize, grad: bool, lam: bool) -> Result<()> {
+    /// problems, writing `outs` besides −ln L.
+    fn launch_resident(&mut self, b: usize, outs: Outputs) -> Result<()> {
         let session = self.session.clone();
         let stream = self.stream.clone();
         let scratch_len = session.tables.host.scratch_len as i64;
-        let data_ptr = self
-            .cache
-            .dev
-            .as_ref()
-            .map(|d| d.device_ptr(&stream).0)
-            .unwrap_or(0);
+        let data_ptr = self.data_base();
         let bufs = self.bufs.as_mut().expect("an upload allocated the buffers");
         let ptrs = [
             bufs.params.device_ptr(&stream).0,
             bufs.index.device_ptr(&stream).0,
             data_ptr,
             bufs.nll.device_ptr_mut(&stream).0,
-            if grad {
+            if outs.grad {
                 bufs.grad.device_ptr_mut(&stream).0
             } else {
                 0
             },
-            if lam {
+            if outs.lam {
                 bufs.lam.device_ptr_mut(&stream).0
+            } else {
+                0
+            },
+            if outs.sbfac {
+                bufs.sbfac.device_ptr_mut(&stream).0
             } else {
                 0
             },
@@ -402,22 +509,55 @@ impl CudaBatch {
             },
         ];
         let n = b as i32;
+        // Shared scratch is sized and enabled for the narrow kernel only.
+        let wide = b <= wide_max() && !session.shared_scratch;
+        let (func, t) = if wide {
+            (&session.kernels.nll_grad_wide, wide_threads())
+        } else {
+            (&session.kernels.nll_grad_batch, threads())
+        };
         let cfg = LaunchConfig {
             grid_dim: (b as u32, 1, 1),
-            block_dim: (threads(), 1, 1),
-            shared_mem_bytes: session.shared_bytes(),
+            block_dim: (t, 1, 1),
+            shared_mem_bytes: session.shared_bytes(t),
         };
-        let mut l = stream.launch_builder(&session.kernels.nll_grad_batch);
+        let mut l = stream.launch_builder(func);
         l.arg(&session.tables.arg).arg(&n);
         for p in &ptrs {
             l.arg(p);
         }
         l.arg(&scratch_len);
         // SAFETY: the arguments match the kernel's signature (params, index, data, nll, grad,
-        // lam, scratch); every pointer is null or a live allocation of at least the size the
+        // lam, sbfac, scratch); every pointer is null or a live allocation of at least the size the
         // kernel indexes (b problems).
-        unsafe { l.launch(cfg) }.map_err(driver("launch of nll_grad_batch"))?;
+        unsafe { l.launch(cfg) }.map_err(driver("launch of the likelihood kernel"))?;
         Ok(())
+    }
+
+    /// One launch over the problems `params` × `data` (at most [`MAX_LAUNCH`]) whose outputs
+    /// stay on the device, read through [`CudaBatch::outputs_on_device`].
+    pub(crate) fn launch_on_device(
+        &mut self,
+        params: &[f64],
+        data: &[&Dataset],
+        outs: Outputs,
+    ) -> Result<()> {
+        debug_assert!(data.len() <= MAX_LAUNCH);
+        self.resolve(data)?;
+        self.launch(params, 0..data.len(), outs)
+    }
+
+    /// Device addresses of the last launch's expected counts, sample-bin factors (rows of
+    /// `n_main` and `n_sb` values per problem) and its first problem's main data.
+    pub(crate) fn outputs_on_device(&self) -> (u64, u64, u64) {
+        let stream = &self.stream;
+        let bufs = self.bufs.as_ref().expect("a launch allocated the buffers");
+        let row = self.host_index.first().copied().unwrap_or(0) as u64;
+        (
+            bufs.lam.device_ptr(stream).0,
+            bufs.sbfac.device_ptr(stream).0,
+            self.data_base() + row * self.session.row_len() as u64 * 8,
+        )
     }
 
     /// For benchmarks: seconds per launch of the likelihood kernel alone (parameters and data
@@ -425,11 +565,11 @@ impl CudaBatch {
     pub fn time_kernel(&mut self, params: &[f64], data: &[&Dataset], reps: usize) -> Result<f64> {
         let b = data.len().min(MAX_LAUNCH);
         self.resolve(&data[..b])?;
-        self.launch(params, 0..b, true, false)?;
+        self.launch(params, 0..b, GRAD)?;
         self.stream.synchronize().map_err(driver("benchmark"))?;
         let t = std::time::Instant::now();
         for _ in 0..reps {
-            self.launch_resident(b, true, false)?;
+            self.launch_resident(b, GRAD)?;
         }
         self.stream.synchronize().map_err(driver("benchmark"))?;
         Ok(t.elapsed().as_secs_f64() / reps.max(1) as f64)
@@ -448,7 +588,7 @@ impl CudaBatch {
         let mut start = 0;
         while start < b {
             let end = (start + MAX_LAUNCH).min(b);
-            self.launch(params, start..end, true, false)?;
+            self.launch(params, start..end, GRAD)?;
             let stream = self.stream.clone();
             let bufs = self.bufs.as_ref().expect("launch allocated buffers");
             stream
@@ -545,7 +685,11 @@ impl BatchEvaluator for CudaBatch {
         let mut start = 0;
         while start < b {
             let end = (start + MAX_LAUNCH).min(b);
-            self.launch(params, start..end, false, true)?;
+            let outs = Outputs {
+                lam: true,
+                ..Default::default()
+            };
+            self.launch(params, start..end, outs)?;
             let stream = self.stream.clone();
             let bufs = self.bufs.as_ref().expect("launch allocated buffers");
             stream

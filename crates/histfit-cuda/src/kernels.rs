@@ -60,7 +60,10 @@ fn cache_dir() -> Option<PathBuf> {
 pub struct Kernels {
     pub module: Arc<CudaModule>,
     pub nll_grad_batch: CudaFunction,
+    pub nll_grad_wide: CudaFunction,
     pub generate_toys: CudaFunction,
+    pub yield_grad_sum: CudaFunction,
+    pub check_yields: CudaFunction,
 }
 
 impl Kernels {
@@ -102,9 +105,18 @@ impl Kernels {
             nll_grad_batch: module
                 .load_function("nll_grad_batch")
                 .map_err(driver("cuModuleGetFunction(nll_grad_batch)"))?,
+            nll_grad_wide: module
+                .load_function("nll_grad_wide")
+                .map_err(driver("cuModuleGetFunction(nll_grad_wide)"))?,
             generate_toys: module
                 .load_function("generate_toys")
                 .map_err(driver("cuModuleGetFunction(generate_toys)"))?,
+            yield_grad_sum: module
+                .load_function("yield_grad_sum")
+                .map_err(driver("cuModuleGetFunction(yield_grad_sum)"))?,
+            check_yields: module
+                .load_function("check_yields")
+                .map_err(driver("cuModuleGetFunction(check_yields)"))?,
             module,
         })
     }

@@ -174,7 +174,8 @@ impl HostTables {
             t.term_off.push(i(t.term_idx.len()));
         }
         let s = m.samples.len();
-        t.scratch_len = m.n_params() + 2 * n_ns + s + 3 * n_sb + 2 * m.n_main + s + n_terms;
+        t.scratch_len =
+            m.n_params() + 2 * n_ns + s + 3 * n_sb + 2 * m.n_main + s + n_terms + m.n_main + n_aux;
         t
     }
 }
@@ -275,6 +276,17 @@ impl DeviceTables {
             reals,
             arg,
         })
+    }
+
+    /// Device address of the nominal yields (one per sample-bin), which an evaluator of yields
+    /// as inputs overwrites.
+    pub fn nominal_ptr(&self) -> u64 {
+        self.arg.ptrs[1]
+    }
+
+    /// Device address of the main bin of every sample-bin.
+    pub fn sb_bin_ptr(&self) -> u64 {
+        self.arg.ptrs[3]
     }
 
     /// Device memory held by the tables, in bytes.

@@ -19,10 +19,12 @@ pub mod device;
 pub mod kernels;
 pub mod layout;
 pub mod toys;
+pub mod yields;
 
 pub use any::{AnyEval, Device};
 pub use batch::CudaBatch;
 pub use device::{devices, DeviceInfo, Gpu};
+pub use yields::CudaYields;
 
 /// Errors of the CUDA backend.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

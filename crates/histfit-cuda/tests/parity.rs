@@ -11,7 +11,7 @@ use histfit_cuda::CudaBatch;
 use histfit_infer::fit::{fit, FitOptions};
 use histfit_infer::toys::generate_toy;
 use histfit_model::{InterpCode, Model, Settings};
-use histfit_testutil::{load, off_init_point, settings, SETTINGS, WORKSPACES};
+use histfit_testutil::{load, off_init_point, rel, settings, SETTINGS, WORKSPACES};
 
 /// The two reference settings, plus pairings that reach the remaining codes on both modifier
 /// types (code2 everywhere; code0 normsys with code1 histosys; code4p normsys with code4 histosys).
@@ -320,4 +320,134 @@ fn device_toys_are_bit_identical_to_cpu_toys() {
         }
     }
     let _ = Arc::new(0);
+}
+
+/// Yields given in device memory (as from a PyTorch CUDA tensor): q0, qμ and the expected q0 and
+/// their yield gradients, written to device memory, match the CPU evaluator given the same yields
+/// on the host; bad yields and bad addresses are clear errors; the model's yields come back after.
+#[test]
+fn yields_in_device_memory_match_the_cpu() {
+    use histfit_compute::yields::input_sample;
+    use histfit_cuda::CudaYields;
+    use histfit_infer::differentiable::{expected_q0, profiled_statistic, set_yields};
+    if !gpu_or_skip("yields_in_device_memory_match_the_cpu") {
+        return;
+    }
+    let stream = cudarc::driver::CudaContext::new(0)
+        .expect("context")
+        .default_stream();
+    let edm = Some(1e-14);
+    let cases = [
+        (
+            "simple_workspace",
+            load("simple_workspace", settings("smooth")),
+        ),
+        (
+            "tHu + nn_signal",
+            histfit_testutil::thu_with_network_signal(settings("smooth")),
+        ),
+    ];
+    for (name, (model, data)) in cases {
+        // Every sample that can take yields (tHu: nn_signal in each of its channels).
+        let inputs: Vec<(usize, Vec<f64>)> = (0..model.samples.len())
+            .filter(|&s| input_sample(&model, s).is_ok())
+            .map(|s| {
+                let l = &model.samples[s];
+                let y = model.nominal[l.sb_start..l.sb_start + l.n_bins]
+                    .iter()
+                    .enumerate()
+                    .map(|(k, v)| v * 13.0 + 0.5 + 0.1 * k as f64)
+                    .collect();
+                (s, y)
+            })
+            .collect();
+        assert!(!inputs.is_empty(), "{name}: no sample can take yields");
+        let s = inputs[0].0;
+        let y: Vec<f64> = inputs.iter().flat_map(|i| i.1.iter().copied()).collect();
+        let mut cpu = CpuEvaluator::new(model.clone());
+        let idx = set_yields(&mut cpu, &inputs).unwrap();
+        let mut gpu = CudaYields::new(model.clone(), 0).expect("GPU session");
+        let dev_y = stream.clone_htod(&y).unwrap();
+        let dev_g = stream.alloc_zeros::<f64>(y.len()).unwrap();
+        use cudarc::driver::DevicePtr;
+        let (py, pg) = (dev_y.device_ptr(&stream).0, dev_g.device_ptr(&stream).0);
+        let mut at = 0;
+        let parts: Vec<(usize, u64, usize)> = inputs
+            .iter()
+            .map(|(s, v)| {
+                at += v.len();
+                (*s, py + 8 * (at - v.len()) as u64, v.len())
+            })
+            .collect();
+        // SAFETY: both allocations outlive every call below.
+        unsafe {
+            gpu.set_yields_device(&parts).unwrap();
+            gpu.set_grad_output(pg, y.len()).unwrap();
+        }
+        let check = |what: &str,
+                     c: histfit_infer::differentiable::ProfiledStatistic,
+                     g: histfit_infer::differentiable::ProfiledStatistic| {
+            assert!(g.grad.is_none(), "{what}: the gradient went to the device");
+            let mut got = vec![0.0; y.len()];
+            stream.memcpy_dtoh(&dev_g, &mut got).unwrap();
+            let want = c.grad.unwrap();
+            let scale = want.iter().fold(1e-12_f64, |a, v| a.max(v.abs()));
+            let dg = got
+                .iter()
+                .zip(&want)
+                .fold(0.0_f64, |a, (x, w)| a.max((x - w).abs() / scale));
+            println!(
+                "{name} {what}: q {} vs {} (cpu), max |Δgrad|/max|grad| {dg:.2e}",
+                g.q, c.q
+            );
+            assert!(
+                c.q > 0.0,
+                "{name} {what}: the check needs a positive statistic"
+            );
+            assert!((g.q - c.q).abs() <= 1e-6 * c.q.max(1.0), "{name} {what}: q");
+            assert!(dg <= 1e-5, "{name} {what}: gradient");
+            assert!((g.mu_hat - c.mu_hat).abs() <= 2e-4, "{name} {what}: mu_hat");
+        };
+        let c = profiled_statistic(&mut cpu, &data, &idx, 0.0, true, None, edm).unwrap();
+        let g = profiled_statistic(&mut gpu, &data, &idx, 0.0, true, None, edm).unwrap();
+        check("q0", c, g);
+        let c = profiled_statistic(&mut cpu, &data, &idx, 3.0, false, None, edm).unwrap();
+        let g = profiled_statistic(&mut gpu, &data, &idx, 3.0, false, None, edm).unwrap();
+        if c.q > 0.0 {
+            check("qmu(3)", c, g);
+        }
+        let c = expected_q0(&mut cpu, &idx, None, edm).unwrap();
+        let g = expected_q0(&mut gpu, &idx, None, edm).unwrap();
+        check("expected q0", c, g);
+
+        // Bad yields in device memory are refused where they are, and the model's come back.
+        let p = model.init();
+        let n0 = inputs[0].1.len();
+        let mut bad = y[..n0].to_vec();
+        bad[0] = f64::NAN;
+        let dev_bad = stream.clone_htod(&bad).unwrap();
+        // SAFETY: live allocations of the stated sizes (or deliberately wrong ones, refused).
+        unsafe {
+            let e = gpu
+                .set_yields_device(&[(s, dev_bad.device_ptr(&stream).0, n0)])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("finite") && e.contains("bin 0"), "{e}");
+            let e = gpu.set_grad_output(pg, 1 << 20).unwrap_err().to_string();
+            assert!(e.contains("past the end"), "{e}");
+            let e = gpu
+                .set_yields_device(&[(s, y.as_ptr() as u64, n0)])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("device memory"), "{e}");
+        }
+        gpu.reset_yields().unwrap();
+        let (mut plain, _) = evaluators(&model);
+        let want = plain.nll(&p, &data).unwrap();
+        let got = gpu.nll(&p, &data).unwrap();
+        assert!(
+            rel(got, want) <= 1e-12,
+            "{name}: yields restored ({got} vs {want})"
+        );
+    }
 }

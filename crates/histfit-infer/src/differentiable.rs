@@ -11,63 +11,72 @@
 
 use crate::fit::{fit, FitOptions};
 use crate::{InferError, Result};
-use histfit_compute::{Dataset, YieldEvaluator};
+use histfit_compute::yields::check_inputs;
+use histfit_compute::{AsimovTerm, Dataset, YieldEvaluator, YieldGradTerms, YieldGradient};
 use serde::Serialize;
 
-/// A profiled statistic, its gradient with respect to the yields (samples in the order asked,
-/// bins concatenated) and the fits behind it.
+/// A profiled statistic, its gradient with respect to the yields (input samples in the order
+/// given, bins concatenated) and the fits behind it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ProfiledStatistic {
     pub q: f64,
-    pub grad: Vec<f64>,
+    /// `None` when the evaluator wrote the gradient to its device output (yields in GPU memory).
+    pub grad: Option<Vec<f64>>,
     pub mu_hat: f64,
     pub free_bestfit: Vec<f64>,
     pub cond_bestfit: Vec<f64>,
     pub converged: bool,
 }
 
-/// Sets the yields of `samples` (each `(sample index, yields)`); every other sample keeps the
-/// model's. A sample may appear once.
-pub fn set_yields<E: YieldEvaluator>(eval: &mut E, samples: &[(usize, Vec<f64>)]) -> Result<()> {
+/// Sets the yields of `samples` (each `(sample index, yields)`) on the host; every other sample
+/// keeps the model's. A sample may appear once. Returns the input samples, in order, for
+/// [`profiled_statistic`] and [`expected_q0`].
+pub fn set_yields<E: YieldEvaluator>(
+    eval: &mut E,
+    samples: &[(usize, Vec<f64>)],
+) -> Result<Vec<usize>> {
     eval.reset_yields();
-    let mut seen = std::collections::HashSet::new();
-    for (s, _) in samples {
-        if !seen.insert(*s) {
-            return Err(InferError::Request(format!(
-                "sample \"{}\" is given yields twice",
-                eval.model().samples[*s].name
-            )));
-        }
-    }
+    let idx: Vec<usize> = samples.iter().map(|s| s.0).collect();
+    check_inputs(eval.model(), &idx)?;
     for (s, y) in samples {
         eval.set_yields(*s, y)?;
     }
-    Ok(())
+    Ok(idx)
 }
 
-fn yield_grad<E: YieldEvaluator>(
+/// qμ (one-sided, `mu` > the fitted value gives 0) or q0 (`mu` = 0 with `discovery`) with the
+/// yields of `samples` already set as inputs, and its gradient with respect to them. `warm`:
+/// starting points (free, conditional) from a previous call; `edm`: the fits' convergence
+/// threshold (default 1e-11; smaller for gradients checked against finite differences, whose
+/// noise is the fits' residual error divided by the step).
+pub fn profiled_statistic<E: YieldGradient>(
     eval: &mut E,
-    params: &[f64],
     data: &Dataset,
-    samples: &[(usize, Vec<f64>)],
-) -> Result<Vec<f64>> {
-    let mut out = Vec::new();
-    for (s, y) in samples {
-        let mut g = vec![0.0; y.len()];
-        eval.nll_grad_yields(params, data, *s, &mut g)?;
-        out.extend(g);
-    }
-    Ok(out)
+    samples: &[usize],
+    mu: f64,
+    discovery: bool,
+    warm: Option<(&[f64], &[f64])>,
+    edm: Option<f64>,
+) -> Result<ProfiledStatistic> {
+    let p = profile(eval, data, mu, discovery, warm, edm)?;
+    let (cond, free) = (p.cond_bestfit.clone(), p.free_bestfit.clone());
+    let terms = [(2.0, cond.as_slice()), (-2.0, free.as_slice())];
+    let used = if p.q > 0.0 { &terms[..] } else { &[] };
+    let grad = eval.yield_grad_sum(
+        samples,
+        &YieldGradTerms {
+            data,
+            terms: used,
+            asimov: None,
+        },
+    )?;
+    Ok(ProfiledStatistic { grad, ..p })
 }
 
-/// qμ (one-sided, `mu` > the fitted value gives 0) or q0 (`mu` = 0 with `discovery`) at the given
-/// yields, with its gradient. `warm`: starting points (free, conditional) from a previous call;
-/// `edm`: the fits' convergence threshold (default 1e-11; smaller for gradients checked against
-/// finite differences, whose noise is the fits' residual error divided by the step).
-pub fn profiled_statistic<E: YieldEvaluator>(
+/// The two fits and q, without the gradient.
+fn profile<E: histfit_compute::Evaluator>(
     eval: &mut E,
     data: &Dataset,
-    samples: &[(usize, Vec<f64>)],
     mu: f64,
     discovery: bool,
     warm: Option<(&[f64], &[f64])>,
@@ -80,7 +89,6 @@ pub fn profiled_statistic<E: YieldEvaluator>(
     if !mu.is_finite() {
         return Err(InferError::Request(format!("mu = {mu}: expected a number")));
     }
-    set_yields(eval, samples)?;
     let poi = eval.model().poi;
     let n = eval.model().n_params();
     if let Some((a, b)) = warm {
@@ -125,16 +133,9 @@ pub fn profiled_statistic<E: YieldEvaluator>(
     let mu_hat = free.bestfit[poi];
     let active = if discovery { mu_hat > mu } else { mu_hat < mu };
     let t = cond.twice_nll - free.twice_nll;
-    let (q, grad) = if active && t > 0.0 {
-        let gc = yield_grad(eval, &cond.bestfit, data, samples)?;
-        let gf = yield_grad(eval, &free.bestfit, data, samples)?;
-        (t, gc.iter().zip(&gf).map(|(c, f)| 2.0 * (c - f)).collect())
-    } else {
-        (0.0, vec![0.0; samples.iter().map(|s| s.1.len()).sum()])
-    };
     Ok(ProfiledStatistic {
-        q,
-        grad,
+        q: if active && t > 0.0 { t } else { 0.0 },
+        grad: None,
         mu_hat,
         converged: free.converged && cond.converged,
         free_bestfit: free.bestfit,
@@ -148,44 +149,32 @@ pub fn profiled_statistic<E: YieldEvaluator>(
 /// dq0/dy = (envelope term at fixed data) + Σ_b ∂q0/∂n_b · ∂n_b/∂y, with
 /// ∂q0/∂n_b = 2 ln(λ_b(free fit) / λ_b(conditional fit)) (the data's other terms cancel in the
 /// difference of the two fits) and ∂n_b/∂y = ∂λ_b/∂y at the Asimov point.
-pub fn expected_q0<E: YieldEvaluator>(
+pub fn expected_q0<E: YieldGradient>(
     eval: &mut E,
-    samples: &[(usize, Vec<f64>)],
+    samples: &[usize],
     warm: Option<(&[f64], &[f64])>,
     edm: Option<f64>,
 ) -> Result<ProfiledStatistic> {
-    set_yields(eval, samples)?;
     let model = eval.model().clone();
     let mut at = model.init();
     at[model.poi] = 1.0;
-    let full = histfit_compute::expected_data(eval, &at)?;
-    let asimov = Dataset::new(&model, &full)?;
-    let mut r = profiled_statistic(eval, &asimov, samples, 0.0, true, warm, edm)?;
-    if r.q > 0.0 {
-        let (mut lf, mut lc) = (vec![0.0; model.n_main], vec![0.0; model.n_main]);
-        eval.expected_main(&r.free_bestfit, &mut lf)?;
-        eval.expected_main(&r.cond_bestfit, &mut lc)?;
-        let dq_dn: Vec<f64> = lf
-            .iter()
-            .zip(&lc)
-            .map(|(&f, &c)| {
-                if f > 0.0 && c > 0.0 {
-                    2.0 * (f / c).ln()
-                } else {
-                    0.0
-                }
-            })
-            .collect();
-        let mut at_k = 0;
-        for (s, y) in samples {
-            let mut jac = vec![0.0; y.len()];
-            eval.yield_jacobian(&at, *s, &mut jac)?;
-            let b0 = model.samples[*s].bin_start;
-            for (k, j) in jac.iter().enumerate() {
-                r.grad[at_k + k] += dq_dn[b0 + k] * j;
-            }
-            at_k += y.len();
-        }
-    }
-    Ok(r)
+    let asimov = eval.asimov(&at)?;
+    let p = profile(eval, &asimov, 0.0, true, warm, edm)?;
+    let (cond, free) = (p.cond_bestfit.clone(), p.free_bestfit.clone());
+    let terms = [(2.0, cond.as_slice()), (-2.0, free.as_slice())];
+    let active = p.q > 0.0;
+    let grad = eval.yield_grad_sum(
+        samples,
+        &YieldGradTerms {
+            data: &asimov,
+            terms: if active { &terms[..] } else { &[] },
+            asimov: active.then_some(AsimovTerm {
+                coef: 2.0,
+                free: &free,
+                cond: &cond,
+                at: &at,
+            }),
+        },
+    )?;
+    Ok(ProfiledStatistic { grad, ..p })
 }

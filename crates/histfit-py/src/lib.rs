@@ -3,8 +3,10 @@
 //! arrays or the result documents the CLI writes (JSON), which `python/histfit` turns into
 //! objects. No statistics live here.
 
-use histfit_compute::{CpuEvaluator, Dataset, Evaluator, YieldEvaluator};
-use histfit_cuda::{any::AnyRunner, AnyEval, Device};
+use histfit_compute::{
+    CpuEvaluator, Dataset, Evaluator, YieldEvaluator, YieldGradTerms, YieldGradient,
+};
+use histfit_cuda::{any::AnyRunner, AnyEval, CudaYields, Device};
 use histfit_infer::toys::{fit_toys_on, hypotest_toys_on};
 use histfit_infer::{AsymptoticCalculator, FitOptions, TestStat};
 use histfit_model::{compile, InterpCode, Model, Settings, Workspace};
@@ -132,6 +134,7 @@ impl NativeWorkspace {
             model: Arc::new(model),
             cpu: Mutex::new(None),
             yields_cpu: Mutex::new(None),
+            yields_cuda: Mutex::new(None),
         })
     }
 }
@@ -147,6 +150,8 @@ struct NativeModel {
     cpu: Mutex<Option<CpuEvaluator>>,
     /// A second one for yields given as inputs (its samples' yields change from call to call).
     yields_cpu: Mutex<Option<CpuEvaluator>>,
+    /// The GPU evaluator for yields given in device memory (PyTorch CUDA tensors).
+    yields_cuda: Mutex<Option<CudaYields>>,
 }
 
 impl NativeModel {
@@ -169,16 +174,16 @@ impl NativeModel {
         Ok(p)
     }
 
-    /// Splits `(name, yields)` pairs into the model's samples: a name alone takes every sample
-    /// of that name (yields concatenated in channel order), "channel/sample" one of them.
-    fn yield_inputs(
+    /// Where each `(name, length)` input goes: `(sample, offset in the input, bins)`. A name
+    /// alone takes every sample of that name (yields concatenated in channel order),
+    /// "channel/sample" one of them.
+    fn yield_layout(
         &self,
-        inputs: Vec<(String, PyReadonlyArray1<'_, f64>)>,
-    ) -> PyResult<Vec<(usize, Vec<f64>)>> {
+        inputs: &[(String, usize)],
+    ) -> PyResult<Vec<Vec<(usize, usize, usize)>>> {
         let m = &self.model;
         let mut out = Vec::new();
-        for (key, arr) in inputs {
-            let y = arr.as_slice().map_err(bad)?;
+        for (key, len) in inputs {
             let (chan, name) = match key.split_once('/') {
                 Some((c, n)) => (Some(c), n),
                 None => (None, key.as_str()),
@@ -196,20 +201,85 @@ impl NativeModel {
                 return Err(bad(format!("yields: no sample \"{key}\" in the model")));
             }
             let total: usize = idx.iter().map(|&i| m.samples[i].n_bins).sum();
-            if y.len() != total {
+            if *len != total {
                 return Err(bad(format!(
-                    "yields of \"{key}\": expected {total} bins (its channels together), got {}",
-                    y.len()
+                    "yields of \"{key}\": expected {total} bins (its channels together), got {len}"
                 )));
             }
             let mut at = 0;
+            let mut parts = Vec::new();
             for i in idx {
                 let nb = m.samples[i].n_bins;
-                out.push((i, y[at..at + nb].to_vec()));
+                parts.push((i, at, nb));
                 at += nb;
             }
+            out.push(parts);
         }
         Ok(out)
+    }
+
+    /// Host inputs split into the model's samples (see [`Self::yield_layout`]).
+    fn yield_inputs(
+        &self,
+        inputs: Vec<(String, PyReadonlyArray1<'_, f64>)>,
+    ) -> PyResult<Vec<(usize, Vec<f64>)>> {
+        let mut arrays = Vec::new();
+        let mut keys = Vec::new();
+        for (key, arr) in &inputs {
+            let y = arr.as_slice().map_err(bad)?;
+            keys.push((key.clone(), y.len()));
+            arrays.push(y);
+        }
+        let layout = self.yield_layout(&keys)?;
+        Ok(layout
+            .iter()
+            .zip(arrays)
+            .flat_map(|(parts, y)| {
+                parts
+                    .iter()
+                    .map(move |&(s, at, n)| (s, y[at..at + n].to_vec()))
+            })
+            .collect())
+    }
+
+    /// Device inputs `(name, address, length)` (f64 arrays in GPU memory) and the gradient's
+    /// destination, set on the CUDA yields evaluator of device `ordinal`; then `f` with it and
+    /// the input samples.
+    fn with_device_yields<T>(
+        &self,
+        ordinal: usize,
+        inputs: &[(String, u64, usize)],
+        grad_out: u64,
+        f: impl FnOnce(&mut CudaYields, &[usize]) -> histfit_infer::Result<T>,
+    ) -> PyResult<T> {
+        let keys: Vec<(String, usize)> = inputs.iter().map(|i| (i.0.clone(), i.2)).collect();
+        let layout = self.yield_layout(&keys)?;
+        let mut g = self.yields_cuda.lock().unwrap_or_else(|p| p.into_inner());
+        if g.as_ref().is_none_or(|e| e.ordinal() != ordinal) {
+            *g = Some(
+                CudaYields::new(self.model.clone(), ordinal)
+                    .map_err(|e| DeviceError::new_err(e.to_string()))?,
+            );
+        }
+        let ev = g.as_mut().expect("set above");
+        let parts: Vec<(usize, u64, usize)> = layout
+            .iter()
+            .zip(inputs)
+            .flat_map(|(parts, (_, ptr, _))| {
+                parts
+                    .iter()
+                    .map(move |&(s, at, n)| (s, ptr + 8 * at as u64, n))
+            })
+            .collect();
+        let idx: Vec<usize> = parts.iter().map(|p| p.0).collect();
+        // SAFETY: the caller (histfit.torch) keeps the tensors alive and synchronised for the
+        // whole call; the evaluator checks that each range is device memory of its GPU.
+        unsafe { ev.set_yields_device(&parts) }.map_err(compute_err)?;
+        let total: usize = inputs.iter().map(|i| i.2).sum();
+        // SAFETY: as above, for the gradient buffer.
+        unsafe { ev.set_grad_output(grad_out, total) }
+            .map_err(|e| DeviceError::new_err(e.to_string()))?;
+        f(ev, &idx).map_err(infer_err)
     }
 
     /// The previous call's fits as starting points: both or neither.
@@ -369,10 +439,11 @@ impl NativeModel {
         let r = py
             .detach(|| {
                 self.with_yields_cpu(|ev| {
+                    let idx = histfit_infer::differentiable::set_yields(ev, &inputs)?;
                     histfit_infer::differentiable::profiled_statistic(
                         ev,
                         &d,
-                        &inputs,
+                        &idx,
                         mu,
                         discovery,
                         warm.as_ref().map(|(a, b)| (a.as_slice(), b.as_slice())),
@@ -400,15 +471,119 @@ impl NativeModel {
         let r = py
             .detach(|| {
                 self.with_yields_cpu(|ev| {
+                    let idx = histfit_infer::differentiable::set_yields(ev, &inputs)?;
                     histfit_infer::differentiable::expected_q0(
                         ev,
-                        &inputs,
+                        &idx,
                         warm.as_ref().map(|(a, b)| (a.as_slice(), b.as_slice())),
                         edm,
                     )
                 })
             })
             .map_err(infer_err)?;
+        to_json(&r)
+    }
+
+    /// [`Self::twice_nll_and_grad_yields`] with the yields in GPU memory of device `ordinal`
+    /// (`(name, address, length)`, f64): the yield gradient is written to `grad_out` (f64, all
+    /// inputs' bins in order) on the device; returns −2 ln L and its parameter gradient.
+    fn twice_nll_and_grad_yields_cuda<'py>(
+        &self,
+        py: Python<'py>,
+        ordinal: usize,
+        pars: PyReadonlyArray1<'_, f64>,
+        data: PyReadonlyArray1<'_, f64>,
+        yields: Vec<(String, u64, usize)>,
+        grad_out: u64,
+    ) -> PyResult<(f64, Bound<'py, PyArray1<f64>>)> {
+        let p = self.params(&pars)?;
+        let d = self.dataset(Some(data))?;
+        let (v, g) = py.detach(|| {
+            self.with_device_yields(ordinal, &yields, grad_out, |ev, idx| {
+                let mut g = vec![0.0; p.len()];
+                let v = ev.nll_grad(&p, &d, &mut g)?;
+                let terms = [(2.0, p.as_slice())];
+                ev.yield_grad_sum(
+                    idx,
+                    &YieldGradTerms {
+                        data: &d,
+                        terms: &terms,
+                        asimov: None,
+                    },
+                )?;
+                Ok((v, g))
+            })
+        })?;
+        Ok((
+            2.0 * v,
+            g.into_iter()
+                .map(|x| 2.0 * x)
+                .collect::<Vec<_>>()
+                .into_pyarray(py),
+        ))
+    }
+
+    /// [`Self::profiled_statistic`] with the yields in GPU memory (see
+    /// [`Self::twice_nll_and_grad_yields_cuda`]); the gradient goes to `grad_out` on the device
+    /// and the JSON has none.
+    #[pyo3(signature = (ordinal, yields, grad_out, data, mu = 0.0, discovery = true, warm_free = None, warm_cond = None, edm = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn profiled_statistic_cuda(
+        &self,
+        py: Python<'_>,
+        ordinal: usize,
+        yields: Vec<(String, u64, usize)>,
+        grad_out: u64,
+        data: PyReadonlyArray1<'_, f64>,
+        mu: f64,
+        discovery: bool,
+        warm_free: Option<PyReadonlyArray1<'_, f64>>,
+        warm_cond: Option<PyReadonlyArray1<'_, f64>>,
+        edm: Option<f64>,
+    ) -> PyResult<String> {
+        let d = self.dataset(Some(data))?;
+        let warm = self.warm_starts(warm_free, warm_cond)?;
+        let r = py.detach(|| {
+            self.with_device_yields(ordinal, &yields, grad_out, |ev, idx| {
+                histfit_infer::differentiable::profiled_statistic(
+                    ev,
+                    &d,
+                    idx,
+                    mu,
+                    discovery,
+                    warm.as_ref().map(|(a, b)| (a.as_slice(), b.as_slice())),
+                    edm,
+                )
+            })
+        })?;
+        to_json(&r)
+    }
+
+    /// [`Self::expected_q0`] with the yields in GPU memory (see
+    /// [`Self::profiled_statistic_cuda`]); the Asimov dataset is built on the device too.
+    #[pyo3(signature = (ordinal, yields, grad_out, warm_free = None, warm_cond = None, edm = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn expected_q0_cuda(
+        &self,
+        py: Python<'_>,
+        ordinal: usize,
+        yields: Vec<(String, u64, usize)>,
+        grad_out: u64,
+        warm_free: Option<PyReadonlyArray1<'_, f64>>,
+        warm_cond: Option<PyReadonlyArray1<'_, f64>>,
+        edm: Option<f64>,
+    ) -> PyResult<String> {
+        let warm = self.warm_starts(warm_free, warm_cond)?;
+        let r = py.detach(|| {
+            self.with_device_yields(ordinal, &yields, grad_out, |ev, idx| {
+                histfit_infer::differentiable::expected_q0(
+                    ev,
+                    idx,
+                    warm.as_ref().map(|(a, b)| (a.as_slice(), b.as_slice())),
+                    edm,
+                )
+            })
+        })?;
         to_json(&r)
     }
 

@@ -81,3 +81,31 @@ pub fn off_init_point(model: &Model) -> Vec<f64> {
         .map(|(i, q)| (q.init + 0.1 * ((i % 7) as f64 - 3.0) / 3.0).clamp(q.lower, q.upper))
         .collect()
 }
+
+/// `workspace_tHu.json` with one more sample in every channel, "nn_signal" (yields 1 + 0.5·k),
+/// scaled by the POI, the luminosity and one normsys: a tHu-sized model whose signal histogram
+/// can be an input (the same model as `thu_with_network_signal_spec` of the Python tests).
+pub fn thu_with_network_signal(settings: Settings) -> (Arc<Model>, Dataset) {
+    let mut spec = json("workspace_tHu.json");
+    let poi = spec["measurements"][0]["config"]["poi"].clone();
+    for c in spec["channels"].as_array_mut().expect("channels") {
+        let nb = c["samples"][0]["data"].as_array().expect("data").len();
+        let data: Vec<f64> = (0..nb).map(|k| 1.0 + 0.5 * k as f64).collect();
+        c["samples"]
+            .as_array_mut()
+            .expect("samples")
+            .push(serde_json::json!({
+                "name": "nn_signal",
+                "data": data,
+                "modifiers": [
+                    {"type": "normfactor", "name": poi, "data": null},
+                    {"type": "lumi", "name": "lumi", "data": null},
+                    {"type": "normsys", "name": "luminosity", "data": {"hi": 1.017, "lo": 0.983}},
+                ],
+            }));
+    }
+    let ws = Workspace::from_str(&spec.to_string(), "workspace_tHu + nn_signal").expect("valid");
+    let model = Arc::new(compile(&ws, None, &settings).expect("compiles"));
+    let data = Dataset::observed(&model);
+    (model, data)
+}

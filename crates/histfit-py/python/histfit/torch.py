@@ -14,13 +14,21 @@ previous call; no derivative of the fits is needed)::
     loss = -q0({"signal": net(x)})                   # maximise the discovery significance
     loss.backward()
 
-Tensors may live on any device; the computation runs in histfit on the CPU (the values are
-copied to the host and the gradients back).
+CPU tensors are read and written as numpy arrays. CUDA tensors, when histfit can use that GPU
+(``histfit.devices()``), stay there: histfit reads the yields in place and its kernels write the
+gradient into a tensor on the same device, in PyTorch's own CUDA context — per step only the
+fits' parameter vectors and values cross the bus, never the yields or their gradient. Float64
+yields are read as they are; other dtypes are converted on the device. When histfit cannot use
+the GPU, CUDA tensors are copied to the host (with a warning saying why).
 """
 
 from __future__ import annotations
 
 from typing import Any, Dict, Optional
+
+import json
+import warnings
+from typing import List, Tuple
 
 import numpy as np
 import torch
@@ -32,15 +40,63 @@ def _np(t: torch.Tensor) -> np.ndarray:
     return t.detach().to("cpu", torch.float64).numpy()
 
 
+_CUDA_REASON: Optional[str] = None
+_CUDA_CHECKED = False
+
+
+def _cuda_usable() -> bool:
+    """Whether histfit can run on the GPU (checked once; the reason is warned about once)."""
+    global _CUDA_REASON, _CUDA_CHECKED
+    if not _CUDA_CHECKED:
+        _CUDA_CHECKED = True
+        d = histfit.devices()
+        if not d.get("cuda"):
+            _CUDA_REASON = d.get("cuda_unavailable_reason") or "no CUDA device"
+            warnings.warn(f"histfit cannot use the GPU ({_CUDA_REASON}): CUDA tensors are copied to "
+                          "the host and the statistics run on the CPU", RuntimeWarning, stacklevel=4)
+    return _CUDA_REASON is None
+
+
+class _OnDevice:
+    """Yields as float64 CUDA buffers histfit reads in place, and the gradient buffer it writes."""
+
+    def __init__(self, keys: List[str], yields: Tuple[torch.Tensor, ...]):
+        dev = yields[0].device
+        if any(y.device != dev for y in yields):
+            raise histfit.HistfitError("yields: all tensors must be on one device")
+        # Conversions run on the device; the float64 copies live until the call returns.
+        self.inputs = [y.detach().to(torch.float64).contiguous().ravel() for y in yields]
+        self.like = yields
+        self.out = torch.empty(sum(y.numel() for y in self.inputs), dtype=torch.float64, device=dev)
+        self.ordinal = dev.index if dev.index is not None else torch.cuda.current_device()
+        self.args = [(k, y.data_ptr(), y.numel()) for k, y in zip(keys, self.inputs)]
+        # histfit's stream must see the values PyTorch's queued work produces.
+        torch.cuda.current_stream(dev).synchronize()
+
+    def grads(self) -> List[torch.Tensor]:
+        parts = torch.split(self.out, [y.numel() for y in self.inputs])
+        return [g.to(y.dtype).view_as(y) for g, y in zip(parts, self.like)]
+
+
+def _on_device(keys: List[str], yields) -> Optional[_OnDevice]:
+    if all(isinstance(y, torch.Tensor) and y.is_cuda for y in yields) and _cuda_usable():
+        return _OnDevice(keys, tuple(yields))
+    return None
+
+
 class _TwiceNLL(torch.autograd.Function):
     @staticmethod
     def forward(ctx, model, data, keys, pars, *yields):
-        v, gp, gy = model.twice_nll_and_grad_yields(_np(pars), data, {k: _np(y) for k, y in zip(keys, yields)})
         like = pars
-        ctx.save_for_backward(
-            torch.as_tensor(gp, dtype=like.dtype, device=like.device),
-            *[torch.as_tensor(gy[k], dtype=y.dtype, device=y.device) for k, y in zip(keys, yields)],
-        )
+        dev = _on_device(keys, yields)
+        if dev is not None:
+            v, gp = model._native.twice_nll_and_grad_yields_cuda(dev.ordinal, _np(pars), data, dev.args,
+                                                                  dev.out.data_ptr())
+            gys = dev.grads()
+        else:
+            v, gp, gy = model.twice_nll_and_grad_yields(_np(pars), data, {k: _np(y) for k, y in zip(keys, yields)})
+            gys = [torch.as_tensor(gy[k], dtype=y.dtype, device=y.device) for k, y in zip(keys, yields)]
+        ctx.save_for_backward(torch.as_tensor(gp, dtype=like.dtype, device=like.device), *gys)
         return torch.as_tensor(v, dtype=like.dtype, device=like.device)
 
     @staticmethod
@@ -64,8 +120,14 @@ def nll(model: "histfit.Model", pars: torch.Tensor, yields: Dict[str, torch.Tens
 class _Profiled(torch.autograd.Function):
     @staticmethod
     def forward(ctx, owner, keys, *yields):
-        r = owner._evaluate({k: _np(y) for k, y in zip(keys, yields)})
-        ctx.save_for_backward(*[torch.as_tensor(r.grad[k], dtype=y.dtype, device=y.device) for k, y in zip(keys, yields)])
+        dev = _on_device(keys, yields)
+        if dev is not None:
+            r = owner._evaluate_on_device(dev)
+            gys = dev.grads()
+        else:
+            r = owner._evaluate({k: _np(y) for k, y in zip(keys, yields)})
+            gys = [torch.as_tensor(r.grad[k], dtype=y.dtype, device=y.device) for k, y in zip(keys, yields)]
+        ctx.save_for_backward(*gys)
         return torch.as_tensor(r.q, dtype=yields[0].dtype, device=yields[0].device)
 
     @staticmethod
@@ -90,6 +152,23 @@ class ProfiledQ0(torch.nn.Module):
         self.last = histfit.profiled_q0(self.model, yields, self.data, self.last)
         return self.last
 
+    def _native_on_device(self, dev: _OnDevice, warm):
+        data = self.model._native.observed() if self.data is None else self.data
+        return self.model._native.profiled_statistic_cuda(dev.ordinal, dev.args, dev.out.data_ptr(), data, 0.0,
+                                                          True, *warm)
+
+    def _evaluate_on_device(self, dev: _OnDevice):
+        warm = (None, None) if self.last is None else (self.last.free_bestfit, self.last.cond_bestfit)
+        r = json.loads(self._native_on_device(dev, warm))
+        if not r["converged"]:
+            warnings.warn("a fit behind the profiled statistic did not converge; its value and gradient "
+                          "are unreliable (see .converged)", RuntimeWarning, stacklevel=4)
+        self.last = histfit.ProfiledStatistic(
+            q=r["q"], grad=dict(zip([a[0] for a in dev.args], dev.grads())), mu_hat=r["mu_hat"],
+            free_bestfit=np.asarray(r["free_bestfit"], dtype=np.float64),
+            cond_bestfit=np.asarray(r["cond_bestfit"], dtype=np.float64), converged=r["converged"])
+        return self.last
+
     def forward(self, yields: Dict[str, torch.Tensor]) -> torch.Tensor:
         keys = list(yields)
         return _Profiled.apply(self, keys, *[yields[k] for k in keys])
@@ -106,6 +185,11 @@ class ProfiledQmu(ProfiledQ0):
         self.last = histfit.profiled_qmu(self.mu, self.model, yields, self.data, self.last)
         return self.last
 
+    def _native_on_device(self, dev: _OnDevice, warm):
+        data = self.model._native.observed() if self.data is None else self.data
+        return self.model._native.profiled_statistic_cuda(dev.ordinal, dev.args, dev.out.data_ptr(), data,
+                                                          self.mu, False, *warm)
+
 
 class ExpectedQ0(ProfiledQ0):
     """Expected discovery significance q0 (Asimov dataset of μ = 1 built from the yields; see
@@ -117,6 +201,9 @@ class ExpectedQ0(ProfiledQ0):
     def _evaluate(self, yields):
         self.last = histfit.expected_q0(self.model, yields, self.last)
         return self.last
+
+    def _native_on_device(self, dev: _OnDevice, warm):
+        return self.model._native.expected_q0_cuda(dev.ordinal, dev.args, dev.out.data_ptr(), *warm)
 
 
 def q0(model: "histfit.Model", yields: Dict[str, torch.Tensor], data: Any = None) -> torch.Tensor:
