@@ -49,8 +49,11 @@ pub struct YieldGradTerms<'a> {
 }
 
 /// What a profiled statistic needs of an evaluator whose input yields are already set (on the
-/// host through [`YieldEvaluator::set_yields`], or in device memory by a device evaluator).
-pub trait YieldGradient: Evaluator {
+/// host through [`YieldEvaluator::set_yields`], or in device memory by a device evaluator). Its
+/// batch evaluation lets independent fits run together.
+pub trait YieldGradient: Evaluator + crate::BatchEvaluator {
+    /// The evaluator's model, shared.
+    fn model_arc(&self) -> std::sync::Arc<Model>;
     /// The Asimov dataset at `at`: expected main counts with the current yields, and expected
     /// auxiliary data. A device evaluator may keep its main counts in device memory
     /// ([`Dataset::resident`]).
@@ -120,7 +123,7 @@ pub fn host_yield_grad_sum<E: YieldEvaluator + ?Sized>(
     samples: &[usize],
     g: &YieldGradTerms,
 ) -> Result<Vec<f64>> {
-    let model = eval.model().clone();
+    let model = Evaluator::model(eval).clone();
     let widths: Vec<usize> = samples
         .iter()
         .map(|&s| input_sample(&model, s).map(|l| l.n_bins))
@@ -159,9 +162,12 @@ pub fn host_yield_grad_sum<E: YieldEvaluator + ?Sized>(
 }
 
 impl YieldGradient for crate::CpuEvaluator {
+    fn model_arc(&self) -> std::sync::Arc<Model> {
+        self.shared_model().clone()
+    }
     fn asimov(&mut self, at: &[f64]) -> Result<Dataset> {
         let full = crate::expected_data(self, at)?;
-        let model = self.model().clone();
+        let model = self.shared_model().clone();
         Dataset::new(&model, &full)
     }
     fn yield_grad_sum(

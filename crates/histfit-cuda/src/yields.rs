@@ -15,7 +15,7 @@ use crate::{driver, CudaError, Result};
 use cudarc::driver::{sys, CudaSlice, DevicePtr, LaunchConfig, PushKernelArg};
 use histfit_compute::yields::{check_inputs, input_sample, yields_place};
 use histfit_compute::{
-    ComputeError, Dataset, Evaluator, OneAtATime, YieldGradTerms, YieldGradient,
+    BatchEvaluator, ComputeError, Dataset, Evaluator, OneAtATime, YieldGradTerms, YieldGradient,
 };
 use histfit_model::Model;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -315,7 +315,34 @@ impl Evaluator for CudaYields {
     }
 }
 
+/// Batches go to the evaluator's own session (its nominal table holds the input yields).
+impl BatchEvaluator for CudaYields {
+    fn model(&self) -> &Model {
+        BatchEvaluator::model(&self.batch.batch)
+    }
+    fn nll_grad_batch(
+        &mut self,
+        params: &[f64],
+        data: &[&Dataset],
+        nll: &mut [f64],
+        grad: &mut [f64],
+    ) -> histfit_compute::Result<()> {
+        self.batch.batch.nll_grad_batch(params, data, nll, grad)
+    }
+    fn expected_main_batch(
+        &mut self,
+        params: &[f64],
+        out: &mut [f64],
+    ) -> histfit_compute::Result<()> {
+        self.batch.batch.expected_main_batch(params, out)
+    }
+}
+
 impl YieldGradient for CudaYields {
+    fn model_arc(&self) -> Arc<Model> {
+        self.session().model.clone()
+    }
+
     /// Expected main counts written into a device row of their own; only the auxiliary data
     /// (which depend on `at` alone) come from the host.
     fn asimov(&mut self, at: &[f64]) -> histfit_compute::Result<Dataset> {

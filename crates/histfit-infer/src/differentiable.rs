@@ -9,10 +9,13 @@
 //! the yields a little). A fit that did not converge is reported (`converged`), not hidden; a
 //! likelihood that is not finite is an error.
 
+use crate::batch::fit_together;
 use crate::fit::{fit, FitOptions};
 use crate::{InferError, Result};
 use histfit_compute::yields::check_inputs;
-use histfit_compute::{AsimovTerm, Dataset, YieldEvaluator, YieldGradTerms, YieldGradient};
+use histfit_compute::{
+    AsimovTerm, Dataset, Evaluator, YieldEvaluator, YieldGradTerms, YieldGradient,
+};
 use serde::Serialize;
 
 /// A profiled statistic, its gradient with respect to the yields (input samples in the order
@@ -74,7 +77,7 @@ pub fn profiled_statistic<E: YieldGradient>(
 }
 
 /// The two fits and q, without the gradient.
-fn profile<E: histfit_compute::Evaluator>(
+fn profile<E: YieldGradient>(
     eval: &mut E,
     data: &Dataset,
     mu: f64,
@@ -89,8 +92,8 @@ fn profile<E: histfit_compute::Evaluator>(
     if !mu.is_finite() {
         return Err(InferError::Request(format!("mu = {mu}: expected a number")));
     }
-    let poi = eval.model().poi;
-    let n = eval.model().n_params();
+    let poi = Evaluator::model(eval).poi;
+    let n = Evaluator::model(eval).n_params();
     if let Some((a, b)) = warm {
         if a.len() != n || b.len() != n {
             return Err(InferError::Request(format!(
@@ -100,29 +103,36 @@ fn profile<E: histfit_compute::Evaluator>(
             )));
         }
     }
-    let free = fit(
-        eval,
-        data,
-        &FitOptions {
-            init: warm.map(|w| w.0.to_vec()),
-            optimizer,
-            ..Default::default()
-        },
-    )?;
-    let mut init_c = warm
-        .map(|w| w.1.to_vec())
-        .unwrap_or_else(|| free.bestfit.clone());
-    init_c[poi] = mu;
-    let cond = fit(
-        eval,
-        data,
-        &FitOptions {
-            init: Some(init_c),
+    let free_opts = FitOptions {
+        init: warm.map(|w| w.0.to_vec()),
+        optimizer,
+        ..Default::default()
+    };
+    let cond_opts = |init: &[f64]| {
+        let mut init = init.to_vec();
+        init[poi] = mu;
+        FitOptions {
+            init: Some(init),
             fix: vec![(poi, mu)],
             optimizer,
             ..Default::default()
-        },
-    )?;
+        }
+    };
+    let (free, cond) = match warm {
+        // Warm-started, the two fits are independent: run together, one batch of two per step.
+        Some((_, wc)) => {
+            let model = eval.model_arc();
+            let mut r = fit_together(eval, &model, data, &[free_opts, cond_opts(wc)])?;
+            let cond = r.pop().expect("two fits");
+            (r.pop().expect("two fits"), cond)
+        }
+        // Cold, the conditional fit starts from the free one's minimum.
+        None => {
+            let free = fit(eval, data, &free_opts)?;
+            let cond = fit(eval, data, &cond_opts(&free.bestfit))?;
+            (free, cond)
+        }
+    };
     if !free.twice_nll.is_finite() || !cond.twice_nll.is_finite() {
         return Err(InferError::Request(format!(
             "the likelihood is not finite at these yields (free fit: {}; conditional fit: {}): \
@@ -155,7 +165,7 @@ pub fn expected_q0<E: YieldGradient>(
     warm: Option<(&[f64], &[f64])>,
     edm: Option<f64>,
 ) -> Result<ProfiledStatistic> {
-    let model = eval.model().clone();
+    let model = eval.model_arc();
     let mut at = model.init();
     at[model.poi] = 1.0;
     let asimov = eval.asimov(&at)?;

@@ -172,3 +172,54 @@ fn expected_q0_gradient_matches_differences() {
         );
     }
 }
+
+/// Fits run together (one batch per step, as warm-started profiled statistics do) equal the same
+/// fits run one after the other, bit for bit on the CPU.
+#[test]
+fn fits_run_together_equal_separate_fits() {
+    use histfit_infer::batch::fit_together;
+    use histfit_infer::{fit, FitOptions};
+    let (model, data) = load("workspace_tHu", settings("smooth"));
+    let mut ev = CpuEvaluator::new(model.clone());
+    let poi = model.poi;
+    let mut init = model.init();
+    init[poi] = 0.5;
+    let opts = [
+        FitOptions::default(),
+        FitOptions {
+            init: Some(init),
+            fix: vec![(poi, 0.5)],
+            ..Default::default()
+        },
+    ];
+    let together = fit_together(&mut ev, &model, &data, &opts).unwrap();
+    for (o, t) in opts.iter().zip(&together) {
+        let alone = fit(&mut ev, &data, o).unwrap();
+        assert!(alone.converged && t.converged);
+        assert_eq!(alone.bestfit, t.bestfit);
+        assert_eq!(alone.twice_nll, t.twice_nll);
+    }
+    // Warm-started statistics (which fit together) equal cold ones started at the same points.
+    let (m2, d2) = load("simple_workspace", settings("smooth"));
+    let s = signal_index(&m2);
+    let mut e2 = CpuEvaluator::new(m2.clone());
+    let y = vec![20.0, 25.0];
+    let cold = profiled_statistic(&mut e2, &d2, &[(s, y.clone())], 0.0, true, None, None).unwrap();
+    let warm = (cold.free_bestfit.clone(), cold.cond_bestfit.clone());
+    let again = profiled_statistic(
+        &mut e2,
+        &d2,
+        &[(s, y)],
+        0.0,
+        true,
+        Some((&warm.0, &warm.1)),
+        None,
+    )
+    .unwrap();
+    assert!(
+        (again.q - cold.q).abs() <= 1e-9 * cold.q,
+        "{} vs {}",
+        again.q,
+        cold.q
+    );
+}
