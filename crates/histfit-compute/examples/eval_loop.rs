@@ -1,6 +1,9 @@
-//! Profiling driver: evaluates NLL+gradient of a shipped workspace N times at the benchmarks'
-//! point. `cargo run --release -p histfit-compute --example eval_loop -- workspace_tHu 1000`
-//! (run under `valgrind --tool=callgrind` for instruction counts that do not depend on load).
+//! Profiling and timing driver: evaluates NLL+gradient of a shipped workspace N times at the
+//! benchmarks' point, in 40 batches, and prints the mean and the fastest and median batch (the
+//! fastest batch is the steadiest estimate on a shared VM, where criterion's mean moves by ±15 %
+//! between runs). `cargo run --release -p histfit-compute --example eval_loop -- workspace_tHu
+//! 200000` (run under `valgrind --tool=callgrind` for instruction counts that do not depend on
+//! load).
 
 use histfit_compute::{CpuEvaluator, Evaluator};
 use histfit_testutil::{load, off_init_point, settings};
@@ -15,18 +18,30 @@ fn main() {
     let mut g = vec![0.0; p.len()];
     // Third argument: what to evaluate (`grad`: NLL and gradient, the default; `nll`: NLL only).
     let what = args.get(3).map(String::as_str).unwrap_or("grad");
+    let batches = 40.min(n.max(1));
+    let per = n.div_ceil(batches);
     let mut acc = 0.0;
+    let mut times = Vec::with_capacity(batches);
     let t = std::time::Instant::now();
-    for _ in 0..n {
-        acc += match what {
-            "nll" => ev.nll(&p, &data),
-            _ => ev.nll_grad(&p, &data, &mut g),
+    for _ in 0..batches {
+        let tb = std::time::Instant::now();
+        for _ in 0..per {
+            acc += match what {
+                "nll" => ev.nll(&p, &data),
+                _ => ev.nll_grad(&p, &data, &mut g),
+            }
+            .expect("evaluates");
         }
-        .expect("evaluates");
+        times.push(tb.elapsed().as_secs_f64() / per as f64 * 1e6);
     }
     let dt = t.elapsed().as_secs_f64();
+    times.sort_by(f64::total_cmp);
     println!(
-        "{n} evaluations: {:.2} µs each (checksum {acc:.6})",
-        dt / n as f64 * 1e6
+        "{} evaluations: {:.2} µs each; batches of {per}: fastest {:.2} µs, median {:.2} µs \
+         (checksum {acc:.6})",
+        batches * per,
+        dt / (batches * per) as f64 * 1e6,
+        times[0],
+        times[batches / 2]
     );
 }

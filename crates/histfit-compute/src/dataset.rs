@@ -97,11 +97,12 @@ impl Dataset {
 
     /// A dataset whose main counts a device evaluator keeps in its own memory under `key` (an
     /// Asimov dataset built from yields that live there). Only that evaluator can use it: the
-    /// host sees NaN counts, and the constant excludes the main counts' terms (differences of
-    /// −ln L between fits, which test statistics use, are unaffected).
-    pub fn resident(model: &Model, aux: Vec<f64>, key: u64) -> Result<Dataset> {
+    /// host sees NaN counts. `main_constant`: the main counts' part of [`Dataset::constant`]
+    /// (Σ ln Γ(n+1) + n − n ln n), summed by the device.
+    pub fn resident(model: &Model, aux: Vec<f64>, main_constant: f64, key: u64) -> Result<Dataset> {
         let mut d = Dataset::from_parts(model, vec![0.0; model.n_main], aux)?;
         d.main.fill(f64::NAN);
+        d.constant += main_constant;
         d.resident = Some(key);
         Ok(d)
     }

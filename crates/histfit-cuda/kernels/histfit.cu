@@ -390,8 +390,8 @@ extern "C" __global__ void yield_grad_sum(int n_in, const int* __restrict__ in_s
 
 // The rules of set_yields for yields copied into the nominal table (the model's own yields pass
 // them): every value finite, and no main bin with a negative total nominal yield. flag[0]
-// (preset to INT_MAX) takes the smallest failing key: sample-bin sb non-finite → sb, sample-bin
-// sb in a bin with a negative total → n_sb + sb.
+// (preset to INT_MAX) takes the smallest failing key: sample-bin sb non-finite → sb, main bin b
+// with a negative total → n_sb + b (the host names the input sample in that bin).
 extern "C" __global__ void check_yields(Tables tb, int* flag) {
     int sb = blockIdx.x * blockDim.x + threadIdx.x;
     if (sb >= tb.n_sb) return;
@@ -400,7 +400,25 @@ extern "C" __global__ void check_yields(Tables tb, int* flag) {
     double total = 0.0;
     for (int j = tb.bin_off[b]; j < tb.bin_off[b + 1]; ++j) total += tb.nominal[tb.bin_sb[j]];
     if (!isfinite(y)) atomicMin(flag, sb);
-    else if (total < 0.0) atomicMin(flag, tb.n_sb + sb);
+    else if (total < 0.0) atomicMin(flag, tb.n_sb + b);
+}
+
+// Σ_b [ln Γ(n_b + 1) + n_b − n_b ln n_b] over the main counts at `main` (Dataset::constant's
+// main part), for a dataset made on the device. One block.
+extern "C" __global__ void main_constant(const double* __restrict__ main, int n, double* __restrict__ out) {
+    __shared__ double red[LANES];
+    __shared__ double v[1024];
+    double s = 0.0;
+    for (int b0 = 0; b0 < n; b0 += 1024) {
+        int m = n - b0 < 1024 ? n - b0 : 1024;
+        for (int i = threadIdx.x; i < m; i += blockDim.x) {
+            double x = main[b0 + i];
+            v[i] = lgamma(x + 1.0) + (x > 0.0 ? x - x * log(x) : 0.0);
+        }
+        __syncthreads();
+        s += fixed_sum(v, m, red);
+    }
+    if (threadIdx.x == 0) out[0] = s;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -140,7 +140,8 @@ struct Buffers {
     nll: CudaSlice<f64>,
     grad: CudaSlice<f64>,
     lam: CudaSlice<f64>,
-    sbfac: CudaSlice<f64>,
+    /// Allocated when a launch first asks for it (yields as inputs only).
+    sbfac: Option<CudaSlice<f64>>,
     scratch: CudaSlice<f64>,
     /// Page-locked staging for parameters (up) and gradients (down): DMA at full PCIe speed
     /// instead of the driver's bounce buffers.
@@ -275,7 +276,7 @@ impl CudaBatch {
                 nll: alloc(cap)?,
                 grad: alloc(cap * m.n_params())?,
                 lam: alloc(cap * m.n_main)?,
-                sbfac: alloc(cap * m.nominal.len())?,
+                sbfac: None,
                 scratch: alloc(if self.session.shared_scratch {
                     1
                 } else {
@@ -308,17 +309,21 @@ impl CudaBatch {
         Ok(())
     }
 
-    /// The device row of the resident dataset `key` (allocated on first use); its main counts
-    /// are written on the device, its auxiliary data by the caller.
+    /// The device row of the resident dataset, now under `key` (allocated on first use; a new
+    /// key retires the datasets made under the old one, which are then refused rather than read
+    /// with the new counts). Its main counts are written on the device, its auxiliary data by
+    /// the caller.
     pub(crate) fn resident_row(&mut self, key: u64) -> Result<&mut CudaSlice<f64>> {
-        if self.resident.as_ref().is_none_or(|r| r.0 != key) {
+        if self.resident.is_none() {
             let row = self
                 .stream
                 .alloc_zeros::<f64>(self.session.row_len().max(1))
                 .map_err(driver("cuMemAlloc (resident dataset)"))?;
             self.resident = Some((key, row));
         }
-        Ok(&mut self.resident.as_mut().expect("set above").1)
+        let r = self.resident.as_mut().expect("set above");
+        r.0 = key;
+        Ok(&mut r.1)
     }
 
     /// Device rows of `data` shared through `Arc` (found by pointer; new ones uploaded).
@@ -435,7 +440,14 @@ impl CudaBatch {
         let b = range.len();
         let stream = self.stream.clone();
         let index_host: Vec<i32> = self.host_index[range.clone()].to_vec();
+        let n_sb = self.session.model.nominal.len();
         let bufs = self.buffers(b)?;
+        if outs.sbfac && bufs.sbfac.is_none() {
+            let sbfac = stream
+                .alloc_zeros::<f64>((bufs.cap * n_sb).max(1))
+                .map_err(driver("cuMemAlloc (sample-bin factors)"))?;
+            bufs.sbfac = Some(sbfac);
+        }
         let src = &params[range.start * n_params..range.end * n_params];
         {
             // The previous copy from this staging buffer has completed (every call synchronises).
@@ -497,10 +509,9 @@ impl CudaBatch {
             } else {
                 0
             },
-            if outs.sbfac {
-                bufs.sbfac.device_ptr_mut(&stream).0
-            } else {
-                0
+            match (outs.sbfac, &mut bufs.sbfac) {
+                (true, Some(sbfac)) => sbfac.device_ptr_mut(&stream).0,
+                _ => 0,
             },
             if session.shared_scratch {
                 0
@@ -555,7 +566,7 @@ impl CudaBatch {
         let row = self.host_index.first().copied().unwrap_or(0) as u64;
         (
             bufs.lam.device_ptr(stream).0,
-            bufs.sbfac.device_ptr(stream).0,
+            bufs.sbfac.as_ref().map_or(0, |s| s.device_ptr(stream).0),
             self.data_base() + row * self.session.row_len() as u64 * 8,
         )
     }

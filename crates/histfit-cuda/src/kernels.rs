@@ -64,6 +64,7 @@ pub struct Kernels {
     pub generate_toys: CudaFunction,
     pub yield_grad_sum: CudaFunction,
     pub check_yields: CudaFunction,
+    pub main_constant: CudaFunction,
 }
 
 impl Kernels {
@@ -117,6 +118,9 @@ impl Kernels {
             check_yields: module
                 .load_function("check_yields")
                 .map_err(driver("cuModuleGetFunction(check_yields)"))?,
+            main_constant: module
+                .load_function("main_constant")
+                .map_err(driver("cuModuleGetFunction(main_constant)"))?,
             module,
         })
     }

@@ -91,7 +91,9 @@ impl CudaYields {
         self.batch.batch.session().clone()
     }
 
-    /// Checks that `[ptr, ptr + 8·len)` lies in one allocation of this evaluator's GPU.
+    /// Checks that `[ptr, ptr + 8·len)` is device memory of this evaluator's GPU: both ends
+    /// (PyTorch's expandable segments map one tensor over several driver allocations, so the
+    /// range is not required to be one allocation).
     fn check_range(&self, ptr: u64, len: usize, what: &str) -> Result<()> {
         let session = self.session();
         session
@@ -106,40 +108,41 @@ impl CudaYields {
         if ptr == 0 || !ptr.is_multiple_of(8) {
             return Err(bad(format!("address {ptr:#x} is not an aligned f64 array")));
         }
-        let attr = |a: sys::CUpointer_attribute| -> Result<u64> {
+        let attr = |at: u64, a: sys::CUpointer_attribute| -> std::result::Result<u64, String> {
             let mut v: u64 = 0;
             // SAFETY: every attribute asked for is written as at most 8 bytes into `v`.
             unsafe {
-                sys::cuPointerGetAttribute((&mut v as *mut u64).cast(), a, ptr as sys::CUdeviceptr)
+                sys::cuPointerGetAttribute((&mut v as *mut u64).cast(), a, at as sys::CUdeviceptr)
             }
             .result()
-            .map_err(|e| bad(format!("address {ptr:#x} is not device memory ({e:?})")))?;
+            .map_err(|e| format!("{e:?}"))?;
             Ok(v)
         };
         use sys::CUpointer_attribute::*;
-        let kind = attr(CU_POINTER_ATTRIBUTE_MEMORY_TYPE)? as u32;
-        if kind != sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32
-            && kind != sys::CUmemorytype::CU_MEMORYTYPE_UNIFIED as u32
-        {
+        let device_memory = |at: u64| -> std::result::Result<usize, String> {
+            let kind = attr(at, CU_POINTER_ATTRIBUTE_MEMORY_TYPE)? as u32;
+            if kind != sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32
+                && kind != sys::CUmemorytype::CU_MEMORYTYPE_UNIFIED as u32
+            {
+                return Err("host memory".into());
+            }
+            Ok(attr(at, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)? as u32 as usize)
+        };
+        let first = device_memory(ptr)
+            .map_err(|e| bad(format!("address {ptr:#x} is not device memory ({e})")))?;
+        if first != self.ordinal() {
             return Err(bad(format!(
-                "address {ptr:#x} is host memory, not device memory"
-            )));
-        }
-        let ordinal = attr(CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)? as u32 as usize;
-        if ordinal != self.ordinal() {
-            return Err(bad(format!(
-                "the memory is on cuda:{ordinal}, the evaluator on cuda:{}",
+                "the memory is on cuda:{first}, the evaluator on cuda:{}",
                 self.ordinal()
             )));
         }
-        let start = attr(CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)?;
-        let size = attr(CU_POINTER_ATTRIBUTE_RANGE_SIZE)?;
-        if ptr + 8 * len as u64 > start + size {
-            return Err(bad(format!(
-                "{len} values from {ptr:#x} run past the end of their allocation"
-            )));
+        let end = ptr + 8 * len.max(1) as u64 - 1;
+        match device_memory(end) {
+            Ok(o) if o == first => Ok(()),
+            _ => Err(bad(format!(
+                "{len} values from {ptr:#x} run past the end of device memory"
+            ))),
         }
-        Ok(())
     }
 
     /// Restores every sample's yields to the model's (a device-to-device copy).
@@ -182,7 +185,7 @@ impl CudaYields {
         let m = session.model.clone();
         let samples: Vec<usize> = inputs.iter().map(|i| i.0).collect();
         check_inputs(&m, &samples)?;
-        let stream = self.batch.batch.stream().clone();
+        // Everything is checked before anything is copied, so a refusal leaves the table as is.
         for &(sample, ptr, len) in inputs {
             let smp = input_sample(&m, sample)?;
             if len != smp.n_bins {
@@ -193,15 +196,20 @@ impl CudaYields {
             }
             self.check_range(ptr, len, "yields in device memory")
                 .map_err(compute_err)?;
-            let dst = session.tables.nominal_ptr() + 8 * smp.sb_start as u64;
+        }
+        let stream = self.batch.batch.stream().clone();
+        for &(sample, ptr, len) in inputs {
+            let dst = session.tables.nominal_ptr() + 8 * m.samples[sample].sb_start as u64;
             self.changed = true;
             // SAFETY: the source range was checked above, the destination is the sample's slice
             // of the nominal table.
-            unsafe {
+            let copied = unsafe {
                 cudarc::driver::result::memcpy_dtod_async(dst, ptr, len * 8, stream.cu_stream())
+            };
+            if let Err(e) = copied {
+                self.reset_yields().map_err(compute_err)?;
+                return Err(compute_err(driver("copy of yields")(e)));
             }
-            .map_err(driver("copy of yields"))
-            .map_err(compute_err)?;
         }
         if inputs.is_empty() {
             return Ok(());
@@ -212,21 +220,31 @@ impl CudaYields {
         }
         self.reset_yields().map_err(compute_err)?;
         let n_sb = m.nominal.len() as i32;
-        let (sb, rule) = if f < n_sb {
-            (f as usize, "yields must be finite numbers")
+        let (smp, k, rule) = if f < n_sb {
+            // A non-finite value: its sample-bin.
+            let sb = f as usize;
+            let smp = m
+                .samples
+                .iter()
+                .find(|l| (l.sb_start..l.sb_start + l.n_bins).contains(&sb))
+                .expect("every sample-bin belongs to a sample");
+            (smp, sb - smp.sb_start, "yields must be finite numbers")
         } else {
+            // A main bin with a negative total: the input sample in that bin.
+            let b = (f - n_sb) as usize;
+            let smp = inputs
+                .iter()
+                .map(|i| &m.samples[i.0])
+                .find(|l| (l.bin_start..l.bin_start + l.n_bins).contains(&b))
+                .expect("only input yields can make a total negative");
             (
-                (f - n_sb) as usize,
+                smp,
+                b - smp.bin_start,
                 "the bin's total nominal yield would be negative",
             )
         };
-        let smp = m
-            .samples
-            .iter()
-            .find(|l| (l.sb_start..l.sb_start + l.n_bins).contains(&sb))
-            .expect("every sample-bin belongs to a sample");
         Err(ComputeError::InvalidData {
-            place: format!("{} bin {}", yields_place(&m, smp), sb - smp.sb_start),
+            place: format!("{} bin {k}", yields_place(&m, smp)),
             rule: rule.into(),
         })
     }
@@ -265,6 +283,29 @@ impl CudaYields {
         self.check_range(ptr, len, "gradient output in device memory")?;
         self.out = Some((ptr, len));
         Ok(())
+    }
+
+    /// Fills the gradient output with `value` (NaN where the likelihood is not finite, as the
+    /// CPU evaluator's yield gradient is) and forgets it.
+    pub fn fill_grad_output(&mut self, value: f64) -> Result<()> {
+        let Some((out, len)) = self.out.take() else {
+            return Ok(());
+        };
+        let stream = self.batch.batch.stream().clone();
+        let v = stream
+            .clone_htod(&vec![value; len.max(1)])
+            .map_err(driver("gradient fill"))?;
+        // SAFETY: the output range was checked when it was set; `v` holds len values.
+        unsafe {
+            cudarc::driver::result::memcpy_dtod_async(
+                out,
+                v.device_ptr(&stream).0,
+                len * 8,
+                stream.cu_stream(),
+            )
+        }
+        .map_err(driver("gradient fill"))?;
+        stream.synchronize().map_err(driver("gradient fill"))
     }
 
     /// The input sample-bins of `samples` on the device.
@@ -365,6 +406,8 @@ impl YieldGradient for CudaYields {
         let stream = self.batch.batch.stream().clone();
         let aux = histfit_compute::expected_aux(&m, at);
         let upload_aux = aux != self.asimov_aux;
+        // A fresh key each time: a dataset from an earlier call is refused, not read anew.
+        self.key = NEXT_KEY.fetch_add(1, Ordering::Relaxed);
         let row = self.batch.batch.resident_row(self.key)?;
         let row_ptr = row.device_ptr(&stream).0;
         // SAFETY: the row holds n_main + n_aux values; lam holds n_main for problem 0.
@@ -385,12 +428,35 @@ impl YieldGradient for CudaYields {
                 .map_err(driver("Asimov dataset"))
                 .map_err(compute_err)?;
         }
+        // The counts' part of the dataset's constant, summed where they are (8 bytes back).
+        let mut constant = stream
+            .alloc_zeros::<f64>(1)
+            .map_err(driver("Asimov dataset"))
+            .map_err(compute_err)?;
+        let n = m.n_main as i32;
+        let cfg = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut l = stream.launch_builder(&session.kernels.main_constant);
+        l.arg(&row_ptr).arg(&n).arg(&mut constant);
+        // SAFETY: matches main_constant(const double*, int, double*); the row holds n_main
+        // counts, `constant` one value.
+        unsafe { l.launch(cfg) }
+            .map_err(driver("launch of main_constant"))
+            .map_err(compute_err)?;
+        let mut c = [0.0];
+        stream
+            .memcpy_dtoh(&constant, &mut c)
+            .map_err(driver("Asimov dataset"))
+            .map_err(compute_err)?;
         stream
             .synchronize()
             .map_err(driver("Asimov dataset"))
             .map_err(compute_err)?;
         self.asimov_aux = aux.clone();
-        Dataset::resident(&m, aux, self.key)
+        Dataset::resident(&m, aux, c[0], self.key)
     }
 
     fn yield_grad_sum(
@@ -402,7 +468,7 @@ impl YieldGradient for CudaYields {
         let m = session.model.clone();
         check_inputs(&m, samples)?;
         let n_in: usize = samples.iter().map(|&s| m.samples[s].n_bins).sum();
-        let Some((out, len)) = self.out else {
+        let Some((out, len)) = self.out.take() else {
             return Err(ComputeError::Device(
                 "no device buffer was given for the yield gradient".into(),
             ));
@@ -412,6 +478,19 @@ impl YieldGradient for CudaYields {
                 what: "yield gradient (device buffer)",
                 expected: n_in,
                 got: len,
+            });
+        }
+        let n_par = m.n_params();
+        let points = g.terms.iter().map(|t| t.1.len()).chain(
+            g.asimov
+                .iter()
+                .flat_map(|a| [a.free.len(), a.cond.len(), a.at.len()]),
+        );
+        if let Some(bad) = points.into_iter().find(|&l| l != n_par) {
+            return Err(ComputeError::Length {
+                what: "parameters of a yield-gradient term",
+                expected: n_par,
+                got: bad,
             });
         }
         if g.terms.len() > 2 {

@@ -379,11 +379,10 @@ fn yields_in_device_memory_match_the_cpu() {
                 (*s, py + 8 * (at - v.len()) as u64, v.len())
             })
             .collect();
-        // SAFETY: both allocations outlive every call below.
-        unsafe {
-            gpu.set_yields_device(&parts).unwrap();
-            gpu.set_grad_output(pg, y.len()).unwrap();
-        }
+        // SAFETY: both allocations outlive every call below (the output is given anew for
+        // each statistic: the evaluator forgets it once written).
+        unsafe { gpu.set_yields_device(&parts).unwrap() };
+        let out = |gpu: &mut CudaYields| unsafe { gpu.set_grad_output(pg, y.len()).unwrap() };
         let check = |what: &str,
                      c: histfit_infer::differentiable::ProfiledStatistic,
                      g: histfit_infer::differentiable::ProfiledStatistic| {
@@ -409,14 +408,17 @@ fn yields_in_device_memory_match_the_cpu() {
             assert!((g.mu_hat - c.mu_hat).abs() <= 2e-4, "{name} {what}: mu_hat");
         };
         let c = profiled_statistic(&mut cpu, &data, &idx, 0.0, true, None, edm).unwrap();
+        out(&mut gpu);
         let g = profiled_statistic(&mut gpu, &data, &idx, 0.0, true, None, edm).unwrap();
         check("q0", c, g);
         let c = profiled_statistic(&mut cpu, &data, &idx, 3.0, false, None, edm).unwrap();
+        out(&mut gpu);
         let g = profiled_statistic(&mut gpu, &data, &idx, 3.0, false, None, edm).unwrap();
         if c.q > 0.0 {
             check("qmu(3)", c, g);
         }
         let c = expected_q0(&mut cpu, &idx, None, edm).unwrap();
+        out(&mut gpu);
         let g = expected_q0(&mut gpu, &idx, None, edm).unwrap();
         check("expected q0", c, g);
 
@@ -433,8 +435,23 @@ fn yields_in_device_memory_match_the_cpu() {
                 .unwrap_err()
                 .to_string();
             assert!(e.contains("finite") && e.contains("bin 0"), "{e}");
-            let e = gpu.set_grad_output(pg, 1 << 20).unwrap_err().to_string();
+            let e = gpu.set_grad_output(pg, 1 << 40).unwrap_err().to_string();
             assert!(e.contains("past the end"), "{e}");
+            // A negative total is named at the input sample's bin, not another sample's.
+            let mut neg = y[..n0].to_vec();
+            neg[0] = -1e12;
+            let dev_neg = stream.clone_htod(&neg).unwrap();
+            let e = gpu
+                .set_yields_device(&[(s, dev_neg.device_ptr(&stream).0, n0)])
+                .unwrap_err()
+                .to_string();
+            let sample = &model.samples[s].name;
+            assert!(
+                e.contains("negative")
+                    && e.contains(&format!("\"{sample}\""))
+                    && e.contains("bin 0"),
+                "{e}"
+            );
             let e = gpu
                 .set_yields_device(&[(s, y.as_ptr() as u64, n0)])
                 .unwrap_err()

@@ -502,6 +502,12 @@ impl NativeModel {
             self.with_device_yields(ordinal, &yields, grad_out, |ev, idx| {
                 let mut g = vec![0.0; p.len()];
                 let v = ev.nll_grad(&p, &d, &mut g)?;
+                if !v.is_finite() {
+                    // As on the CPU: no gradient where the likelihood cannot be evaluated.
+                    ev.fill_grad_output(f64::NAN)
+                        .map_err(histfit_compute::ComputeError::from)?;
+                    return Ok((v, g));
+                }
                 let terms = [(2.0, p.as_slice())];
                 ev.yield_grad_sum(
                     idx,

@@ -128,3 +128,18 @@ def test_no_host_copy_of_the_signal(thu, tmp_path):
         # Scalars and indices (a few bytes) or whole parameter vectors, nothing else.
         n_par = len(model.par_names)
         assert all(b is not None and b != 8 * n and (b <= 64 or b % (8 * n_par) == 0) for _, b in across), across
+
+
+def test_invalid_point_gives_nan_gradient_like_the_cpu(thu):
+    model, data = thu
+    pars = model.suggested_init()
+    pars[model.poi_index] = -1000.0  # negative rates: −ln L is +inf, no gradient
+    out = {}
+    for dev in ("cpu", "cuda"):
+        p = torch.tensor(pars, dtype=torch.float64, device=dev, requires_grad=True)
+        y = _signal(model, dev)
+        v = ht.twice_nll(model, p, {"nn_signal": y})
+        v.backward()
+        out[dev] = (v.item(), y.grad)
+    assert out["cpu"][0] == out["cuda"][0] == float("inf")
+    assert torch.isnan(out["cpu"][1]).all() and torch.isnan(out["cuda"][1]).all()

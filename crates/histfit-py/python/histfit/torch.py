@@ -19,7 +19,10 @@ CPU tensors are read and written as numpy arrays. CUDA tensors, when histfit can
 gradient into a tensor on the same device, in PyTorch's own CUDA context — per step only the
 fits' parameter vectors and values cross the bus, never the yields or their gradient. Float64
 yields are read as they are; other dtypes are converted on the device. When histfit cannot use
-the GPU, CUDA tensors are copied to the host (with a warning saying why).
+the GPU (``histfit.devices()`` lists no CUDA device), CUDA tensors are copied to the host (with a
+warning saying why); a failure of the GPU itself raises ``histfit.DeviceError``. On the GPU path
+``ProfiledQ0.last.grad`` holds the gradients as CUDA tensors (numpy arrays on the host path).
+
 """
 
 from __future__ import annotations
@@ -70,8 +73,8 @@ class _OnDevice:
         self.out = torch.empty(sum(y.numel() for y in self.inputs), dtype=torch.float64, device=dev)
         self.ordinal = dev.index if dev.index is not None else torch.cuda.current_device()
         self.args = [(k, y.data_ptr(), y.numel()) for k, y in zip(keys, self.inputs)]
-        # histfit's stream must see the values PyTorch's queued work produces.
-        torch.cuda.current_stream(dev).synchronize()
+        # histfit's stream must see the values PyTorch's queued work produces, on any stream.
+        torch.cuda.synchronize(dev)
 
     def grads(self) -> List[torch.Tensor]:
         parts = torch.split(self.out, [y.numel() for y in self.inputs])
@@ -79,7 +82,7 @@ class _OnDevice:
 
 
 def _on_device(keys: List[str], yields) -> Optional[_OnDevice]:
-    if all(isinstance(y, torch.Tensor) and y.is_cuda for y in yields) and _cuda_usable():
+    if yields and all(isinstance(y, torch.Tensor) and y.is_cuda for y in yields) and _cuda_usable():
         return _OnDevice(keys, tuple(yields))
     return None
 
