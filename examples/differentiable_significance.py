@@ -30,10 +30,17 @@ print("parameters:", model.par_names)
 # an input. Samples with histosys, staterror or shapesys modifiers cannot: their terms depend on
 # their own nominal yields, and histfit refuses rather than return a wrong gradient.
 
+# %% [markdown]
+# With a GPU that histfit can use (`histfit.devices()`), everything lives there: the network, its
+# histogram, and histfit's statistics, which read the histogram in place and write its gradient
+# into a CUDA tensor (no copy to the host per step). Without one, the same code runs on the CPU.
+
 # %%
+device = "cuda" if torch.cuda.is_available() and histfit.devices()["cuda"] else "cpu"
+print("device:", device)
 torch.manual_seed(1)
-net = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2)).double()
-features = torch.randn(64, 4, dtype=torch.float64)   # stand-in for simulated signal events
+net = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2)).double().to(device)
+features = torch.randn(64, 4, dtype=torch.float64).to(device)   # stand-in for simulated signal events
 total_signal = 30.0
 
 def signal_histogram():
@@ -57,7 +64,7 @@ for step in range(40):
     optimizer.step()
     if step % 10 == 0 or step == 39:
         z = significance.clamp(min=0).sqrt().item()
-        print(f"step {step:2d}: signal {hist.detach().numpy().round(2)}  q0 {significance.item():.3f}  Z {z:.3f}")
+        print(f"step {step:2d}: signal {hist.detach().cpu().numpy().round(2)}  q0 {significance.item():.3f}  Z {z:.3f}")
 
 # %% [markdown]
 # The network moves signal into the bin where it stands out most against the background and its

@@ -147,6 +147,11 @@ struct Buffers {
     /// instead of the driver's bounce buffers.
     pin_params: PinnedHostSlice<f64>,
     pin_grad: PinnedHostSlice<f64>,
+    /// Values come down page-locked too, so both downloads are asynchronous and one
+    /// synchronisation ends the call (a pageable download blocks on its own).
+    pin_nll: PinnedHostSlice<f64>,
+    /// The dataset indices on the device (a fit's evaluations repeat them: not sent again).
+    index_sent: Vec<i32>,
 }
 
 /// Datasets resident on the device, found by content.
@@ -284,6 +289,8 @@ impl CudaBatch {
                 })?,
                 pin_params: pinned(&self.session, cap * m.n_params())?,
                 pin_grad: pinned(&self.session, cap * m.n_params())?,
+                pin_nll: pinned(&self.session, cap)?,
+                index_sent: Vec::new(),
             });
         }
         Ok(self.bufs.as_mut().expect("allocated above"))
@@ -467,9 +474,12 @@ impl CudaBatch {
                 .memcpy_htod(&pin[..src.len()], &mut dst)
                 .map_err(driver("upload of parameters"))?;
         }
-        stream
-            .memcpy_htod(&index_host[..], &mut bufs.index)
-            .map_err(driver("upload of dataset indices"))?;
+        if bufs.index_sent != index_host {
+            stream
+                .memcpy_htod(&index_host[..], &mut bufs.index)
+                .map_err(driver("upload of dataset indices"))?;
+            bufs.index_sent = index_host;
+        }
         self.launch_resident(b, outs)
     }
 }
@@ -601,13 +611,19 @@ impl CudaBatch {
             let end = (start + MAX_LAUNCH).min(b);
             self.launch(params, start..end, GRAD)?;
             let stream = self.stream.clone();
-            let bufs = self.bufs.as_ref().expect("launch allocated buffers");
-            stream
-                .memcpy_dtoh(&bufs.nll.slice(0..end - start), &mut nll[start..end])
-                .map_err(driver("download of values"))
-                .map_err(ComputeError::from)?;
             let len = (end - start) * n_params;
             let bufs = self.bufs.as_mut().expect("launch allocated buffers");
+            {
+                let pin = bufs
+                    .pin_nll
+                    .as_mut_slice()
+                    .map_err(driver("staging of values"))
+                    .map_err(ComputeError::from)?;
+                stream
+                    .memcpy_dtoh(&bufs.nll.slice(0..end - start), &mut pin[..end - start])
+                    .map_err(driver("download of values"))
+                    .map_err(ComputeError::from)?;
+            }
             {
                 let pin = bufs
                     .pin_grad
@@ -629,6 +645,12 @@ impl CudaBatch {
                 .map_err(driver("staging of gradients"))
                 .map_err(ComputeError::from)?;
             grad[start * n_params..end * n_params].copy_from_slice(&pin[..len]);
+            let pin = bufs
+                .pin_nll
+                .as_slice()
+                .map_err(driver("staging of values"))
+                .map_err(ComputeError::from)?;
+            nll[start..end].copy_from_slice(&pin[..end - start]);
             start = end;
         }
         Ok(())
