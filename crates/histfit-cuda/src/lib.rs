@@ -7,7 +7,8 @@
 //! [`BatchEvaluator`](histfit_compute::BatchEvaluator) (many parameter vectors × datasets per
 //! launch) and, wrapped in [`OneAtATime`](histfit_compute::OneAtATime), the single-problem
 //! [`Evaluator`](histfit_compute::Evaluator) the fitting code uses. Toys are generated on the
-//! device with the CPU's counter-based generator, bit for bit ([`toys`]).
+//! device with the CPU's counter-based generator, bit for bit ([`toys`]). Sample yields that live
+//! in GPU memory (PyTorch CUDA tensors) are read in place and differentiated there ([`yields`]).
 //!
 //! Nothing here is needed to build or run histfit: libcuda and libnvrtc are loaded dynamically,
 //! and on a machine without them every entry point returns [`CudaError::Unavailable`] with one
