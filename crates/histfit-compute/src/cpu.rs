@@ -349,6 +349,13 @@ impl CpuEvaluator {
         nll + data.constant
     }
 
+    /// ∂(−ln L)/∂λ_b per main bin, after a forward pass.
+    fn fill_dlam(&mut self, data: &Dataset) {
+        for ((d, &l), &n) in self.dlam.iter_mut().zip(&self.lam).zip(&data.main) {
+            *d = if n > 0.0 { 1.0 - n / l } else { 1.0 };
+        }
+    }
+
     /// Reverse pass: gradient of the NLL given a completed forward pass.
     fn backward(&mut self, p: &[f64], data: &Dataset, grad: &mut [f64]) {
         #[cfg(target_arch = "x86_64")]
@@ -367,11 +374,9 @@ impl CpuEvaluator {
 
     #[inline(always)]
     fn backward_with<M: Madd>(&mut self, p: &[f64], data: &Dataset, grad: &mut [f64]) {
+        self.fill_dlam(data);
         let m = &*self.model;
         grad.iter_mut().for_each(|g| *g = 0.0);
-        for ((d, &l), &n) in self.dlam.iter_mut().zip(&self.lam).zip(&data.main) {
-            *d = if n > 0.0 { 1.0 - n / l } else { 1.0 };
-        }
         for (k, &par) in m.aux_params.iter().enumerate() {
             let x = p[par];
             let aux = data.aux[k];
@@ -827,53 +832,80 @@ impl crate::YieldEvaluator for CpuEvaluator {
     fn reset_yields(&mut self) {
         self.nominal.copy_from_slice(&self.model.nominal);
     }
+}
 
-    fn yield_jacobian(&mut self, params: &[f64], sample: usize, out: &mut [f64]) -> Result<()> {
-        self.check(params)?;
-        let smp = crate::yields::input_sample(&self.model, sample)?.clone();
-        if out.len() != smp.n_bins {
-            return Err(ComputeError::Length {
-                what: "yield jacobian",
-                expected: smp.n_bins,
-                got: out.len(),
-            });
+impl CpuEvaluator {
+    /// Adds `term(main bin, sample-bin, sample factor)` to `out` for every bin of the input
+    /// `samples`, in order (bins concatenated).
+    fn add_per_input_bin(
+        &self,
+        samples: &[usize],
+        out: &mut [f64],
+        term: impl Fn(usize, usize, f64) -> f64,
+    ) {
+        let mut at = 0;
+        for &s in samples {
+            let l = &self.model.samples[s];
+            let f = self.sample_fac[s];
+            for k in 0..l.n_bins {
+                out[at] += term(l.bin_start + k, l.sb_start + k, f);
+                at += 1;
+            }
         }
-        self.forward(params);
-        let f = self.sample_fac[sample];
-        for (k, o) in out.iter_mut().enumerate() {
-            *o = self.binfac[smp.sb_start + k] * f;
-        }
-        Ok(())
+    }
+}
+
+/// Yield gradients from one forward pass per parameter point (no reverse pass, nothing per
+/// sample): λ_b = Σ yields·(bin factors)·(sample factor) for these samples, so ∂(−ln L)/∂y =
+/// ∂(−ln L)/∂λ_b · binfac · F, NaN where −ln L is not finite (as for the parameter gradient).
+impl crate::YieldGradient for CpuEvaluator {
+    fn model_arc(&self) -> Arc<Model> {
+        self.model.clone()
     }
 
-    fn nll_grad_yields(
+    fn asimov(&mut self, at: &[f64]) -> Result<Dataset> {
+        let full = crate::expected_data(self, at)?;
+        Dataset::new(&self.model.clone(), &full)
+    }
+
+    fn yield_grad_sum(
         &mut self,
-        params: &[f64],
-        data: &Dataset,
-        sample: usize,
-        grad_yields: &mut [f64],
-    ) -> Result<f64> {
-        let smp = crate::yields::input_sample(&self.model, sample)?.clone();
-        let mut g = vec![0.0; params.len()];
-        let v = self.nll_grad(params, data, &mut g)?;
-        if grad_yields.len() != smp.n_bins {
-            return Err(ComputeError::Length {
-                what: "yield gradient",
-                expected: smp.n_bins,
-                got: grad_yields.len(),
+        samples: &[usize],
+        g: &crate::YieldGradTerms,
+    ) -> Result<Option<Vec<f64>>> {
+        crate::yields::check_inputs(&self.model, samples)?;
+        let width = samples.iter().map(|&s| self.model.samples[s].n_bins).sum();
+        let mut out = vec![0.0; width];
+        for &(c, params) in g.terms {
+            self.check(params)?;
+            check_host(g.data)?;
+            self.forward(params);
+            let finite = self.value(params, g.data).is_finite();
+            self.fill_dlam(g.data);
+            self.add_per_input_bin(samples, &mut out, |b, sb, f| {
+                let dl = if finite { self.dlam[b] } else { f64::NAN };
+                c * (dl * self.binfac[sb] * f)
             });
         }
-        // λ_b = Σ yields·(bin factors)·(sample factor) for a sample without histosys.
-        let f = self.sample_fac[sample];
-        for (k, out) in grad_yields.iter_mut().enumerate() {
-            let dl = if v.is_finite() {
-                self.dlam[smp.bin_start + k]
-            } else {
-                f64::NAN
-            };
-            *out = dl * self.binfac[smp.sb_start + k] * f;
+        if let Some(a) = g.asimov {
+            let mut rates = Vec::with_capacity(2);
+            for params in [a.free, a.cond] {
+                self.check(params)?;
+                self.forward(params);
+                rates.push(self.lam.clone());
+            }
+            self.check(a.at)?;
+            self.forward(a.at);
+            let (lf, lc) = (&rates[0], &rates[1]);
+            self.add_per_input_bin(samples, &mut out, |b, sb, f| {
+                if lf[b] > 0.0 && lc[b] > 0.0 {
+                    a.coef * (lf[b] / lc[b]).ln() * (self.binfac[sb] * f)
+                } else {
+                    0.0
+                }
+            });
         }
-        Ok(v)
+        Ok(Some(out))
     }
 }
 

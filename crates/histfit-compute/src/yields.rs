@@ -8,24 +8,13 @@ use crate::{ComputeError, Dataset, Evaluator, Result};
 use histfit_model::compile::SampleLayout;
 use histfit_model::{Constraint, Model};
 
-/// An evaluator whose samples' nominal yields can be inputs given on the host: replaced, and
-/// differentiated.
+/// An evaluator whose samples' nominal yields can be inputs given on the host (their gradients:
+/// [`YieldGradient`]).
 pub trait YieldEvaluator: Evaluator {
     /// Replaces the nominal yields of `sample` (index into `Model::samples`).
     fn set_yields(&mut self, sample: usize, yields: &[f64]) -> Result<()>;
     /// Restores every sample's yields to the model's.
     fn reset_yields(&mut self);
-    /// ∂λ_b/∂y for the yields y of `sample` at `params` (λ is linear in them: one value per
-    /// bin of the sample, for the main bin it lies in).
-    fn yield_jacobian(&mut self, params: &[f64], sample: usize, out: &mut [f64]) -> Result<()>;
-    /// −ln L at `params` and its gradient with respect to the yields of `sample`.
-    fn nll_grad_yields(
-        &mut self,
-        params: &[f64],
-        data: &Dataset,
-        sample: usize,
-        grad_yields: &mut [f64],
-    ) -> Result<f64>;
 }
 
 /// The data term of a statistic evaluated on an Asimov dataset built from the yields:
@@ -114,67 +103,4 @@ pub fn check_inputs(m: &Model, samples: &[usize]) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// [`YieldGradient::yield_grad_sum`] on the host, from the per-sample gradients and Jacobians of
-/// a [`YieldEvaluator`].
-pub fn host_yield_grad_sum<E: YieldEvaluator + ?Sized>(
-    eval: &mut E,
-    samples: &[usize],
-    g: &YieldGradTerms,
-) -> Result<Vec<f64>> {
-    let model = Evaluator::model(eval).clone();
-    let widths: Vec<usize> = samples
-        .iter()
-        .map(|&s| input_sample(&model, s).map(|l| l.n_bins))
-        .collect::<Result<_>>()?;
-    let mut out = vec![0.0; widths.iter().sum()];
-    for &(c, params) in g.terms {
-        let mut at = 0;
-        for (&s, &w) in samples.iter().zip(&widths) {
-            let mut one = vec![0.0; w];
-            eval.nll_grad_yields(params, g.data, s, &mut one)?;
-            for (o, v) in out[at..at + w].iter_mut().zip(&one) {
-                *o += c * v;
-            }
-            at += w;
-        }
-    }
-    if let Some(a) = g.asimov {
-        let (mut lf, mut lc) = (vec![0.0; model.n_main], vec![0.0; model.n_main]);
-        eval.expected_main(a.free, &mut lf)?;
-        eval.expected_main(a.cond, &mut lc)?;
-        let mut at = 0;
-        for (&s, &w) in samples.iter().zip(&widths) {
-            let mut jac = vec![0.0; w];
-            eval.yield_jacobian(a.at, s, &mut jac)?;
-            let b0 = model.samples[s].bin_start;
-            for (k, j) in jac.iter().enumerate() {
-                let (f, c) = (lf[b0 + k], lc[b0 + k]);
-                if f > 0.0 && c > 0.0 {
-                    out[at + k] += a.coef * (f / c).ln() * j;
-                }
-            }
-            at += w;
-        }
-    }
-    Ok(out)
-}
-
-impl YieldGradient for crate::CpuEvaluator {
-    fn model_arc(&self) -> std::sync::Arc<Model> {
-        self.shared_model().clone()
-    }
-    fn asimov(&mut self, at: &[f64]) -> Result<Dataset> {
-        let full = crate::expected_data(self, at)?;
-        let model = self.shared_model().clone();
-        Dataset::new(&model, &full)
-    }
-    fn yield_grad_sum(
-        &mut self,
-        samples: &[usize],
-        g: &YieldGradTerms,
-    ) -> Result<Option<Vec<f64>>> {
-        host_yield_grad_sum(self, samples, g).map(Some)
-    }
 }

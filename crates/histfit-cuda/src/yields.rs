@@ -285,29 +285,6 @@ impl CudaYields {
         Ok(())
     }
 
-    /// Fills the gradient output with `value` (NaN where the likelihood is not finite, as the
-    /// CPU evaluator's yield gradient is) and forgets it.
-    pub fn fill_grad_output(&mut self, value: f64) -> Result<()> {
-        let Some((out, len)) = self.out.take() else {
-            return Ok(());
-        };
-        let stream = self.batch.batch.stream().clone();
-        let v = stream
-            .clone_htod(&vec![value; len.max(1)])
-            .map_err(driver("gradient fill"))?;
-        // SAFETY: the output range was checked when it was set; `v` holds len values.
-        unsafe {
-            cudarc::driver::result::memcpy_dtod_async(
-                out,
-                v.device_ptr(&stream).0,
-                len * 8,
-                stream.cu_stream(),
-            )
-        }
-        .map_err(driver("gradient fill"))?;
-        stream.synchronize().map_err(driver("gradient fill"))
-    }
-
     /// The input sample-bins of `samples` on the device.
     fn input_bins(&mut self, samples: &[usize]) -> Result<u64> {
         let m = self.session().model.clone();

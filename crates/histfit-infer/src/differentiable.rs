@@ -47,6 +47,30 @@ pub fn set_yields<E: YieldEvaluator>(
     Ok(idx)
 }
 
+/// −2 ln L at `params` with the yields of `samples` already set as inputs, its gradient with
+/// respect to the parameters, and with respect to the yields (`None` when the evaluator wrote it
+/// to its device output). Where −2 ln L is not finite neither gradient exists: both are NaN.
+pub fn twice_nll_yields<E: YieldGradient>(
+    eval: &mut E,
+    params: &[f64],
+    data: &Dataset,
+    samples: &[usize],
+) -> Result<(f64, Vec<f64>, Option<Vec<f64>>)> {
+    let mut g = vec![0.0; params.len()];
+    let v = eval.nll_grad(params, data, &mut g)?;
+    // A NaN weight gives NaN yield gradients on every device.
+    let c = if v.is_finite() { 2.0 } else { f64::NAN };
+    let gy = eval.yield_grad_sum(
+        samples,
+        &YieldGradTerms {
+            data,
+            terms: &[(c, params)],
+            asimov: None,
+        },
+    )?;
+    Ok((2.0 * v, g.iter().map(|x| 2.0 * x).collect(), gy))
+}
+
 /// qμ (one-sided, `mu` > the fitted value gives 0) or q0 (`mu` = 0 with `discovery`) with the
 /// yields of `samples` already set as inputs, and its gradient with respect to them. `warm`:
 /// starting points (free, conditional) from a previous call; `edm`: the fits' convergence
@@ -62,18 +86,25 @@ pub fn profiled_statistic<E: YieldGradient>(
     edm: Option<f64>,
 ) -> Result<ProfiledStatistic> {
     let p = profile(eval, data, mu, discovery, warm, edm)?;
-    let (cond, free) = (p.cond_bestfit.clone(), p.free_bestfit.clone());
-    let terms = [(2.0, cond.as_slice()), (-2.0, free.as_slice())];
-    let used = if p.q > 0.0 { &terms[..] } else { &[] };
     let grad = eval.yield_grad_sum(
         samples,
         &YieldGradTerms {
             data,
-            terms: used,
+            terms: &envelope_terms(&p),
             asimov: None,
         },
     )?;
     Ok(ProfiledStatistic { grad, ..p })
+}
+
+/// dq/dy at fixed data, by the envelope theorem: 2[∂NLL/∂y (conditional fit) − ∂NLL/∂y (free
+/// fit)], or nothing where q = 0.
+fn envelope_terms(p: &ProfiledStatistic) -> Vec<(f64, &[f64])> {
+    if p.q > 0.0 {
+        vec![(2.0, &p.cond_bestfit), (-2.0, &p.free_bestfit)]
+    } else {
+        Vec::new()
+    }
 }
 
 /// The two fits and q, without the gradient.
@@ -170,18 +201,15 @@ pub fn expected_q0<E: YieldGradient>(
     at[model.poi] = 1.0;
     let asimov = eval.asimov(&at)?;
     let p = profile(eval, &asimov, 0.0, true, warm, edm)?;
-    let (cond, free) = (p.cond_bestfit.clone(), p.free_bestfit.clone());
-    let terms = [(2.0, cond.as_slice()), (-2.0, free.as_slice())];
-    let active = p.q > 0.0;
     let grad = eval.yield_grad_sum(
         samples,
         &YieldGradTerms {
             data: &asimov,
-            terms: if active { &terms[..] } else { &[] },
-            asimov: active.then_some(AsimovTerm {
+            terms: &envelope_terms(&p),
+            asimov: (p.q > 0.0).then_some(AsimovTerm {
                 coef: 2.0,
-                free: &free,
-                cond: &cond,
+                free: &p.free_bestfit,
+                cond: &p.cond_bestfit,
                 at: &at,
             }),
         },

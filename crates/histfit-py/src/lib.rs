@@ -3,9 +3,7 @@
 //! arrays or the result documents the CLI writes (JSON), which `python/histfit` turns into
 //! objects. No statistics live here.
 
-use histfit_compute::{
-    CpuEvaluator, Dataset, Evaluator, YieldEvaluator, YieldGradTerms, YieldGradient,
-};
+use histfit_compute::{CpuEvaluator, Dataset, Evaluator};
 use histfit_cuda::{any::AnyRunner, AnyEval, CudaYields, Device};
 use histfit_infer::toys::{fit_toys_on, hypotest_toys_on};
 use histfit_infer::{AsymptoticCalculator, FitOptions, TestStat};
@@ -396,25 +394,17 @@ impl NativeModel {
         let inputs = self.yield_inputs(yields)?;
         let (v, g, gy) = py
             .detach(|| {
-                self.with_yields_cpu(|ev| -> histfit_infer::Result<(f64, Vec<f64>, Vec<f64>)> {
-                    histfit_infer::differentiable::set_yields(ev, &inputs)?;
-                    let mut g = vec![0.0; p.len()];
-                    let v = ev.nll_grad(&p, &d, &mut g)?;
-                    let mut gy = Vec::new();
-                    for (s, y) in &inputs {
-                        let mut one = vec![0.0; y.len()];
-                        ev.nll_grad_yields(&p, &d, *s, &mut one)?;
-                        gy.extend(one);
-                    }
-                    Ok((v, g, gy))
+                self.with_yields_cpu(|ev| {
+                    let idx = histfit_infer::differentiable::set_yields(ev, &inputs)?;
+                    histfit_infer::differentiable::twice_nll_yields(ev, &p, &d, &idx)
                 })
             })
             .map_err(infer_err)?;
-        let twice = |v: Vec<f64>| v.into_iter().map(|x| 2.0 * x).collect::<Vec<_>>();
         Ok((
-            2.0 * v,
-            twice(g).into_pyarray(py),
-            twice(gy).into_pyarray(py),
+            v,
+            g.into_pyarray(py),
+            gy.expect("the CPU evaluator returns its gradients")
+                .into_pyarray(py),
         ))
     }
 
@@ -498,35 +488,12 @@ impl NativeModel {
     ) -> PyResult<(f64, Bound<'py, PyArray1<f64>>)> {
         let p = self.params(&pars)?;
         let d = self.dataset(Some(data))?;
-        let (v, g) = py.detach(|| {
+        let (v, g, _) = py.detach(|| {
             self.with_device_yields(ordinal, &yields, grad_out, |ev, idx| {
-                let mut g = vec![0.0; p.len()];
-                let v = ev.nll_grad(&p, &d, &mut g)?;
-                if !v.is_finite() {
-                    // As on the CPU: no gradient where the likelihood cannot be evaluated.
-                    ev.fill_grad_output(f64::NAN)
-                        .map_err(histfit_compute::ComputeError::from)?;
-                    return Ok((v, g));
-                }
-                let terms = [(2.0, p.as_slice())];
-                ev.yield_grad_sum(
-                    idx,
-                    &YieldGradTerms {
-                        data: &d,
-                        terms: &terms,
-                        asimov: None,
-                    },
-                )?;
-                Ok((v, g))
+                histfit_infer::differentiable::twice_nll_yields(ev, &p, &d, idx)
             })
         })?;
-        Ok((
-            2.0 * v,
-            g.into_iter()
-                .map(|x| 2.0 * x)
-                .collect::<Vec<_>>()
-                .into_pyarray(py),
-        ))
+        Ok((v, g.into_pyarray(py)))
     }
 
     /// [`Self::profiled_statistic`] with the yields in GPU memory (see
