@@ -30,23 +30,32 @@ pub struct CpuEvaluator {
     lam: Vec<f64>,
     /// ∂NLL/∂λ per main bin.
     dlam: Vec<f64>,
-    /// Per factor of each sample (its scale factors, then its normsys κ; a sample's factors
-    /// start at `scale_factors.0 + normsys.0`): the product of the factors before it. With the
-    /// suffix products of the reverse pass this gives ∂F/∂(factor) without a division (slow
-    /// here, and undefined where a factor is zero).
-    prefix: Vec<f64>,
+    /// Per scale factor of each sample: the product of the sample's scale factors before it.
+    /// With the suffix products of the reverse pass this gives ∂F/∂(factor) without a division
+    /// (a normfactor may well be zero).
+    sf_prefix: Vec<f64>,
+    /// Per sample: the product N of its normsys factors κ (F = scale factors · N).
+    sample_norm: Vec<f64>,
     /// Normsys entries sorted by parameter ("positions"): groups (parameter, start, end), the
-    /// six code-4 polynomial coefficients (as columns), the entry each position came from, each entry's
-    /// position, and per position κ and dκ/dα from the forward pass. Sorted by parameter, the
-    /// code-4 loop over a group is elementwise and vectorises.
+    /// six code-4 polynomial coefficients (as columns), the entry each position came from, each
+    /// entry's position, each position's sample, and per position κ, dκ/dα and dκ/dα / κ from
+    /// the forward pass. Sorted by parameter, the code-4 loop over a group is elementwise and
+    /// vectorises.
+    ///
+    /// ∂F/∂α of an entry is F·(dκ/dα)/κ: no prefix and suffix products along each sample's
+    /// long chain of κ (serial multiplications, latency-bound), only a product per sample and a
+    /// weighted sum per parameter. A sample whose N is zero (some κ = 0, possible with code 0)
+    /// takes the exact product of the other factors instead.
     norm_groups: Vec<(u32, u32, u32)>,
     norm_cols: [Vec<f64>; 6],
     norm_from: Vec<u32>,
     norm_pos: Vec<u32>,
-    /// Per position: the entry's term of its parameter's gradient (reverse pass).
-    norm_t: Vec<f64>,
+    norm_sample: Vec<u32>,
     norm_v: Vec<f64>,
     norm_d: Vec<f64>,
+    norm_r: Vec<f64>,
+    /// Per sample: ∂NLL/∂F · F, or 0 where N is zero (the exact path).
+    sample_wf: Vec<f64>,
     /// Per sample: ∂NLL/∂F (F: the product of the sample's factors).
     sample_w: Vec<f64>,
     /// Parameters driving histosys entries; per parameter the additive weights w(α), dw/dα.
@@ -128,13 +137,29 @@ impl CpuEvaluator {
             sample_fac: vec![0.0; model.samples.len()],
             lam: vec![0.0; model.n_main],
             dlam: vec![0.0; model.n_main],
-            prefix: vec![0.0; model.scale_factors.len() + model.normsys.len()],
+            sf_prefix: vec![0.0; model.scale_factors.len()],
+            sample_norm: vec![0.0; model.samples.len()],
+            sample_wf: vec![0.0; model.samples.len()],
             norm_groups,
             norm_cols,
             norm_v: vec![0.0; norm_from.len()],
             norm_d: vec![0.0; norm_from.len()],
+            norm_r: vec![0.0; norm_from.len()],
+            norm_sample: norm_from
+                .iter()
+                .map(|&e| {
+                    let e = e as usize;
+                    model
+                        .samples
+                        .iter()
+                        .position(|smp| {
+                            (smp.normsys.0 as usize..smp.normsys.1 as usize).contains(&e)
+                        })
+                        .expect("every normsys entry belongs to a sample")
+                        as u32
+                })
+                .collect(),
             norm_pos,
-            norm_t: vec![0.0; norm_from.len()],
             norm_from,
             sample_w: vec![0.0; model.samples.len()],
             histo_pars: unique(&mut model.histosys.iter().map(|e| e.par)),
@@ -180,7 +205,9 @@ impl CpuEvaluator {
                 let pw = [a, a2, a3, a4, a5, a6];
                 let dpw = [1.0, 2.0 * a, 3.0 * a2, 4.0 * a3, 5.0 * a4, 6.0 * a5];
                 let (v, d) = (&mut self.norm_v[s0..s1], &mut self.norm_d[s0..s1]);
+                let r = &mut self.norm_r[s0..s1];
                 let n = v.len();
+                let (d, r) = (&mut d[..n], &mut r[..n]);
                 // Equal lengths stated once, so the loop needs no bounds checks and vectorises.
                 let c: [&[f64]; 6] = std::array::from_fn(|k| &self.norm_cols[k][s0..s0 + n]);
                 for i in 0..n {
@@ -192,12 +219,14 @@ impl CpuEvaluator {
                     }
                     v[i] = 1.0 + vi;
                     d[i] = di;
+                    r[i] = di / (1.0 + vi);
                 }
             } else {
                 for pos in s0..s1 {
                     let (v, d) = m.normsys[self.norm_from[pos] as usize].factor(a);
                     self.norm_v[pos] = v;
                     self.norm_d[pos] = d;
+                    self.norm_r[pos] = d / v;
                 }
             }
         }
@@ -233,25 +262,22 @@ impl CpuEvaluator {
         }
         self.normsys_factors::<M>(p);
         let m = &*self.model;
-        // Sample factors and their prefix products, in a loop of their own: each sample's
-        // product is a serial chain of multiplications, and short loop bodies let the CPU
-        // overlap the chains of successive samples.
+        // Sample factors: the scale factors' prefix products, and the product of the normsys κ
+        // in four independent chains.
         for (s, smp) in m.samples.iter().enumerate() {
-            let sf = &m.scale_factors[smp.scale_factors.0 as usize..smp.scale_factors.1 as usize];
-            let pos = &self.norm_pos[smp.normsys.0 as usize..smp.normsys.1 as usize];
-            let start = (smp.scale_factors.0 + smp.normsys.0) as usize;
-            let prefix = &mut self.prefix[start..start + sf.len() + pos.len()];
-            let (pre_sf, pre_ns) = prefix.split_at_mut(sf.len());
+            let (sf0, sf1) = (smp.scale_factors.0 as usize, smp.scale_factors.1 as usize);
             let mut f = 1.0;
-            for (pre, &par) in pre_sf.iter_mut().zip(sf) {
+            for (pre, &par) in self.sf_prefix[sf0..sf1]
+                .iter_mut()
+                .zip(&m.scale_factors[sf0..sf1])
+            {
                 *pre = f;
                 f *= p[par as usize];
             }
-            for (pre, &q) in pre_ns.iter_mut().zip(pos) {
-                *pre = f;
-                f *= self.norm_v[q as usize];
-            }
-            self.sample_fac[s] = f;
+            let pos = &self.norm_pos[smp.normsys.0 as usize..smp.normsys.1 as usize];
+            let n = product_at(&self.norm_v, pos);
+            self.sample_norm[s] = n;
+            self.sample_fac[s] = f * n;
         }
         for (s, smp) in m.samples.iter().enumerate() {
             let f = self.sample_fac[s];
@@ -463,32 +489,90 @@ impl CpuEvaluator {
             }
             self.sample_w[s] = w_sample;
         }
-        // Sample factors: ∂F/∂xₖ = (product of the factors before xₖ) · (product of those
-        // after) · xₖ'. A loop of its own for the same reason as in the forward pass.
+        // Sample factors. Scale factors: ∂F/∂xₖ = N · (product of those before xₖ) · (product
+        // of those after). Normsys: ∂F/∂α = F · (dκ/dα)/κ, summed per parameter below.
         for (s, smp) in m.samples.iter().enumerate() {
             let w = self.sample_w[s];
             let (sf0, sf1) = (smp.scale_factors.0 as usize, smp.scale_factors.1 as usize);
-            let (ns0, ns1) = (smp.normsys.0 as usize, smp.normsys.1 as usize);
-            let start = sf0 + ns0;
-            let (pre_sf, pre_ns) =
-                self.prefix[start..start + (sf1 - sf0) + (ns1 - ns0)].split_at(sf1 - sf0);
+            let n = self.sample_norm[s];
             let mut suffix = 1.0;
-            for (&q, &pre) in self.norm_pos[ns0..ns1].iter().zip(pre_ns).rev() {
-                let q = q as usize;
-                self.norm_t[q] = w * pre * suffix * self.norm_d[q];
-                suffix *= self.norm_v[q];
-            }
-            for (&par, &pre) in m.scale_factors[sf0..sf1].iter().zip(pre_sf).rev() {
-                grad[par as usize] += w * pre * suffix;
+            for (&par, &pre) in m.scale_factors[sf0..sf1]
+                .iter()
+                .zip(&self.sf_prefix[sf0..sf1])
+                .rev()
+            {
+                grad[par as usize] += w * pre * suffix * n;
                 suffix *= p[par as usize];
+            }
+            if n != 0.0 {
+                self.sample_wf[s] = w * self.sample_fac[s];
+            } else {
+                self.sample_wf[s] = 0.0;
+                // Some κ is zero: (dκ/dα)/κ is not defined, so multiply out the others.
+                let pos = &self.norm_pos[smp.normsys.0 as usize..smp.normsys.1 as usize];
+                for (i, &q) in pos.iter().enumerate() {
+                    let others: f64 = pos
+                        .iter()
+                        .enumerate()
+                        .filter(|&(j, _)| j != i)
+                        .map(|(_, &o)| self.norm_v[o as usize])
+                        .product();
+                    let par = m.normsys[self.norm_from[q as usize] as usize].par;
+                    grad[par as usize] += w * suffix * others * self.norm_d[q as usize];
+                }
+                // Out of the per-parameter sums below (0 · ∞ would be NaN there).
+                for &q in pos {
+                    self.norm_r[q as usize] = 0.0;
+                }
             }
         }
         // Normsys: one sum per parameter over its (sorted, contiguous) entries; no scattered
         // read-modify-writes of a parameter shared by many samples.
         for &(par, start, end) in &self.norm_groups {
-            grad[par as usize] += sum4(&self.norm_t[start as usize..end as usize]);
+            let (s0, s1) = (start as usize, end as usize);
+            grad[par as usize] += weighted_sum_at::<M>(
+                &self.norm_r[s0..s1],
+                &self.norm_sample[s0..s1],
+                &self.sample_wf,
+            );
         }
     }
+}
+
+/// Π v[i] over the indices `at`, in four independent chains.
+#[inline(always)]
+fn product_at(v: &[f64], at: &[u32]) -> f64 {
+    let mut acc = [1.0; 4];
+    let c = at.chunks_exact(4);
+    let rest = c.remainder();
+    for q in c {
+        for l in 0..4 {
+            acc[l] *= v[q[l] as usize];
+        }
+    }
+    for &q in rest {
+        acc[0] *= v[q as usize];
+    }
+    (acc[0] * acc[1]) * (acc[2] * acc[3])
+}
+
+/// Σ r[i]·w[at[i]], in four independent chains.
+#[inline(always)]
+fn weighted_sum_at<M: Madd>(r: &[f64], at: &[u32], w: &[f64]) -> f64 {
+    let mut acc = [0.0; 4];
+    let n = r.len().min(at.len());
+    let (r, at) = (&r[..n], &at[..n]);
+    let (cr, ca) = (r.chunks_exact(4), at.chunks_exact(4));
+    let (rr, ra) = (cr.remainder(), ca.remainder());
+    for (x, q) in cr.zip(ca) {
+        for l in 0..4 {
+            acc[l] = M::madd(x[l], w[q[l] as usize], acc[l]);
+        }
+    }
+    for (x, &q) in rr.iter().zip(ra) {
+        acc[0] = M::madd(*x, w[q as usize], acc[0]);
+    }
+    (acc[0] + acc[1]) + (acc[2] + acc[3])
 }
 
 /// Multiply-add, fused (one rounding, one instruction on CPUs with FMA) or plain (two
@@ -695,23 +779,6 @@ fn column_sums<M: Madd>(g: &[f64], rows: &[f64], out: &mut [f64]) {
         }
         *o = a;
     }
-}
-
-/// Σ x with four independent partial sums.
-#[inline(always)]
-fn sum4(x: &[f64]) -> f64 {
-    let mut acc = [0.0; 4];
-    let c = x.chunks_exact(4);
-    let r = c.remainder();
-    for v in c {
-        for l in 0..4 {
-            acc[l] += v[l];
-        }
-    }
-    for v in r {
-        acc[0] += v;
-    }
-    (acc[0] + acc[1]) + (acc[2] + acc[3])
 }
 
 #[inline]

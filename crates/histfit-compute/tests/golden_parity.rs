@@ -198,3 +198,50 @@ fn gradient_with_a_zero_normalisation_matches_differences() {
         }
     }
 }
+
+/// A normsys factor of exactly zero (code 0, α at the point where the linear κ reaches 0)
+/// makes the sample's κ product zero: the gradient then multiplies out the other factors instead
+/// of dividing by κ. Check it against differences (κ is linear there, so they are exact to
+/// rounding), for the zero factor's parameter and for the other normsys of the same sample.
+#[test]
+fn gradient_with_a_zero_normsys_factor_matches_differences() {
+    let ws = Workspace::from_value(&serde_json::json!({
+        "channels": [{"name": "sr", "samples": [
+            {"name": "sig", "data": [4.0, 6.0], "modifiers": [
+                {"name": "mu", "type": "normfactor", "data": null},
+                {"name": "a", "type": "normsys", "data": {"hi": 1.5, "lo": 0.5}},
+                {"name": "b", "type": "normsys", "data": {"hi": 1.2, "lo": 0.9}}]},
+            {"name": "bkg", "data": [50.0, 40.0], "modifiers": [
+                {"name": "b", "type": "normsys", "data": {"hi": 1.1, "lo": 0.95}}]}]}],
+        "observations": [{"name": "sr", "data": [55.0, 47.0]}],
+        "measurements": [{"name": "m", "config": {"poi": "mu", "parameters": []}}],
+        "version": "1.0.0"
+    }))
+    .unwrap();
+    let settings = Settings {
+        normsys: histfit_model::InterpCode::Code0,
+        histosys: histfit_model::InterpCode::Code0,
+    };
+    let model = Arc::new(compile(&ws, None, &settings).unwrap());
+    let data = Dataset::observed(&model);
+    let mut ev = CpuEvaluator::new(model.clone());
+    let mut p = model.init();
+    let (a, b) = (model.par_index("a").unwrap(), model.par_index("b").unwrap());
+    p[a] = -2.0; // κ = 1 + α·(1 − lo) = 0
+    p[b] = 0.3;
+    p[model.poi] = 1.7;
+    let mut grad = vec![0.0; p.len()];
+    ev.nll_grad(&p, &data, &mut grad).unwrap();
+    assert!(grad[a] != 0.0, "the zero factor's own derivative is not zero");
+    for i in 0..p.len() {
+        let h = 1e-5;
+        let mut x = p.clone();
+        x[i] = p[i] + h;
+        let fp = ev.nll(&x, &data).unwrap();
+        x[i] = p[i] - h;
+        let fm = ev.nll(&x, &data).unwrap();
+        let fd = (fp - fm) / (2.0 * h);
+        let err = (fd - grad[i]).abs() / grad[i].abs().max(1.0);
+        assert!(err < 1e-7, "d/d{}: {} vs {fd}", model.parameters[i].name, grad[i]);
+    }
+}
