@@ -49,26 +49,39 @@ pub struct CpuEvaluator {
     norm_groups: Vec<(u32, u32, u32)>,
     norm_cols: [Vec<f64>; 6],
     norm_from: Vec<u32>,
-    norm_pos: Vec<u32>,
-    norm_sample: Vec<u32>,
+    norm_pos: Gather,
+    norm_sample: Gather,
     norm_v: Vec<f64>,
     norm_d: Vec<f64>,
     norm_r: Vec<f64>,
     /// Per sample: ∂NLL/∂F · F, or 0 where N is zero (the exact path).
     sample_wf: Vec<f64>,
+    /// Sample-bins whose only bin factor is one parameter, grouped by it: groups (parameter,
+    /// start, end) into `bf_sbs`; per sample-bin the gradient term of that factor.
+    bf_groups: Vec<(u32, u32, u32)>,
+    bf_sbs: Gather,
+    bf_t: Vec<f64>,
+    /// Per sample-bin its single bin factor's parameter (0 where it has none or several), and
+    /// per sample whether every bin has exactly one (the common case: staterror or shapesys
+    /// alone), so that its bins gather their factors without walking the general table.
+    bf_one: Gather,
+    bf_all_one: Vec<bool>,
+    /// Per histosys entry (model order) its parameter.
+    hs_par: Gather,
     /// Per sample: ∂NLL/∂F (F: the product of the sample's factors).
     sample_w: Vec<f64>,
     /// Parameters driving histosys entries; per parameter the additive weights w(α), dw/dα.
     histo_pars: Vec<u32>,
     histo_w: Vec<[f64; 8]>,
     /// Sample-blocked additive histosys coefficients: for sample s with `ne` entries and `nb`
-    /// bins, row b of the inner pair (k = 0, 1) at `hs_offset[s] + b·2ne + 2e + k`, then the rows
-    /// of the outer pair (k = 2, 3) at `hs_offset[s] + nb·2ne + b·2ne + 2e + (k − 2)`: each bin's
-    /// Δ is one contiguous dot product with the interleaved weights.
+    /// bins, rows of L = `row_len(ne)` values (2ne rounded up to whole 4-wide vectors, the rest
+    /// zero), row b of the inner pair (k = 0, 1) at `hs_offset[s] + b·L + 2e + k`, then the rows
+    /// of the outer pair (k = 2, 3) at `hs_offset[s] + nb·L + b·L + 2e + (k − 2)`: each bin's
+    /// Δ is one contiguous dot product with the interleaved weights, in whole vectors.
     hs_offset: Vec<usize>,
     hs_coef: Vec<f64>,
     /// Scratch: per entry of the current sample, interleaved weights (inner pairs, then outer
-    /// pairs), and accumulated sums in the same layout.
+    /// pairs, each padded with zeros to L), and accumulated sums in the same layout.
     hs_w: Vec<f64>,
     hs_acc: Vec<f64>,
     /// Per sample: some histosys parameter lies beyond |α| = 1 (outer coefficients in use).
@@ -99,14 +112,15 @@ impl CpuEvaluator {
             let (ne, nb) = (entries.len(), smp.n_bins);
             max_ne = max_ne.max(ne);
             let start = hs_coef.len();
-            hs_coef.resize(start + 4 * ne * nb, 0.0);
+            let len = row_len(ne);
+            hs_coef.resize(start + 2 * len * nb, 0.0);
             if !model.settings.histosys.is_multiplicative() {
                 for (e, entry) in entries.iter().enumerate() {
                     for b in 0..nb {
                         let c = model.histosys_coef[entry.coef_start as usize + b];
                         for k in 0..4 {
-                            let half = if k < 2 { 0 } else { nb * 2 * ne };
-                            hs_coef[start + half + b * 2 * ne + 2 * e + (k % 2)] = c[k];
+                            let half = if k < 2 { 0 } else { nb * len };
+                            hs_coef[start + half + b * len + 2 * e + (k % 2)] = c[k];
                         }
                     }
                 }
@@ -130,7 +144,44 @@ impl CpuEvaluator {
                 _ => norm_groups.push((entry.par, pos as u32, pos as u32 + 1)),
             }
         }
+        let mut single: Vec<(u32, u32)> = (0..n_sb)
+            .filter(|&sb| model.bin_factor_offsets[sb + 1] - model.bin_factor_offsets[sb] == 1)
+            .map(|sb| {
+                (
+                    model.bin_factors[model.bin_factor_offsets[sb] as usize],
+                    sb as u32,
+                )
+            })
+            .collect();
+        single.sort_unstable();
+        let mut bf_groups: Vec<(u32, u32, u32)> = Vec::new();
+        for (i, &(par, _)) in single.iter().enumerate() {
+            match bf_groups.last_mut() {
+                Some(g) if g.0 == par => g.2 = i as u32 + 1,
+                _ => bf_groups.push((par, i as u32, i as u32 + 1)),
+            }
+        }
+        let n_bf = |sb: usize| model.bin_factor_offsets[sb + 1] - model.bin_factor_offsets[sb];
+        let bf_one = (0..n_sb)
+            .map(|sb| match n_bf(sb) {
+                1 => model.bin_factors[model.bin_factor_offsets[sb] as usize],
+                _ => 0,
+            })
+            .collect();
         CpuEvaluator {
+            bf_one: Gather::new(bf_one, model.n_params()),
+            bf_all_one: model
+                .samples
+                .iter()
+                .map(|smp| (smp.sb_start..smp.sb_start + smp.n_bins).all(|sb| n_bf(sb) == 1))
+                .collect(),
+            hs_par: Gather::new(
+                model.histosys.iter().map(|e| e.par).collect(),
+                model.n_params(),
+            ),
+            bf_groups,
+            bf_sbs: Gather::new(single.iter().map(|&(_, sb)| sb).collect(), n_sb),
+            bf_t: vec![0.0; n_sb],
             nominal: model.nominal.clone(),
             base: vec![0.0; n_sb],
             binfac: vec![0.0; n_sb],
@@ -145,29 +196,32 @@ impl CpuEvaluator {
             norm_v: vec![0.0; norm_from.len()],
             norm_d: vec![0.0; norm_from.len()],
             norm_r: vec![0.0; norm_from.len()],
-            norm_sample: norm_from
-                .iter()
-                .map(|&e| {
-                    let e = e as usize;
-                    model
-                        .samples
-                        .iter()
-                        .position(|smp| {
-                            (smp.normsys.0 as usize..smp.normsys.1 as usize).contains(&e)
-                        })
-                        .expect("every normsys entry belongs to a sample")
-                        as u32
-                })
-                .collect(),
-            norm_pos,
+            norm_sample: Gather::new(
+                norm_from
+                    .iter()
+                    .map(|&e| {
+                        let e = e as usize;
+                        model
+                            .samples
+                            .iter()
+                            .position(|smp| {
+                                (smp.normsys.0 as usize..smp.normsys.1 as usize).contains(&e)
+                            })
+                            .expect("every normsys entry belongs to a sample")
+                            as u32
+                    })
+                    .collect(),
+                model.samples.len(),
+            ),
+            norm_pos: Gather::new(norm_pos, norm_from.len()),
             norm_from,
             sample_w: vec![0.0; model.samples.len()],
             histo_pars: unique(&mut model.histosys.iter().map(|e| e.par)),
             histo_w: vec![[0.0; 8]; model.n_params()],
             hs_offset,
             hs_coef,
-            hs_w: vec![0.0; 4 * max_ne],
-            hs_acc: vec![0.0; 4 * max_ne],
+            hs_w: vec![0.0; 2 * row_len(max_ne)],
+            hs_acc: vec![0.0; 2 * row_len(max_ne)],
             hs_outside: vec![false; model.samples.len()],
             any_outside: false,
             fused: cpu_has_fma(),
@@ -274,8 +328,10 @@ impl CpuEvaluator {
                 *pre = f;
                 f *= p[par as usize];
             }
-            let pos = &self.norm_pos[smp.normsys.0 as usize..smp.normsys.1 as usize];
-            let n = product_at(&self.norm_v, pos);
+            let n = self
+                .norm_pos
+                .at(smp.normsys.0 as usize..smp.normsys.1 as usize)
+                .product(&self.norm_v);
             self.sample_norm[s] = n;
             self.sample_fac[s] = f * n;
         }
@@ -288,12 +344,14 @@ impl CpuEvaluator {
             base.copy_from_slice(&self.nominal[sb0..sb0 + nb]);
             if additive && ne > 0 {
                 // Gather the entries' weights, then per bin: Σₑ Σₖ wₖ[e]·cₖ[e, b].
-                let (inner, outer) = self.hs_w[..4 * ne].split_at_mut(2 * ne);
-                for (pair, entry) in inner.chunks_exact_mut(2).zip(entries) {
-                    let w = &self.histo_w[entry.par as usize];
-                    pair[0] = w[0];
-                    pair[1] = w[1];
-                }
+                let len = row_len(ne);
+                let (inner, outer) = self.hs_w[..2 * len].split_at_mut(len);
+                let pars = self
+                    .hs_par
+                    .at(smp.histosys.0 as usize..smp.histosys.1 as usize);
+                pars.gather_pairs(&self.histo_w, 0, inner);
+                // The padding (at most one pair) multiplies zero coefficients; keep it finite.
+                inner[2 * ne..].fill(0.0);
                 // Outer weights are non-zero only for parameters beyond |α| = 1 (rare).
                 let outside = self.any_outside
                     && entries.iter().any(|e| {
@@ -301,15 +359,12 @@ impl CpuEvaluator {
                         w[2] != 0.0 || w[3] != 0.0
                     });
                 if outside {
-                    for (e, entry) in entries.iter().enumerate() {
-                        let w = &self.histo_w[entry.par as usize];
-                        outer[2 * e] = w[2];
-                        outer[2 * e + 1] = w[3];
-                    }
+                    pars.gather_pairs(&self.histo_w, 2, outer);
+                    outer[2 * ne..].fill(0.0);
                 }
                 self.hs_outside[s] = outside;
-                let coef = &self.hs_coef[self.hs_offset[s]..self.hs_offset[s] + 4 * ne * nb];
-                let (rows_in, rows_out) = coef.split_at(2 * ne * nb);
+                let coef = &self.hs_coef[self.hs_offset[s]..self.hs_offset[s] + 2 * len * nb];
+                let (rows_in, rows_out) = coef.split_at(len * nb);
                 M::matvec_add(inner, rows_in, base);
                 if outside {
                     M::matvec_add(outer, rows_out, base);
@@ -325,16 +380,22 @@ impl CpuEvaluator {
                     }
                 }
             }
-            for k in 0..nb {
-                let sbi = sb0 + k;
-                let mut bf = 1.0;
-                for &par in &m.bin_factors
-                    [m.bin_factor_offsets[sbi] as usize..m.bin_factor_offsets[sbi + 1] as usize]
-                {
-                    bf *= p[par as usize];
+            let binfac = &mut self.binfac[sb0..sb0 + nb];
+            if self.bf_all_one[s] {
+                self.bf_one.at(sb0..sb0 + nb).gather(p, binfac);
+            } else {
+                for (k, bf) in binfac.iter_mut().enumerate() {
+                    let sbi = sb0 + k;
+                    *bf = m.bin_factors[m.bin_factor_offsets[sbi] as usize
+                        ..m.bin_factor_offsets[sbi + 1] as usize]
+                        .iter()
+                        .map(|&par| p[par as usize])
+                        .product();
                 }
-                self.binfac[sbi] = bf;
-                self.lam[smp.bin_start + k] += self.base[sbi] * bf * f;
+            }
+            let lam = &mut self.lam[smp.bin_start..smp.bin_start + nb];
+            for ((l, &b), &bf) in lam.iter_mut().zip(&self.base[sb0..sb0 + nb]).zip(&*binfac) {
+                *l += b * bf * f;
             }
         }
     }
@@ -422,57 +483,65 @@ impl CpuEvaluator {
         for (s, smp) in m.samples.iter().enumerate() {
             let f = self.sample_fac[s];
             let (nb, sb0) = (smp.n_bins, smp.sb_start);
-            // ∂NLL/∂(sample factor product) = Σ_b dλ_b · base · binfac, and bin factors.
+            // ∂NLL/∂(sample factor product) = Σ_b dλ_b · base · binfac, and bin factors (a
+            // single one, as staterror and shapesys give, summed per parameter below).
             let mut w_sample = 0.0;
-            for k in 0..nb {
-                let sbi = sb0 + k;
-                let dl = self.dlam[smp.bin_start + k];
-                let base = self.base[sbi];
-                let bf = self.binfac[sbi];
-                w_sample += dl * base * bf;
-                self.gbase[k] = dl * bf;
-                let pars = &m.bin_factors
-                    [m.bin_factor_offsets[sbi] as usize..m.bin_factor_offsets[sbi + 1] as usize];
-                match pars.len() {
-                    0 => {}
-                    1 => grad[pars[0] as usize] += dl * base * f,
-                    _ => {
-                        for (i, &pi) in pars.iter().enumerate() {
-                            let others: f64 = pars
-                                .iter()
-                                .enumerate()
-                                .filter(|(j, _)| *j != i)
-                                .map(|(_, &q)| p[q as usize])
-                                .product();
-                            grad[pi as usize] += dl * base * f * others;
+            let dlam = &self.dlam[smp.bin_start..smp.bin_start + nb];
+            let base = &self.base[sb0..sb0 + nb];
+            let binfac = &self.binfac[sb0..sb0 + nb];
+            for (((g, &dl), &b), &bf) in self.gbase[..nb].iter_mut().zip(dlam).zip(base).zip(binfac)
+            {
+                w_sample += dl * b * bf;
+                *g = dl * bf * f;
+            }
+            if self.bf_all_one[s] {
+                for ((t, &dl), &b) in self.bf_t[sb0..sb0 + nb].iter_mut().zip(dlam).zip(base) {
+                    *t = dl * b * f;
+                }
+            } else {
+                for (k, (&dl, &b)) in dlam.iter().zip(base).enumerate() {
+                    let sbi = sb0 + k;
+                    let pars = &m.bin_factors[m.bin_factor_offsets[sbi] as usize
+                        ..m.bin_factor_offsets[sbi + 1] as usize];
+                    match pars.len() {
+                        0 => {}
+                        1 => self.bf_t[sbi] = dl * b * f,
+                        _ => {
+                            for (i, &pi) in pars.iter().enumerate() {
+                                let others: f64 = pars
+                                    .iter()
+                                    .enumerate()
+                                    .filter(|(j, _)| *j != i)
+                                    .map(|(_, &q)| p[q as usize])
+                                    .product();
+                                grad[pi as usize] += dl * b * f * others;
+                            }
                         }
                     }
                 }
             }
-            // Histosys: ∂NLL/∂base_b = dλ_b · binfac_b · f.
+            // Histosys: ∂NLL/∂base_b = dλ_b · binfac_b · f (`gbase`).
             let entries = &m.histosys[smp.histosys.0 as usize..smp.histosys.1 as usize];
             let ne = entries.len();
             if additive && ne > 0 {
                 let outside = self.hs_outside[s];
                 // Σ_b G_b (dw·c_b) = Σ_k dwₖ · (Σ_b G_b cₖ[·, b]): accumulate per entry.
                 let halves = if outside { 2 } else { 1 };
-                let acc = &mut self.hs_acc[..2 * ne * halves];
-                let coef = &self.hs_coef[self.hs_offset[s]..self.hs_offset[s] + 4 * ne * nb];
+                let len = row_len(ne);
+                let acc = &mut self.hs_acc[..len * halves];
+                let coef = &self.hs_coef[self.hs_offset[s]..self.hs_offset[s] + 2 * len * nb];
                 for h in 0..halves {
-                    let acc_h = &mut acc[h * 2 * ne..(h + 1) * 2 * ne];
-                    let rows = &coef[h * 2 * ne * nb..(h + 1) * 2 * ne * nb];
+                    let acc_h = &mut acc[h * len..(h + 1) * len];
+                    let rows = &coef[h * len * nb..(h + 1) * len * nb];
                     M::column_sums(&self.gbase[..nb], rows, acc_h);
                 }
-                let (acc_in, acc_out) = acc.split_at(2 * ne);
-                for (pair, entry) in acc_in.chunks_exact(2).zip(entries) {
-                    let w = &self.histo_w[entry.par as usize];
-                    grad[entry.par as usize] += (w[4] * pair[0] + w[5] * pair[1]) * f;
-                }
+                let (acc_in, acc_out) = acc.split_at(len);
+                let pars = self
+                    .hs_par
+                    .at(smp.histosys.0 as usize..smp.histosys.1 as usize);
+                pars.add_pair_terms(acc_in, &self.histo_w, 4, grad);
                 if outside {
-                    for (pair, entry) in acc_out.chunks_exact(2).zip(entries) {
-                        let w = &self.histo_w[entry.par as usize];
-                        grad[entry.par as usize] += (w[6] * pair[0] + w[7] * pair[1]) * f;
-                    }
+                    pars.add_pair_terms(acc_out, &self.histo_w, 6, grad);
                 }
             } else {
                 for e in entries {
@@ -484,7 +553,7 @@ impl CpuEvaluator {
                         let dk = mult_row(e.code, c, &m.histosys_poly[r], a).1;
                         g += self.gbase[b] * c[0] * dk;
                     }
-                    grad[e.par as usize] += g * f;
+                    grad[e.par as usize] += g;
                 }
             }
             self.sample_w[s] = w_sample;
@@ -509,7 +578,7 @@ impl CpuEvaluator {
             } else {
                 self.sample_wf[s] = 0.0;
                 // Some κ is zero: (dκ/dα)/κ is not defined, so multiply out the others.
-                let pos = &self.norm_pos[smp.normsys.0 as usize..smp.normsys.1 as usize];
+                let pos = &self.norm_pos.idx[smp.normsys.0 as usize..smp.normsys.1 as usize];
                 for (i, &q) in pos.iter().enumerate() {
                     let others: f64 = pos
                         .iter()
@@ -526,53 +595,164 @@ impl CpuEvaluator {
                 }
             }
         }
-        // Normsys: one sum per parameter over its (sorted, contiguous) entries; no scattered
-        // read-modify-writes of a parameter shared by many samples.
+        // Single bin factors and normsys: one sum per parameter over its (sorted, contiguous)
+        // entries; no scattered read-modify-writes of a parameter shared by many samples.
+        for &(par, start, end) in &self.bf_groups {
+            let (s0, s1) = (start as usize, end as usize);
+            grad[par as usize] += self.bf_sbs.at(s0..s1).sum(&self.bf_t);
+        }
         for &(par, start, end) in &self.norm_groups {
             let (s0, s1) = (start as usize, end as usize);
-            grad[par as usize] += weighted_sum_at::<M>(
-                &self.norm_r[s0..s1],
-                &self.norm_sample[s0..s1],
-                &self.sample_wf,
-            );
+            grad[par as usize] += self
+                .norm_sample
+                .at(s0..s1)
+                .weighted_sum::<M>(&self.norm_r[s0..s1], &self.sample_wf);
         }
     }
 }
 
-/// Π v[i] over the indices `at`, in four independent chains.
-#[inline(always)]
-fn product_at(v: &[f64], at: &[u32]) -> f64 {
-    let mut acc = [1.0; 4];
-    let c = at.chunks_exact(4);
-    let rest = c.remainder();
-    for q in c {
-        for l in 0..4 {
-            acc[l] *= v[q[l] as usize];
-        }
-    }
-    for &q in rest {
-        acc[0] *= v[q as usize];
-    }
-    (acc[0] * acc[1]) * (acc[2] * acc[3])
+/// Row length of a sample's blocked histosys coefficients with `ne` entries: the 2·ne
+/// interleaved values rounded up to whole 4-wide vectors.
+fn row_len(ne: usize) -> usize {
+    (2 * ne).next_multiple_of(4)
 }
 
-/// Σ r[i]·w[at[i]], in four independent chains.
-#[inline(always)]
-fn weighted_sum_at<M: Madd>(r: &[f64], at: &[u32], w: &[f64]) -> f64 {
-    let mut acc = [0.0; 4];
-    let n = r.len().min(at.len());
-    let (r, at) = (&r[..n], &at[..n]);
-    let (cr, ca) = (r.chunks_exact(4), at.chunks_exact(4));
-    let (rr, ra) = (cr.remainder(), ca.remainder());
-    for (x, q) in cr.zip(ca) {
-        for l in 0..4 {
-            acc[l] = M::madd(x[l], w[q[l] as usize], acc[l]);
+/// A table of indices into arrays of at least `bound` values, checked once when it is built, so
+/// that the gathers through it (a few thousand per evaluation, the normsys and bin-factor sums)
+/// need no check per element: one per call, against the array's length.
+#[derive(Debug, Clone)]
+struct Gather {
+    idx: Vec<u32>,
+    bound: usize,
+}
+
+impl Gather {
+    fn new(idx: Vec<u32>, bound: usize) -> Gather {
+        assert!(
+            idx.iter().all(|&i| (i as usize) < bound),
+            "index table out of range"
+        );
+        Gather { idx, bound }
+    }
+
+    /// The indices `range` (by position in the table).
+    fn at(&self, range: std::ops::Range<usize>) -> GatherSlice<'_> {
+        GatherSlice {
+            idx: &self.idx[range],
+            bound: self.bound,
         }
     }
-    for (x, &q) in rr.iter().zip(ra) {
-        acc[0] = M::madd(*x, w[q as usize], acc[0]);
+}
+
+/// Part of a [`Gather`] table: every index is below `bound`.
+#[derive(Clone, Copy)]
+struct GatherSlice<'a> {
+    idx: &'a [u32],
+    bound: usize,
+}
+
+impl GatherSlice<'_> {
+    /// v[i] for an index `i` of this table; the caller has checked `v.len() >= self.bound`.
+    #[inline(always)]
+    fn load(&self, v: &[f64], i: u32) -> f64 {
+        debug_assert!((i as usize) < v.len());
+        // SAFETY: i < bound (checked when the table was built) ≤ v.len() (checked by the
+        // caller, once per call, before any load).
+        unsafe { *v.get_unchecked(i as usize) }
     }
-    (acc[0] + acc[1]) + (acc[2] + acc[3])
+
+    /// out[k] = v[iₖ].
+    #[inline(always)]
+    fn gather(&self, v: &[f64], out: &mut [f64]) {
+        assert!(v.len() >= self.bound);
+        for (o, &q) in out.iter_mut().zip(self.idx) {
+            *o = self.load(v, q);
+        }
+    }
+
+    /// (out[2k], out[2k + 1]) = (w[iₖ][lane], w[iₖ][lane + 1]): a pair of weights per index.
+    #[inline(always)]
+    fn gather_pairs(&self, w: &[[f64; 8]], lane: usize, out: &mut [f64]) {
+        assert!(w.len() >= self.bound && lane < 7);
+        for (pair, &q) in out.chunks_exact_mut(2).zip(self.idx) {
+            // SAFETY: q < bound ≤ w.len(), as in `load`.
+            let wq = unsafe { w.get_unchecked(q as usize) };
+            pair[0] = wq[lane];
+            pair[1] = wq[lane + 1];
+        }
+    }
+
+    /// grad[iₖ] += w[iₖ][lane]·acc[2k] + w[iₖ][lane + 1]·acc[2k + 1]: per index, a pair of
+    /// weights against a pair of sums.
+    #[inline(always)]
+    fn add_pair_terms(&self, acc: &[f64], w: &[[f64; 8]], lane: usize, grad: &mut [f64]) {
+        assert!(w.len() >= self.bound && grad.len() >= self.bound && lane < 7);
+        for (pair, &q) in acc.chunks_exact(2).zip(self.idx) {
+            // SAFETY: q < bound ≤ w.len() and grad.len(), as in `load`.
+            let (wq, g) = unsafe {
+                (
+                    w.get_unchecked(q as usize),
+                    grad.get_unchecked_mut(q as usize),
+                )
+            };
+            *g += wq[lane] * pair[0] + wq[lane + 1] * pair[1];
+        }
+    }
+
+    /// Σ v[i] over the indices, in four independent chains.
+    #[inline(always)]
+    fn sum(&self, v: &[f64]) -> f64 {
+        assert!(v.len() >= self.bound);
+        let mut acc = [0.0; 4];
+        let c = self.idx.chunks_exact(4);
+        let rest = c.remainder();
+        for q in c {
+            for l in 0..4 {
+                acc[l] += self.load(v, q[l]);
+            }
+        }
+        for &q in rest {
+            acc[0] += self.load(v, q);
+        }
+        (acc[0] + acc[1]) + (acc[2] + acc[3])
+    }
+
+    /// Π v[i] over the indices, in four independent chains.
+    #[inline(always)]
+    fn product(&self, v: &[f64]) -> f64 {
+        assert!(v.len() >= self.bound);
+        let mut acc = [1.0; 4];
+        let c = self.idx.chunks_exact(4);
+        let rest = c.remainder();
+        for q in c {
+            for l in 0..4 {
+                acc[l] *= self.load(v, q[l]);
+            }
+        }
+        for &q in rest {
+            acc[0] *= self.load(v, q);
+        }
+        (acc[0] * acc[1]) * (acc[2] * acc[3])
+    }
+
+    /// Σₖ r[k]·w[iₖ], in four independent chains.
+    #[inline(always)]
+    fn weighted_sum<M: Madd>(&self, r: &[f64], w: &[f64]) -> f64 {
+        assert!(w.len() >= self.bound);
+        let r = &r[..self.idx.len()];
+        let mut acc = [0.0; 4];
+        let (cr, ci) = (r.chunks_exact(4), self.idx.chunks_exact(4));
+        let (rr, ri) = (cr.remainder(), ci.remainder());
+        for (x, q) in cr.zip(ci) {
+            for l in 0..4 {
+                acc[l] = M::madd(x[l], self.load(w, q[l]), acc[l]);
+            }
+        }
+        for (x, &q) in rr.iter().zip(ri) {
+            acc[0] = M::madd(*x, self.load(w, q), acc[0]);
+        }
+        (acc[0] + acc[1]) + (acc[2] + acc[3])
+    }
 }
 
 /// Multiply-add, fused (one rounding, one instruction on CPUs with FMA) or plain (two
@@ -667,38 +847,77 @@ mod avx {
         out
     }
 
+    /// Adds `dots::<K>` of `x` against the `K` rows at `p` to `out[..K]`.
+    #[inline(always)]
+    unsafe fn add_dots<const K: usize>(x: &[f64], p: *const f64, out: &mut [f64]) {
+        let d = dots::<K>(x, std::array::from_fn(|k| p.add(k * x.len())));
+        for (o, dk) in out[..K].iter_mut().zip(d) {
+            *o += dk;
+        }
+    }
+
+    /// All rows of a sample (up to eight bins) in one pass over `x`: as many independent
+    /// chains as rows, and `x` read once. Larger samples go four rows at a time.
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn matvec_add(x: &[f64], rows: &[f64], out: &mut [f64]) {
         let n = x.len();
         assert!(rows.len() >= out.len() * n);
         let p = rows.as_ptr();
-        let mut b = 0;
-        while b + 4 <= out.len() {
-            let d = dots::<4>(x, std::array::from_fn(|k| p.add((b + k) * n)));
-            for k in 0..4 {
-                out[b + k] += d[k];
+        match out.len() {
+            0 => {}
+            1 => add_dots::<1>(x, p, out),
+            2 => add_dots::<2>(x, p, out),
+            3 => add_dots::<3>(x, p, out),
+            4 => add_dots::<4>(x, p, out),
+            5 => add_dots::<5>(x, p, out),
+            6 => add_dots::<6>(x, p, out),
+            7 => add_dots::<7>(x, p, out),
+            8 => add_dots::<8>(x, p, out),
+            len => {
+                let mut b = 0;
+                while b + 4 <= len {
+                    add_dots::<4>(x, p.add(b * n), &mut out[b..]);
+                    b += 4;
+                }
+                while b < len {
+                    add_dots::<1>(x, p.add(b * n), &mut out[b..]);
+                    b += 1;
+                }
             }
-            b += 4;
-        }
-        while b < out.len() {
-            out[b] += dots::<1>(x, [p.add(b * n)])[0];
-            b += 1;
         }
     }
 
     /// `super::column_sums`: out[j] = Σ_b g[b]·rows[b][j], each column summed over b in order.
+    /// Samples of up to eight bins take a build for their bin count: the loop over bins
+    /// unrolled and each g[b] broadcast once.
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn column_sums(g: &[f64], rows: &[f64], out: &mut [f64]) {
+        assert!(rows.len() >= g.len() * out.len());
+        match g.len() {
+            1 => sums_for::<1>(g, rows, out),
+            2 => sums_for::<2>(g, rows, out),
+            3 => sums_for::<3>(g, rows, out),
+            4 => sums_for::<4>(g, rows, out),
+            5 => sums_for::<5>(g, rows, out),
+            6 => sums_for::<6>(g, rows, out),
+            7 => sums_for::<7>(g, rows, out),
+            8 => sums_for::<8>(g, rows, out),
+            _ => sums_any(g, rows, out),
+        }
+    }
+
+    /// `column_sums` for `B` rows (`g.len() == B`, `rows.len() >= B·out.len()`).
+    #[inline(always)]
+    unsafe fn sums_for<const B: usize>(g: &[f64], rows: &[f64], out: &mut [f64]) {
         let len = out.len();
-        assert!(rows.len() >= g.len() * len);
         let p = rows.as_ptr();
+        let gv: [__m256d; B] = std::array::from_fn(|b| _mm256_set1_pd(g[b]));
         let mut j = 0;
         while j + 16 <= len {
             let mut a = [_mm256_setzero_pd(); 4];
-            for (b, &gb) in g.iter().enumerate() {
-                let gv = _mm256_set1_pd(gb);
+            for (b, gb) in gv.iter().enumerate() {
                 for (q, aq) in a.iter_mut().enumerate() {
-                    *aq = _mm256_fmadd_pd(gv, _mm256_loadu_pd(p.add(b * len + j + 4 * q)), *aq);
+                    *aq = _mm256_fmadd_pd(*gb, _mm256_loadu_pd(p.add(b * len + j + 4 * q)), *aq);
                 }
             }
             for (q, aq) in a.iter().enumerate() {
@@ -708,12 +927,36 @@ mod avx {
         }
         while j + 4 <= len {
             let mut a = _mm256_setzero_pd();
+            for (b, gb) in gv.iter().enumerate() {
+                a = _mm256_fmadd_pd(*gb, _mm256_loadu_pd(p.add(b * len + j)), a);
+            }
+            _mm256_storeu_pd(out.as_mut_ptr().add(j), a);
+            j += 4;
+        }
+        sums_tail(g, p, j, out);
+    }
+
+    /// `column_sums` for any number of rows.
+    #[inline(always)]
+    unsafe fn sums_any(g: &[f64], rows: &[f64], out: &mut [f64]) {
+        let len = out.len();
+        let p = rows.as_ptr();
+        let mut j = 0;
+        while j + 4 <= len {
+            let mut a = _mm256_setzero_pd();
             for (b, &gb) in g.iter().enumerate() {
                 a = _mm256_fmadd_pd(_mm256_set1_pd(gb), _mm256_loadu_pd(p.add(b * len + j)), a);
             }
             _mm256_storeu_pd(out.as_mut_ptr().add(j), a);
             j += 4;
         }
+        sums_tail(g, p, j, out);
+    }
+
+    /// The columns from `j` on, one at a time.
+    #[inline(always)]
+    unsafe fn sums_tail(g: &[f64], p: *const f64, j: usize, out: &mut [f64]) {
+        let len = out.len();
         for (jj, o) in out.iter_mut().enumerate().skip(j) {
             let mut a = 0.0;
             for (b, &gb) in g.iter().enumerate() {

@@ -232,7 +232,10 @@ fn gradient_with_a_zero_normsys_factor_matches_differences() {
     p[model.poi] = 1.7;
     let mut grad = vec![0.0; p.len()];
     ev.nll_grad(&p, &data, &mut grad).unwrap();
-    assert!(grad[a] != 0.0, "the zero factor's own derivative is not zero");
+    assert!(
+        grad[a] != 0.0,
+        "the zero factor's own derivative is not zero"
+    );
     for i in 0..p.len() {
         let h = 1e-5;
         let mut x = p.clone();
@@ -242,6 +245,11 @@ fn gradient_with_a_zero_normsys_factor_matches_differences() {
         let fm = ev.nll(&x, &data).unwrap();
         let fd = (fp - fm) / (2.0 * h);
         let err = (fd - grad[i]).abs() / grad[i].abs().max(1.0);
-        assert!(err < 1e-7, "d/d{}: {} vs {fd}", model.parameters[i].name, grad[i]);
+        assert!(
+            err < 1e-7,
+            "d/d{}: {} vs {fd}",
+            model.parameters[i].name,
+            grad[i]
+        );
     }
 }
