@@ -38,8 +38,9 @@ pub struct CpuEvaluator {
     sample_norm: Vec<f64>,
     /// Normsys entries sorted by parameter ("positions"): groups (parameter, start, end), the
     /// six code-4 polynomial coefficients (as columns), the entry each position came from, each
-    /// entry's position, each position's sample, and per position κ, dκ/dα and dκ/dα / κ from
-    /// the forward pass. Sorted by parameter, the code-4 loop over a group is elementwise and
+    /// entry's position, each position's sample, and per position κ and dκ/dα / κ from the
+    /// forward pass. Each group is padded to whole 4-wide vectors with positions of no entry
+    /// ([`NO_ENTRY`]: κ = 1, no gradient). Sorted by parameter, the code-4 loop over a group is elementwise and
     /// vectorises.
     ///
     /// ∂F/∂α of an entry is F·(dκ/dα)/κ: no prefix and suffix products along each sample's
@@ -52,7 +53,6 @@ pub struct CpuEvaluator {
     norm_pos: Gather,
     norm_sample: Gather,
     norm_v: Vec<f64>,
-    norm_d: Vec<f64>,
     norm_r: Vec<f64>,
     /// Per sample: ∂NLL/∂F · F, or 0 where N is zero (the exact path).
     sample_wf: Vec<f64>,
@@ -126,22 +126,46 @@ impl CpuEvaluator {
                 }
             }
         }
-        let mut norm_from: Vec<u32> = (0..model.normsys.len() as u32).collect();
-        norm_from.sort_by_key(|&e| (model.normsys[e as usize].par, e));
-        let mut norm_pos = vec![0u32; norm_from.len()];
-        for (pos, &e) in norm_from.iter().enumerate() {
-            norm_pos[e as usize] = pos as u32;
-        }
+        // Normsys positions: entries sorted by parameter, each parameter's group padded with
+        // neutral positions (κ = 1, no gradient) to whole 4-wide vectors.
+        let mut order: Vec<u32> = (0..model.normsys.len() as u32).collect();
+        order.sort_by_key(|&e| (model.normsys[e as usize].par, e));
+        let mut norm_from: Vec<u32> = Vec::with_capacity(order.len());
         let mut norm_groups: Vec<(u32, u32, u32)> = Vec::new();
-        let mut norm_cols: [Vec<f64>; 6] = Default::default();
-        for (pos, &e) in norm_from.iter().enumerate() {
-            let entry = &model.normsys[e as usize];
-            for (k, col) in norm_cols.iter_mut().enumerate() {
-                col.push(entry.coef[2 + k]);
+        for (i, &e) in order.iter().enumerate() {
+            let par = model.normsys[e as usize].par;
+            if i == 0 || model.normsys[order[i - 1] as usize].par != par {
+                let start = norm_from.len() as u32;
+                norm_groups.push((par, start, start));
             }
-            match norm_groups.last_mut() {
-                Some(g) if g.0 == entry.par => g.2 = pos as u32 + 1,
-                _ => norm_groups.push((entry.par, pos as u32, pos as u32 + 1)),
+            norm_from.push(e);
+            let g = norm_groups.last_mut().expect("a group was opened");
+            g.2 = norm_from.len() as u32;
+            let last = order.get(i + 1).map(|&n| model.normsys[n as usize].par) != Some(par);
+            if last {
+                while norm_from.len() % 4 != 0 {
+                    norm_from.push(NO_ENTRY);
+                }
+                g.2 = norm_from.len() as u32;
+            }
+        }
+        let n_pos = norm_from.len();
+        let mut norm_pos = vec![0u32; model.normsys.len()];
+        let mut norm_cols: [Vec<f64>; 6] = std::array::from_fn(|_| vec![0.0; n_pos]);
+        let mut norm_sample = vec![0u32; n_pos];
+        let mut sample_of = vec![0u32; model.normsys.len()];
+        for (s, smp) in model.samples.iter().enumerate() {
+            for e in smp.normsys.0..smp.normsys.1 {
+                sample_of[e as usize] = s as u32;
+            }
+        }
+        for (pos, &e) in norm_from.iter().enumerate() {
+            if e != NO_ENTRY {
+                norm_pos[e as usize] = pos as u32;
+                norm_sample[pos] = sample_of[e as usize];
+                for (k, col) in norm_cols.iter_mut().enumerate() {
+                    col[pos] = model.normsys[e as usize].coef[2 + k];
+                }
             }
         }
         let mut single: Vec<(u32, u32)> = (0..n_sb)
@@ -193,27 +217,10 @@ impl CpuEvaluator {
             sample_wf: vec![0.0; model.samples.len()],
             norm_groups,
             norm_cols,
-            norm_v: vec![0.0; norm_from.len()],
-            norm_d: vec![0.0; norm_from.len()],
-            norm_r: vec![0.0; norm_from.len()],
-            norm_sample: Gather::new(
-                norm_from
-                    .iter()
-                    .map(|&e| {
-                        let e = e as usize;
-                        model
-                            .samples
-                            .iter()
-                            .position(|smp| {
-                                (smp.normsys.0 as usize..smp.normsys.1 as usize).contains(&e)
-                            })
-                            .expect("every normsys entry belongs to a sample")
-                            as u32
-                    })
-                    .collect(),
-                model.samples.len(),
-            ),
-            norm_pos: Gather::new(norm_pos, norm_from.len()),
+            norm_v: vec![0.0; n_pos],
+            norm_r: vec![0.0; n_pos],
+            norm_sample: Gather::new(norm_sample, model.samples.len()),
+            norm_pos: Gather::new(norm_pos, n_pos),
             norm_from,
             sample_w: vec![0.0; model.samples.len()],
             histo_pars: unique(&mut model.histosys.iter().map(|e| e.par)),
@@ -245,7 +252,7 @@ impl CpuEvaluator {
         Ok(())
     }
 
-    /// κ and dκ/dα of every normsys entry, in sorted positions.
+    /// κ and (dκ/dα)/κ of every normsys entry, in sorted positions.
     #[inline(always)]
     fn normsys_factors<M: Madd>(&mut self, p: &[f64]) {
         let m = &*self.model;
@@ -258,28 +265,21 @@ impl CpuEvaluator {
                 let (a4, a5, a6) = (a2 * a2, a2 * a3, a3 * a3);
                 let pw = [a, a2, a3, a4, a5, a6];
                 let dpw = [1.0, 2.0 * a, 3.0 * a2, 4.0 * a3, 5.0 * a4, 6.0 * a5];
-                let (v, d) = (&mut self.norm_v[s0..s1], &mut self.norm_d[s0..s1]);
-                let r = &mut self.norm_r[s0..s1];
-                let n = v.len();
-                let (d, r) = (&mut d[..n], &mut r[..n]);
-                // Equal lengths stated once, so the loop needs no bounds checks and vectorises.
-                let c: [&[f64]; 6] = std::array::from_fn(|k| &self.norm_cols[k][s0..s0 + n]);
-                for i in 0..n {
-                    let mut vi = c[0][i] * pw[0];
-                    let mut di = c[0][i];
-                    for k in 1..6 {
-                        vi = M::madd(c[k][i], pw[k], vi);
-                        di = M::madd(c[k][i], dpw[k], di);
-                    }
-                    v[i] = 1.0 + vi;
-                    d[i] = di;
-                    r[i] = di / (1.0 + vi);
-                }
+                let c: [&[f64]; 6] = std::array::from_fn(|k| &self.norm_cols[k][s0..s1]);
+                M::code4_poly(
+                    c,
+                    &pw,
+                    &dpw,
+                    &mut self.norm_v[s0..s1],
+                    &mut self.norm_r[s0..s1],
+                );
             } else {
                 for pos in s0..s1 {
-                    let (v, d) = m.normsys[self.norm_from[pos] as usize].factor(a);
+                    let (v, d) = match self.norm_from[pos] {
+                        NO_ENTRY => (1.0, 0.0),
+                        e => m.normsys[e as usize].factor(a),
+                    };
                     self.norm_v[pos] = v;
-                    self.norm_d[pos] = d;
                     self.norm_r[pos] = d / v;
                 }
             }
@@ -586,8 +586,9 @@ impl CpuEvaluator {
                         .filter(|&(j, _)| j != i)
                         .map(|(_, &o)| self.norm_v[o as usize])
                         .product();
-                    let par = m.normsys[self.norm_from[q as usize] as usize].par;
-                    grad[par as usize] += w * suffix * others * self.norm_d[q as usize];
+                    let entry = &m.normsys[self.norm_from[q as usize] as usize];
+                    let d = entry.factor(p[entry.par as usize]).1;
+                    grad[entry.par as usize] += w * suffix * others * d;
                 }
                 // Out of the per-parameter sums below (0 · ∞ would be NaN there).
                 for &q in pos {
@@ -610,6 +611,9 @@ impl CpuEvaluator {
         }
     }
 }
+
+/// A normsys position that holds no entry (padding of a parameter's group).
+const NO_ENTRY: u32 = u32::MAX;
 
 /// Row length of a sample's blocked histosys coefficients with `ne` entries: the 2·ne
 /// interleaved values rounded up to whole 4-wide vectors.
@@ -774,6 +778,39 @@ trait Madd: Sized {
     fn column_sums(g: &[f64], rows: &[f64], out: &mut [f64]) {
         column_sums::<Self>(g, rows, out)
     }
+    /// See [`code4_poly`].
+    #[inline(always)]
+    fn code4_poly(c: [&[f64]; 6], pw: &[f64; 6], dpw: &[f64; 6], v: &mut [f64], r: &mut [f64]) {
+        code4_poly::<Self>(c, pw, dpw, v, r, 0)
+    }
+}
+
+/// The code-4 polynomial of normsys entries sharing one α, from position `from` on: with
+/// pw = (α, α², …, α⁶) and dpw their derivatives, κ = 1 + Σₖ cₖ·pwₖ into `v` and (dκ/dα)/κ
+/// into `r`.
+#[inline(always)]
+fn code4_poly<M: Madd>(
+    c: [&[f64]; 6],
+    pw: &[f64; 6],
+    dpw: &[f64; 6],
+    v: &mut [f64],
+    r: &mut [f64],
+    from: usize,
+) {
+    let n = v.len();
+    let r = &mut r[..n];
+    // Equal lengths stated once, so the loop needs no bounds checks.
+    let c: [&[f64]; 6] = std::array::from_fn(|k| &c[k][..n]);
+    for i in from..n {
+        let mut vi = c[0][i] * pw[0];
+        let mut di = c[0][i];
+        for k in 1..6 {
+            vi = M::madd(c[k][i], pw[k], vi);
+            di = M::madd(c[k][i], dpw[k], di);
+        }
+        v[i] = 1.0 + vi;
+        r[i] = di / (1.0 + vi);
+    }
 }
 
 struct Plain;
@@ -804,6 +841,13 @@ impl Madd for Fused {
     fn column_sums(g: &[f64], rows: &[f64], out: &mut [f64]) {
         // SAFETY: as above.
         unsafe { avx::column_sums(g, rows, out) }
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn code4_poly(c: [&[f64]; 6], pw: &[f64; 6], dpw: &[f64; 6], v: &mut [f64], r: &mut [f64]) {
+        // SAFETY: as above.
+        let done = unsafe { avx::code4_poly(c, pw, dpw, v, r) };
+        code4_poly::<Self>(c, pw, dpw, v, r, done)
     }
 }
 
@@ -885,6 +929,38 @@ mod avx {
                 }
             }
         }
+    }
+
+    /// `super::code4_poly` over whole vectors; returns where it stopped (the rest, less than a
+    /// vector, is left to the generic code).
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn code4_poly(
+        c: [&[f64]; 6],
+        pw: &[f64; 6],
+        dpw: &[f64; 6],
+        v: &mut [f64],
+        r: &mut [f64],
+    ) -> usize {
+        let n = v.len();
+        assert!(r.len() >= n && c.iter().all(|ck| ck.len() >= n));
+        let pwv: [__m256d; 6] = std::array::from_fn(|k| _mm256_set1_pd(pw[k]));
+        let dpwv: [__m256d; 5] = std::array::from_fn(|k| _mm256_set1_pd(dpw[k + 1]));
+        let one = _mm256_set1_pd(1.0);
+        let mut i = 0;
+        while i + 4 <= n {
+            let ck: [__m256d; 6] = std::array::from_fn(|k| _mm256_loadu_pd(c[k].as_ptr().add(i)));
+            let mut vi = _mm256_mul_pd(ck[0], pwv[0]);
+            let mut di = ck[0];
+            for k in 1..6 {
+                vi = _mm256_fmadd_pd(ck[k], pwv[k], vi);
+                di = _mm256_fmadd_pd(ck[k], dpwv[k - 1], di);
+            }
+            let kappa = _mm256_add_pd(one, vi);
+            _mm256_storeu_pd(v.as_mut_ptr().add(i), kappa);
+            _mm256_storeu_pd(r.as_mut_ptr().add(i), _mm256_div_pd(di, kappa));
+            i += 4;
+        }
+        i
     }
 
     /// `super::column_sums`: out[j] = Σ_b g[b]·rows[b][j], each column summed over b in order.
