@@ -143,7 +143,7 @@ impl CpuEvaluator {
             g.2 = norm_from.len() as u32;
             let last = order.get(i + 1).map(|&n| model.normsys[n as usize].par) != Some(par);
             if last {
-                while norm_from.len() % 4 != 0 {
+                while !norm_from.len().is_multiple_of(4) {
                     norm_from.push(NO_ENTRY);
                 }
                 g.2 = norm_from.len() as u32;
