@@ -1,0 +1,253 @@
+//! The evaluator's arithmetic kernels: the histosys matrix-vector product and its transpose
+//! (column sums) over a sample's blocked coefficients, and the code-4 normsys polynomial.
+//!
+//! Each is written once, generic over [`Madd`], and compiled twice: with AVX2+FMA enabled
+//! (chosen at run time where the CPU has them; the hot loops then use explicit 4-wide vectors),
+//! and for the baseline target. On one machine the choice never changes, so results stay
+//! bit-identical across evaluators and threads.
+//!
+//! **Block layout.** A sample's histosys coefficients for `k` bins and rows of `len` values
+//! (`len` a multiple of 4) are stored chunk-major: the 4 values of columns 4c..4c+4 of row b at
+//! `(c·k + b)·4`. Both kernels then stream through the block with one pointer and constant
+//! offsets (no per-row address arithmetic), `k` independent chains in the forward product.
+
+/// Multiply-add, fused (one rounding, one instruction on CPUs with FMA) or plain (two
+/// roundings; a fused one without hardware FMA would be a slow library call).
+pub(super) trait Madd: Sized {
+    fn madd(a: f64, b: f64, c: f64) -> f64;
+    /// See [`matvec_add`].
+    #[inline(always)]
+    fn matvec_add(x: &[f64], block: &[f64], out: &mut [f64]) {
+        matvec_add::<Self>(x, block, out)
+    }
+    /// See [`column_sums`].
+    #[inline(always)]
+    fn column_sums(g: &[f64], block: &[f64], out: &mut [f64]) {
+        column_sums::<Self>(g, block, out)
+    }
+    /// See [`code4_poly`].
+    #[inline(always)]
+    fn code4_poly(c: [&[f64]; 6], pw: &[f64; 6], dpw: &[f64; 6], v: &mut [f64], r: &mut [f64]) {
+        code4_poly::<Self>(c, pw, dpw, v, r, 0)
+    }
+}
+
+pub(super) struct Plain;
+impl Madd for Plain {
+    #[inline(always)]
+    fn madd(a: f64, b: f64, c: f64) -> f64 {
+        a * b + c
+    }
+}
+
+pub(super) struct Fused;
+impl Madd for Fused {
+    #[inline(always)]
+    fn madd(a: f64, b: f64, c: f64) -> f64 {
+        a.mul_add(b, c)
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn matvec_add(x: &[f64], block: &[f64], out: &mut [f64]) {
+        // SAFETY: `Fused` runs only inside the AVX2+FMA builds, chosen where the CPU has both.
+        unsafe { avx::matvec_add(x, block, out) }
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn column_sums(g: &[f64], block: &[f64], out: &mut [f64]) {
+        // SAFETY: as above.
+        unsafe { avx::column_sums(g, block, out) }
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn code4_poly(c: [&[f64]; 6], pw: &[f64; 6], dpw: &[f64; 6], v: &mut [f64], r: &mut [f64]) {
+        // SAFETY: as above.
+        let done = unsafe { avx::code4_poly(c, pw, dpw, v, r) };
+        code4_poly::<Self>(c, pw, dpw, v, r, done)
+    }
+}
+
+/// Whether this CPU runs the fused (AVX2+FMA) build of the hot loops.
+pub(super) fn cpu_has_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// out[b] += Σ_j x[j]·row_b[j] for the `out.len()` rows of a block (see the module docs;
+/// `x.len()` a multiple of 4). Each row's sum in four lanes (lane l over the columns
+/// j ≡ l mod 4, in order), then (l0 + l1) + (l2 + l3).
+#[inline(always)]
+pub(super) fn matvec_add<M: Madd>(x: &[f64], block: &[f64], out: &mut [f64]) {
+    let k = out.len();
+    assert!(x.len().is_multiple_of(4) && block.len() >= x.len() * k);
+    for (b, o) in out.iter_mut().enumerate() {
+        let mut acc = [0.0; 4];
+        for (c, xc) in x.chunks_exact(4).enumerate() {
+            let v = &block[(c * k + b) * 4..(c * k + b) * 4 + 4];
+            for l in 0..4 {
+                acc[l] = M::madd(xc[l], v[l], acc[l]);
+            }
+        }
+        *o += (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    }
+}
+
+/// out[j] = Σ_b g[b]·row_b[j] over the `g.len()` rows of a block (see the module docs;
+/// `out.len()` a multiple of 4), each column summed over b in order.
+#[inline(always)]
+pub(super) fn column_sums<M: Madd>(g: &[f64], block: &[f64], out: &mut [f64]) {
+    let k = g.len();
+    assert!(out.len().is_multiple_of(4) && block.len() >= out.len() * k);
+    for (c, oc) in out.chunks_exact_mut(4).enumerate() {
+        let mut acc = [0.0; 4];
+        for (b, &gb) in g.iter().enumerate() {
+            let v = &block[(c * k + b) * 4..(c * k + b) * 4 + 4];
+            for l in 0..4 {
+                acc[l] = M::madd(gb, v[l], acc[l]);
+            }
+        }
+        oc.copy_from_slice(&acc);
+    }
+}
+
+/// The code-4 polynomial of normsys entries sharing one α, from position `from` on: with
+/// pw = (α, α², …, α⁶) and dpw their derivatives, κ = 1 + Σₖ cₖ·pwₖ into `v` and (dκ/dα)/κ
+/// into `r`.
+#[inline(always)]
+pub(super) fn code4_poly<M: Madd>(
+    c: [&[f64]; 6],
+    pw: &[f64; 6],
+    dpw: &[f64; 6],
+    v: &mut [f64],
+    r: &mut [f64],
+    from: usize,
+) {
+    let n = v.len();
+    let r = &mut r[..n];
+    // Equal lengths stated once, so the loop needs no bounds checks.
+    let c: [&[f64]; 6] = std::array::from_fn(|k| &c[k][..n]);
+    for i in from..n {
+        let mut vi = c[0][i] * pw[0];
+        let mut di = c[0][i];
+        for k in 1..6 {
+            vi = M::madd(c[k][i], pw[k], vi);
+            di = M::madd(c[k][i], dpw[k], di);
+        }
+        v[i] = 1.0 + vi;
+        r[i] = di / (1.0 + vi);
+    }
+}
+
+/// AVX2+FMA forms of the kernels: the same operations in the same order as the generic code.
+#[cfg(target_arch = "x86_64")]
+mod avx {
+    use std::arch::x86_64::*;
+
+    /// `super::matvec_add`. Blocks of up to eight rows take a build for their row count:
+    /// every row's accumulator in a register, `x` loaded once per chunk.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn matvec_add(x: &[f64], block: &[f64], out: &mut [f64]) {
+        let k = out.len();
+        assert!(x.len().is_multiple_of(4) && block.len() >= x.len() * k);
+        match k {
+            0 => {}
+            1 => matvec_for::<1>(x, block, out),
+            2 => matvec_for::<2>(x, block, out),
+            3 => matvec_for::<3>(x, block, out),
+            4 => matvec_for::<4>(x, block, out),
+            5 => matvec_for::<5>(x, block, out),
+            6 => matvec_for::<6>(x, block, out),
+            7 => matvec_for::<7>(x, block, out),
+            8 => matvec_for::<8>(x, block, out),
+            _ => super::matvec_add::<super::Fused>(x, block, out),
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn matvec_for<const K: usize>(x: &[f64], block: &[f64], out: &mut [f64]) {
+        let mut acc = [_mm256_setzero_pd(); K];
+        let mut p = block.as_ptr();
+        for xc in x.chunks_exact(4) {
+            let xv = _mm256_loadu_pd(xc.as_ptr());
+            for (b, a) in acc.iter_mut().enumerate() {
+                *a = _mm256_fmadd_pd(xv, _mm256_loadu_pd(p.add(4 * b)), *a);
+            }
+            p = p.add(4 * K);
+        }
+        for (o, a) in out.iter_mut().zip(acc) {
+            let mut l = [0.0; 4];
+            _mm256_storeu_pd(l.as_mut_ptr(), a);
+            *o += (l[0] + l[1]) + (l[2] + l[3]);
+        }
+    }
+
+    /// `super::column_sums`. Blocks of up to eight rows take a build for their row count: the
+    /// loop over rows unrolled and each g[b] broadcast once.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn column_sums(g: &[f64], block: &[f64], out: &mut [f64]) {
+        assert!(out.len().is_multiple_of(4) && block.len() >= out.len() * g.len());
+        match g.len() {
+            1 => sums_for::<1>(g, block, out),
+            2 => sums_for::<2>(g, block, out),
+            3 => sums_for::<3>(g, block, out),
+            4 => sums_for::<4>(g, block, out),
+            5 => sums_for::<5>(g, block, out),
+            6 => sums_for::<6>(g, block, out),
+            7 => sums_for::<7>(g, block, out),
+            8 => sums_for::<8>(g, block, out),
+            _ => super::column_sums::<super::Fused>(g, block, out),
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn sums_for<const K: usize>(g: &[f64], block: &[f64], out: &mut [f64]) {
+        let gv: [__m256d; K] = std::array::from_fn(|b| _mm256_set1_pd(g[b]));
+        let mut p = block.as_ptr();
+        for oc in out.chunks_exact_mut(4) {
+            let mut a = _mm256_setzero_pd();
+            for (b, gb) in gv.iter().enumerate() {
+                a = _mm256_fmadd_pd(*gb, _mm256_loadu_pd(p.add(4 * b)), a);
+            }
+            _mm256_storeu_pd(oc.as_mut_ptr(), a);
+            p = p.add(4 * K);
+        }
+    }
+
+    /// `super::code4_poly` over whole vectors; returns where it stopped (the rest, less than a
+    /// vector, is left to the generic code).
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn code4_poly(
+        c: [&[f64]; 6],
+        pw: &[f64; 6],
+        dpw: &[f64; 6],
+        v: &mut [f64],
+        r: &mut [f64],
+    ) -> usize {
+        let n = v.len();
+        assert!(r.len() >= n && c.iter().all(|ck| ck.len() >= n));
+        let pwv: [__m256d; 6] = std::array::from_fn(|k| _mm256_set1_pd(pw[k]));
+        let dpwv: [__m256d; 5] = std::array::from_fn(|k| _mm256_set1_pd(dpw[k + 1]));
+        let one = _mm256_set1_pd(1.0);
+        let mut i = 0;
+        while i + 4 <= n {
+            let ck: [__m256d; 6] = std::array::from_fn(|k| _mm256_loadu_pd(c[k].as_ptr().add(i)));
+            let mut vi = _mm256_mul_pd(ck[0], pwv[0]);
+            let mut di = ck[0];
+            for k in 1..6 {
+                vi = _mm256_fmadd_pd(ck[k], pwv[k], vi);
+                di = _mm256_fmadd_pd(ck[k], dpwv[k - 1], di);
+            }
+            let kappa = _mm256_add_pd(one, vi);
+            _mm256_storeu_pd(v.as_mut_ptr().add(i), kappa);
+            _mm256_storeu_pd(r.as_mut_ptr().add(i), _mm256_div_pd(di, kappa));
+            i += 4;
+        }
+        i
+    }
+}
