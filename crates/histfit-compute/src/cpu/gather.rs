@@ -38,7 +38,7 @@ pub(super) struct GatherSlice<'a> {
     bound: usize,
 }
 
-impl GatherSlice<'_> {
+impl<'a> GatherSlice<'a> {
     /// v[i] for an index `i` of this table; the caller has checked `v.len() >= self.bound`.
     #[inline(always)]
     fn load(&self, v: &[f64], i: u32) -> f64 {
@@ -57,39 +57,15 @@ impl GatherSlice<'_> {
         }
     }
 
-    /// (out[2k], out[2k + 1]) = (w[iₖ][lane], w[iₖ][lane + 1]): a pair of weights per index.
-    #[inline(always)]
-    pub(super) fn gather_pairs(&self, w: &[[f64; 8]], lane: usize, out: &mut [f64]) {
-        assert!(w.len() >= self.bound && lane < 7);
-        for (pair, &q) in out.chunks_exact_mut(2).zip(self.idx) {
-            // SAFETY: q < bound ≤ w.len(), as in `load`.
-            let wq = unsafe { w.get_unchecked(q as usize) };
-            pair[0] = wq[lane];
-            pair[1] = wq[lane + 1];
-        }
-    }
-
-    /// grad[iₖ] += w[iₖ][lane]·acc[2k] + w[iₖ][lane + 1]·acc[2k + 1]: per index, a pair of
-    /// weights against a pair of sums.
-    #[inline(always)]
-    pub(super) fn add_pair_terms(
-        &self,
-        acc: &[f64],
-        w: &[[f64; 8]],
-        lane: usize,
-        grad: &mut [f64],
-    ) {
-        assert!(w.len() >= self.bound && grad.len() >= self.bound && lane < 7);
-        for (pair, &q) in acc.chunks_exact(2).zip(self.idx) {
-            // SAFETY: q < bound ≤ w.len() and grad.len(), as in `load`.
-            let (wq, g) = unsafe {
-                (
-                    w.get_unchecked(q as usize),
-                    grad.get_unchecked_mut(q as usize),
-                )
-            };
-            *g += wq[lane] * pair[0] + wq[lane + 1] * pair[1];
-        }
+    /// The indices, after checking once that they all lie below `len` (they lie below the
+    /// table's bound): for kernels that read through them without a check per element.
+    pub(super) fn below(&self, len: usize) -> &'a [u32] {
+        assert!(
+            self.bound <= len,
+            "index table bound {} beyond {len}",
+            self.bound
+        );
+        self.idx
     }
 
     /// Σ v[i] over the indices, in four independent chains.

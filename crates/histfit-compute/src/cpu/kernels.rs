@@ -11,19 +11,21 @@
 //! `(c·k + b)·4`. Both kernels then stream through the block with one pointer and constant
 //! offsets (no per-row address arithmetic), `k` independent chains in the forward product.
 
+use super::gather::GatherSlice;
+
 /// Multiply-add, fused (one rounding, one instruction on CPUs with FMA) or plain (two
 /// roundings; a fused one without hardware FMA would be a slow library call).
 pub(super) trait Madd: Sized {
     fn madd(a: f64, b: f64, c: f64) -> f64;
     /// See [`matvec_add`].
     #[inline(always)]
-    fn matvec_add(x: &[f64], block: &[f64], out: &mut [f64]) {
+    fn matvec_add(x: Weights, block: &[f64], out: &mut [f64]) {
         matvec_add::<Self>(x, block, out)
     }
-    /// See [`column_sums`].
+    /// See [`column_sums_add`].
     #[inline(always)]
-    fn column_sums(g: &[f64], block: &[f64], out: &mut [f64]) {
-        column_sums::<Self>(g, block, out)
+    fn column_sums_add(g: &[f64], block: &[f64], dw: Weights, grad: &mut [f64]) {
+        column_sums_add::<Self>(g, block, dw, grad)
     }
     /// See [`code4_poly`].
     #[inline(always)]
@@ -48,15 +50,15 @@ impl Madd for Fused {
     }
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
-    fn matvec_add(x: &[f64], block: &[f64], out: &mut [f64]) {
+    fn matvec_add(x: Weights, block: &[f64], out: &mut [f64]) {
         // SAFETY: `Fused` runs only inside the AVX2+FMA builds, chosen where the CPU has both.
         unsafe { avx::matvec_add(x, block, out) }
     }
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
-    fn column_sums(g: &[f64], block: &[f64], out: &mut [f64]) {
+    fn column_sums_add(g: &[f64], block: &[f64], dw: Weights, grad: &mut [f64]) {
         // SAFETY: as above.
-        unsafe { avx::column_sums(g, block, out) }
+        unsafe { avx::column_sums_add(g, block, dw, grad) }
     }
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
@@ -79,40 +81,81 @@ pub(super) fn cpu_has_fma() -> bool {
     }
 }
 
-/// out[b] += Σ_j x[j]·row_b[j] for the `out.len()` rows of a block (see the module docs;
-/// `x.len()` a multiple of 4). Each row's sum in four lanes (lane l over the columns
-/// j ≡ l mod 4, in order), then (l0 + l1) + (l2 + l3).
+/// The interpolation weights of a sample's histosys entries, read in place from the
+/// per-parameter table: entry e's pair is (w[iₑ][lane], w[iₑ][lane + 1]) for its parameter iₑ.
+/// A sample's row of interleaved pairs (column 2e + k) is these pairs, padded with zeros to
+/// whole 4-wide vectors.
+#[derive(Clone, Copy)]
+pub(super) struct Weights<'a> {
+    w: &'a [[f64; 8]],
+    idx: &'a [u32],
+    lane: usize,
+}
+
+impl<'a> Weights<'a> {
+    pub(super) fn new(w: &'a [[f64; 8]], at: GatherSlice<'a>, lane: usize) -> Weights<'a> {
+        assert!(lane < 7);
+        Weights {
+            idx: at.below(w.len()),
+            w,
+            lane,
+        }
+    }
+
+    /// Entry e's pair; e < the number of entries.
+    #[inline(always)]
+    fn pair(&self, e: usize) -> [f64; 2] {
+        let row = &self.w[self.idx[e] as usize];
+        [row[self.lane], row[self.lane + 1]]
+    }
+
+    /// Column j of the padded row.
+    #[inline(always)]
+    fn column(&self, j: usize) -> f64 {
+        if j / 2 < self.idx.len() {
+            self.pair(j / 2)[j % 2]
+        } else {
+            0.0
+        }
+    }
+}
+
+/// out[b] += Σ_j x_j·row_b[j] for the `out.len()` rows of a block (see the module docs), x the
+/// padded row of weights. Each row's sum in four lanes (lane l over the columns j ≡ l mod 4,
+/// in order), then (l0 + l1) + (l2 + l3).
 #[inline(always)]
-pub(super) fn matvec_add<M: Madd>(x: &[f64], block: &[f64], out: &mut [f64]) {
-    let k = out.len();
-    assert!(x.len().is_multiple_of(4) && block.len() >= x.len() * k);
+pub(super) fn matvec_add<M: Madd>(x: Weights, block: &[f64], out: &mut [f64]) {
+    let (k, chunks) = (out.len(), x.idx.len().div_ceil(2));
+    assert!(block.len() >= chunks * 4 * k);
     for (b, o) in out.iter_mut().enumerate() {
         let mut acc = [0.0; 4];
-        for (c, xc) in x.chunks_exact(4).enumerate() {
+        for c in 0..chunks {
             let v = &block[(c * k + b) * 4..(c * k + b) * 4 + 4];
             for l in 0..4 {
-                acc[l] = M::madd(xc[l], v[l], acc[l]);
+                acc[l] = M::madd(x.column(4 * c + l), v[l], acc[l]);
             }
         }
         *o += (acc[0] + acc[1]) + (acc[2] + acc[3]);
     }
 }
 
-/// out[j] = Σ_b g[b]·row_b[j] over the `g.len()` rows of a block (see the module docs;
-/// `out.len()` a multiple of 4), each column summed over b in order.
+/// grad[iₑ] += dw_e · (Σ_b g[b]·row_b[2e], Σ_b g[b]·row_b[2e + 1]) for every entry e: the
+/// column sums of a block (see the module docs; each column summed over b in order) against
+/// the entries' derivative weights, added to their parameters' gradients.
 #[inline(always)]
-pub(super) fn column_sums<M: Madd>(g: &[f64], block: &[f64], out: &mut [f64]) {
-    let k = g.len();
-    assert!(out.len().is_multiple_of(4) && block.len() >= out.len() * k);
-    for (c, oc) in out.chunks_exact_mut(4).enumerate() {
-        let mut acc = [0.0; 4];
+pub(super) fn column_sums_add<M: Madd>(g: &[f64], block: &[f64], dw: Weights, grad: &mut [f64]) {
+    let (k, ne) = (g.len(), dw.idx.len());
+    assert!(block.len() >= ne.div_ceil(2) * 4 * k);
+    for e in 0..ne {
+        let (c, h) = (e / 2, 2 * (e % 2));
+        let mut col = [0.0; 2];
         for (b, &gb) in g.iter().enumerate() {
-            let v = &block[(c * k + b) * 4..(c * k + b) * 4 + 4];
-            for l in 0..4 {
-                acc[l] = M::madd(gb, v[l], acc[l]);
-            }
+            let v = &block[(c * k + b) * 4 + h..(c * k + b) * 4 + h + 2];
+            col[0] = M::madd(gb, v[0], col[0]);
+            col[1] = M::madd(gb, v[1], col[1]);
         }
-        oc.copy_from_slice(&acc);
+        let d = dw.pair(e);
+        grad[dw.idx[e] as usize] += d[0] * col[0] + d[1] * col[1];
     }
 }
 
@@ -147,14 +190,32 @@ pub(super) fn code4_poly<M: Madd>(
 /// AVX2+FMA forms of the kernels: the same operations in the same order as the generic code.
 #[cfg(target_arch = "x86_64")]
 mod avx {
+    use super::Weights;
     use std::arch::x86_64::*;
 
-    /// `super::matvec_add`. Blocks of up to eight rows take a build for their row count:
-    /// every row's accumulator in a register, `x` loaded once per chunk.
+    /// The pairs of entries 2c and 2c + 1 (zeros past the last entry) as one vector.
+    #[inline(always)]
+    unsafe fn pairs(x: &Weights, c: usize) -> __m256d {
+        let row = |e: usize| {
+            // SAFETY: every index lies below `x.w.len()` (`GatherSlice::below`).
+            x.w.get_unchecked(*x.idx.get_unchecked(e) as usize)
+                .as_ptr()
+                .add(x.lane)
+        };
+        let lo = _mm_loadu_pd(row(2 * c));
+        if 2 * c + 1 < x.idx.len() {
+            _mm256_insertf128_pd(_mm256_castpd128_pd256(lo), _mm_loadu_pd(row(2 * c + 1)), 1)
+        } else {
+            _mm256_zextpd128_pd256(lo)
+        }
+    }
+
+    /// `super::matvec_add`. Blocks of up to eight rows take a build for their row count: every
+    /// row's accumulator in a register, the weights loaded once per chunk.
     #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn matvec_add(x: &[f64], block: &[f64], out: &mut [f64]) {
+    pub unsafe fn matvec_add(x: Weights, block: &[f64], out: &mut [f64]) {
         let k = out.len();
-        assert!(x.len().is_multiple_of(4) && block.len() >= x.len() * k);
+        assert!(block.len() >= x.idx.len().div_ceil(2) * 4 * k);
         match k {
             0 => {}
             1 => matvec_for::<1>(x, block, out),
@@ -170,11 +231,11 @@ mod avx {
     }
 
     #[inline(always)]
-    unsafe fn matvec_for<const K: usize>(x: &[f64], block: &[f64], out: &mut [f64]) {
+    unsafe fn matvec_for<const K: usize>(x: Weights, block: &[f64], out: &mut [f64]) {
         let mut acc = [_mm256_setzero_pd(); K];
         let mut p = block.as_ptr();
-        for xc in x.chunks_exact(4) {
-            let xv = _mm256_loadu_pd(xc.as_ptr());
+        for c in 0..x.idx.len().div_ceil(2) {
+            let xv = pairs(&x, c);
             for (b, a) in acc.iter_mut().enumerate() {
                 *a = _mm256_fmadd_pd(xv, _mm256_loadu_pd(p.add(4 * b)), *a);
             }
@@ -187,35 +248,46 @@ mod avx {
         }
     }
 
-    /// `super::column_sums`. Blocks of up to eight rows take a build for their row count: the
-    /// loop over rows unrolled and each g[b] broadcast once.
+    /// `super::column_sums_add`. Blocks of up to eight rows take a build for their row count:
+    /// the loop over rows unrolled and each g[b] broadcast once.
     #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn column_sums(g: &[f64], block: &[f64], out: &mut [f64]) {
-        assert!(out.len().is_multiple_of(4) && block.len() >= out.len() * g.len());
+    pub unsafe fn column_sums_add(g: &[f64], block: &[f64], dw: Weights, grad: &mut [f64]) {
+        assert!(block.len() >= dw.idx.len().div_ceil(2) * 4 * g.len());
+        assert!(grad.len() >= dw.w.len());
         match g.len() {
-            1 => sums_for::<1>(g, block, out),
-            2 => sums_for::<2>(g, block, out),
-            3 => sums_for::<3>(g, block, out),
-            4 => sums_for::<4>(g, block, out),
-            5 => sums_for::<5>(g, block, out),
-            6 => sums_for::<6>(g, block, out),
-            7 => sums_for::<7>(g, block, out),
-            8 => sums_for::<8>(g, block, out),
-            _ => super::column_sums::<super::Fused>(g, block, out),
+            1 => sums_for::<1>(g, block, dw, grad),
+            2 => sums_for::<2>(g, block, dw, grad),
+            3 => sums_for::<3>(g, block, dw, grad),
+            4 => sums_for::<4>(g, block, dw, grad),
+            5 => sums_for::<5>(g, block, dw, grad),
+            6 => sums_for::<6>(g, block, dw, grad),
+            7 => sums_for::<7>(g, block, dw, grad),
+            8 => sums_for::<8>(g, block, dw, grad),
+            _ => super::column_sums_add::<super::Fused>(g, block, dw, grad),
         }
     }
 
     #[inline(always)]
-    unsafe fn sums_for<const K: usize>(g: &[f64], block: &[f64], out: &mut [f64]) {
+    unsafe fn sums_for<const K: usize>(g: &[f64], block: &[f64], dw: Weights, grad: &mut [f64]) {
         let gv: [__m256d; K] = std::array::from_fn(|b| _mm256_set1_pd(g[b]));
         let mut p = block.as_ptr();
-        for oc in out.chunks_exact_mut(4) {
+        let ne = dw.idx.len();
+        for c in 0..ne.div_ceil(2) {
             let mut a = _mm256_setzero_pd();
             for (b, gb) in gv.iter().enumerate() {
                 a = _mm256_fmadd_pd(*gb, _mm256_loadu_pd(p.add(4 * b)), a);
             }
-            _mm256_storeu_pd(oc.as_mut_ptr(), a);
             p = p.add(4 * K);
+            let t = _mm256_mul_pd(a, pairs(&dw, c));
+            // (t0 + t1, t2 + t3): entry 2c's term, then entry 2c + 1's.
+            let s = _mm_hadd_pd(_mm256_castpd256_pd128(t), _mm256_extractf128_pd(t, 1));
+            // SAFETY: indices lie below `dw.w.len()` ≤ `grad.len()` (checked above).
+            let g0 = grad.get_unchecked_mut(*dw.idx.get_unchecked(2 * c) as usize);
+            *g0 += _mm_cvtsd_f64(s);
+            if 2 * c + 1 < ne {
+                let g1 = grad.get_unchecked_mut(*dw.idx.get_unchecked(2 * c + 1) as usize);
+                *g1 += _mm_cvtsd_f64(_mm_unpackhi_pd(s, s));
+            }
         }
     }
 

@@ -16,7 +16,7 @@ mod gather;
 mod kernels;
 
 use gather::Gather;
-use kernels::{cpu_has_fma, Fused, Madd, Plain};
+use kernels::{cpu_has_fma, Fused, Madd, Plain, Weights};
 
 /// Evaluates a shared [`Model`] on the CPU. Cheap to clone (the model is shared); holds scratch.
 #[derive(Debug, Clone)]
@@ -87,10 +87,6 @@ pub struct CpuEvaluator {
     /// interleaved weights, all bins of a sample in one pass.
     hs_offset: Vec<usize>,
     hs_coef: Vec<f64>,
-    /// Scratch: per entry of the current sample, interleaved weights (inner pairs, then outer
-    /// pairs, each padded with zeros to L), and accumulated sums in the same layout.
-    hs_w: Vec<f64>,
-    hs_acc: Vec<f64>,
     /// Per sample: some histosys parameter lies beyond |α| = 1 (outer coefficients in use).
     hs_outside: Vec<bool>,
     /// Some histosys parameter lies beyond |α| = 1 in this evaluation.
@@ -235,8 +231,6 @@ impl CpuEvaluator {
             histo_w: vec![[0.0; 8]; model.n_params()],
             hs_offset,
             hs_coef,
-            hs_w: vec![0.0; 2 * row_len(max_ne)],
-            hs_acc: vec![0.0; 2 * row_len(max_ne)],
             hs_outside: vec![false; model.samples.len()],
             any_outside: false,
             fused: cpu_has_fma(),
@@ -351,31 +345,23 @@ impl CpuEvaluator {
             let base = &mut self.base[sb0..sb0 + nb];
             base.copy_from_slice(&self.nominal[sb0..sb0 + nb]);
             if additive && ne > 0 {
-                // Gather the entries' weights, then per bin: Σₑ Σₖ wₖ[e]·cₖ[e, b].
+                // Per bin: Σₑ Σₖ wₖ[e]·cₖ[e, b], the weights read in place.
                 let len = row_len(ne);
-                let (inner, outer) = self.hs_w[..2 * len].split_at_mut(len);
                 let pars = self
                     .hs_par
                     .at(smp.histosys.0 as usize..smp.histosys.1 as usize);
-                pars.gather_pairs(&self.histo_w, 0, inner);
-                // The padding (at most one pair) multiplies zero coefficients; keep it finite.
-                inner[2 * ne..].fill(0.0);
                 // Outer weights are non-zero only for parameters beyond |α| = 1 (rare).
                 let outside = self.any_outside
                     && entries.iter().any(|e| {
                         let w = &self.histo_w[e.par as usize];
                         w[2] != 0.0 || w[3] != 0.0
                     });
-                if outside {
-                    pars.gather_pairs(&self.histo_w, 2, outer);
-                    outer[2 * ne..].fill(0.0);
-                }
                 self.hs_outside[s] = outside;
                 let coef = &self.hs_coef[self.hs_offset[s]..self.hs_offset[s] + 2 * len * nb];
                 let (rows_in, rows_out) = coef.split_at(len * nb);
-                M::matvec_add(inner, rows_in, base);
+                M::matvec_add(Weights::new(&self.histo_w, pars, 0), rows_in, base);
                 if outside {
-                    M::matvec_add(outer, rows_out, base);
+                    M::matvec_add(Weights::new(&self.histo_w, pars, 2), rows_out, base);
                 }
             } else {
                 for e in entries {
@@ -534,22 +520,16 @@ impl CpuEvaluator {
             if additive && ne > 0 {
                 let outside = self.hs_outside[s];
                 // Σ_b G_b (dw·c_b) = Σ_k dwₖ · (Σ_b G_b cₖ[·, b]): accumulate per entry.
-                let halves = if outside { 2 } else { 1 };
                 let len = row_len(ne);
-                let acc = &mut self.hs_acc[..len * halves];
                 let coef = &self.hs_coef[self.hs_offset[s]..self.hs_offset[s] + 2 * len * nb];
-                for h in 0..halves {
-                    let acc_h = &mut acc[h * len..(h + 1) * len];
-                    let rows = &coef[h * len * nb..(h + 1) * len * nb];
-                    M::column_sums(&self.gbase[..nb], rows, acc_h);
-                }
-                let (acc_in, acc_out) = acc.split_at(len);
+                let (rows_in, rows_out) = coef.split_at(len * nb);
                 let pars = self
                     .hs_par
                     .at(smp.histosys.0 as usize..smp.histosys.1 as usize);
-                pars.add_pair_terms(acc_in, &self.histo_w, 4, grad);
+                let g = &self.gbase[..nb];
+                M::column_sums_add(g, rows_in, Weights::new(&self.histo_w, pars, 4), grad);
                 if outside {
-                    pars.add_pair_terms(acc_out, &self.histo_w, 6, grad);
+                    M::column_sums_add(g, rows_out, Weights::new(&self.histo_w, pars, 6), grad);
                 }
             } else {
                 for e in entries {
