@@ -2,7 +2,7 @@
 //! benchmarks' point, in 40 batches, and prints the mean and the fastest and median batch (the
 //! fastest batch is the steadiest estimate on a shared VM, where criterion's mean moves by ±15 %
 //! between runs). `cargo run --release -p histfit-compute --example eval_loop -- workspace_tHu
-//! 200000` (run under `valgrind --tool=callgrind` for instruction counts that do not depend on
+//! 200000 [grad|nll] [smooth|pyhf]` (run under `valgrind --tool=callgrind` for instruction counts that do not depend on
 //! load).
 
 use histfit_compute::{CpuEvaluator, Evaluator};
@@ -12,7 +12,9 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let name = args.get(1).map(String::as_str).unwrap_or("workspace_tHu");
     let n: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1000);
-    let (model, data) = load(name, settings("smooth"));
+    // Fourth argument: the interpolation setting (`smooth`, the default, or `pyhf`).
+    let setting = args.get(4).map(String::as_str).unwrap_or("smooth");
+    let (model, data) = load(name, settings(setting));
     let mut ev = CpuEvaluator::new(model.clone());
     let p = off_init_point(&model);
     let mut g = vec![0.0; p.len()];

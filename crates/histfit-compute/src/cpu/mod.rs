@@ -55,6 +55,10 @@ pub struct CpuEvaluator {
     /// takes the exact product of the other factors instead.
     norm_groups: Vec<(u32, u32, u32)>,
     norm_cols: [Vec<f64>; 6],
+    /// Per position of a multiplicative code (1 or 4), ln(hi) and −ln(lo): κ = exp(α·ln hi)
+    /// for α > 0, exp(α·(−ln lo)) for α < 0 (code 4 beyond |α| = 1), and (dκ/dα)/κ is that
+    /// logarithm. Zero at padding (κ = 1).
+    norm_ln: [Vec<f64>; 2],
     norm_from: Vec<u32>,
     norm_pos: Gather,
     norm_sample: Gather,
@@ -156,6 +160,7 @@ impl CpuEvaluator {
         let n_pos = norm_from.len();
         let mut norm_pos = vec![0u32; model.normsys.len()];
         let mut norm_cols: [Vec<f64>; 6] = std::array::from_fn(|_| vec![0.0; n_pos]);
+        let mut norm_ln: [Vec<f64>; 2] = std::array::from_fn(|_| vec![0.0; n_pos]);
         let mut norm_sample = vec![0u32; n_pos];
         let mut sample_of = vec![0u32; model.normsys.len()];
         for (s, smp) in model.samples.iter().enumerate() {
@@ -167,6 +172,11 @@ impl CpuEvaluator {
             if e != NO_ENTRY {
                 norm_pos[e as usize] = pos as u32;
                 norm_sample[pos] = sample_of[e as usize];
+                let entry = &model.normsys[e as usize];
+                if entry.code.is_multiplicative() {
+                    norm_ln[0][pos] = entry.coef[0];
+                    norm_ln[1][pos] = -entry.coef[1];
+                }
                 for (k, col) in norm_cols.iter_mut().enumerate() {
                     col[pos] = model.normsys[e as usize].coef[2 + k];
                 }
@@ -221,6 +231,7 @@ impl CpuEvaluator {
             sample_wf: vec![0.0; model.samples.len()],
             norm_groups,
             norm_cols,
+            norm_ln,
             norm_v: vec![0.0; n_pos],
             norm_r: vec![0.0; n_pos],
             norm_sample: Gather::new(norm_sample, model.samples.len()),
@@ -259,6 +270,7 @@ impl CpuEvaluator {
     fn normsys_factors<M: Madd>(&mut self, p: &[f64]) {
         let m = &*self.model;
         let code4 = m.settings.normsys == InterpCode::Code4;
+        let code1 = m.settings.normsys == InterpCode::Code1;
         for &(par, start, end) in &self.norm_groups {
             let a = p[par as usize];
             let (s0, s1) = (start as usize, end as usize);
@@ -275,6 +287,10 @@ impl CpuEvaluator {
                     &mut self.norm_v[s0..s1],
                     &mut self.norm_r[s0..s1],
                 );
+            } else if (code4 && a.abs() >= 1.0) || (code1 && a != 0.0) {
+                // The exponential branch: hi^α or lo^(−α).
+                let ln = &self.norm_ln[if a > 0.0 { 0 } else { 1 }][s0..s1];
+                M::exp_factors(ln, a, &mut self.norm_v[s0..s1], &mut self.norm_r[s0..s1]);
             } else {
                 for pos in s0..s1 {
                     let (v, d) = match self.norm_from[pos] {
