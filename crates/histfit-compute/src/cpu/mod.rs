@@ -78,6 +78,11 @@ pub struct CpuEvaluator {
     bf_all_one: Vec<bool>,
     /// Per histosys entry (model order) its parameter.
     hs_par: Gather,
+    /// The auxiliary constraints, by kind: (parameter, auxiliary datum, σ) for Gaussian ones and
+    /// (parameter, auxiliary datum, τ) for Poisson ones, so the constraint loops read compact
+    /// tables instead of each parameter's description.
+    gauss: Vec<(usize, usize, f64)>,
+    poisson: Vec<(usize, usize, f64)>,
     /// Per sample: ∂NLL/∂F (F: the product of the sample's factors).
     sample_w: Vec<f64>,
     /// Parameters driving histosys entries; per parameter the additive weights w(α), dw/dα.
@@ -206,7 +211,17 @@ impl CpuEvaluator {
                 _ => 0,
             })
             .collect();
+        let (mut gauss, mut poisson) = (Vec::new(), Vec::new());
+        for (k, &par) in model.aux_params.iter().enumerate() {
+            match model.parameters[par].constraint {
+                Constraint::Gauss { sigma } => gauss.push((par, k, sigma)),
+                Constraint::Poisson { tau } => poisson.push((par, k, tau)),
+                Constraint::None => {}
+            }
+        }
         CpuEvaluator {
+            gauss,
+            poisson,
             bf_one: Gather::new(bf_one, model.n_params()),
             bf_all_one: model
                 .samples
@@ -412,7 +427,6 @@ impl CpuEvaluator {
 
     /// −ln L from `lam` and the constraints.
     fn value(&self, p: &[f64], data: &Dataset) -> f64 {
-        let m = &*self.model;
         let mut nll = 0.0;
         for (&l, &n) in self.lam.iter().zip(&data.main) {
             if l < 0.0 || (l == 0.0 && n > 0.0) || l.is_nan() {
@@ -421,27 +435,20 @@ impl CpuEvaluator {
             // Relative to the saturated value (see `Dataset::constant`).
             nll += if n > 0.0 { l - n - n * (l / n).ln() } else { l };
         }
-        for (k, &par) in m.aux_params.iter().enumerate() {
-            let x = p[par];
-            let aux = data.aux[k];
-            match m.parameters[par].constraint {
-                Constraint::Gauss { sigma } => {
-                    let z = (x - aux) / sigma;
-                    nll += 0.5 * z * z;
-                }
-                Constraint::Poisson { tau } => {
-                    let rate = x * tau;
-                    if rate < 0.0 || (rate == 0.0 && aux > 0.0) {
-                        return f64::INFINITY;
-                    }
-                    nll += if aux > 0.0 {
-                        rate - aux - aux * (rate / aux).ln()
-                    } else {
-                        rate
-                    };
-                }
-                Constraint::None => {}
+        for &(par, k, sigma) in &self.gauss {
+            let z = (p[par] - data.aux[k]) / sigma;
+            nll += 0.5 * z * z;
+        }
+        for &(par, k, tau) in &self.poisson {
+            let (rate, aux) = (p[par] * tau, data.aux[k]);
+            if rate < 0.0 || (rate == 0.0 && aux > 0.0) {
+                return f64::INFINITY;
             }
+            nll += if aux > 0.0 {
+                rate - aux - aux * (rate / aux).ln()
+            } else {
+                rate
+            };
         }
         nll + data.constant
     }
@@ -474,20 +481,12 @@ impl CpuEvaluator {
         self.fill_dlam(data);
         let m = &*self.model;
         grad.iter_mut().for_each(|g| *g = 0.0);
-        for (k, &par) in m.aux_params.iter().enumerate() {
-            let x = p[par];
+        for &(par, k, sigma) in &self.gauss {
+            grad[par] += (p[par] - data.aux[k]) / (sigma * sigma);
+        }
+        for &(par, k, tau) in &self.poisson {
             let aux = data.aux[k];
-            grad[par] += match m.parameters[par].constraint {
-                Constraint::Gauss { sigma } => (x - aux) / (sigma * sigma),
-                Constraint::Poisson { tau } => {
-                    if aux > 0.0 {
-                        tau - aux / x
-                    } else {
-                        tau
-                    }
-                }
-                Constraint::None => 0.0,
-            };
+            grad[par] += if aux > 0.0 { tau - aux / p[par] } else { tau };
         }
         let additive = !m.settings.histosys.is_multiplicative();
         for (s, smp) in m.samples.iter().enumerate() {
