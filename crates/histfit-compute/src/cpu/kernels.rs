@@ -22,10 +22,16 @@ pub(super) trait Madd: Sized {
     fn matvec_add(x: Weights, block: &[f64], out: &mut [f64]) {
         matvec_add::<Self>(x, block, out)
     }
-    /// See [`column_sums_add`].
+    /// See [`column_sums_into`].
     #[inline(always)]
-    fn column_sums_add(g: &[f64], block: &[f64], dw: Weights, grad: &mut [f64]) {
-        column_sums_add::<Self>(g, block, dw, grad)
+    fn column_sums_into(
+        g: &[f64],
+        block: &[f64],
+        at: GatherSlice,
+        sums: &mut [[f64; 4]],
+        lane: usize,
+    ) {
+        column_sums_into::<Self>(g, block, at, sums, lane)
     }
     /// See [`code4_poly`].
     #[inline(always)]
@@ -61,9 +67,15 @@ impl Madd for Fused {
     }
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
-    fn column_sums_add(g: &[f64], block: &[f64], dw: Weights, grad: &mut [f64]) {
+    fn column_sums_into(
+        g: &[f64],
+        block: &[f64],
+        at: GatherSlice,
+        sums: &mut [[f64; 4]],
+        lane: usize,
+    ) {
         // SAFETY: as above.
-        unsafe { avx::column_sums_add(g, block, dw, grad) }
+        unsafe { avx::column_sums_into(g, block, at, sums, lane) }
     }
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
@@ -151,14 +163,20 @@ pub(super) fn matvec_add<M: Madd>(x: Weights, block: &[f64], out: &mut [f64]) {
     }
 }
 
-/// grad[iₑ] += dw_e · (Σ_b g[b]·row_b[2e], Σ_b g[b]·row_b[2e + 1]) for every entry e: the
-/// column sums of a block (see the module docs; each column summed over b in order) against
-/// the entries' derivative weights, added to their parameters' gradients.
+/// sums[iₑ][lane + k] += Σ_b g[b]·row_b[2e + k] (k = 0, 1) for every entry e, iₑ its index in
+/// `at`: the column sums of a block (see the module docs; each column summed over b in order),
+/// added up per parameter. (The parameter's derivative weights multiply the totals once.)
 #[inline(always)]
-pub(super) fn column_sums_add<M: Madd>(g: &[f64], block: &[f64], dw: Weights, grad: &mut [f64]) {
-    let (k, ne) = (g.len(), dw.idx.len());
-    assert!(block.len() >= ne.div_ceil(2) * 4 * k);
-    for e in 0..ne {
+pub(super) fn column_sums_into<M: Madd>(
+    g: &[f64],
+    block: &[f64],
+    at: GatherSlice,
+    sums: &mut [[f64; 4]],
+    lane: usize,
+) {
+    let (k, idx) = (g.len(), at.below(sums.len()));
+    assert!(block.len() >= idx.len().div_ceil(2) * 4 * k && lane < 3);
+    for (e, &i) in idx.iter().enumerate() {
         let (c, h) = (e / 2, 2 * (e % 2));
         let mut col = [0.0; 2];
         for (b, &gb) in g.iter().enumerate() {
@@ -166,8 +184,9 @@ pub(super) fn column_sums_add<M: Madd>(g: &[f64], block: &[f64], dw: Weights, gr
             col[0] = M::madd(gb, v[0], col[0]);
             col[1] = M::madd(gb, v[1], col[1]);
         }
-        let d = dw.pair(e);
-        grad[dw.idx[e] as usize] += d[0] * col[0] + d[1] * col[1];
+        let s = &mut sums[i as usize];
+        s[lane] += col[0];
+        s[lane + 1] += col[1];
     }
 }
 
@@ -215,7 +234,7 @@ pub(super) fn exp_factors(ln: &[f64], a: f64, v: &mut [f64], r: &mut [f64], from
 /// AVX2+FMA forms of the kernels: the same operations in the same order as the generic code.
 #[cfg(target_arch = "x86_64")]
 mod avx {
-    use super::Weights;
+    use super::{GatherSlice, Weights};
     use std::arch::x86_64::*;
 
     /// The pairs of entries 2c and 2c + 1 (zeros past the last entry) as one vector.
@@ -273,45 +292,59 @@ mod avx {
         }
     }
 
-    /// `super::column_sums_add`. Blocks of up to eight rows take a build for their row count:
+    /// `super::column_sums_into`. Blocks of up to eight rows take a build for their row count:
     /// the loop over rows unrolled and each g[b] broadcast once.
     #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn column_sums_add(g: &[f64], block: &[f64], dw: Weights, grad: &mut [f64]) {
-        assert!(block.len() >= dw.idx.len().div_ceil(2) * 4 * g.len());
-        assert!(grad.len() >= dw.w.len());
+    pub unsafe fn column_sums_into(
+        g: &[f64],
+        block: &[f64],
+        at: GatherSlice,
+        sums: &mut [[f64; 4]],
+        lane: usize,
+    ) {
+        let idx = at.below(sums.len());
+        assert!(block.len() >= idx.len().div_ceil(2) * 4 * g.len() && lane < 3);
         match g.len() {
-            1 => sums_for::<1>(g, block, dw, grad),
-            2 => sums_for::<2>(g, block, dw, grad),
-            3 => sums_for::<3>(g, block, dw, grad),
-            4 => sums_for::<4>(g, block, dw, grad),
-            5 => sums_for::<5>(g, block, dw, grad),
-            6 => sums_for::<6>(g, block, dw, grad),
-            7 => sums_for::<7>(g, block, dw, grad),
-            8 => sums_for::<8>(g, block, dw, grad),
-            _ => super::column_sums_add::<super::Fused>(g, block, dw, grad),
+            1 => sums_for::<1>(g, block, idx, sums, lane),
+            2 => sums_for::<2>(g, block, idx, sums, lane),
+            3 => sums_for::<3>(g, block, idx, sums, lane),
+            4 => sums_for::<4>(g, block, idx, sums, lane),
+            5 => sums_for::<5>(g, block, idx, sums, lane),
+            6 => sums_for::<6>(g, block, idx, sums, lane),
+            7 => sums_for::<7>(g, block, idx, sums, lane),
+            8 => sums_for::<8>(g, block, idx, sums, lane),
+            _ => super::column_sums_into::<super::Fused>(g, block, at, sums, lane),
         }
     }
 
+    /// `idx`: every index below `sums.len()`.
     #[inline(always)]
-    unsafe fn sums_for<const K: usize>(g: &[f64], block: &[f64], dw: Weights, grad: &mut [f64]) {
+    unsafe fn sums_for<const K: usize>(
+        g: &[f64],
+        block: &[f64],
+        idx: &[u32],
+        sums: &mut [[f64; 4]],
+        lane: usize,
+    ) {
         let gv: [__m256d; K] = std::array::from_fn(|b| _mm256_set1_pd(g[b]));
         let mut p = block.as_ptr();
-        let ne = dw.idx.len();
+        let ne = idx.len();
+        // Entry e's pair of sums into its parameter's accumulators.
+        let mut add = |e: usize, v: __m128d| {
+            // SAFETY: every index lies below `sums.len()` (`GatherSlice::below`), lane < 3.
+            let s = sums.as_mut_ptr().add(*idx.get_unchecked(e) as usize) as *mut f64;
+            let s = s.add(lane);
+            _mm_storeu_pd(s, _mm_add_pd(_mm_loadu_pd(s), v));
+        };
         for c in 0..ne.div_ceil(2) {
             let mut a = _mm256_setzero_pd();
             for (b, gb) in gv.iter().enumerate() {
                 a = _mm256_fmadd_pd(*gb, _mm256_loadu_pd(p.add(4 * b)), a);
             }
             p = p.add(4 * K);
-            let t = _mm256_mul_pd(a, pairs(&dw, c));
-            // (t0 + t1, t2 + t3): entry 2c's term, then entry 2c + 1's.
-            let s = _mm_hadd_pd(_mm256_castpd256_pd128(t), _mm256_extractf128_pd(t, 1));
-            // SAFETY: indices lie below `dw.w.len()` ≤ `grad.len()` (checked above).
-            let g0 = grad.get_unchecked_mut(*dw.idx.get_unchecked(2 * c) as usize);
-            *g0 += _mm_cvtsd_f64(s);
+            add(2 * c, _mm256_castpd256_pd128(a));
             if 2 * c + 1 < ne {
-                let g1 = grad.get_unchecked_mut(*dw.idx.get_unchecked(2 * c + 1) as usize);
-                *g1 += _mm_cvtsd_f64(_mm_unpackhi_pd(s, s));
+                add(2 * c + 1, _mm256_extractf128_pd(a, 1));
             }
         }
     }

@@ -88,6 +88,9 @@ pub struct CpuEvaluator {
     /// Parameters driving histosys entries; per parameter the additive weights w(α), dw/dα.
     histo_pars: Vec<u32>,
     histo_w: Vec<[f64; 8]>,
+    /// Per parameter (reverse pass): Σ over its histosys entries of ∂NLL/∂Δ against each
+    /// coefficient (inner pair, outer pair); its gradient is these against dw/dα.
+    hs_sums: Vec<[f64; 4]>,
     /// Sample-blocked additive histosys coefficients: for sample s with `ne` entries and `nb`
     /// bins, a block of `nb` rows of L = `row_len(ne)` values (2ne rounded up to whole 4-wide
     /// vectors, the rest zero) for the inner pair of each entry (k = 0, 1 at columns 2e + k),
@@ -255,6 +258,7 @@ impl CpuEvaluator {
             sample_w: vec![0.0; model.samples.len()],
             histo_pars: unique(&mut model.histosys.iter().map(|e| e.par)),
             histo_w: vec![[0.0; 8]; model.n_params()],
+            hs_sums: vec![[0.0; 4]; model.n_params()],
             hs_offset,
             hs_coef,
             hs_outside: vec![false; model.samples.len()],
@@ -489,6 +493,11 @@ impl CpuEvaluator {
             grad[par] += if aux > 0.0 { tau - aux / p[par] } else { tau };
         }
         let additive = !m.settings.histosys.is_multiplicative();
+        if additive {
+            for &par in &self.histo_pars {
+                self.hs_sums[par as usize] = [0.0; 4];
+            }
+        }
         for (s, smp) in m.samples.iter().enumerate() {
             let f = self.sample_fac[s];
             let (nb, sb0) = (smp.n_bins, smp.sb_start);
@@ -542,9 +551,9 @@ impl CpuEvaluator {
                     .hs_par
                     .at(smp.histosys.0 as usize..smp.histosys.1 as usize);
                 let g = &self.gbase[..nb];
-                M::column_sums_add(g, rows_in, Weights::new(&self.histo_w, pars, 4), grad);
+                M::column_sums_into(g, rows_in, pars, &mut self.hs_sums, 0);
                 if outside {
-                    M::column_sums_add(g, rows_out, Weights::new(&self.histo_w, pars, 6), grad);
+                    M::column_sums_into(g, rows_out, pars, &mut self.hs_sums, 2);
                 }
             } else {
                 for e in entries {
@@ -560,6 +569,12 @@ impl CpuEvaluator {
                 }
             }
             self.sample_w[s] = w_sample;
+        }
+        if additive {
+            for &par in &self.histo_pars {
+                let (w, t) = (&self.histo_w[par as usize], &self.hs_sums[par as usize]);
+                grad[par as usize] += (w[4] * t[0] + w[5] * t[1]) + (w[6] * t[2] + w[7] * t[3]);
+            }
         }
         // Sample factors. Scale factors: ∂F/∂xₖ = N · (product of those before xₖ) · (product
         // of those after). Normsys: ∂F/∂α = F · (dκ/dα)/κ, summed per parameter below.
