@@ -35,7 +35,7 @@ pub(super) trait Madd: Sized {
     }
     /// See [`code4_poly`].
     #[inline(always)]
-    fn code4_poly(c: [&[f64]; 6], pw: &[f64; 6], dpw: &[f64; 6], v: &mut [f64], r: &mut [f64]) {
+    fn code4_poly(c: &[f64], pw: &[f64; 6], dpw: &[f64; 6], v: &mut [f64], r: &mut [f64]) {
         code4_poly::<Self>(c, pw, dpw, v, r, 0)
     }
     /// See [`exp_factors`].
@@ -79,7 +79,7 @@ impl Madd for Fused {
     }
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
-    fn code4_poly(c: [&[f64]; 6], pw: &[f64; 6], dpw: &[f64; 6], v: &mut [f64], r: &mut [f64]) {
+    fn code4_poly(c: &[f64], pw: &[f64; 6], dpw: &[f64; 6], v: &mut [f64], r: &mut [f64]) {
         // SAFETY: as above.
         let done = unsafe { avx::code4_poly(c, pw, dpw, v, r) };
         code4_poly::<Self>(c, pw, dpw, v, r, done)
@@ -192,10 +192,11 @@ pub(super) fn column_sums_into<M: Madd>(
 
 /// The code-4 polynomial of normsys entries sharing one α, from position `from` on: with
 /// pw = (α, α², …, α⁶) and dpw their derivatives, κ = 1 + Σₖ cₖ·pwₖ into `v` and (dκ/dα)/κ
-/// into `r`.
+/// into `r`. `c` holds the coefficients in blocks of four positions: cₖ of position i at
+/// (i / 4)·24 + 4k + i mod 4.
 #[inline(always)]
 pub(super) fn code4_poly<M: Madd>(
-    c: [&[f64]; 6],
+    c: &[f64],
     pw: &[f64; 6],
     dpw: &[f64; 6],
     v: &mut [f64],
@@ -205,13 +206,13 @@ pub(super) fn code4_poly<M: Madd>(
     let n = v.len();
     let r = &mut r[..n];
     // Equal lengths stated once, so the loop needs no bounds checks.
-    let c: [&[f64]; 6] = std::array::from_fn(|k| &c[k][..n]);
+    let at = |k: usize, i: usize| c[(i / 4) * 24 + k * 4 + i % 4];
     for i in from..n {
-        let mut vi = c[0][i] * pw[0];
-        let mut di = c[0][i];
+        let mut vi = at(0, i) * pw[0];
+        let mut di = at(0, i);
         for k in 1..6 {
-            vi = M::madd(c[k][i], pw[k], vi);
-            di = M::madd(c[k][i], dpw[k], di);
+            vi = M::madd(at(k, i), pw[k], vi);
+            di = M::madd(at(k, i), dpw[k], di);
         }
         v[i] = 1.0 + vi;
         r[i] = di / (1.0 + vi);
@@ -419,20 +420,21 @@ mod avx {
     /// vector, is left to the generic code).
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn code4_poly(
-        c: [&[f64]; 6],
+        c: &[f64],
         pw: &[f64; 6],
         dpw: &[f64; 6],
         v: &mut [f64],
         r: &mut [f64],
     ) -> usize {
         let n = v.len();
-        assert!(r.len() >= n && c.iter().all(|ck| ck.len() >= n));
+        assert!(r.len() >= n && c.len() >= 6 * (n / 4 * 4));
         let pwv: [__m256d; 6] = std::array::from_fn(|k| _mm256_set1_pd(pw[k]));
         let dpwv: [__m256d; 5] = std::array::from_fn(|k| _mm256_set1_pd(dpw[k + 1]));
         let one = _mm256_set1_pd(1.0);
         let mut i = 0;
         while i + 4 <= n {
-            let ck: [__m256d; 6] = std::array::from_fn(|k| _mm256_loadu_pd(c[k].as_ptr().add(i)));
+            let ck: [__m256d; 6] =
+                std::array::from_fn(|k| _mm256_loadu_pd(c.as_ptr().add(6 * i + 4 * k)));
             let mut vi = _mm256_mul_pd(ck[0], pwv[0]);
             let mut di = ck[0];
             for k in 1..6 {

@@ -43,7 +43,8 @@ pub struct CpuEvaluator {
     /// Per sample: the product N of its normsys factors κ (F = scale factors · N).
     sample_norm: Vec<f64>,
     /// Normsys entries sorted by parameter ("positions"): groups (parameter, start, end), the
-    /// six code-4 polynomial coefficients (as columns), the entry each position came from, each
+    /// six code-4 polynomial coefficients (in blocks of four positions: the four c₀, then the four
+    /// c₁, …, so the polynomial reads one stream, not six), the entry each position came from, each
     /// entry's position, each position's sample, and per position κ and dκ/dα / κ from the
     /// forward pass. Each group is padded to whole 4-wide vectors with positions of no entry
     /// ([`NO_ENTRY`]: κ = 1, no gradient). Sorted by parameter, the code-4 loop over a group is elementwise and
@@ -54,7 +55,7 @@ pub struct CpuEvaluator {
     /// weighted sum per parameter. A sample whose N is zero (some κ = 0, possible with code 0)
     /// takes the exact product of the other factors instead.
     norm_groups: Vec<(u32, u32, u32)>,
-    norm_cols: [Vec<f64>; 6],
+    norm_coef: Vec<f64>,
     /// Per position of a multiplicative code (1 or 4), ln(hi) and −ln(lo): κ = exp(α·ln hi)
     /// for α > 0, exp(α·(−ln lo)) for α < 0 (code 4 beyond |α| = 1), and (dκ/dα)/κ is that
     /// logarithm. Zero at padding (κ = 1).
@@ -167,7 +168,7 @@ impl CpuEvaluator {
         }
         let n_pos = norm_from.len();
         let mut norm_pos = vec![0u32; model.normsys.len()];
-        let mut norm_cols: [Vec<f64>; 6] = std::array::from_fn(|_| vec![0.0; n_pos]);
+        let mut norm_coef: Vec<f64> = vec![0.0; 6 * n_pos];
         let mut norm_ln: [Vec<f64>; 2] = std::array::from_fn(|_| vec![0.0; n_pos]);
         let mut norm_sample = vec![0u32; n_pos];
         let mut sample_of = vec![0u32; model.normsys.len()];
@@ -185,8 +186,9 @@ impl CpuEvaluator {
                     norm_ln[0][pos] = entry.coef[0];
                     norm_ln[1][pos] = -entry.coef[1];
                 }
-                for (k, col) in norm_cols.iter_mut().enumerate() {
-                    col[pos] = model.normsys[e as usize].coef[2 + k];
+                for k in 0..6 {
+                    norm_coef[(pos / 4) * 24 + k * 4 + pos % 4] =
+                        model.normsys[e as usize].coef[2 + k];
                 }
             }
         }
@@ -248,7 +250,7 @@ impl CpuEvaluator {
             sample_norm: vec![0.0; model.samples.len()],
             sample_wf: vec![0.0; model.samples.len()],
             norm_groups,
-            norm_cols,
+            norm_coef,
             norm_ln,
             norm_v: vec![0.0; n_pos],
             norm_r: vec![0.0; n_pos],
@@ -298,7 +300,7 @@ impl CpuEvaluator {
                 let (a4, a5, a6) = (a2 * a2, a2 * a3, a3 * a3);
                 let pw = [a, a2, a3, a4, a5, a6];
                 let dpw = [1.0, 2.0 * a, 3.0 * a2, 4.0 * a3, 5.0 * a4, 6.0 * a5];
-                let c: [&[f64]; 6] = std::array::from_fn(|k| &self.norm_cols[k][s0..s1]);
+                let c = &self.norm_coef[6 * s0..6 * s1];
                 M::code4_poly(
                     c,
                     &pw,
