@@ -180,22 +180,31 @@ fn gradient_with_a_zero_normalisation_matches_differences() {
         p[model.poi] = 0.0;
         let mut grad = vec![0.0; p.len()];
         ev.nll_grad(&p, &data, &mut grad).unwrap();
-        for i in 0..p.len() {
-            let h = 1e-4 * p[i].abs().max(1.0);
-            let mut x = p.clone();
-            x[i] = p[i] + h;
-            let fp = ev.nll(&x, &data).unwrap();
-            x[i] = p[i] - h;
-            let fm = ev.nll(&x, &data).unwrap();
-            let fd = (fp - fm) / (2.0 * h);
-            let err = (fd - grad[i]).abs() / grad[i].abs().max(1.0);
-            assert!(
-                err < 1e-6,
-                "{name} d/d{}: {} vs {fd}",
-                model.parameters[i].name,
-                grad[i]
-            );
-        }
+        assert_matches_differences(&mut ev, &data, &p, &grad, |x| 1e-4 * x.abs().max(1.0), 1e-6);
+    }
+}
+
+/// Every component of `grad` (the gradient at `p`) against a central difference with step
+/// `h(p[i])`, to `tol` relative (absolute below 1).
+fn assert_matches_differences(
+    ev: &mut CpuEvaluator,
+    data: &Dataset,
+    p: &[f64],
+    grad: &[f64],
+    h: impl Fn(f64) -> f64,
+    tol: f64,
+) {
+    for i in 0..p.len() {
+        let h = h(p[i]);
+        let mut x = p.to_vec();
+        x[i] = p[i] + h;
+        let fp = ev.nll(&x, data).unwrap();
+        x[i] = p[i] - h;
+        let fm = ev.nll(&x, data).unwrap();
+        let fd = (fp - fm) / (2.0 * h);
+        let err = (fd - grad[i]).abs() / grad[i].abs().max(1.0);
+        let name = &ev.model().parameters[i].name;
+        assert!(err < tol, "d/d{name}: {} vs {fd}", grad[i]);
     }
 }
 
@@ -236,20 +245,5 @@ fn gradient_with_a_zero_normsys_factor_matches_differences() {
         grad[a] != 0.0,
         "the zero factor's own derivative is not zero"
     );
-    for i in 0..p.len() {
-        let h = 1e-5;
-        let mut x = p.clone();
-        x[i] = p[i] + h;
-        let fp = ev.nll(&x, &data).unwrap();
-        x[i] = p[i] - h;
-        let fm = ev.nll(&x, &data).unwrap();
-        let fd = (fp - fm) / (2.0 * h);
-        let err = (fd - grad[i]).abs() / grad[i].abs().max(1.0);
-        assert!(
-            err < 1e-7,
-            "d/d{}: {} vs {fd}",
-            model.parameters[i].name,
-            grad[i]
-        );
-    }
+    assert_matches_differences(&mut ev, &data, &p, &grad, |_| 1e-5, 1e-7);
 }

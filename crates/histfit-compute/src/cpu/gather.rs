@@ -71,37 +71,32 @@ impl<'a> GatherSlice<'a> {
     /// Σ v[i] over the indices, in four independent chains.
     #[inline(always)]
     pub(super) fn sum(&self, v: &[f64]) -> f64 {
-        assert!(v.len() >= self.bound);
-        let mut acc = [0.0; 4];
-        let c = self.idx.chunks_exact(4);
-        let rest = c.remainder();
-        for q in c {
-            for l in 0..4 {
-                acc[l] += self.load(v, q[l]);
-            }
-        }
-        for &q in rest {
-            acc[0] += self.load(v, q);
-        }
-        (acc[0] + acc[1]) + (acc[2] + acc[3])
+        self.reduce(v, 0.0, |a, b| a + b)
     }
 
     /// Π v[i] over the indices, in four independent chains.
     #[inline(always)]
     pub(super) fn product(&self, v: &[f64]) -> f64 {
+        self.reduce(v, 1.0, |a, b| a * b)
+    }
+
+    /// v[i] over the indices combined by `op` (from `unit`) in four independent chains, then
+    /// (c0 op c1) op (c2 op c3).
+    #[inline(always)]
+    fn reduce(&self, v: &[f64], unit: f64, op: impl Fn(f64, f64) -> f64) -> f64 {
         assert!(v.len() >= self.bound);
-        let mut acc = [1.0; 4];
+        let mut acc = [unit; 4];
         let c = self.idx.chunks_exact(4);
         let rest = c.remainder();
         for q in c {
             for l in 0..4 {
-                acc[l] *= self.load(v, q[l]);
+                acc[l] = op(acc[l], self.load(v, q[l]));
             }
         }
         for &q in rest {
-            acc[0] *= self.load(v, q);
+            acc[0] = op(acc[0], self.load(v, q));
         }
-        (acc[0] * acc[1]) * (acc[2] * acc[3])
+        op(op(acc[0], acc[1]), op(acc[2], acc[3]))
     }
 
     /// Σₖ r[k]·w[iₖ], in four independent chains.
