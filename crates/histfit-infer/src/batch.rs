@@ -258,6 +258,14 @@ pub fn fit_together<B: BatchEvaluator + ?Sized>(
     opts: &[crate::FitOptions],
 ) -> Result<Vec<crate::FitResult>> {
     let n = model.n_params();
+    // The batch is evaluated here, not through the fits' own requests: give it the dataset
+    // the fits minimise (without its constant, see `fit_async`) and add the constant after.
+    let constant = data.constant;
+    let varying = Dataset {
+        constant: 0.0,
+        ..data.clone()
+    };
+    let data = &varying;
     let slots: Vec<Slot> = opts.iter().map(|_| Slot::default()).collect();
     let mut jobs: Vec<Option<Job<'_, crate::FitResult>>> = opts
         .iter()
@@ -311,7 +319,11 @@ pub fn fit_together<B: BatchEvaluator + ?Sized>(
         }
     }
     done.into_iter()
-        .map(|r| r.expect("every fit ran to its end"))
+        .map(|r| {
+            let mut r = r.expect("every fit ran to its end")?;
+            r.twice_nll += 2.0 * constant;
+            Ok(r)
+        })
         .collect()
 }
 
