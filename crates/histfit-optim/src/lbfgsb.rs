@@ -201,8 +201,7 @@ impl Lbfgsb {
     }
 
     /// Declares the coordinates where f is continuous but has a kink at 0 (interpolation codes 0
-    /// and 1): line searches stop at such a kink instead of stepping across it, and a coordinate
-    /// at its kink that no step across can lower f from is held there.
+    /// and 1): line searches stop at such a kink instead of stepping across it.
     pub fn with_kinks(mut self, kinks: &[bool]) -> Lbfgsb {
         assert_eq!(kinks.len(), self.n, "kinks must have the length of x0");
         self.kinks = kinks.to_vec();
@@ -448,10 +447,6 @@ impl Lbfgsb {
             self.reset_memory();
             return self.begin_iteration();
         }
-        if self.pin_kinks() {
-            self.reset_memory();
-            return self.begin_iteration();
-        }
         let pg = self.projected_gradient_norm();
         let edm = -0.5 * self.dg0;
         // Near the minimum, rounding in f hides decreases smaller than ~1e-13·|f|: if the model
@@ -466,25 +461,6 @@ impl Lbfgsb {
                 "line search failed to reduce f (estimated distance to minimum {edm:.1e}, projected gradient {pg:.2e})"
             ))
         })
-    }
-
-    /// A kinked coordinate sitting at its kink (within rounding of 0), which the failed step
-    /// moved across: its gradient is the slope of the side it sits on, and f rises on the
-    /// other side (else the step would have reduced it), so its minimum given the others is
-    /// the kink. Holds every such coordinate where it is (its bounds narrowed to its value) for
-    /// the rest of this run; returns whether it held any.
-    fn pin_kinks(&mut self) -> bool {
-        let mut pinned = false;
-        for i in 0..self.n {
-            let x = self.x[i];
-            let across = (x <= 0.0 && self.d[i] > 0.0) || (x >= 0.0 && self.d[i] < 0.0);
-            if self.kinks[i] && x.abs() <= 1e-12 && across && self.lower[i] < self.upper[i] {
-                self.lower[i] = x;
-                self.upper[i] = x;
-                pinned = true;
-            }
-        }
-        pinned
     }
 
     fn reset_memory(&mut self) {
@@ -1007,38 +983,6 @@ mod tests {
             g[i + 1] += 200.0 * a;
         }
         f
-    }
-
-    /// f = v(x) + (y − 1)² with v's kink at 0 a minimum (slope −1 left of it, +2 right), started
-    /// a rounding error left of the kink: the gradient there says "go right", every step right
-    /// climbs. The kinked coordinate is held at the kink and the fit converges.
-    #[test]
-    fn a_minimum_at_a_kink_converges() {
-        let fg = |x: &[f64], g: &mut [f64]| {
-            let (v, dv) = if x[0] > 0.0 {
-                (2.0 * x[0], 2.0)
-            } else {
-                (-x[0], -1.0)
-            };
-            g[0] = dv;
-            g[1] = 2.0 * (x[1] - 1.0);
-            v + (x[1] - 1.0).powi(2)
-        };
-        let x0 = [-4e-22, 3.0];
-        let (lo, hi) = ([-5.0, -5.0], [5.0, 5.0]);
-        let mut opt = Lbfgsb::new(&x0, &lo, &hi, tight()).with_kinks(&[true, false]);
-        let mut g = vec![0.0; 2];
-        while let Ask::Evaluate(x) = opt.ask() {
-            let x = x.to_vec();
-            let f = fg(&x, &mut g);
-            opt.tell(f, &g);
-        }
-        assert!(opt.status().converged(), "{:?}", opt.status());
-        assert!(
-            opt.x()[0].abs() <= 1e-12 && (opt.x()[1] - 1.0).abs() < 1e-8,
-            "{:?}",
-            opt.x()
-        );
     }
 
     #[test]
