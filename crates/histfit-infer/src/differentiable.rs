@@ -196,9 +196,9 @@ fn profile<E: YieldGradient>(
     })
 }
 
-/// Newton steps from a fit's minimum `x` over the parameters neither fixed nor at a bound: the
-/// Newton system solved by conjugate gradients in scaled coordinates, each Hessian-vector
-/// product a forward difference of the analytic gradient. A step is kept only where it shrinks
+/// Newton steps from a fit's minimum `x` over the parameters neither fixed nor at a bound or a
+/// kink: the Newton system solved by conjugate gradients in scaled coordinates, each
+/// Hessian-vector product a forward difference of the analytic gradient. A step is kept only where it shrinks
 /// the gradient (at most three steps).
 fn newton_polish<E: Evaluator + ?Sized>(
     eval: &mut E,
@@ -208,9 +208,19 @@ fn newton_polish<E: Evaluator + ?Sized>(
 ) -> Result<()> {
     let model = eval.model();
     let (bounds, scale) = (model.bounds(), crate::fit::parameter_scales(model));
+    let kinked = crate::fit::kinked_parameters(model);
     let n = x.len();
+    // Not the parameters at a bound (active constraints) or at a kink (code 0 or 1 at α = 0: a
+    // minimum there has one-sided slopes that no step reduces, and differences across it say
+    // nothing of curvature). The difference probes stay 1e-6 of a scale inside the bounds.
     let free: Vec<usize> = (0..n)
-        .filter(|&i| !fixed[i] && x[i] > bounds[i].0 && x[i] < bounds[i].1)
+        .filter(|&i| {
+            let margin = 1e-5 * scale[i];
+            !fixed[i]
+                && x[i] > bounds[i].0 + margin
+                && x[i] < bounds[i].1 - margin
+                && !(kinked[i] && x[i].abs() <= margin)
+        })
         .collect();
     if free.is_empty() {
         return Ok(());

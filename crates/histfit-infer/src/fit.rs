@@ -298,7 +298,10 @@ async fn minimise_async<E: AsyncEvaluator + ?Sized>(
             o.init = Some(init);
             // Recursion in an async fn goes through a box.
             let mut r = Box::pin(minimise_async(eval, data, &o)).await?;
-            if r.converged && r.twice_nll <= 2.0 * f_here + 1e-9 {
+            // The failed fit's point is no minimum either (its line search gave up with a
+            // decrease still predicted): take the pinned fit unless it is clearly worse, by
+            // more than the 1e-6 in twice_nll that fits are compared to.
+            if r.converged && r.twice_nll <= 2.0 * f_here + 1e-6 {
                 for &i in &pinned {
                     r.fixed[i] = model.fixed[i];
                 }
@@ -388,6 +391,29 @@ pub(crate) fn parameter_scales(model: &Model) -> Vec<f64> {
         .collect()
 }
 
+/// The parameters whose interpolation has a kink at 0: those driving a modifier that uses code 0
+/// or 1.
+pub(crate) fn kinked_parameters(model: &Model) -> Vec<bool> {
+    let kinked_code = |c: histfit_model::InterpCode| {
+        matches!(
+            c,
+            histfit_model::InterpCode::Code0 | histfit_model::InterpCode::Code1
+        )
+    };
+    let mut k = vec![false; model.parameters.len()];
+    if kinked_code(model.settings.normsys) {
+        for e in &model.normsys {
+            k[e.par as usize] = true;
+        }
+    }
+    if kinked_code(model.settings.histosys) {
+        for e in &model.histosys {
+            k[e.par as usize] = true;
+        }
+    }
+    k
+}
+
 trait CloneLayout {
     fn clone_layout(&self) -> Layout;
 }
@@ -400,27 +426,7 @@ impl CloneLayout for Model {
             bounds: self.bounds(),
             fixed: self.fixed(),
             scale: parameter_scales(self),
-            kinked: {
-                // A parameter is kinked when a modifier it drives uses code 0 or 1.
-                let kinked_code = |c: histfit_model::InterpCode| {
-                    matches!(
-                        c,
-                        histfit_model::InterpCode::Code0 | histfit_model::InterpCode::Code1
-                    )
-                };
-                let mut k = vec![false; self.parameters.len()];
-                if kinked_code(self.settings.normsys) {
-                    for e in &self.normsys {
-                        k[e.par as usize] = true;
-                    }
-                }
-                if kinked_code(self.settings.histosys) {
-                    for e in &self.histosys {
-                        k[e.par as usize] = true;
-                    }
-                }
-                k
-            },
+            kinked: kinked_parameters(self),
         }
     }
 }

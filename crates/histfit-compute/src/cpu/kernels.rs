@@ -458,6 +458,10 @@ mod tests {
     /// it takes (and past it, where it hands over to the library), to a few ulps.
     #[test]
     fn exp_factors_match_the_library_exp() {
+        if !cpu_has_fma() {
+            // The fused build never runs here; the generic one is the library's exp itself.
+            return;
+        }
         let ln: Vec<f64> = (0..4001).map(|i| -710.0 + 0.355 * i as f64).collect();
         let (mut v, mut r) = (vec![0.0; ln.len()], vec![0.0; ln.len()]);
         Fused::exp_factors(&ln, 1.0, &mut v, &mut r);
