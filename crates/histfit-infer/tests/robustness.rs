@@ -98,3 +98,41 @@ fn limits_refuse_impossible_requests() {
         .unwrap();
     assert!(e.to_string().contains("use toys"), "{e}");
 }
+
+/// A one-sided code-1 systematic has its minimum at its kink (f rises on both sides of α = 0);
+/// a second, two-sided one lowers the likelihood away from 0. The fit must hold only the first
+/// at its kink: holding every kinked parameter at 0 once the first step fails would report a
+/// worse point (twice_nll 14.195, weak = 0) as the minimum.
+#[test]
+fn only_the_parameter_at_a_kink_minimum_is_held_there() {
+    let ws = json!({
+        "channels": [{"name": "c", "samples": [
+            {"name": "sig", "data": [1.0], "modifiers": [
+                {"name": "mu", "type": "normfactor", "data": null}]},
+            {"name": "bkg", "data": [100.0], "modifiers": [
+                {"name": "oneside", "type": "normsys", "data": {"hi": 1.3, "lo": 1.2}},
+                {"name": "weak", "type": "normsys", "data": {"hi": 1.02, "lo": 0.98}}]}]}],
+        "observations": [{"name": "c", "data": [80.0]}],
+        "measurements": [{"name": "m", "config": {"poi": "mu", "parameters": []}}],
+        "version": "1.0.0"
+    });
+    let (model, data) = model(ws, Settings::pyhf_defaults());
+    let r = fit(
+        &mut CpuEvaluator::new(model.clone()),
+        &data,
+        &FitOptions::default(),
+    )
+    .unwrap();
+    let (oneside, weak) = (
+        model.par_index("oneside").unwrap(),
+        model.par_index("weak").unwrap(),
+    );
+    assert!(r.converged, "{}", r.reason);
+    assert_eq!(r.bestfit[oneside], 0.0, "{}", r.reason);
+    assert!(
+        (r.bestfit[weak] + 0.388).abs() < 1e-2,
+        "weak = {}",
+        r.bestfit[weak]
+    );
+    assert!(r.twice_nll < 14.04, "twice_nll = {}", r.twice_nll);
+}
