@@ -258,8 +258,8 @@ pub fn fit_together<B: BatchEvaluator + ?Sized>(
     opts: &[crate::FitOptions],
 ) -> Result<Vec<crate::FitResult>> {
     let n = model.n_params();
-    // The batch is evaluated here, not through the fits' own requests: give it the dataset
-    // the fits minimise (without its constant, see `fit_async`) and add the constant after.
+    // The batch is evaluated here, not through the fits' own requests: the fits and the batch
+    // both take the dataset without its constant (see `fit_async`), added to the results after.
     let constant = data.constant;
     let varying = Dataset {
         constant: 0.0,
@@ -276,7 +276,7 @@ pub fn fit_together<B: BatchEvaluator + ?Sized>(
                 slot: slot.clone(),
             };
             let job: Job<'_, crate::FitResult> =
-                Box::pin(async move { crate::fit::fit_async(&mut client, data, o).await });
+                Box::pin(async move { crate::fit::minimise_async(&mut client, data, o).await });
             Some(job)
         })
         .collect();

@@ -109,8 +109,9 @@ pub async fn fit_async<E: AsyncEvaluator + ?Sized>(
     Ok(r)
 }
 
-/// [`fit_async`] on a dataset whose constant is zero.
-async fn minimise_async<E: AsyncEvaluator + ?Sized>(
+/// [`fit_async`] on a dataset whose constant is zero (twice_nll without it): for drivers that
+/// evaluate the batch themselves and so must hand the evaluator that same dataset.
+pub(crate) async fn minimise_async<E: AsyncEvaluator + ?Sized>(
     eval: &mut E,
     data: &Dataset,
     opts: &FitOptions,
