@@ -9,7 +9,7 @@ mod progress;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use histfit_infer::{fit, AsymptoticCalculator, FitOptions, TestStat};
+use histfit_infer::{fit, AsymptoticCalculator, FitOptions, Starts, TestStat};
 use model_args::ModelArgs;
 use std::process::ExitCode;
 
@@ -33,6 +33,10 @@ enum Command {
         /// Hold a parameter at a value: NAME=VALUE (repeatable).
         #[arg(long = "fix", value_name = "NAME=VALUE")]
         fix: Vec<String>,
+        /// Further starts searched for a lower minimum (default: by model size, 24 for up to 16
+        /// free parameters, none above 64).
+        #[arg(long, value_name = "N")]
+        starts: Option<usize>,
         /// Machine-readable JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -171,6 +175,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Fit {
             model,
             fix,
+            starts,
             json,
             output,
         } => {
@@ -186,12 +191,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 &FitOptions {
                     fix: fixes,
                     uncertainties: true,
+                    starts: starts.map_or(Starts::Auto, Starts::Count),
                     ..Default::default()
                 },
             )?;
             let fit_seconds = started.elapsed().as_secs_f64();
             if !result.converged {
                 eprintln!("warning: the fit did not converge: {}", result.reason);
+            }
+            for w in &result.warnings {
+                eprintln!("warning: {w}");
             }
             if result.hessian_positive_definite == Some(false) {
                 eprintln!("warning: the Hessian at the minimum is not positive definite; uncertainties are unreliable");

@@ -13,7 +13,7 @@ pub mod scan;
 pub mod toys;
 
 pub use asymptotic::{significance, AsymptoticCalculator, HypotestResult, Significance, TestStat};
-pub use fit::{fit, FitOptions, FitResult};
+pub use fit::{fit, FitOptions, FitResult, KinkState, Starts};
 pub use limits::{upper_limit, upper_limit_scan, UpperLimit};
 pub use ranking::{ranking, Ranking, RankingEntry};
 pub use scan::{linspace, profile_scan, ScanResult};

@@ -39,6 +39,9 @@ pub struct ToyFit {
     pub twice_nll: f64,
     pub poi: f64,
     pub converged: bool,
+    /// Why the fit did not converge (absent when it did).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Where an ensemble runs. The statistics below are written once against this: on CPU threads
@@ -220,6 +223,7 @@ pub fn fit_toys_on<R: ToyRunner>(
                 twice_nll: r.twice_nll,
                 poi: r.bestfit[poi],
                 converged: r.converged,
+                reason: (!r.converged).then_some(r.reason),
             })
         })
     })
@@ -266,6 +270,9 @@ pub struct ToyStat {
     pub index: u64,
     pub q: f64,
     pub converged: bool,
+    /// Which of the toy's fits did not converge, and why (absent when both did).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Toy-based hypothesis test: the per-toy statistics (so shards can be merged) and the CLs
@@ -309,7 +316,7 @@ async fn statistic<E: AsyncEvaluator + ?Sized>(
     ts: TestStat,
     base: &FitOptions,
     init: &[f64],
-) -> Result<(f64, bool)> {
+) -> Result<(f64, Option<String>)> {
     let poi = eval.model().poi;
     let mut o = base.clone();
     o.uncertainties = false;
@@ -329,7 +336,16 @@ async fn statistic<E: AsyncEvaluator + ?Sized>(
     let t = (cond.twice_nll - free.twice_nll).max(0.0);
     let mu_hat = free.bestfit[poi];
     let q = ts.from_ratio(t, mu_hat, mu);
-    Ok((q, free.converged && cond.converged))
+    let reason = match (free.converged, cond.converged) {
+        (true, true) => None,
+        (false, true) => Some(format!("free fit: {}", free.reason)),
+        (true, false) => Some(format!("conditional fit: {}", cond.reason)),
+        (false, false) => Some(format!(
+            "free fit: {}; conditional fit: {}",
+            free.reason, cond.reason
+        )),
+    };
+    Ok((q, reason))
 }
 
 /// Toy-based CLs at `mu` on the CPU: baseline fits on the observed data, then `indices` of the
@@ -377,7 +393,7 @@ pub fn hypotest_toys_on<R: ToyRunner>(
     let (q_obs, params_sb, params_b) = {
         let mut ev = runner.single();
         let ev = &mut *ev;
-        let (q_obs, observed_ok) = block_on(statistic(
+        let (q_obs, observed_failure) = block_on(statistic(
             &mut Blocking(&mut *ev),
             data,
             mu,
@@ -385,10 +401,10 @@ pub fn hypotest_toys_on<R: ToyRunner>(
             base,
             &init,
         ))?;
-        if !observed_ok {
-            return Err(InferError::Request(
-                "a fit of the observed data did not converge, so the observed test statistic is unreliable".into(),
-            ));
+        if let Some(why) = observed_failure {
+            return Err(InferError::Request(format!(
+                "a fit of the observed data did not converge, so the observed test statistic is unreliable ({why})"
+            )));
         }
         let mut cond_at = |m: f64| -> Result<Vec<f64>> {
             let mut o = base.clone();
@@ -412,12 +428,13 @@ pub fn hypotest_toys_on<R: ToyRunner>(
     let run = |gen: &[f64], stream_seed: u64| -> Result<Vec<ToyStat>> {
         runner.run_toys(gen, stream_seed, indices.clone(), &move |mut ev, i, toy| {
             Box::pin(async move {
-                let (q, converged) = statistic(&mut *ev, &toy, mu, test_stat, base, gen).await?;
+                let (q, reason) = statistic(&mut *ev, &toy, mu, test_stat, base, gen).await?;
                 progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
                 Ok(ToyStat {
                     index: i,
                     q,
-                    converged,
+                    converged: reason.is_none(),
+                    reason,
                 })
             })
         })

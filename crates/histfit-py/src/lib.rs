@@ -6,7 +6,7 @@
 use histfit_compute::{CpuEvaluator, Dataset, Evaluator};
 use histfit_cuda::{any::AnyRunner, AnyEval, CudaYields, Device};
 use histfit_infer::toys::{fit_toys_on, hypotest_toys_on};
-use histfit_infer::{AsymptoticCalculator, FitOptions, TestStat};
+use histfit_infer::{AsymptoticCalculator, FitOptions, Starts, TestStat};
 use histfit_model::{compile, InterpCode, Model, Settings, Workspace};
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -623,7 +623,8 @@ fn test_stat(s: &str) -> PyResult<TestStat> {
 
 /// Maximum likelihood fit; returns the result document (JSON).
 #[pyfunction]
-#[pyo3(signature = (model, data = None, init = None, fix = Vec::new(), uncertainties = true, device = "cpu"))]
+#[pyo3(signature = (model, data = None, init = None, fix = Vec::new(), uncertainties = true, device = "cpu", starts = None))]
+#[allow(clippy::too_many_arguments)]
 fn fit(
     py: Python<'_>,
     model: &NativeModel,
@@ -632,10 +633,12 @@ fn fit(
     fix: Vec<(usize, f64)>,
     uncertainties: bool,
     device: &str,
+    starts: Option<usize>,
 ) -> PyResult<String> {
     let d = model.dataset(data)?;
     let mut o = fit_options(&model.model, init, fix)?;
     o.uncertainties = uncertainties;
+    o.starts = starts.map_or(Starts::Auto, Starts::Count);
     let mut ev = open(model.model.clone(), device)?;
     let r = py
         .detach(|| histfit_infer::fit(&mut ev, &d, &o))

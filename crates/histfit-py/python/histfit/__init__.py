@@ -184,6 +184,12 @@ class FitResult:
     evaluations: int
     hessian_positive_definite: Optional[bool] = None
     fixed: List[bool] = field(default_factory=list)
+    #: searches made (the requested start and further starts)
+    starts: int = 1
+    #: kinked parameters (codes 0/1): ``{"name", "side", "other_side_searched"}``
+    kinks: List[Dict[str, Any]] = field(default_factory=list)
+    #: several minima found, a start that was not finite, searches capped
+    warnings: List[str] = field(default_factory=list)
 
 
 def _data(model: Model, data: Any) -> Optional[np.ndarray]:
@@ -198,12 +204,15 @@ def _fixes(model: Model, fixed: Any) -> List[Tuple[int, float]]:
     return [(int(i), float(v)) for i, v in fixed]
 
 
-def fit(model: Model, data: Any = None, init: Any = None, fixed: Any = None, device: str = "cpu") -> FitResult:
+def fit(model: Model, data: Any = None, init: Any = None, fixed: Any = None, device: str = "cpu",
+        starts: Optional[int] = None) -> FitResult:
     """Maximum likelihood fit with uncertainties, covariance and correlations (data: default the
-    observed data; fixed: ``{"name": value}`` or ``[(index, value)]``)."""
+    observed data; fixed: ``{"name": value}`` or ``[(index, value)]``). ``starts``: further
+    starts searched for a lower minimum (default: by model size, 24 for up to 16 free
+    parameters, none above 64; 0 for a single search from ``init``)."""
     r = json.loads(
         _native.fit(model._native, _data(model, data), None if init is None else _array(init, "init"),
-                    _fixes(model, fixed), True, device)
+                    _fixes(model, fixed), True, device, None if starts is None else int(starts))
     )
     n = len(r["par_names"])
     mat = lambda v: None if v is None else np.asarray(v, dtype=np.float64).reshape(n, n)  # noqa: E731
@@ -220,6 +229,9 @@ def fit(model: Model, data: Any = None, init: Any = None, fixed: Any = None, dev
         evaluations=r["evaluations"],
         hessian_positive_definite=r.get("hessian_positive_definite"),
         fixed=r.get("fixed", []),
+        starts=r.get("starts", 1),
+        kinks=r.get("kinks", []),
+        warnings=r.get("warnings", []),
     )
 
 

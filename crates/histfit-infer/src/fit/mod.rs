@@ -1,0 +1,326 @@
+//! Maximum likelihood fits: free, conditional (any parameter fixed at a value) and warm-started,
+//! with uncertainties and correlations from the Hessian at the minimum.
+//!
+//! A fit is a search for the lowest minimum it can certify:
+//!
+//! - [`problem`]: the request checked and put into scaled coordinates;
+//! - [`starts`]: the starts — the requested point (the model's initial point where −ln L is not
+//!   finite there) and, for models small enough, further deterministic starts that look for a
+//!   lower basin;
+//! - [`search`]: from each start, L-BFGS-B and, where the model has kinks, [`kinks`]: one-sided
+//!   first-order checks, convex kinks held, the other side of concave kinks searched;
+//! - here: the lowest minimum, its certificate (a fit is converged only if the projected
+//!   gradient, one-sided at kinks, is within [`CERTIFY_PG`]), and the uncertainties.
+//!
+//! Every fit of histfit-infer (free, conditional, Asimov, scans, ranking, toys on any device,
+//! the differentiable statistics) comes through [`minimise_async`], so the same rules hold in
+//! all of them.
+
+mod kinks;
+mod problem;
+mod search;
+mod starts;
+
+pub(crate) use problem::{kinked_parameters, parameter_scales};
+
+use crate::Result;
+use histfit_compute::{block_on, hessian_async, AsyncEvaluator, Blocking, Dataset, Evaluator};
+use histfit_optim::{linalg, Options};
+use problem::{Layout, Problem};
+use search::{Local, Search};
+use serde::Serialize;
+
+/// A fit reports convergence only where no projected gradient component (one-sided at a kink,
+/// per unit of each parameter's scale) exceeds this. At the optimizer's own stopping point
+/// (estimated distance to minimum 1e-11) components are 1e-7–1e-4 on real models.
+pub const CERTIFY_PG: f64 = 1e-3;
+
+/// How many further starts a fit makes to look for a lower minimum.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Starts {
+    /// By the number of free parameters: 24 up to 16, fewer up to 64, none beyond.
+    #[default]
+    Auto,
+    /// Exactly this many (0: only the requested start).
+    Count(usize),
+}
+
+/// What to fit and how.
+#[derive(Debug, Clone, Default)]
+pub struct FitOptions {
+    /// Starting point (default: the model's suggested init).
+    pub init: Option<Vec<f64>>,
+    /// Parameters held at a value, on top of those the model fixes (index, value).
+    pub fix: Vec<(usize, f64)>,
+    /// Compute the Hessian, uncertainties and correlations at the minimum.
+    pub uncertainties: bool,
+    /// Optimizer settings (default when `None`).
+    pub optimizer: Option<Options>,
+    /// Replacement bounds for every parameter (default: the model's suggested bounds).
+    pub bounds: Option<Vec<(f64, f64)>>,
+    /// Further starts searched for a lower minimum.
+    pub starts: Starts,
+}
+
+/// The outcome of a fit. Uncertainties of fixed parameters are 0.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FitResult {
+    pub par_names: Vec<String>,
+    pub bestfit: Vec<f64>,
+    pub uncertainties: Option<Vec<f64>>,
+    /// Row-major n×n over all parameters (zero rows/columns for fixed ones).
+    pub covariance: Option<Vec<f64>>,
+    pub correlation: Option<Vec<f64>>,
+    pub twice_nll: f64,
+    pub converged: bool,
+    pub reason: String,
+    pub iterations: usize,
+    pub evaluations: usize,
+    pub projected_gradient_norm: f64,
+    /// Whether the Hessian at the minimum was positive definite (uncertainties are meaningful).
+    pub hessian_positive_definite: Option<bool>,
+    pub fixed: Vec<bool>,
+    /// Searches made (1 + further starts whose point was finite).
+    pub starts: usize,
+    /// The kinked parameters (codes 0 and 1) that are free, and where each ended.
+    pub kinks: Vec<KinkState>,
+    /// What the caller should know about this minimum (several minima found, a start that was
+    /// not finite, searches capped).
+    pub warnings: Vec<String>,
+}
+
+/// Where a kinked parameter ended relative to its kink at 0.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KinkState {
+    pub name: String,
+    /// "at_kink", "above" or "below".
+    pub side: &'static str,
+    /// Whether the other side of its kink was searched for a lower minimum.
+    pub other_side_searched: bool,
+}
+
+/// Fits `data` by minimising −ln L with L-BFGS-B.
+pub fn fit<E: Evaluator + ?Sized>(
+    eval: &mut E,
+    data: &Dataset,
+    opts: &FitOptions,
+) -> Result<FitResult> {
+    block_on(fit_async(&mut Blocking(eval), data, opts))
+}
+
+/// [`fit`] for an [`AsyncEvaluator`]: the same fit, whose evaluations may wait for a device
+/// batch (many fits then run in lockstep on a few threads).
+pub async fn fit_async<E: AsyncEvaluator + ?Sized>(
+    eval: &mut E,
+    data: &Dataset,
+    opts: &FitOptions,
+) -> Result<FitResult> {
+    // Minimise −ln L without the dataset's constant and add it back to the result. The
+    // constant (≈ 166 for tHu, next to a varying part of ≈ 14) would cost f four bits of
+    // resolution, and the line search with them the last digits of the minimum, which the
+    // envelope-theorem gradients of profiled statistics depend on.
+    let varying = Dataset {
+        constant: 0.0,
+        ..data.clone()
+    };
+    let mut r = minimise_async(eval, &varying, opts).await?;
+    r.twice_nll += 2.0 * data.constant;
+    Ok(r)
+}
+
+/// [`fit_async`] on a dataset whose constant is zero (twice_nll without it): for drivers that
+/// evaluate the batch themselves and so must hand the evaluator that same dataset.
+pub(crate) async fn minimise_async<E: AsyncEvaluator + ?Sized>(
+    eval: &mut E,
+    data: &Dataset,
+    opts: &FitOptions,
+) -> Result<FitResult> {
+    let p = Problem::new(Layout::of(eval.model()), opts)?;
+    if p.free.is_empty() {
+        // Nothing to fit: the result is the likelihood at the given point.
+        let f = eval.nll(&p.start, data).await?;
+        return Ok(point_result(&p, 2.0 * f, opts.uncertainties));
+    }
+    let mut s = Search::new(eval, data, &p);
+    let (best, starts) = search_starts(&mut s, opts.starts).await?;
+    let cert = if best.f.is_finite() {
+        Some(s.certificate(&best.z).await?)
+    } else {
+        None
+    };
+    let pg = cert
+        .as_ref()
+        .map_or(f64::INFINITY, |c| c.projected_gradient);
+    let converged = best.converged && pg <= CERTIFY_PG;
+    let mut reason = best.reason.clone();
+    if best.converged && !converged {
+        reason = format!(
+            "stopped where the projected gradient (one-sided at kinks) is {pg:.2e}, above {CERTIFY_PG:.0e}: not a minimum ({reason})"
+        );
+    }
+    if !best.pinned.is_empty() {
+        reason = format!(
+            "{reason} ({} nuisance parameters at a kink minimum, alpha = 0)",
+            best.pinned.len()
+        );
+    }
+    let bestfit = p.x_of(&best.z);
+    let kinks = kink_states(&p, &best);
+    let (iterations, evaluations, warnings) = (s.iterations, s.evaluations, s.notes);
+    let mut result = FitResult {
+        par_names: p.names.clone(),
+        bestfit,
+        uncertainties: None,
+        covariance: None,
+        correlation: None,
+        twice_nll: 2.0 * best.f,
+        converged,
+        reason,
+        iterations,
+        evaluations,
+        projected_gradient_norm: pg,
+        hessian_positive_definite: None,
+        fixed: p.fixed.clone(),
+        starts,
+        kinks,
+        warnings,
+    };
+    if opts.uncertainties {
+        add_uncertainties(eval, data, &p, &mut result).await?;
+    }
+    Ok(result)
+}
+
+/// The lowest minimum over the fit's starts (see [`starts`]) and how many searches ran.
+async fn search_starts<E: AsyncEvaluator + ?Sized>(
+    s: &mut Search<'_, E>,
+    policy: Starts,
+) -> Result<(Local, usize)> {
+    let p = s.p;
+    let z_model = p.z_of(&p.model_start);
+    let mut z_first = p.z_of(&p.start);
+    let requested_finite = s.nll(&z_first).await?.is_finite();
+    if !requested_finite && z_model != z_first && s.nll(&z_model).await?.is_finite() {
+        s.notes.push(
+            "-ln L is not finite at the requested start; the fit started from the model's initial point".into(),
+        );
+        z_first = z_model.clone();
+    }
+    let mut best = s.local_minimum(&z_first).await?;
+    let first_f = best.f;
+    let extra = match policy {
+        Starts::Auto => starts::auto_starts(p.free.len()),
+        Starts::Count(n) => n,
+    };
+    let (mut searches, mut tried) = (1, 1 + usize::from(z_first != p.z_of(&p.start)));
+    for j in 1..=extra as u64 {
+        // Odd starts spread around the model's initial point; even ones hop from the lowest
+        // minimum so far (a basin next to the best one is often the next lower).
+        let z = if j % 2 == 1 {
+            starts::start_point(p, &z_model, j, 2.0)
+        } else {
+            starts::start_point(p, &best.z, j, 1.0)
+        };
+        tried += 1;
+        if !s.nll(&z).await?.is_finite() {
+            continue;
+        }
+        searches += 1;
+        let r = s.local_minimum(&z).await?;
+        if r.better_than(&best) {
+            best = r;
+        }
+    }
+    if best.converged && first_f.is_finite() && first_f > best.f + 5e-7 {
+        s.notes.push(format!(
+            "the likelihood has several minima: the search from the requested start ended {:.4} above the lowest of {searches} starts (reported), in twice_nll",
+            2.0 * (first_f - best.f)
+        ));
+    }
+    if !best.f.is_finite() && !requested_finite {
+        best.reason = format!(
+            "objective is not finite at the starting point, nor at {} other starts",
+            tried - 1
+        );
+    }
+    Ok((best, searches))
+}
+
+/// Where each free kinked parameter ended.
+fn kink_states(p: &Problem, best: &Local) -> Vec<KinkState> {
+    (0..p.free.len())
+        .filter(|&k| p.kinks[k])
+        .map(|k| KinkState {
+            name: p.names[p.free[k]].clone(),
+            side: match best.z[k] {
+                z if z.abs() <= 1e-10 => "at_kink",
+                z if z > 0.0 => "above",
+                _ => "below",
+            },
+            other_side_searched: best.compared.contains(&k),
+        })
+        .collect()
+}
+
+/// The result of a fit with nothing free: the likelihood at the given point.
+fn point_result(p: &Problem, twice_nll: f64, uncertainties: bool) -> FitResult {
+    let n = p.n();
+    FitResult {
+        par_names: p.names.clone(),
+        bestfit: p.start.clone(),
+        uncertainties: uncertainties.then(|| vec![0.0; n]),
+        covariance: uncertainties.then(|| vec![0.0; n * n]),
+        correlation: None,
+        twice_nll,
+        converged: true,
+        reason: "no free parameters".into(),
+        iterations: 0,
+        evaluations: 1,
+        projected_gradient_norm: 0.0,
+        hessian_positive_definite: None,
+        fixed: p.fixed.clone(),
+        starts: 0,
+        kinks: Vec::new(),
+        warnings: Vec::new(),
+    }
+}
+
+/// Covariance, uncertainties and correlations from the Hessian of −ln L at the best fit.
+async fn add_uncertainties<E: AsyncEvaluator + ?Sized>(
+    eval: &mut E,
+    data: &Dataset,
+    p: &Problem,
+    result: &mut FitResult,
+) -> Result<()> {
+    let (n, free) = (p.n(), &p.free);
+    let h = hessian_async(eval, &result.bestfit, data, free).await?;
+    let k = free.len();
+    let Some((inv, posdef)) = linalg::invert_symmetric(&h, k) else {
+        result.hessian_positive_definite = Some(false);
+        return Ok(());
+    };
+    let mut cov = vec![0.0; n * n];
+    for a in 0..k {
+        for b in 0..k {
+            cov[free[a] * n + free[b]] = inv[a * k + b];
+        }
+    }
+    let unc: Vec<f64> = (0..n).map(|i| cov[i * n + i].max(0.0).sqrt()).collect();
+    let corr: Vec<f64> = (0..n * n)
+        .map(|ij| {
+            let (i, j) = (ij / n, ij % n);
+            if i == j {
+                1.0
+            } else if unc[i] > 0.0 && unc[j] > 0.0 {
+                cov[ij] / (unc[i] * unc[j])
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    result.uncertainties = Some(unc);
+    result.covariance = Some(cov);
+    result.correlation = Some(corr);
+    result.hessian_positive_definite = Some(posdef);
+    Ok(())
+}

@@ -1,0 +1,148 @@
+//! The search for a minimum from one start: L-BFGS-B in scaled coordinates, restarted with fresh
+//! curvature memory where kinks can stall it, then the kink checks of [`super::kinks`]. Every
+//! evaluation goes through [`Search`], which counts them.
+
+use super::problem::Problem;
+use crate::Result;
+use histfit_compute::{AsyncEvaluator, Dataset};
+use histfit_optim::{Ask, Lbfgsb};
+
+/// A minimum found from one start (or where the search stopped).
+#[derive(Debug, Clone)]
+pub(crate) struct Local {
+    pub z: Vec<f64>,
+    pub f: f64,
+    pub converged: bool,
+    pub reason: String,
+    /// Optimizer coordinates held at their kink (α = 0) in this minimum.
+    pub pinned: Vec<usize>,
+    /// Optimizer coordinates whose other kink basin was searched.
+    pub compared: Vec<usize>,
+}
+
+impl Local {
+    /// Whether `self` is a better answer than `other`: a converged minimum beats a stopped
+    /// search; between two of a kind, the lower f wins by more than f's rounding.
+    pub fn better_than(&self, other: &Local) -> bool {
+        if self.converged != other.converged {
+            return self.converged;
+        }
+        self.f < other.f - 1e-12 * other.f.abs().max(1.0)
+    }
+}
+
+/// One fit's evaluator, data and problem, with its evaluation and iteration counts and the
+/// notes that end up in the result's warnings.
+pub(crate) struct Search<'a, E: AsyncEvaluator + ?Sized> {
+    pub eval: &'a mut E,
+    pub data: &'a Dataset,
+    pub p: &'a Problem,
+    pub iterations: usize,
+    pub evaluations: usize,
+    pub notes: Vec<String>,
+    x: Vec<f64>,
+    grad: Vec<f64>,
+}
+
+impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
+    pub fn new(eval: &'a mut E, data: &'a Dataset, p: &'a Problem) -> Self {
+        let n = p.n();
+        Search {
+            eval,
+            data,
+            p,
+            iterations: 0,
+            evaluations: 0,
+            notes: Vec::new(),
+            x: p.start.clone(),
+            grad: vec![0.0; n],
+        }
+    }
+
+    /// −ln L at `z`.
+    pub async fn nll(&mut self, z: &[f64]) -> Result<f64> {
+        self.p.set_x(z, &mut self.x);
+        self.evaluations += 1;
+        Ok(self.eval.nll(&self.x, self.data).await?)
+    }
+
+    /// −ln L at `z` and its gradient with respect to z.
+    pub async fn nll_grad(&mut self, z: &[f64], gz: &mut [f64]) -> Result<f64> {
+        self.p.set_x(z, &mut self.x);
+        self.evaluations += 1;
+        let f = self
+            .eval
+            .nll_grad(&self.x, self.data, &mut self.grad)
+            .await?;
+        for (k, &i) in self.p.free.iter().enumerate() {
+            gz[k] = self.grad[i] * self.p.scale[k];
+        }
+        Ok(f)
+    }
+
+    /// One L-BFGS-B run from `z0` within `lower`..`upper` (a coordinate with equal bounds is
+    /// held there).
+    async fn lbfgsb(&mut self, z0: &[f64], lower: &[f64], upper: &[f64]) -> Result<Lbfgsb> {
+        let mut gz = vec![0.0; z0.len()];
+        let mut opt = Lbfgsb::new(z0, lower, upper, self.p.options).with_kinks(&self.p.kinks);
+        while let Ask::Evaluate(z) = opt.ask() {
+            let z = z.to_vec();
+            let f = self.nll_grad(&z, &mut gz).await?;
+            opt.tell(f, &gz);
+        }
+        self.iterations += opt.iterations;
+        Ok(opt)
+    }
+
+    /// L-BFGS-B from `z0` with the coordinates in `pinned` held at 0 and the bounds given,
+    /// restarted from its minimum with fresh curvature memory until a pass gains nothing where
+    /// the model has kinks (a stale quasi-Newton model can stall a little early at a kink;
+    /// smooth models do not need it).
+    pub async fn descend(
+        &mut self,
+        z0: &[f64],
+        bounds: (&[f64], &[f64]),
+        pinned: &[usize],
+    ) -> Result<Local> {
+        let (mut lower, mut upper) = (bounds.0.to_vec(), bounds.1.to_vec());
+        let mut z = z0.to_vec();
+        for &k in pinned {
+            (lower[k], upper[k], z[k]) = (0.0, 0.0, 0.0);
+        }
+        let mut opt = self.lbfgsb(&z, &lower, &upper).await?;
+        let passes = if self.p.has_kinks() { 4 } else { 0 };
+        for _ in 0..passes {
+            if !opt.status().converged() {
+                break;
+            }
+            let again = self.lbfgsb(opt.x(), &lower, &upper).await?;
+            let gain = opt.f() - again.f();
+            if again.status().converged() && again.f() <= opt.f() {
+                opt = again;
+            }
+            if gain <= 1e-10 * opt.f().abs().max(1.0) {
+                break;
+            }
+        }
+        Ok(Local {
+            z: opt.x().to_vec(),
+            f: opt.f(),
+            converged: opt.status().converged(),
+            reason: opt.status().reason().to_owned(),
+            pinned: pinned.to_vec(),
+            compared: Vec::new(),
+        })
+    }
+
+    /// The best minimum reachable from `z0`: a descent, then the kink checks where the model
+    /// has kinks.
+    pub async fn local_minimum(&mut self, z0: &[f64]) -> Result<Local> {
+        let p = self.p;
+        let local = self.descend(z0, (&p.lower, &p.upper), &[]).await?;
+        if p.has_kinks() {
+            self.settle_kinks(local).await
+        } else {
+            Ok(local)
+        }
+    }
+}
