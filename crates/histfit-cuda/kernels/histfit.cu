@@ -244,13 +244,20 @@ __device__ __forceinline__ void nll_grad_body(NLL_GRAD_ARGS) {
         lam[b] = l;
         if (out_lam) out_lam[(long long)p * M + b] = l;
         double n = dat[b];
-        if (l < 0.0 || (l == 0.0 && n > 0.0) || isnan(l)) {
+        if ((n > 0.0 && !(l > 0.0)) || isnan(l)) {
             invalid = 1;
             dlam[b] = 0.0;
             contrib[b] = 0.0;
+        } else if (n > 0.0) {
+            contrib[b] = l - n - n * log(l / n);
+            dlam[b] = 1.0 - n / l;
+        } else if (l >= 0.0) {
+            contrib[b] = l;
+            dlam[b] = 1.0;
         } else {
-            contrib[b] = n > 0.0 ? l - n - n * log(l / n) : l;
-            dlam[b] = n > 0.0 ? 1.0 - n / l : 1.0;
+            // An empty bin below λ = 0 (histfit_compute::EMPTY_BIN_WALL).
+            contrib[b] = l + l * l / (2.0 * EMPTY_BIN_WALL);
+            dlam[b] = 1.0 + l / EMPTY_BIN_WALL;
         }
     }
     // constraint terms
@@ -378,7 +385,7 @@ extern "C" __global__ void yield_grad_sum(int n_in, const int* __restrict__ in_s
     double g = 0.0;
     for (int i = 0; i < k; ++i) {
         double l = lam[(long long)i * M + b];
-        double dl = n > 0.0 ? 1.0 - n / l : 1.0;
+        double dl = n > 0.0 ? 1.0 - n / l : (l >= 0.0 ? 1.0 : 1.0 + l / EMPTY_BIN_WALL);
         g += (i == 0 ? c0 : c1) * (dl * sbfac[(long long)i * n_sb + sb]);
     }
     if (cd != 0.0) {

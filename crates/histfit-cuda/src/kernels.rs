@@ -26,7 +26,11 @@ fn options(arch: &'static str) -> CompileOptions {
         arch: Some(arch),
         // Line numbers in the PTX (no effect on the code) let Nsight Compute attribute time to
         // source lines.
-        options: vec!["--generate-line-info".into()],
+        // Constants shared with the CPU evaluator are defined once, in Rust.
+        options: vec![
+            "--generate-line-info".into(),
+            format!("-DEMPTY_BIN_WALL={:e}", histfit_compute::EMPTY_BIN_WALL),
+        ],
         ..Default::default()
     }
 }

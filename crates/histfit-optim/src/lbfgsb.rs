@@ -874,8 +874,12 @@ impl Ord for Breakpoint {
     }
 }
 
-/// Safeguarded cubic interpolation for the minimiser between two trials; bisection when the
-/// cubic is unusable (non-finite values) or lands too close to an end.
+/// The next trial between two: the minimiser of the cubic through both (values and slopes), or of
+/// the quadratic through lo's value and slope and hi's value where hi's slope is not finite. The
+/// point is kept within [1 %, 90 %] of the way from lo to hi, not bisected: where f rises steeply
+/// past lo (a wall — an empty bin whose mean reaches 0), the minimiser lies very close to lo, and
+/// halving the interval twenty times would not reach it. Where hi's value is not finite either,
+/// the step shrinks tenfold.
 fn interpolate(lo: Trial, hi: Trial) -> f64 {
     let (a, b) = (lo.alpha, hi.alpha);
     let mut x = f64::NAN;
@@ -887,12 +891,21 @@ fn interpolate(lo: Trial, hi: Trial) -> f64 {
             x = b - (b - a) * (hi.dg + d2 - d1) / (hi.dg - lo.dg + 2.0 * d2);
         }
     }
-    let (left, right) = (a.min(b), a.max(b));
-    let margin = 0.1 * (right - left);
-    if !x.is_finite() || x < left + margin || x > right - margin {
-        x = 0.5 * (a + b);
+    if !x.is_finite() && lo.f.is_finite() && hi.f.is_finite() {
+        let h = b - a;
+        let curvature = hi.f - lo.f - lo.dg * h;
+        if curvature > 0.0 {
+            x = a - lo.dg * h * h / (2.0 * curvature);
+        }
     }
-    x
+    let t = if x.is_finite() {
+        ((x - a) / (b - a)).clamp(0.01, 0.9)
+    } else if hi.f.is_finite() {
+        0.5
+    } else {
+        0.1
+    };
+    a + t * (b - a)
 }
 
 /// Dot product with independent partial sums: a single running sum is one long chain of

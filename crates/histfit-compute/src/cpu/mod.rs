@@ -435,11 +435,11 @@ impl CpuEvaluator {
     fn value(&self, p: &[f64], data: &Dataset) -> f64 {
         let mut nll = 0.0;
         for (&l, &n) in self.lam.iter().zip(&data.main) {
-            if l < 0.0 || (l == 0.0 && n > 0.0) || l.is_nan() {
-                return f64::INFINITY;
-            }
             // Relative to the saturated value (see `Dataset::constant`).
-            nll += if n > 0.0 { l - n - n * (l / n).ln() } else { l };
+            match crate::poisson_term(l, n) {
+                Some((v, _)) => nll += v,
+                None => return f64::INFINITY,
+            }
         }
         for &(par, k, sigma) in &self.gauss {
             let z = (p[par] - data.aux[k]) / sigma;
@@ -462,7 +462,7 @@ impl CpuEvaluator {
     /// ∂(−ln L)/∂λ_b per main bin, after a forward pass.
     fn fill_dlam(&mut self, data: &Dataset) {
         for ((d, &l), &n) in self.dlam.iter_mut().zip(&self.lam).zip(&data.main) {
-            *d = if n > 0.0 { 1.0 - n / l } else { 1.0 };
+            *d = crate::poisson_term(l, n).map_or(f64::NAN, |t| t.1);
         }
     }
 

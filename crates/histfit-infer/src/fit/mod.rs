@@ -10,13 +10,15 @@
 //! - [`search`]: from each start, L-BFGS-B and, where the model has kinks, [`kinks`]: one-sided
 //!   first-order checks, convex kinks held, the other side of concave kinks searched;
 //! - here: the lowest minimum, its certificate (a fit is converged only if the projected
-//!   gradient, one-sided at kinks, is within [`CERTIFY_PG`]), and the uncertainties.
+//!   gradient, one-sided at kinks, is within [`CERTIFY_PG`]; where stiff directions leave it
+//!   above, [`polish`] finishes the minimum by Newton steps first), and the uncertainties.
 //!
 //! Every fit of histfit-infer (free, conditional, Asimov, scans, ranking, toys on any device,
 //! the differentiable statistics) comes through [`minimise_async`], so the same rules hold in
 //! all of them.
 
 mod kinks;
+mod polish;
 mod problem;
 mod search;
 mod starts;
@@ -142,12 +144,38 @@ pub(crate) async fn minimise_async<E: AsyncEvaluator + ?Sized>(
         return Ok(point_result(&p, 2.0 * f, opts.uncertainties));
     }
     let mut s = Search::new(eval, data, &p);
-    let (best, starts) = search_starts(&mut s, opts.starts).await?;
-    let cert = if best.f.is_finite() {
+    let (mut best, starts) = search_starts(&mut s, opts.starts).await?;
+    let mut cert = if best.f.is_finite() {
         Some(s.certificate(&best.z).await?)
     } else {
         None
     };
+    // A converged search whose gradient is still above the tolerance off the kinks has met the
+    // limit of f's resolution in a stiff direction (see [`polish`]): finish it by Newton steps,
+    // and where those end across a change of curvature, descend and finish again.
+    for round in 0..3 {
+        let Some(c) = &cert else { break };
+        if !(best.converged && c.smooth > CERTIFY_PG && c.descents.is_empty()) {
+            break;
+        }
+        if round > 0 {
+            let p = s.p;
+            let again = s
+                .descend(&best.z, (&p.lower, &p.upper), &best.pinned)
+                .await?;
+            if again.converged && again.f <= best.f {
+                let compared = std::mem::take(&mut best.compared);
+                best = again;
+                best.compared = compared;
+            }
+        }
+        let f_before = best.f;
+        s.polish(&mut best).await?;
+        if best.f != f_before && !best.reason.ends_with("(finished by Newton steps)") {
+            best.reason = format!("{} (finished by Newton steps)", best.reason);
+        }
+        cert = Some(s.certificate(&best.z).await?);
+    }
     let pg = cert
         .as_ref()
         .map_or(f64::INFINITY, |c| c.projected_gradient);

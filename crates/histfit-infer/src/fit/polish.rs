@@ -1,0 +1,104 @@
+//! Newton steps that finish a minimum whose gradient L-BFGS-B cannot resolve.
+//!
+//! L-BFGS-B's line search compares values of f, which are exact to about 1e-12 on a likelihood
+//! of a few hundred; along a direction of curvature c it can then place the minimum only to a
+//! gradient of about √(2c·1e-12). In stiff directions — an empty bin held at λ = 0 by
+//! [`histfit_compute::EMPTY_BIN_WALL`], a normalisation of thousands of events — that leaves
+//! gradients of 1e-3–1e-2 at a point whose f is within 1e-12 of the minimum. Newton steps work
+//! on the gradient alone: the system H v = −g solved by conjugate gradients, each Hessian-vector
+//! product a forward difference of the analytic gradient (a step of 1e-8, small against the
+//! width of the empty-bin wall); a step (or a quarter, a sixteenth … of it) is kept only where it lowers
+//! f, or shrinks the gradient without raising f beyond its rounding.
+
+use super::search::{Local, Search};
+use crate::Result;
+use histfit_compute::AsyncEvaluator;
+
+impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
+    /// Up to three Newton steps from `at` over the coordinates off their bounds, kinks and pins.
+    pub async fn polish(&mut self, at: &mut Local) -> Result<()> {
+        let p = self.p;
+        let margin = 1e-5;
+        let active: Vec<usize> = (0..at.z.len())
+            .filter(|&k| {
+                at.z[k] > p.lower[k] + margin
+                    && at.z[k] < p.upper[k] - margin
+                    && !(p.kinks[k] && at.z[k].abs() <= margin)
+                    && !at.pinned.contains(&k)
+            })
+            .collect();
+        if active.is_empty() {
+            return Ok(());
+        }
+        let m = at.z.len();
+        let mut g = vec![0.0; m];
+        let norm = |v: &[f64]| v.iter().map(|a| a * a).sum::<f64>().sqrt();
+        let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+        let pick = |g: &[f64]| -> Vec<f64> { active.iter().map(|&k| g[k]).collect() };
+        self.nll_grad(&at.z, &mut g).await?;
+        let mut g0 = pick(&g);
+        for _ in 0..6 {
+            let g0_norm = norm(&g0);
+            if !g0_norm.is_finite() || g0_norm <= 0.0 {
+                break;
+            }
+            let mut v = vec![0.0; active.len()];
+            let mut r: Vec<f64> = g0.iter().map(|a| -a).collect();
+            let mut d = r.clone();
+            let mut rr = dot(&r, &r);
+            let mut zp = at.z.clone();
+            for _ in 0..2 * active.len().min(50) {
+                let eps = 1e-8 / d.iter().fold(0.0f64, |a, b| a.max(b.abs()));
+                for (j, &k) in active.iter().enumerate() {
+                    zp[k] = at.z[k] + eps * d[j];
+                }
+                self.nll_grad(&zp, &mut g).await?;
+                let hd: Vec<f64> = pick(&g)
+                    .iter()
+                    .zip(&g0)
+                    .map(|(a, b)| (a - b) / eps)
+                    .collect();
+                let dhd = dot(&d, &hd);
+                if !dhd.is_finite() || dhd <= 0.0 {
+                    break;
+                }
+                let alpha = rr / dhd;
+                for j in 0..v.len() {
+                    v[j] += alpha * d[j];
+                    r[j] -= alpha * hd[j];
+                }
+                let rr_new = dot(&r, &r);
+                if rr_new.sqrt() <= 1e-6 * g0_norm {
+                    break;
+                }
+                for j in 0..d.len() {
+                    d[j] = r[j] + rr_new / rr * d[j];
+                }
+                rr = rr_new;
+            }
+            // The full step, else shorter ones: past a change of curvature (an empty bin's
+            // wall) the quadratic model overshoots.
+            let noise = 1e-12 * at.f.abs().max(1.0);
+            let mut taken = None;
+            let mut t = 1.0;
+            for _ in 0..8 {
+                let mut zn = at.z.clone();
+                for (j, &k) in active.iter().enumerate() {
+                    zn[k] = (at.z[k] + t * v[j]).clamp(p.lower[k], p.upper[k]);
+                }
+                let fn_ = self.nll_grad(&zn, &mut g).await?;
+                let gn = pick(&g);
+                if fn_ < at.f - noise || (fn_ <= at.f + noise && norm(&gn) < 0.5 * g0_norm) {
+                    taken = Some((zn, fn_, gn));
+                    break;
+                }
+                t *= 0.25;
+            }
+            let Some((zn, fn_, gn)) = taken else { break };
+            at.z = zn;
+            at.f = fn_;
+            g0 = gn;
+        }
+        Ok(())
+    }
+}
