@@ -153,7 +153,7 @@ pub(crate) async fn minimise_async<E: AsyncEvaluator + ?Sized>(
     // A converged search whose gradient is still above the tolerance off the kinks has met the
     // limit of f's resolution in a stiff direction (see [`polish`]): finish it by Newton steps,
     // and where those end across a change of curvature, descend and finish again.
-    for round in 0..3 {
+    for round in 0..5 {
         let Some(c) = &cert else { break };
         if !(best.converged && c.smooth > CERTIFY_PG && c.descents.is_empty()) {
             break;
