@@ -235,7 +235,13 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
         )?;
         self.asimov_source = cond.twice_nll;
         self.asimov_init = Some(cond.bestfit.clone());
-        let exp = expected_data(self.eval, &cond.bestfit)?;
+        let mut exp = expected_data(self.eval, &cond.bestfit)?;
+        // An empty bin held at its boundary λ = 0 sits a hair below it at the fit
+        // (histfit_compute::EMPTY_BIN_WALL); as data, a Poisson mean is not negative.
+        let n_main = self.eval.model().n_main;
+        for v in &mut exp[..n_main] {
+            *v = v.max(0.0);
+        }
         let asimov = Dataset::new(self.eval.model(), &exp)?;
         self.asimov = Some(asimov.clone());
         Ok(asimov)

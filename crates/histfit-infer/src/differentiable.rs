@@ -10,7 +10,7 @@
 //! likelihood that is not finite is an error.
 
 use crate::batch::fit_together;
-use crate::fit::{fit, FitOptions};
+use crate::fit::{fit, polish_minimum, FitOptions};
 use crate::{InferError, Result};
 use histfit_compute::yields::check_inputs;
 use histfit_compute::{
@@ -169,10 +169,8 @@ fn profile<E: YieldGradient>(
     // is first order in the distance to the minimum, so polish both with Newton steps, which
     // need only the gradient.
     if edm.is_some_and(|e| e <= 1e-13) && free.twice_nll.is_finite() && cond.twice_nll.is_finite() {
-        let mut fixed = Evaluator::model(eval).fixed();
-        newton_polish(eval, data, &mut free.bestfit, &fixed)?;
-        fixed[poi] = true;
-        newton_polish(eval, data, &mut cond.bestfit, &fixed)?;
+        polish_minimum(eval, data, &mut free.bestfit, &[])?;
+        polish_minimum(eval, data, &mut cond.bestfit, &[poi])?;
         free.twice_nll = 2.0 * eval.nll(&free.bestfit, data)?;
         cond.twice_nll = 2.0 * eval.nll(&cond.bestfit, data)?;
     }
@@ -194,95 +192,6 @@ fn profile<E: YieldGradient>(
         free_bestfit: free.bestfit,
         cond_bestfit: cond.bestfit,
     })
-}
-
-/// Newton steps from a fit's minimum `x` over the parameters neither fixed nor at a bound or a
-/// kink: the Newton system solved by conjugate gradients in scaled coordinates, each
-/// Hessian-vector product a forward difference of the analytic gradient. A step is kept only where it shrinks
-/// the gradient (at most three steps).
-fn newton_polish<E: Evaluator + ?Sized>(
-    eval: &mut E,
-    data: &Dataset,
-    x: &mut [f64],
-    fixed: &[bool],
-) -> Result<()> {
-    let model = eval.model();
-    let (bounds, scale) = (model.bounds(), crate::fit::parameter_scales(model));
-    let kinked = crate::fit::kinked_parameters(model);
-    let n = x.len();
-    // Not the parameters at a bound (active constraints) or at a kink (code 0 or 1 at α = 0: a
-    // minimum there has one-sided slopes that no step reduces, and differences across it say
-    // nothing of curvature). The difference probes stay 1e-6 of a scale inside the bounds.
-    let free: Vec<usize> = (0..n)
-        .filter(|&i| {
-            let margin = 1e-5 * scale[i];
-            !fixed[i]
-                && x[i] > bounds[i].0 + margin
-                && x[i] < bounds[i].1 - margin
-                && !(kinked[i] && x[i].abs() <= margin)
-        })
-        .collect();
-    if free.is_empty() {
-        return Ok(());
-    }
-    let mut g = vec![0.0; n];
-    // The gradient over `free`, in scaled coordinates, at `x`.
-    let scaled_grad = |eval: &mut E, x: &[f64], g: &mut [f64]| -> Result<Vec<f64>> {
-        eval.nll_grad(x, data, g)?;
-        Ok(free.iter().map(|&i| g[i] * scale[i]).collect())
-    };
-    let norm = |v: &[f64]| v.iter().map(|a| a * a).sum::<f64>().sqrt();
-    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
-    let mut g0 = scaled_grad(eval, x, &mut g)?;
-    for _ in 0..3 {
-        let g0_norm = norm(&g0);
-        if !g0_norm.is_finite() || g0_norm <= 0.0 {
-            break;
-        }
-        // Conjugate gradients on H v = −g.
-        let mut v = vec![0.0; free.len()];
-        let mut r: Vec<f64> = g0.iter().map(|a| -a).collect();
-        let mut p = r.clone();
-        let mut rr = dot(&r, &r);
-        let mut xp = x.to_vec();
-        for _ in 0..2 * free.len().min(50) {
-            let eps = 1e-6 / p.iter().fold(0.0f64, |m, a| m.max(a.abs()));
-            for (k, &i) in free.iter().enumerate() {
-                xp[i] = x[i] + eps * p[k] * scale[i];
-            }
-            let gp = scaled_grad(eval, &xp, &mut g)?;
-            let hp: Vec<f64> = gp.iter().zip(&g0).map(|(a, b)| (a - b) / eps).collect();
-            let php = dot(&p, &hp);
-            if !php.is_finite() || php <= 0.0 {
-                break;
-            }
-            let alpha = rr / php;
-            for k in 0..v.len() {
-                v[k] += alpha * p[k];
-                r[k] -= alpha * hp[k];
-            }
-            let rr_new = dot(&r, &r);
-            if rr_new.sqrt() <= 1e-6 * g0_norm {
-                break;
-            }
-            for k in 0..p.len() {
-                p[k] = r[k] + rr_new / rr * p[k];
-            }
-            rr = rr_new;
-        }
-        let mut xn = x.to_vec();
-        for (k, &i) in free.iter().enumerate() {
-            xn[i] = (x[i] + v[k] * scale[i]).clamp(bounds[i].0, bounds[i].1);
-        }
-        let gn = scaled_grad(eval, &xn, &mut g)?;
-        let shrunk = norm(&gn) < 0.5 * g0_norm;
-        if !shrunk {
-            break;
-        }
-        x.copy_from_slice(&xn);
-        g0 = gn;
-    }
-    Ok(())
 }
 
 /// The expected discovery significance: q0 on the Asimov dataset of μ = 1 at the model's

@@ -27,7 +27,7 @@ const TINY: f64 = 1e-150;
 
 /// Coordinates within this of 0 sit at their kink (the line search stops exactly there, up to
 /// the rounding of x + αd).
-const AT_KINK: f64 = 1e-10;
+pub(crate) const AT_KINK: f64 = 1e-10;
 
 /// One-sided slopes (per unit of z) below this do not start a search of the other side: the most
 /// such a basin can gain is of order slope²/2, far below the 1e-6 in twice_nll fits are held to.
@@ -74,6 +74,14 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
             }
             self.nll_grad(&zs, &mut g_down).await?;
         }
+        if g_up.iter().chain(&g_down).any(|v| !v.is_finite()) {
+            return Ok(Certificate {
+                projected_gradient: f64::INFINITY,
+                smooth: f64::INFINITY,
+                at_kink: at,
+                descents: Vec::new(),
+            });
+        }
         let mut pg: f64 = 0.0;
         for k in 0..z.len() {
             if !at.contains(&k) {
@@ -93,9 +101,6 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
                 pg = pg.max(g_down[k]);
                 descents.push((k, -1.0, g_down[k]));
             }
-        }
-        if pg.is_nan() {
-            pg = f64::INFINITY;
         }
         Ok(Certificate {
             projected_gradient: pg,
@@ -117,7 +122,7 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
         if !best.f.is_finite() {
             return Ok(best);
         }
-        for _round in 0..3 {
+        for round in 0..3 {
             let mut cert = self.certificate(&best.z).await?;
             // Coordinates at a convex kink (neither side descends) are held there and the rest
             // refitted: the slope jump across the kink spoils L-BFGS-B's curvature pairs, and
@@ -132,14 +137,19 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
             if !convex.is_empty() && cert.smooth > HELD_REFIT_PG {
                 let pinned: Vec<usize> = best.pinned.iter().chain(&convex).copied().collect();
                 let p = self.p;
-                let mut r = self.descend(&best.z, (&p.lower, &p.upper), &pinned).await?;
+                let r = self.descend(&best.z, (&p.lower, &p.upper), &pinned).await?;
                 if r.converged && r.f <= best.f + 1e-12 * best.f.abs().max(1.0) {
-                    r.compared = std::mem::take(&mut best.compared);
-                    best = r;
+                    best.replace_keeping_compared(r);
                     cert = self.certificate(&best.z).await?;
                 }
             }
-            let mut candidates = self.other_sides(&best).await?;
+            // Slices are scanned once (a gradient per kinked coordinate): a basin found in the
+            // first round rarely opens another, and later rounds follow the certificate only.
+            let mut candidates = if round == 0 {
+                self.other_sides(&best).await?
+            } else {
+                Vec::new()
+            };
             for &(k, side, slope) in &cert.descents {
                 if slope > SIDE_SLOPE && !candidates.iter().any(|c| c.0 == k && c.1 == side) {
                     candidates.push((k, side, slope));
@@ -166,9 +176,7 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
                 let r = self.search_side(&start, k, side).await?;
                 best.compared.push(k);
                 if r.better_than(&best) {
-                    let compared = std::mem::take(&mut best.compared);
-                    best = r;
-                    best.compared = compared;
+                    best.replace_keeping_compared(r);
                     improved = true;
                 }
             }

@@ -23,8 +23,6 @@ mod problem;
 mod search;
 mod starts;
 
-pub(crate) use problem::{kinked_parameters, parameter_scales};
-
 use crate::Result;
 use histfit_compute::{block_on, hessian_async, AsyncEvaluator, Blocking, Dataset, Evaluator};
 use histfit_optim::{linalg, Options};
@@ -155,24 +153,27 @@ pub(crate) async fn minimise_async<E: AsyncEvaluator + ?Sized>(
     // and where those end across a change of curvature, descend and finish again.
     for round in 0..5 {
         let Some(c) = &cert else { break };
-        if !(best.converged && c.smooth > CERTIFY_PG && c.descents.is_empty()) {
+        let kink_ok = c.descents.iter().all(|d| d.2 <= CERTIFY_PG);
+        if !(best.converged && c.smooth > CERTIFY_PG && kink_ok) {
             break;
         }
+        let z_before = best.z.clone();
         if round > 0 {
             let p = s.p;
             let again = s
                 .descend(&best.z, (&p.lower, &p.upper), &best.pinned)
                 .await?;
             if again.converged && again.f <= best.f {
-                let compared = std::mem::take(&mut best.compared);
-                best = again;
-                best.compared = compared;
+                best.replace_keeping_compared(again);
             }
         }
         let f_before = best.f;
         s.polish(&mut best).await?;
         if best.f != f_before && !best.reason.ends_with("(finished by Newton steps)") {
             best.reason = format!("{} (finished by Newton steps)", best.reason);
+        }
+        if best.z == z_before {
+            break;
         }
         cert = Some(s.certificate(&best.z).await?);
     }
@@ -214,9 +215,49 @@ pub(crate) async fn minimise_async<E: AsyncEvaluator + ?Sized>(
         warnings,
     };
     if opts.uncertainties {
-        add_uncertainties(eval, data, &p, &mut result).await?;
+        // A parameter at its kink has no curvature to speak of (the slope jumps there): its
+        // uncertainty is reported as 0, as for a fixed one.
+        let at_kink: Vec<usize> = (0..p.free.len())
+            .filter(|&k| p.kinks[k] && best.z[k].abs() <= kinks::AT_KINK)
+            .map(|k| p.free[k])
+            .collect();
+        add_uncertainties(eval, data, &p, &at_kink, &mut result).await?;
     }
     Ok(result)
+}
+
+/// Newton steps from a fit's minimum `x` (the parameters in `held` and the model's fixed ones
+/// stay put; see [`polish`]): for callers that need the minimum beyond f's resolution, such as
+/// the envelope-theorem gradients of profiled statistics.
+pub(crate) fn polish_minimum<E: Evaluator + ?Sized>(
+    eval: &mut E,
+    data: &Dataset,
+    x: &mut [f64],
+    held: &[usize],
+) -> Result<()> {
+    let opts = FitOptions {
+        init: Some(x.to_vec()),
+        fix: held.iter().map(|&i| (i, x[i])).collect(),
+        ..Default::default()
+    };
+    let p = Problem::new(Layout::of(eval.model()), &opts)?;
+    let mut blocking = Blocking(eval);
+    block_on(async {
+        let mut s = Search::new(&mut blocking, data, &p);
+        let z = p.z_of(x);
+        let f = s.nll(&z).await?;
+        let mut at = Local {
+            z,
+            f,
+            converged: true,
+            reason: String::new(),
+            pinned: Vec::new(),
+            compared: Vec::new(),
+        };
+        s.polish(&mut at).await?;
+        p.set_x(&at.z, x);
+        Ok(())
+    })
 }
 
 /// The lowest minimum over the fit's starts (see [`starts`]) and how many searches ran.
@@ -228,11 +269,13 @@ async fn search_starts<E: AsyncEvaluator + ?Sized>(
     let z_model = p.z_of(&p.model_start);
     let mut z_first = p.z_of(&p.start);
     let requested_finite = s.nll(&z_first).await?.is_finite();
+    let mut fell_back = false;
     if !requested_finite && z_model != z_first && s.nll(&z_model).await?.is_finite() {
         s.notes.push(
             "-ln L is not finite at the requested start; the fit started from the model's initial point".into(),
         );
         z_first = z_model.clone();
+        fell_back = true;
     }
     let mut best = s.local_minimum(&z_first).await?;
     let first_f = best.f;
@@ -240,7 +283,7 @@ async fn search_starts<E: AsyncEvaluator + ?Sized>(
         Starts::Auto => starts::auto_starts(p.free.len()),
         Starts::Count(n) => n,
     };
-    let (mut searches, mut tried) = (1, 1 + usize::from(z_first != p.z_of(&p.start)));
+    let (mut searches, mut tried) = (1, 1 + usize::from(fell_back));
     for j in 1..=extra as u64 {
         // Odd starts spread around the model's initial point; even ones hop from the lowest
         // minimum so far (a basin next to the best one is often the next lower).
@@ -259,9 +302,17 @@ async fn search_starts<E: AsyncEvaluator + ?Sized>(
             best = r;
         }
     }
+    // A lowest point where its search stopped short: one more search from there.
+    if !best.converged && best.f.is_finite() && searches > 1 {
+        let z = best.z.clone();
+        let r = s.local_minimum(&z).await?;
+        if r.better_than(&best) {
+            best = r;
+        }
+    }
     if best.converged && first_f.is_finite() && first_f > best.f + 5e-7 {
         s.notes.push(format!(
-            "the likelihood has several minima: the search from the requested start ended {:.4} above the lowest of {searches} starts (reported), in twice_nll",
+            "the likelihood has several minima: the search from the first start ended {:.4} above the lowest of {searches} starts (reported), in twice_nll",
             2.0 * (first_f - best.f)
         ));
     }
@@ -281,7 +332,7 @@ fn kink_states(p: &Problem, best: &Local) -> Vec<KinkState> {
         .map(|k| KinkState {
             name: p.names[p.free[k]].clone(),
             side: match best.z[k] {
-                z if z.abs() <= 1e-10 => "at_kink",
+                z if z.abs() <= kinks::AT_KINK => "at_kink",
                 z if z > 0.0 => "above",
                 _ => "below",
             },
@@ -318,10 +369,22 @@ async fn add_uncertainties<E: AsyncEvaluator + ?Sized>(
     eval: &mut E,
     data: &Dataset,
     p: &Problem,
+    at_kink: &[usize],
     result: &mut FitResult,
 ) -> Result<()> {
-    let (n, free) = (p.n(), &p.free);
-    let h = hessian_async(eval, &result.bestfit, data, free).await?;
+    let n = p.n();
+    let free: Vec<usize> = p
+        .free
+        .iter()
+        .copied()
+        .filter(|i| !at_kink.contains(i))
+        .collect();
+    if free.is_empty() {
+        result.uncertainties = Some(vec![0.0; n]);
+        result.covariance = Some(vec![0.0; n * n]);
+        return Ok(());
+    }
+    let h = hessian_async(eval, &result.bestfit, data, &free).await?;
     let k = free.len();
     let Some((inv, posdef)) = linalg::invert_symmetric(&h, k) else {
         result.hessian_positive_definite = Some(false);

@@ -15,7 +15,7 @@ use crate::Result;
 use histfit_compute::AsyncEvaluator;
 
 impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
-    /// Up to three Newton steps from `at` over the coordinates off their bounds, kinks and pins.
+    /// Up to six Newton steps from `at` over the coordinates off their bounds, kinks and pins.
     pub async fn polish(&mut self, at: &mut Local) -> Result<()> {
         let p = self.p;
         let margin = 1e-5;
@@ -37,6 +37,8 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
         let pick = |g: &[f64]| -> Vec<f64> { active.iter().map(|&k| g[k]).collect() };
         self.nll_grad(&at.z, &mut g).await?;
         let mut g0 = pick(&g);
+        // Steps are judged against the f polishing started from, so rounding cannot let f creep up.
+        let f_start = at.f;
         for _ in 0..6 {
             let g0_norm = norm(&g0);
             if !g0_norm.is_finite() || g0_norm <= 0.0 {
@@ -76,6 +78,9 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
                 }
                 rr = rr_new;
             }
+            if v.iter().all(|&a| a == 0.0) {
+                break;
+            }
             // The full step, else shorter ones: past a change of curvature (an empty bin's
             // wall) the quadratic model overshoots.
             let noise = 1e-12 * at.f.abs().max(1.0);
@@ -88,7 +93,8 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
                 }
                 let fn_ = self.nll_grad(&zn, &mut g).await?;
                 let gn = pick(&g);
-                if fn_ < at.f - noise || (fn_ <= at.f + noise && norm(&gn) < 0.5 * g0_norm) {
+                let no_higher = fn_ <= at.f + noise && fn_ <= f_start + noise;
+                if fn_ < at.f - noise || (no_higher && norm(&gn) < 0.5 * g0_norm) {
                     taken = Some((zn, fn_, gn));
                     break;
                 }

@@ -145,7 +145,7 @@ impl Problem {
 
 /// Each parameter's natural scale: its constraint's width (σ, or 1/√τ for a Poisson one), else
 /// 1. Fits and polishing steps work in θ/scale.
-pub(crate) fn parameter_scales(model: &Model) -> Vec<f64> {
+fn parameter_scales(model: &Model) -> Vec<f64> {
     model
         .parameters
         .iter()
@@ -159,7 +159,7 @@ pub(crate) fn parameter_scales(model: &Model) -> Vec<f64> {
 
 /// The parameters whose interpolation has a kink at 0: those driving a modifier that uses code 0
 /// or 1.
-pub(crate) fn kinked_parameters(model: &Model) -> Vec<bool> {
+fn kinked_parameters(model: &Model) -> Vec<bool> {
     let kinked_code = |c: InterpCode| matches!(c, InterpCode::Code0 | InterpCode::Code1);
     let mut k = vec![false; model.parameters.len()];
     if kinked_code(model.settings.normsys) {

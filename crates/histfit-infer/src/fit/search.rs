@@ -21,13 +21,32 @@ pub(crate) struct Local {
 }
 
 impl Local {
-    /// Whether `self` is a better answer than `other`: a converged minimum beats a stopped
-    /// search; between two of a kind, the lower f wins by more than f's rounding.
+    /// Whether `self` is a better answer than `other`. A finite f beats a non-finite one. A
+    /// converged minimum beats a stopped search unless the search stopped lower by more than
+    /// the 1e-6 in twice_nll fits are held to (then the converged point is known not to be the
+    /// lowest, and the lower one is kept — reported as not converged unless a later search
+    /// from it converges). Otherwise the lower f wins by more than f's rounding.
     pub fn better_than(&self, other: &Local) -> bool {
+        match (self.f.is_finite(), other.f.is_finite()) {
+            (true, false) => return true,
+            (false, _) => return false,
+            (true, true) => {}
+        }
         if self.converged != other.converged {
-            return self.converged;
+            return if self.converged {
+                self.f <= other.f + 5e-7
+            } else {
+                self.f < other.f - 5e-7
+            };
         }
         self.f < other.f - 1e-12 * other.f.abs().max(1.0)
+    }
+
+    /// Takes `other`'s point, keeping the record of which kink sides were searched.
+    pub fn replace_keeping_compared(&mut self, other: Local) {
+        let compared = std::mem::take(&mut self.compared);
+        *self = other;
+        self.compared = compared;
     }
 }
 
