@@ -142,7 +142,11 @@ def random_workspace(seed: int, index: int, background: bool = False) -> dict:
                     ref = np.asarray(m["data"]["hi_data"] if a > 0 else m["data"]["lo_data"])
                     y = y + abs(a) * (ref - np.asarray(smp["data"]))
             expected += np.maximum(factor * y, 0.0)
-        observations.append({"name": cname, "data": [float(v) for v in rng.poisson(np.maximum(expected, 0.5))]})
+        counts = rng.poisson(np.maximum(expected, 0.5))
+        # A bin that no sample fills gets no events: otherwise no point has a finite likelihood.
+        empty = np.sum([np.abs(s["data"]) for s in samples], axis=0) == 0
+        counts[empty] = 0
+        observations.append({"name": cname, "data": [float(v) for v in counts]})
         channels.append({"name": cname, "samples": samples})
     parameters = []
     if uses_lumi and any(m["type"] == "lumi" for ch in channels for s in ch["samples"] for m in s["modifiers"]):

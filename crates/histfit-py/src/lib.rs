@@ -355,6 +355,34 @@ impl NativeModel {
             .map_err(compute_err)?;
         Ok(out.into_pyarray(py))
     }
+    /// Toy dataset `index` of `seed` generated at `pars` (pyhf's layout, auxiliary data
+    /// included): the same draws as the toy ensembles (`fit_toys`) on every device.
+    fn toy_data<'py>(
+        &self,
+        py: Python<'py>,
+        pars: PyReadonlyArray1<'_, f64>,
+        seed: u64,
+        index: u64,
+    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let p = self.params(&pars)?;
+        let out = py
+            .detach(|| {
+                self.with_cpu(|ev| {
+                    let mut lam = vec![0.0; ev.model().n_main];
+                    ev.expected_main(&p, &mut lam)?;
+                    let toy =
+                        histfit_compute::rng::generate_toy(ev.model(), &lam, &p, seed, index)?;
+                    Ok(toy
+                        .main
+                        .iter()
+                        .chain(&toy.aux)
+                        .copied()
+                        .collect::<Vec<f64>>())
+                })
+            })
+            .map_err(compute_err)?;
+        Ok(out.into_pyarray(py))
+    }
     /// −2 ln L and its gradient.
     fn twice_nll_and_grad<'py>(
         &self,

@@ -143,6 +143,11 @@ class Model:
     def expected_data(self, pars: Sequence[float], include_aux: bool = True) -> np.ndarray:
         return self._native.expected_data(_array(pars, "pars"), include_aux)
 
+    def toy_data(self, pars: Sequence[float], seed: int = 0, index: int = 0) -> np.ndarray:
+        """Toy dataset ``index`` of ``seed`` generated at ``pars`` (main bins Poisson, auxiliary
+        data fluctuated): the same draws as :func:`fit_toys` makes, on every device."""
+        return self._native.toy_data(_array(pars, "pars"), int(seed), int(index))
+
     def logpdf(self, pars: Sequence[float], data: Sequence[float]) -> float:
         """ln L (pyhf's ``model.logpdf``, as a float)."""
         return -0.5 * self._native.twice_nll(_array(pars, "pars"), _array(data, "data"))

@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Checks that histfit's toy fits end at the lowest minimum a cheap search finds: for each toy
+(generated at the observed free fit, the draws of ``histfit toys``), the fit's twice_nll must not
+exceed by more than ``--tol`` the best of
+  - a refit from its own best fit with the sign of every near-zero nuisance parameter flipped
+    (|theta| < ``--near``; the other basin of a kink or of a one-sided variation), and
+  - 3 refits from random points (every free parameter uniform within +-2 of its scale around the
+    initial point, factors around 1 within +-0.5),
+each a single search (``starts=0``). Also counts fits that did not converge.
+
+    python scripts/check_toy_minima.py WS.json --interp pyhf --toys 200 [--patch FILE:NAME]
+"""
+import argparse
+import json
+import sys
+
+import numpy as np
+
+
+def main():
+    import histfit
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("workspace")
+    ap.add_argument("--patch", help="FILE:NAME of a pyhf patchset")
+    ap.add_argument("--interp", default="pyhf", choices=["smooth", "pyhf"])
+    ap.add_argument("--toys", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--near", type=float, default=0.1)
+    ap.add_argument("--tol", type=float, default=1e-6)
+    ap.add_argument("--json", help="write the per-toy records here")
+    a = ap.parse_args()
+    if a.patch:
+        pfile, pname = a.patch.rsplit(":", 1)
+        ws = histfit.Workspace(a.workspace, patchset=pfile, patch=pname)
+    else:
+        ws = histfit.Workspace(a.workspace)
+    m = ws.model(interp=a.interp)
+    gen = histfit.fit(m, ws.data(m)).bestfit
+    init, bounds, fixed = m.suggested_init(), m.suggested_bounds(), m.fixed()
+    names = m.par_names
+    # Nuisance parameters centred at 0 (normsys/histosys-like): the ones a sign flip moves.
+    centred = [i for i in range(len(names)) if not fixed[i] and init[i] == 0.0 and i != m.poi_index]
+    rng = np.random.default_rng(a.seed + 12345)
+    records, worse, failed = [], 0, 0
+    for t in range(a.toys):
+        data = m.toy_data(gen, a.seed, t)
+        r = histfit.fit(m, data, init=gen)
+        failed += not r.converged
+        best, how = np.inf, ""
+        flip = r.bestfit.copy()
+        near = [i for i in centred if abs(flip[i]) < a.near]
+        for i in near:
+            flip[i] = -flip[i] if flip[i] != 0.0 else 0.05
+        f = histfit.fit(m, data, init=flip, starts=0)
+        if f.converged and f.twice_nll < best:
+            best, how = f.twice_nll, f"sign flip of {len(near)}"
+        for k in range(3):
+            p = init.copy()
+            for i, (lo, hi) in enumerate(bounds):
+                if fixed[i]:
+                    continue
+                w = 0.5 if init[i] == 1.0 and lo >= 0 else 2.0
+                p[i] = np.clip(init[i] + w * rng.uniform(-1, 1), lo + 1e-3, hi - 1e-3)
+            f = histfit.fit(m, data, init=p, starts=0)
+            if f.converged and f.twice_nll < best:
+                best, how = f.twice_nll, f"restart {k}"
+        above = r.twice_nll - best
+        if above > a.tol:
+            worse += 1
+            print(f"toy {t}: fit {r.twice_nll:.9f} above the {how} refit by {above:.3e} ({r.reason})", flush=True)
+        records.append({"toy": t, "twice_nll": r.twice_nll, "converged": r.converged, "reason": r.reason,
+                        "best_check": best, "how": how})
+    print(f"{a.workspace} ({a.interp}): {a.toys} toys, {failed} not converged, "
+          f"{worse} above the best check by more than {a.tol:g}")
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump(records, fh, indent=1)
+    sys.exit(1 if worse or failed else 0)
+
+
+if __name__ == "__main__":
+    main()
