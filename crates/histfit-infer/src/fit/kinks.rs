@@ -165,8 +165,8 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
                     candidates.len(),
                     MAX_SIDE_REFITS
                 );
-                if !self.notes.contains(&msg) {
-                    self.notes.push(msg);
+                if !best.notes.contains(&msg) {
+                    best.notes.push(msg);
                 }
                 candidates.truncate(MAX_SIDE_REFITS);
             }

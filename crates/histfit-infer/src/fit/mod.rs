@@ -195,7 +195,9 @@ pub(crate) async fn minimise_async<E: AsyncEvaluator + ?Sized>(
     }
     let bestfit = p.x_of(&best.z);
     let kinks = kink_states(&p, &best);
-    let (iterations, evaluations, warnings) = (s.iterations, s.evaluations, s.notes);
+    let mut warnings = s.notes;
+    warnings.extend(best.notes.iter().cloned());
+    let (iterations, evaluations) = (s.iterations, s.evaluations);
     let mut result = FitResult {
         par_names: p.names.clone(),
         bestfit,
@@ -253,6 +255,7 @@ pub(crate) fn polish_minimum<E: Evaluator + ?Sized>(
             reason: String::new(),
             pinned: Vec::new(),
             compared: Vec::new(),
+            notes: Vec::new(),
         };
         s.polish(&mut at).await?;
         p.set_x(&at.z, x);

@@ -18,6 +18,8 @@ pub(crate) struct Local {
     pub pinned: Vec<usize>,
     /// Optimizer coordinates whose other kink basin was searched.
     pub compared: Vec<usize>,
+    /// What the search of this minimum capped (reported only if this minimum is the answer).
+    pub notes: Vec<String>,
 }
 
 impl Local {
@@ -42,11 +44,13 @@ impl Local {
         self.f < other.f - 1e-12 * other.f.abs().max(1.0)
     }
 
-    /// Takes `other`'s point, keeping the record of which kink sides were searched.
+    /// Takes `other`'s point, keeping the record of which kink sides were searched and why.
     pub fn replace_keeping_compared(&mut self, other: Local) {
         let compared = std::mem::take(&mut self.compared);
+        let notes = std::mem::take(&mut self.notes);
         *self = other;
         self.compared = compared;
+        self.notes = notes;
     }
 }
 
@@ -150,6 +154,7 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
             reason: opt.status().reason().to_owned(),
             pinned: pinned.to_vec(),
             compared: Vec::new(),
+            notes: Vec::new(),
         })
     }
 
