@@ -111,5 +111,10 @@ def test_inference_helpers_run():
     assert toys["converged"].all() and toys["poi"].shape == (20,)
     again = histfit.fit_toys(model, 20, seed=3)
     np.testing.assert_array_equal(toys["twice_nll"], again["twice_nll"])
+    assert toys["reason"] == [""] * 20
+    # Model.toy_data gives the ensemble's draws: fitting toy 7 from the same start gives its fit.
+    init = model.suggested_init()
+    one = histfit.fit(model, model.toy_data(init, 3, 7), init=init)
+    assert one.twice_nll == toys["twice_nll"][7]
     ht = histfit.hypotest_toys(1.0, model, 50, data, seed=1)
     assert 0.0 <= ht["summary"]["cls_obs"] <= 1.0

@@ -286,7 +286,8 @@ def ranking(model: Model, data: Any = None, device: str = "cpu") -> Dict[str, An
 
 def fit_toys(model: Model, n_toys: int, gen_params: Any = None, seed: int = 0, device: str = "cpu") -> Dict[str, np.ndarray]:
     """Generates and fits ``n_toys`` toys at ``gen_params`` (default: the model's init). Returns
-    arrays ``index``, ``twice_nll``, ``poi``, ``converged``."""
+    arrays ``index``, ``twice_nll``, ``poi``, ``converged`` and ``reason`` (why each fit that did
+    not converge stopped; empty for those that did)."""
     gen = model.suggested_init() if gen_params is None else _array(gen_params, "gen_params")
     toys = json.loads(_native.fit_toys(model._native, gen, int(n_toys), int(seed), device))
     return {
@@ -294,6 +295,7 @@ def fit_toys(model: Model, n_toys: int, gen_params: Any = None, seed: int = 0, d
         "twice_nll": np.asarray([t["twice_nll"] for t in toys], dtype=np.float64),
         "poi": np.asarray([t["poi"] for t in toys], dtype=np.float64),
         "converged": np.asarray([t["converged"] for t in toys], dtype=bool),
+        "reason": [t.get("reason", "") for t in toys],
     }
 
 
