@@ -33,8 +33,9 @@ enum Command {
         /// Hold a parameter at a value: NAME=VALUE (repeatable).
         #[arg(long = "fix", value_name = "NAME=VALUE")]
         fix: Vec<String>,
-        /// Further starts searched for a lower minimum (default: by model size, 24 for up to 16
-        /// free parameters, none above 64).
+        /// Further starts searched for a lower minimum, per batch; batches go on (up to four)
+        /// while they find different minima (default: by model size, 24 for up to 16 free
+        /// parameters, none above 64).
         #[arg(long, value_name = "N")]
         starts: Option<usize>,
         /// Machine-readable JSON instead of a table.

@@ -38,10 +38,11 @@ pub const CERTIFY_PG: f64 = 1e-3;
 /// How many further starts a fit makes to look for a lower minimum.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Starts {
-    /// By the number of free parameters: 24 up to 16, fewer up to 64, none beyond.
+    /// By the number of free parameters: 24 up to 16, fewer up to 64, none beyond; up to four
+    /// times as many where the starts keep finding different minima.
     #[default]
     Auto,
-    /// Exactly this many (0: only the requested start).
+    /// This many per batch, batches extended as for `Auto` (0: only the requested start).
     Count(usize),
 }
 
@@ -287,7 +288,13 @@ async fn search_starts<E: AsyncEvaluator + ?Sized>(
         Starts::Count(n) => n,
     };
     let (mut searches, mut tried) = (1, 1 + usize::from(fell_back));
-    for j in 1..=extra as u64 {
+    // Where the starts find more than one minimum the likelihood is multimodal, and a basin a
+    // few starts in a hundred reach may still be missed: the starts go on in batches of the
+    // same size while a batch finds minima that differ, up to four batches.
+    let (mut batch_end, mut several) = (extra as u64, false);
+    let mut j = 0;
+    while j < batch_end {
+        j += 1;
         // Odd starts spread around the model's initial point; even ones hop from the lowest
         // minimum so far (a basin next to the best one is often the next lower).
         let z = if j % 2 == 1 {
@@ -296,13 +303,19 @@ async fn search_starts<E: AsyncEvaluator + ?Sized>(
             starts::start_point(p, &best.z, j, 1.0)
         };
         tried += 1;
-        if !s.nll(&z).await?.is_finite() {
-            continue;
+        if s.nll(&z).await?.is_finite() {
+            searches += 1;
+            let r = s.local_minimum(&z).await?;
+            if r.converged && best.converged && (r.f - best.f).abs() > 5e-7 {
+                several = true;
+            }
+            if r.better_than(&best) {
+                best = r;
+            }
         }
-        searches += 1;
-        let r = s.local_minimum(&z).await?;
-        if r.better_than(&best) {
-            best = r;
+        if j == batch_end && several && batch_end < 4 * extra as u64 {
+            batch_end += extra as u64;
+            several = false;
         }
     }
     // A lowest point where its search stopped short: one more search from there.

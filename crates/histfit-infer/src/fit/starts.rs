@@ -7,8 +7,8 @@
 //! normalisations of samples sharing bins trade events between them, and interpolation kinks
 //! split basins. From one start any local method ends in the basin it meets first. More starts
 //! find the lower basins; they cost one local search each, so their number falls with the
-//! number of free parameters (see [`auto_starts`]) and can be set per fit
-//! ([`super::Starts`]).
+//! number of free parameters (see [`auto_starts`]), grows where they keep finding different
+//! minima (up to four batches), and can be set per fit ([`super::Starts`]).
 
 use super::problem::Problem;
 
