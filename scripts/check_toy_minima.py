@@ -4,8 +4,8 @@
 exceed by more than ``--tol`` the best of
   - a refit from its own best fit with the sign of every near-zero nuisance parameter flipped
     (|theta| < ``--near``; the other basin of a kink or of a one-sided variation), and
-  - 3 refits from random points (every free parameter uniform within +-2 of its scale around the
-    initial point, factors around 1 within +-0.5),
+  - 3 refits from random points (every free parameter uniform within +-2 around the initial
+    point, factors around 1 within +-0.5),
 each a single search (``starts=0``). Also counts fits that did not converge.
 
     python scripts/check_toy_minima.py WS.json --interp pyhf --toys 200 [--patch FILE:NAME]
@@ -42,7 +42,7 @@ def main():
     # Nuisance parameters centred at 0 (normsys/histosys-like): the ones a sign flip moves.
     centred = [i for i in range(len(names)) if not fixed[i] and init[i] == 0.0 and i != m.poi_index]
     rng = np.random.default_rng(a.seed + 12345)
-    records, worse, failed = [], 0, 0
+    records, worse, failed, unchecked = [], 0, 0, 0
     for t in range(a.toys):
         data = m.toy_data(gen, a.seed, t)
         r = histfit.fit(m, data, init=gen)
@@ -65,6 +65,9 @@ def main():
             f = histfit.fit(m, data, init=p, starts=0)
             if f.converged and f.twice_nll < best:
                 best, how = f.twice_nll, f"restart {k}"
+        if not np.isfinite(best):
+            unchecked += 1
+            print(f"toy {t}: no check refit converged", flush=True)
         above = r.twice_nll - best
         if above > a.tol:
             worse += 1
@@ -72,11 +75,11 @@ def main():
         records.append({"toy": t, "twice_nll": r.twice_nll, "converged": r.converged, "reason": r.reason,
                         "best_check": best, "how": how})
     print(f"{a.workspace} ({a.interp}): {a.toys} toys, {failed} not converged, "
-          f"{worse} above the best check by more than {a.tol:g}")
+          f"{worse} above the best check by more than {a.tol:g}, {unchecked} without a converged check")
     if a.json:
         with open(a.json, "w") as fh:
             json.dump(records, fh, indent=1)
-    sys.exit(1 if worse or failed else 0)
+    sys.exit(1 if worse or failed or unchecked else 0)
 
 
 if __name__ == "__main__":

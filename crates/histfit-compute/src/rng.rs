@@ -89,7 +89,8 @@ impl ToyStream {
     }
 
     pub fn poisson(&mut self, lam: f64) -> f64 {
-        if lam <= 0.0 {
+        // (NaN included: no draw can end for a mean that is not a number.)
+        if lam.is_nan() || lam <= 0.0 || lam.is_infinite() {
             return 0.0;
         }
         if lam < 12.0 {
@@ -140,6 +141,12 @@ pub fn generate_toy(
     seed: u64,
     index: u64,
 ) -> Result<Dataset> {
+    if let Some(i) = params.iter().position(|v| !v.is_finite()) {
+        return Err(crate::ComputeError::InvalidData {
+            place: format!("toy generation parameters[{i}]"),
+            rule: "must be finite".into(),
+        });
+    }
     let mut s = ToyStream::new(seed, index, STREAM_MAIN);
     let main: Vec<f64> = expected_main
         .iter()

@@ -98,3 +98,17 @@ fn random_mutations_never_panic() {
     println!("{ok} mutated workspaces compiled and evaluated, {rejected} rejected with an error");
     assert!(ok > 100 && rejected > 100);
 }
+
+/// Toys generated at parameters that are not numbers are refused (a Poisson draw for a NaN mean
+/// never ended: a shapesys γ of NaN hung the generator).
+#[test]
+fn toys_at_non_finite_parameters_are_refused() {
+    let ws = Workspace::from_value(&json("simple_workspace.json")).unwrap();
+    let model = compile(&ws, None, &Settings::smooth()).unwrap();
+    let mut params = model.init();
+    let expected = vec![1.0; model.n_main];
+    assert!(histfit_compute::rng::generate_toy(&model, &expected, &params, 0, 0).is_ok());
+    params[1] = f64::NAN;
+    let err = histfit_compute::rng::generate_toy(&model, &expected, &params, 0, 0).unwrap_err();
+    assert!(err.to_string().contains("must be finite"), "{err}");
+}

@@ -35,6 +35,8 @@ fn fits_reach_the_lowest_known_minimum_of_multimodal_workspaces() {
             r.twice_nll, r.starts, r.reason
         );
         assert!(r.converged, "{name}: {}", r.reason);
+        // At most four batches of further starts, plus the first search.
+        assert!(r.starts <= 4 * 24 + 1, "{name}: {} starts", r.starts);
         assert!(
             r.twice_nll <= reference + 1e-6,
             "{name}: twice_nll {} above the reference {reference}",

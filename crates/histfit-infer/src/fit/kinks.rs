@@ -160,14 +160,17 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
             }
             candidates.sort_by(|a, b| b.2.total_cmp(&a.2));
             if candidates.len() > MAX_SIDE_REFITS {
+                let mut params: Vec<usize> = candidates.iter().map(|c| c.0).collect();
+                params.sort_unstable();
+                params.dedup();
                 let msg = format!(
                     "{} kinked parameters may have a second basin across their kink; the {} steepest were searched",
-                    candidates.len(),
+                    params.len(),
                     MAX_SIDE_REFITS
                 );
-                if !best.notes.contains(&msg) {
-                    best.notes.push(msg);
-                }
+                best.notes
+                    .retain(|n| !n.ends_with("steepest were searched"));
+                best.notes.push(msg);
                 candidates.truncate(MAX_SIDE_REFITS);
             }
             let mut improved = false;

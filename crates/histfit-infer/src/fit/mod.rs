@@ -292,6 +292,7 @@ async fn search_starts<E: AsyncEvaluator + ?Sized>(
     // few starts in a hundred reach may still be missed: the starts go on in batches of the
     // same size while a batch finds minima that differ, up to four batches.
     let (mut batch_end, mut several) = (extra as u64, false);
+    let mut lowest_converged = if best.converged { best.f } else { f64::NAN };
     let mut j = 0;
     while j < batch_end {
         j += 1;
@@ -306,14 +307,17 @@ async fn search_starts<E: AsyncEvaluator + ?Sized>(
         if s.nll(&z).await?.is_finite() {
             searches += 1;
             let r = s.local_minimum(&z).await?;
-            if r.converged && best.converged && (r.f - best.f).abs() > 5e-7 {
-                several = true;
+            if r.converged {
+                if (r.f - lowest_converged).abs() > 5e-7 {
+                    several |= !lowest_converged.is_nan();
+                }
+                lowest_converged = lowest_converged.min(r.f);
             }
             if r.better_than(&best) {
                 best = r;
             }
         }
-        if j == batch_end && several && batch_end < 4 * extra as u64 {
+        if j == batch_end && several && batch_end < (extra as u64).saturating_mul(4) {
             batch_end += extra as u64;
             several = false;
         }

@@ -213,8 +213,9 @@ def fit(model: Model, data: Any = None, init: Any = None, fixed: Any = None, dev
         starts: Optional[int] = None) -> FitResult:
     """Maximum likelihood fit with uncertainties, covariance and correlations (data: default the
     observed data; fixed: ``{"name": value}`` or ``[(index, value)]``). ``starts``: further
-    starts searched for a lower minimum (default: by model size, 24 for up to 16 free
-    parameters, none above 64; 0 for a single search from ``init``)."""
+    starts searched for a lower minimum, per batch; batches go on (up to four) while they find
+    different minima (default: by model size, 24 for up to 16 free parameters, none above 64;
+    0 for a single search from ``init``)."""
     r = json.loads(
         _native.fit(model._native, _data(model, data), None if init is None else _array(init, "init"),
                     _fixes(model, fixed), True, device, None if starts is None else int(starts))
@@ -284,10 +285,10 @@ def ranking(model: Model, data: Any = None, device: str = "cpu") -> Dict[str, An
     return json.loads(_native.ranking(model._native, _data(model, data), device))
 
 
-def fit_toys(model: Model, n_toys: int, gen_params: Any = None, seed: int = 0, device: str = "cpu") -> Dict[str, np.ndarray]:
+def fit_toys(model: Model, n_toys: int, gen_params: Any = None, seed: int = 0, device: str = "cpu") -> Dict[str, Any]:
     """Generates and fits ``n_toys`` toys at ``gen_params`` (default: the model's init). Returns
-    arrays ``index``, ``twice_nll``, ``poi``, ``converged`` and ``reason`` (why each fit that did
-    not converge stopped; empty for those that did)."""
+    arrays ``index``, ``twice_nll``, ``poi``, ``converged``, and the list ``reason`` (why each
+    fit that did not converge stopped; empty for those that did)."""
     gen = model.suggested_init() if gen_params is None else _array(gen_params, "gen_params")
     toys = json.loads(_native.fit_toys(model._native, gen, int(n_toys), int(seed), device))
     return {
