@@ -192,12 +192,20 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
         Ok(best)
     }
 
+    /// f and ∂f/∂z_k with coordinate `k` of `z` moved to its kink, on the side `side` (±1).
+    async fn slope_at_kink(&mut self, z: &[f64], k: usize, side: f64) -> Result<(f64, f64)> {
+        let mut zk = z.to_vec();
+        zk[k] = side * TINY;
+        let mut g = vec![0.0; z.len()];
+        let f = self.nll_grad(&zk, &mut g).await?;
+        Ok((f, g[k]))
+    }
+
     /// Kinked coordinates off their kink whose slice through `at` falls from α = 0 into the
     /// other side: (coordinate, side, slope into it).
     async fn other_sides(&mut self, at: &Local) -> Result<Vec<(usize, f64, f64)>> {
         let p = self.p;
         let mut out = Vec::new();
-        let mut g = vec![0.0; at.z.len()];
         for k in 0..at.z.len() {
             if !p.kinks[k] || at.z[k].abs() <= AT_KINK || at.pinned.contains(&k) {
                 continue;
@@ -206,10 +214,8 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
             if (side > 0.0 && p.upper[k] <= 0.0) || (side < 0.0 && p.lower[k] >= 0.0) {
                 continue;
             }
-            let mut z = at.z.clone();
-            z[k] = side * TINY;
-            let f0 = self.nll_grad(&z, &mut g).await?;
-            let slope = -side * g[k];
+            let (f0, g) = self.slope_at_kink(&at.z, k, side).await?;
+            let slope = -side * g;
             if f0.is_finite() && slope > SIDE_SLOPE {
                 out.push((k, side, slope));
             }
@@ -240,18 +246,12 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
     async fn pin_convex_kinks(&mut self, failed: &Local) -> Result<Option<Local>> {
         let p = self.p;
         let mut pinned = failed.pinned.clone();
-        let mut g = vec![0.0; failed.z.len()];
         for k in 0..failed.z.len() {
             if !p.kinks[k] || failed.z[k].abs() > 5e-2 || pinned.contains(&k) {
                 continue;
             }
-            let mut z = failed.z.clone();
-            z[k] = TINY;
-            let f0 = self.nll_grad(&z, &mut g).await?;
-            let up = g[k];
-            z[k] = -TINY;
-            self.nll_grad(&z, &mut g).await?;
-            let down = g[k];
+            let (f0, up) = self.slope_at_kink(&failed.z, k, 1.0).await?;
+            let (_, down) = self.slope_at_kink(&failed.z, k, -1.0).await?;
             if up >= 0.0 && down <= 0.0 && f0 <= failed.f + 1e-3 {
                 pinned.push(k);
             }
