@@ -8,14 +8,25 @@
 //!   The evaluator gives the slope of the side its argument lies on; at α = ±1e-150 the model's
 //!   value is that at 0 to the last bit, so two evaluations (every kinked parameter at +0, then
 //!   at −0) give both one-sided slopes of all of them at once.
-//! - **A convex kink stalls L-BFGS-B** (f rises on both sides, the line search circles the
-//!   kink): such parameters are held at 0 and the rest refitted.
+//! - **A kink stalls L-BFGS-B**: the slope jumps across it (the line search circles a convex
+//!   kink, the curvature pairs of a step across one are meaningless), and at α = 0 the model
+//!   gives the mean of the two slopes, which is neither side's. Inside one orthant — each kinked
+//!   coordinate held to one sign — f is smooth, and a kink is a bound. So a point that is not
+//!   certified is refitted by *orthant descents*: every kinked coordinate off its kink is kept
+//!   on its side, one at its kink goes to the side whose slope descends (or is held at 0 where
+//!   neither does: a convex kink), coordinates at 0 are evaluated on their side's slope, and
+//!   L-BFGS-B solves the smooth bounded problem. Coordinates that end on the kink are judged
+//!   again by their one-sided slopes, and the rounds go on while f falls and the point is not
+//!   certified.
 //! - **A concave kink splits a basin in two**, one on each side; a descent settles in whichever it
 //!   meets first. Where the slice through the minimum falls from α = 0 into the other side, the
 //!   other side is searched too (a refit restricted to that side) and the lower minimum kept.
 //!   Each such parameter costs one gradient evaluation to detect and one warm refit to compare;
 //!   the refits are capped at [`MAX_SIDE_REFITS`] per round (the steepest first), with a note
-//!   when more were due.
+//!   when more were due. Published likelihoods have dozens of such kinks (35 in one of 111
+//!   parameters), and the better basin can need several flipped together: before the refits,
+//!   one greedy pass flips every candidate that lowers f (three evaluations each) and refits
+//!   once from there.
 
 use super::search::{Local, Search};
 use crate::Result;
@@ -23,7 +34,7 @@ use histfit_compute::AsyncEvaluator;
 
 /// A kinked coordinate at ±TINY sits on that side of its kink with f unchanged (κ = e^(TINY·c)
 /// rounds to 1, Δ = TINY·c vanishes against any nominal).
-const TINY: f64 = 1e-150;
+pub(crate) const TINY: f64 = 1e-150;
 
 /// Coordinates within this of 0 sit at their kink (the line search stops exactly there, up to
 /// the rounding of x + αd).
@@ -33,9 +44,11 @@ pub(crate) const AT_KINK: f64 = 1e-10;
 /// such a basin can gain is of order slope²/2, far below the 1e-6 in twice_nll fits are held to.
 const SIDE_SLOPE: f64 = 1e-4;
 
-/// A point whose smooth coordinates have a projected gradient above this, with coordinates at a
-/// convex kink, is refitted with those held at the kink.
-const HELD_REFIT_PG: f64 = 1e-6;
+/// A point whose projected gradient (one-sided at kinks) is above this gets orthant descents.
+const ORTHANT_PG: f64 = 1e-5;
+
+/// Orthant descents per settlement; each lowers f, most fits need one or two.
+const ORTHANT_ROUNDS: usize = 8;
 
 /// Refits of other kink basins per round.
 pub(crate) const MAX_SIDE_REFITS: usize = 8;
@@ -47,8 +60,6 @@ pub(crate) struct Certificate {
     pub projected_gradient: f64,
     /// The largest component over the coordinates off their kinks.
     pub smooth: f64,
-    /// Coordinates at their kink.
-    pub at_kink: Vec<usize>,
     /// Coordinates at their kink with a side that descends: (coordinate, side ±1, slope).
     pub descents: Vec<(usize, f64, f64)>,
 }
@@ -78,7 +89,6 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
             return Ok(Certificate {
                 projected_gradient: f64::INFINITY,
                 smooth: f64::INFINITY,
-                at_kink: at,
                 descents: Vec::new(),
             });
         }
@@ -105,51 +115,96 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
         Ok(Certificate {
             projected_gradient: pg,
             smooth,
-            at_kink: at,
             descents,
         })
     }
 
-    /// Kink handling after a descent (see the module docs): convex kinks that stopped it are
-    /// held at 0, and the other side of every concave kink with a slice falling into it is
-    /// searched, for a few rounds while that finds lower minima.
-    pub async fn settle_kinks(&mut self, mut best: Local) -> Result<Local> {
-        if !best.converged && best.f.is_finite() {
-            if let Some(r) = self.pin_convex_kinks(&best).await? {
-                best = r;
+    /// Orthant descents (see the module docs) from `best` within `bounds`, while its
+    /// certificate fails and f falls.
+    pub async fn orthant_rounds(
+        &mut self,
+        mut best: Local,
+        bounds: (&[f64], &[f64]),
+    ) -> Result<Local> {
+        let p = self.p;
+        for _ in 0..ORTHANT_ROUNDS {
+            if !best.f.is_finite() {
+                break;
+            }
+            let cert = self.certificate(&best.z).await?;
+            if best.converged && cert.projected_gradient <= ORTHANT_PG {
+                break;
+            }
+            let (mut lower, mut upper) = (bounds.0.to_vec(), bounds.1.to_vec());
+            let mut z = best.z.clone();
+            let mut side = vec![0.0; z.len()];
+            let mut pinned = Vec::new();
+            for k in 0..z.len() {
+                if !p.kinks[k] {
+                    continue;
+                }
+                side[k] = if z[k].abs() <= AT_KINK {
+                    z[k] = 0.0;
+                    // The steeper descending side the bounds allow; none: a convex kink.
+                    cert.descents
+                        .iter()
+                        .filter(|d| {
+                            d.0 == k && (d.1 > 0.0 && upper[k] > 0.0 || d.1 < 0.0 && lower[k] < 0.0)
+                        })
+                        .max_by(|a, b| a.2.total_cmp(&b.2))
+                        .map_or(0.0, |d| d.1)
+                } else {
+                    z[k].signum()
+                };
+                if side[k] > 0.0 {
+                    lower[k] = lower[k].max(0.0);
+                } else if side[k] < 0.0 {
+                    upper[k] = upper[k].min(0.0);
+                } else {
+                    pinned.push(k);
+                }
+            }
+            self.side = side;
+            let r = self.descend_passes(&z, (&lower, &upper), &pinned, 0).await;
+            self.side = vec![0.0; z.len()];
+            let r = r?;
+            if !(r.f.is_finite() && r.f <= best.f + 1e-12 * best.f.abs().max(1.0)) {
+                break;
+            }
+            let gained = best.f - r.f;
+            best.replace_keeping_compared(r);
+            if gained <= 1e-12 * best.f.abs().max(1.0) && best.converged {
+                // No descent left: the next certificate would ask for the same orthants.
+                let again = self.certificate(&best.z).await?;
+                if again.projected_gradient >= cert.projected_gradient {
+                    break;
+                }
             }
         }
+        Ok(best)
+    }
+
+    /// Kink handling after a descent (see the module docs): orthant descents to a certified
+    /// point, then the other side of every concave kink with a slice falling into it is
+    /// searched, for a few rounds while that finds lower minima.
+    pub async fn settle_kinks(&mut self, best: Local) -> Result<Local> {
+        let p = self.p;
+        let mut best = self.orthant_rounds(best, (&p.lower, &p.upper)).await?;
         if !best.f.is_finite() {
             return Ok(best);
         }
-        for round in 0..3 {
-            let mut cert = self.certificate(&best.z).await?;
-            // Coordinates at a convex kink (neither side descends) are held there and the rest
-            // refitted: the slope jump across the kink spoils L-BFGS-B's curvature pairs, and
-            // its estimated distance to the minimum can then vanish short of the minimum of
-            // the smooth coordinates.
-            let convex: Vec<usize> = cert
-                .at_kink
-                .iter()
-                .copied()
-                .filter(|k| !best.pinned.contains(k) && !cert.descents.iter().any(|d| d.0 == *k))
-                .collect();
-            if !convex.is_empty() && cert.smooth > HELD_REFIT_PG {
-                let pinned: Vec<usize> = best.pinned.iter().chain(&convex).copied().collect();
-                let p = self.p;
-                let r = self.descend(&best.z, (&p.lower, &p.upper), &pinned).await?;
-                if r.converged && r.f <= best.f + 1e-12 * best.f.abs().max(1.0) {
-                    best.replace_keeping_compared(r);
-                    cert = self.certificate(&best.z).await?;
-                }
-            }
-            // Slices are scanned once (a gradient per kinked coordinate): a basin found in the
-            // first round rarely opens another, and later rounds follow the certificate only.
-            let mut candidates = if round == 0 {
+        let (mut scan, mut flipped) = (true, false);
+        for _ in 0..4 {
+            let cert = self.certificate(&best.z).await?;
+            // Slices are scanned once (a gradient per kinked coordinate), and again after a
+            // greedy flip: a basin found by one refit rarely opens another, and later rounds
+            // follow the certificate only.
+            let mut candidates = if scan {
                 self.other_sides(&best).await?
             } else {
                 Vec::new()
             };
+            scan = false;
             for &(k, side, slope) in &cert.descents {
                 if slope > SIDE_SLOPE && !candidates.iter().any(|c| c.0 == k && c.1 == side) {
                     candidates.push((k, side, slope));
@@ -159,6 +214,19 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
                 break;
             }
             candidates.sort_by(|a, b| b.2.total_cmp(&a.2));
+            if !flipped && candidates.len() > 1 {
+                flipped = true;
+                // Where several kinks are concave the better basin may need several of them
+                // flipped together, which one refit per kink does not find: first a greedy
+                // pass that flips every one that lowers f, then one refit from there.
+                let r = self.flip_greedily(&best, &candidates).await?;
+                if r.better_than(&best) {
+                    best.replace_keeping_compared(r);
+                    best.compared.extend(candidates.iter().map(|c| c.0));
+                    scan = true;
+                    continue;
+                }
+            }
             if candidates.len() > MAX_SIDE_REFITS {
                 let mut params: Vec<usize> = candidates.iter().map(|c| c.0).collect();
                 params.sort_unstable();
@@ -190,6 +258,58 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
         best.compared.sort_unstable();
         best.compared.dedup();
         Ok(best)
+    }
+
+    /// From `from`, each candidate coordinate (steepest first) moved across its kink to the
+    /// mirror of its value, or half or twice that, whichever is lowest, where that lowers f
+    /// given the moves already made (three evaluations per candidate); then orthant descents
+    /// from the point reached.
+    async fn flip_greedily(
+        &mut self,
+        from: &Local,
+        candidates: &[(usize, f64, f64)],
+    ) -> Result<Local> {
+        let p = self.p;
+        let (mut z, mut f) = (from.z.clone(), from.f);
+        let mut flipped = Vec::new();
+        for &(k, side, _) in candidates {
+            if flipped.contains(&k) {
+                continue;
+            }
+            let m = from.z[k].abs().max(1e-3);
+            let mut trial = z.clone();
+            let mut best = (f - 1e-12 * f.abs().max(1.0), z[k]);
+            for t in [m, 0.5 * m, 2.0 * m] {
+                trial[k] = (side * t).clamp(p.lower[k], p.upper[k]);
+                let ft = self.nll(&trial).await?;
+                if ft < best.0 {
+                    best = (ft, trial[k]);
+                }
+            }
+            if best.1 != z[k] {
+                (f, z[k]) = best;
+                flipped.push(k);
+            }
+        }
+        if flipped.is_empty() {
+            return Ok(from.clone());
+        }
+        // Orthant descents keep each flipped coordinate on its new side.
+        let at = Local {
+            z,
+            f,
+            converged: false,
+            reason: String::new(),
+            pinned: from
+                .pinned
+                .iter()
+                .copied()
+                .filter(|j| !flipped.contains(j))
+                .collect(),
+            compared: Vec::new(),
+            notes: Vec::new(),
+        };
+        self.orthant_rounds(at, (&p.lower, &p.upper)).await
     }
 
     /// f and ∂f/∂z_k with coordinate `k` of `z` moved to its kink, on the side `side` (±1).
@@ -235,33 +355,7 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
         let mut z = from.z.clone();
         z[k] = (side * from.z[k].abs().max(1e-3)).clamp(lower[k], upper[k]);
         let pinned: Vec<usize> = from.pinned.iter().copied().filter(|&j| j != k).collect();
-        self.descend(&z, (&lower, &upper), &pinned).await
-    }
-
-    /// A descent that failed near kinks: hold at 0 the kinked coordinates near it whose slice
-    /// rises on both sides of the kink (a convex kink, where their minimum is) and refit the
-    /// rest. The refit is taken unless it is worse than the failed point by more than the 1e-6
-    /// in twice_nll fits are compared to (that point is no minimum either: its line search gave
-    /// up with a decrease still predicted).
-    async fn pin_convex_kinks(&mut self, failed: &Local) -> Result<Option<Local>> {
-        let p = self.p;
-        let mut pinned = failed.pinned.clone();
-        for k in 0..failed.z.len() {
-            if !p.kinks[k] || failed.z[k].abs() > 5e-2 || pinned.contains(&k) {
-                continue;
-            }
-            let (f0, up) = self.slope_at_kink(&failed.z, k, 1.0).await?;
-            let (_, down) = self.slope_at_kink(&failed.z, k, -1.0).await?;
-            if up >= 0.0 && down <= 0.0 && f0 <= failed.f + 1e-3 {
-                pinned.push(k);
-            }
-        }
-        if pinned.len() == failed.pinned.len() {
-            return Ok(None);
-        }
-        let r = self
-            .descend(&failed.z, (&p.lower, &p.upper), &pinned)
-            .await?;
-        Ok((r.converged && r.f <= failed.f + 5e-7).then_some(r))
+        let r = self.descend(&z, (&lower, &upper), &pinned).await?;
+        self.orthant_rounds(r, (&lower, &upper)).await
     }
 }

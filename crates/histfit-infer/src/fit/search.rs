@@ -7,6 +7,11 @@ use crate::Result;
 use histfit_compute::{AsyncEvaluator, Dataset};
 use histfit_optim::{Ask, Lbfgsb};
 
+/// The probe of [`Search::leave_saddle`], in units of a coordinate's prior width: small enough
+/// to stay inside the basin a saddle falls into, large enough that f's fall there (of order
+/// curvature·step²/2) stands far above its rounding.
+const SADDLE_STEP: f64 = 0.05;
+
 /// A minimum found from one start (or where the search stopped).
 #[derive(Debug, Clone)]
 pub(crate) struct Local {
@@ -63,6 +68,11 @@ pub(crate) struct Search<'a, E: AsyncEvaluator + ?Sized> {
     pub iterations: usize,
     pub evaluations: usize,
     pub notes: Vec<String>,
+    /// During an orthant descent (see [`super::kinks`]): the side (±1, else 0) each kinked
+    /// coordinate is held to. A coordinate exactly at 0 is evaluated at ±1e-150 on that side,
+    /// so the gradient is the one-sided slope of its orthant, not the mean of both sides the
+    /// model gives at 0.
+    pub side: Vec<f64>,
     x: Vec<f64>,
     grad: Vec<f64>,
 }
@@ -77,21 +87,32 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
             iterations: 0,
             evaluations: 0,
             notes: Vec::new(),
+            side: vec![0.0; n],
             x: p.start.clone(),
             grad: vec![0.0; n],
         }
     }
 
+    /// The model's parameters at `z`, with coordinates at 0 moved onto their orthant's side.
+    fn place(&mut self, z: &[f64]) {
+        self.p.set_x(z, &mut self.x);
+        for (k, &i) in self.p.free.iter().enumerate() {
+            if self.side[k] != 0.0 && z[k] == 0.0 {
+                self.x[i] = self.side[k] * super::kinks::TINY;
+            }
+        }
+    }
+
     /// −ln L at `z`.
     pub async fn nll(&mut self, z: &[f64]) -> Result<f64> {
-        self.p.set_x(z, &mut self.x);
+        self.place(z);
         self.evaluations += 1;
         Ok(self.eval.nll(&self.x, self.data).await?)
     }
 
     /// −ln L at `z` and its gradient with respect to z.
     pub async fn nll_grad(&mut self, z: &[f64], gz: &mut [f64]) -> Result<f64> {
-        self.p.set_x(z, &mut self.x);
+        self.place(z);
         self.evaluations += 1;
         let f = self
             .eval
@@ -127,13 +148,24 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
         bounds: (&[f64], &[f64]),
         pinned: &[usize],
     ) -> Result<Local> {
+        let passes = if self.p.has_kinks() { 4 } else { 0 };
+        self.descend_passes(z0, bounds, pinned, passes).await
+    }
+
+    /// [`Self::descend`] with a given number of restarts.
+    pub async fn descend_passes(
+        &mut self,
+        z0: &[f64],
+        bounds: (&[f64], &[f64]),
+        pinned: &[usize],
+        passes: usize,
+    ) -> Result<Local> {
         let (mut lower, mut upper) = (bounds.0.to_vec(), bounds.1.to_vec());
         let mut z = z0.to_vec();
         for &k in pinned {
             (lower[k], upper[k], z[k]) = (0.0, 0.0, 0.0);
         }
         let mut opt = self.lbfgsb(&z, &lower, &upper).await?;
-        let passes = if self.p.has_kinks() { 4 } else { 0 };
         for _ in 0..passes {
             if !opt.status().converged() {
                 break;
@@ -163,10 +195,56 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
     pub async fn local_minimum(&mut self, z0: &[f64]) -> Result<Local> {
         let p = self.p;
         let local = self.descend(z0, (&p.lower, &p.upper), &[]).await?;
+        let local = self.leave_saddle(z0, local).await?;
         if p.has_kinks() {
             self.settle_kinks(local).await
         } else {
             Ok(local)
         }
+    }
+
+    /// A descent can end on a saddle it never saw. Where f is even in a coordinate about its
+    /// start — a histosys whose up and down variations are equal (both 0 in published files),
+    /// a normsys with κ_up = κ_down under code 4 — its gradient there is exactly 0, so
+    /// L-BFGS-B never moves it, even where the slice falls on both sides. Coordinates the
+    /// descent left exactly where they started (off kinks, which are certified separately)
+    /// are probed a step of [`SADDLE_STEP`] (in units of their prior width) to either side;
+    /// those where f falls are moved to their lower side and the descent resumed from there,
+    /// keeping the lower minimum.
+    async fn leave_saddle(&mut self, z0: &[f64], local: Local) -> Result<Local> {
+        let p = self.p;
+        if !local.f.is_finite() {
+            return Ok(local);
+        }
+        let unmoved: Vec<usize> = (0..z0.len())
+            .filter(|&k| local.z[k] == z0[k] && !p.kinks[k] && p.lower[k] < p.upper[k])
+            .collect();
+        let mut z = local.z.clone();
+        let mut moved = false;
+        let resolution = 1e-12 * local.f.abs().max(1.0);
+        for &k in &unmoved {
+            let mut best = (local.f - resolution, z[k]);
+            for side in [1.0, -1.0] {
+                let mut probe = local.z.clone();
+                probe[k] = (probe[k] + side * SADDLE_STEP).clamp(p.lower[k], p.upper[k]);
+                let f = self.nll(&probe).await?;
+                if f < best.0 {
+                    best = (f, probe[k]);
+                }
+            }
+            if best.1 != z[k] {
+                z[k] = best.1;
+                moved = true;
+            }
+        }
+        if !moved {
+            return Ok(local);
+        }
+        let again = self.descend(&z, (&p.lower, &p.upper), &[]).await?;
+        Ok(if again.better_than(&local) {
+            again
+        } else {
+            local
+        })
     }
 }
