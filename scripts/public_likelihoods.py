@@ -4,7 +4,7 @@ Minuit fits, in both interpolation settings, in one run.
 
 The workspaces are background-only likelihoods of ATLAS SUSY searches published on HEPData, as
 vendored by the public repository Rupt/interval-evidence (``searches/<search>/<file>.json.gz``,
-each a JSON document stored as a JSON string, gzipped). A selection spanning 55 to 623
+each a JSON document stored as a JSON string, gzipped). A selection spanning 57 to 623
 parameters is kept in ``tests/fixtures/public/`` (plain JSON, gzipped), with pyhf's minima in
 ``tests/fixtures/public/references.json``; the test ``crates/histfit-py/tests/
 test_public_likelihoods.py`` fits them in CI against those references.
@@ -38,7 +38,7 @@ SETTINGS = {
     "smooth": {"normsys": {"interpcode": "code4"}, "histosys": {"interpcode": "code4p"}},
     "pyhf": {"normsys": {"interpcode": "code1"}, "histosys": {"interpcode": "code0"}},
 }
-# (fixture name, path in Rupt/interval-evidence): chosen to span the sizes (55-623 parameters), the
+# (fixture name, path in Rupt/interval-evidence): chosen to span the sizes (57-623 parameters), the
 # structure (2 to 51 channels) and what once failed (stiff shapesys bins known to 0.1 %, dozens of
 # nuisance parameters at their kink under pyhf's codes, concave kinks).
 SELECTION = [

@@ -21,7 +21,8 @@
 //! - **A concave kink splits a basin in two**, one on each side; a descent settles in whichever it
 //!   meets first. Where the slice through the minimum falls from α = 0 into the other side, the
 //!   other side is searched too (a refit restricted to that side) and the lower minimum kept.
-//!   Each such parameter costs one gradient evaluation to detect and one warm refit to compare;
+//!   Each such parameter costs one gradient evaluation to detect and one warm refit (with its
+//!   orthant descents) to compare;
 //!   the refits are capped at [`MAX_SIDE_REFITS`] per round (the steepest first), with a note
 //!   when more were due. Published likelihoods have dozens of such kinks (35 in one of 111
 //!   parameters), and the better basin can need several flipped together: before the refits,
@@ -60,13 +61,14 @@ pub(crate) struct Certificate {
     pub projected_gradient: f64,
     /// The largest component over the coordinates off their kinks.
     pub smooth: f64,
+    /// The largest component over the kinked coordinates (one-sided at their kink).
+    pub kinked: f64,
     /// Coordinates at their kink with a side that descends: (coordinate, side ±1, slope).
     pub descents: Vec<(usize, f64, f64)>,
 }
 
 impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
-    /// First-order conditions at `z`, one-sided at the kinks; `pinned` coordinates count as
-    /// sitting at their kink.
+    /// First-order conditions at `z`, one-sided at the kinks.
     pub async fn certificate(&mut self, z: &[f64]) -> Result<Certificate> {
         let p = self.p;
         let at: Vec<usize> = (0..z.len())
@@ -89,14 +91,18 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
             return Ok(Certificate {
                 projected_gradient: f64::INFINITY,
                 smooth: f64::INFINITY,
+                kinked: f64::INFINITY,
                 descents: Vec::new(),
             });
         }
-        let mut pg: f64 = 0.0;
+        let (mut pg, mut kinked): (f64, f64) = (0.0, 0.0);
         for k in 0..z.len() {
             if !at.contains(&k) {
-                let moved = (z[k] - g_up[k]).clamp(p.lower[k], p.upper[k]) - z[k];
-                pg = pg.max(moved.abs());
+                let moved = ((z[k] - g_up[k]).clamp(p.lower[k], p.upper[k]) - z[k]).abs();
+                pg = pg.max(moved);
+                if p.kinks[k] {
+                    kinked = kinked.max(moved);
+                }
             }
         }
         let smooth = pg;
@@ -112,9 +118,13 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
                 descents.push((k, -1.0, g_down[k]));
             }
         }
+        for d in &descents {
+            kinked = kinked.max(d.2);
+        }
         Ok(Certificate {
             projected_gradient: pg,
             smooth,
+            kinked,
             descents,
         })
     }
@@ -132,7 +142,9 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
                 break;
             }
             let cert = self.certificate(&best.z).await?;
-            if best.converged && cert.projected_gradient <= ORTHANT_PG {
+            // Smooth coordinates left above the tolerance by stiff directions are the Newton
+            // steps' business (see [`super::polish`]), not a matter of orthants.
+            if best.converged && cert.kinked <= ORTHANT_PG {
                 break;
             }
             let (mut lower, mut upper) = (bounds.0.to_vec(), bounds.1.to_vec());
@@ -168,17 +180,20 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
             let r = self.descend_passes(&z, (&lower, &upper), &pinned, 0).await;
             self.side = vec![0.0; z.len()];
             let r = r?;
-            if !(r.f.is_finite() && r.f <= best.f + 1e-12 * best.f.abs().max(1.0)) {
+            let tol = 1e-12 * best.f.abs().max(1.0);
+            // A tie replaces the point too, converged or not: the descent moved it onto the
+            // kinks it judges, and the certificate taken at the end decides (keeping a
+            // converged tie instead was tried: it left a published fit uncertified).
+            let lower = r.f < best.f - tol;
+            let tie = r.f <= best.f + tol;
+            if !(r.f.is_finite() && (lower || tie)) {
                 break;
             }
-            let gained = best.f - r.f;
+            let unchanged = r.z == best.z;
             best.replace_keeping_compared(r);
-            if gained <= 1e-12 * best.f.abs().max(1.0) && best.converged {
-                // No descent left: the next certificate would ask for the same orthants.
-                let again = self.certificate(&best.z).await?;
-                if again.projected_gradient >= cert.projected_gradient {
-                    break;
-                }
+            if !lower && unchanged {
+                // Nothing gained: the next round would ask for the same orthants.
+                break;
             }
         }
         Ok(best)
@@ -219,10 +234,10 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
                 // Where several kinks are concave the better basin may need several of them
                 // flipped together, which one refit per kink does not find: first a greedy
                 // pass that flips every one that lowers f, then one refit from there.
-                let r = self.flip_greedily(&best, &candidates).await?;
+                let (r, moved) = self.flip_greedily(&best, &candidates).await?;
                 if r.better_than(&best) {
                     best.replace_keeping_compared(r);
-                    best.compared.extend(candidates.iter().map(|c| c.0));
+                    best.compared.extend(moved);
                     scan = true;
                     continue;
                 }
@@ -263,12 +278,12 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
     /// From `from`, each candidate coordinate (steepest first) moved across its kink to the
     /// mirror of its value, or half or twice that, whichever is lowest, where that lowers f
     /// given the moves already made (three evaluations per candidate); then orthant descents
-    /// from the point reached.
+    /// from the point reached. Returns that minimum and the coordinates flipped.
     async fn flip_greedily(
         &mut self,
         from: &Local,
         candidates: &[(usize, f64, f64)],
-    ) -> Result<Local> {
+    ) -> Result<(Local, Vec<usize>)> {
         let p = self.p;
         let (mut z, mut f) = (from.z.clone(), from.f);
         let mut flipped = Vec::new();
@@ -292,14 +307,14 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
             }
         }
         if flipped.is_empty() {
-            return Ok(from.clone());
+            return Ok((from.clone(), flipped));
         }
         // Orthant descents keep each flipped coordinate on its new side.
         let at = Local {
             z,
             f,
             converged: false,
-            reason: String::new(),
+            reason: "stopped after flipping kinked parameters across their kinks".into(),
             pinned: from
                 .pinned
                 .iter()
@@ -309,7 +324,10 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
             compared: Vec::new(),
             notes: Vec::new(),
         };
-        self.orthant_rounds(at, (&p.lower, &p.upper)).await
+        Ok((
+            self.orthant_rounds(at, (&p.lower, &p.upper)).await?,
+            flipped,
+        ))
     }
 
     /// f and ∂f/∂z_k with coordinate `k` of `z` moved to its kink, on the side `side` (±1).

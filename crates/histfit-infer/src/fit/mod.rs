@@ -7,8 +7,10 @@
 //! - [`starts`]: the starts — the requested point (the model's initial point where −ln L is not
 //!   finite there) and, for models small enough, further deterministic starts that look for a
 //!   lower basin;
-//! - [`search`]: from each start, L-BFGS-B and, where the model has kinks, [`kinks`]: one-sided
-//!   first-order checks, convex kinks held, the other side of concave kinks searched;
+//! - [`search`]: from each start, L-BFGS-B (and a probe of saddles it cannot see) and, where the
+//!   model has kinks, [`kinks`]: one-sided first-order checks, orthant descents that treat each
+//!   kink as a bound, the other side of concave kinks searched (greedily flipped together
+//!   first);
 //! - here: the lowest minimum, its certificate (a fit is converged only if the projected
 //!   gradient, one-sided at kinks, is within [`CERTIFY_PG`]; where stiff directions leave it
 //!   above, [`polish`] finishes the minimum by Newton steps first), and the uncertainties.
@@ -166,9 +168,12 @@ pub(crate) async fn minimise_async<E: AsyncEvaluator + ?Sized>(
         let z_before = best.z.clone();
         if round > 0 || stalled(&best) {
             let p = s.p;
-            let again = s
+            let mut again = s
                 .descend(&best.z, (&p.lower, &p.upper), &best.pinned)
                 .await?;
+            if p.has_kinks() {
+                again = s.orthant_rounds(again, (&p.lower, &p.upper)).await?;
+            }
             if again.converged && again.f <= best.f + 1e-12 * best.f.abs().max(1.0) {
                 best.replace_keeping_compared(again);
             }
@@ -200,11 +205,11 @@ pub(crate) async fn minimise_async<E: AsyncEvaluator + ?Sized>(
             "stopped where the projected gradient (one-sided at kinks) is {pg:.2e}, above {CERTIFY_PG:.0e}: not a minimum ({reason})"
         );
     }
-    if !best.pinned.is_empty() {
-        reason = format!(
-            "{reason} ({} nuisance parameters at a kink minimum, alpha = 0)",
-            best.pinned.len()
-        );
+    let at_kink = (0..p.free.len())
+        .filter(|&k| p.kinks[k] && best.z[k].abs() <= kinks::AT_KINK)
+        .count();
+    if at_kink > 0 {
+        reason = format!("{reason} ({at_kink} nuisance parameters at a kink minimum, alpha = 0)");
     }
     let bestfit = p.x_of(&best.z);
     let kinks = kink_states(&p, &best);

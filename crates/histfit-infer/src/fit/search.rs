@@ -1,5 +1,6 @@
 //! The search for a minimum from one start: L-BFGS-B in scaled coordinates, restarted with fresh
-//! curvature memory where kinks can stall it, then the kink checks of [`super::kinks`]. Every
+//! curvature memory where kinks can stall it, a probe of the saddles it cannot see (coordinates
+//! with an exactly zero gradient it never moved), then the kink checks of [`super::kinks`]. Every
 //! evaluation goes through [`Search`], which counts them.
 
 use super::problem::Problem;
@@ -87,7 +88,7 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
             iterations: 0,
             evaluations: 0,
             notes: Vec::new(),
-            side: vec![0.0; n],
+            side: vec![0.0; p.free.len()],
             x: p.start.clone(),
             grad: vec![0.0; n],
         }
@@ -204,20 +205,24 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
     }
 
     /// A descent can end on a saddle it never saw. Where f is even in a coordinate about its
-    /// start — a histosys whose up and down variations are equal (both 0 in published files),
-    /// a normsys with κ_up = κ_down under code 4 — its gradient there is exactly 0, so
-    /// L-BFGS-B never moves it, even where the slice falls on both sides. Coordinates the
-    /// descent left exactly where they started (off kinks, which are certified separately)
-    /// are probed a step of [`SADDLE_STEP`] (in units of their prior width) to either side;
-    /// those where f falls are moved to their lower side and the descent resumed from there,
-    /// keeping the lower minimum.
+    /// start — under the smooth codes (2, 4, 4p) a histosys whose up and down variations are
+    /// equal (both 0 in published files), a normsys with κ_up = κ_down — its gradient there is
+    /// exactly 0, so L-BFGS-B never moves it, even where the slice falls on both sides. (Under
+    /// codes 0 and 1 the same modifier makes a kink, which [`super::kinks`] handles.)
+    /// Coordinates the descent left exactly where they started, off kinks and bounds, are
+    /// probed a step of [`SADDLE_STEP`] (in units of their scale: the prior width, 1 for a
+    /// free parameter) to either side; those where f falls are moved to their lower side and
+    /// the descent resumed from there, keeping the lower minimum. A descent that moved nothing
+    /// started at a minimum and is not probed.
     async fn leave_saddle(&mut self, z0: &[f64], local: Local) -> Result<Local> {
         let p = self.p;
-        if !local.f.is_finite() {
+        if !local.f.is_finite() || local.z == z0 {
             return Ok(local);
         }
         let unmoved: Vec<usize> = (0..z0.len())
-            .filter(|&k| local.z[k] == z0[k] && !p.kinks[k] && p.lower[k] < p.upper[k])
+            .filter(|&k| {
+                local.z[k] == z0[k] && !p.kinks[k] && p.lower[k] < z0[k] && z0[k] < p.upper[k]
+            })
             .collect();
         let mut z = local.z.clone();
         let mut moved = false;
