@@ -208,16 +208,21 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
         if !best.f.is_finite() {
             return Ok(best);
         }
-        let (mut scan, mut flipped) = (true, false);
+        // After a greedy flip the candidates it left where they were are carried over (those
+        // still on the side they were found on) rather than rescanned: a scan costs a gradient
+        // per kinked coordinate, 140 on a 184-parameter ATLAS fit.
+        let (mut scan, mut flipped, mut carried) = (true, false, Vec::new());
         for _ in 0..4 {
             let cert = self.certificate(&best.z).await?;
-            // Slices are scanned once (a gradient per kinked coordinate), and again after a
-            // greedy flip: a basin found by one refit rarely opens another, and later rounds
-            // follow the certificate only.
-            let mut candidates = if scan {
+            // Slices are scanned once: a basin found by one refit rarely opens another, and
+            // later rounds follow the certificate only.
+            let mut candidates: Vec<(usize, f64, f64)> = if scan {
                 self.other_sides(&best).await?
             } else {
-                Vec::new()
+                std::mem::take(&mut carried)
+                    .into_iter()
+                    .filter(|c: &(usize, f64, f64)| best.z[c.0] * c.1 < -AT_KINK)
+                    .collect()
             };
             scan = false;
             for &(k, side, slope) in &cert.descents {
@@ -237,8 +242,12 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
                 let (r, moved) = self.flip_greedily(&best, &candidates).await?;
                 if r.better_than(&best) {
                     best.replace_keeping_compared(r);
+                    carried = candidates
+                        .iter()
+                        .copied()
+                        .filter(|c| !moved.contains(&c.0))
+                        .collect();
                     best.compared.extend(moved);
-                    scan = true;
                     continue;
                 }
             }
