@@ -9,7 +9,7 @@ mod progress;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use histfit_infer::{fit, AsymptoticCalculator, FitOptions, Starts, TestStat};
+use histfit_infer::{fit, AsymptoticCalculator, FitOptions, GenPoint, Starts, TestStat};
 use model_args::ModelArgs;
 use std::process::ExitCode;
 
@@ -141,6 +141,9 @@ enum Command {
         /// JSON files written by `toys --json` or `hypotest-toys --json`.
         #[arg(required = true)]
         files: Vec<String>,
+        /// Merge even when shards are missing (the result says how many toys it holds).
+        #[arg(long = "allow-partial")]
+        allow_partial: bool,
         #[command(flatten)]
         out: OutputArgs,
     },
@@ -368,34 +371,25 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => {
             let (model, source, data, mut eval) = model.prepare()?;
             let range = parse_shard(shard.as_deref(), n_toys)?;
-            let mut o = FitOptions::default();
-            if let Some(m) = mu {
-                o.fix.push((model.poi, m));
-            }
-            let gen = fit(&mut eval, &data, &o)?;
-            if !gen.converged {
-                anyhow::bail!(
-                    "the fit that sets the generating parameters did not converge: {}",
-                    gen.reason
-                );
-            }
+            let at = mu.map_or(GenPoint::FreeFit, GenPoint::ConditionalFit);
+            let gen = histfit_infer::generation_point(&mut eval, &data, &at)?;
             let bar = progress::Bar::new("toys", (range.end - range.start) as usize);
             let batcher = device::batcher(&eval);
             let fits = histfit_infer::toys::fit_toys_on(
                 &device::AnyRunner::new(&eval, batcher.as_ref()),
-                &gen.bestfit,
+                &gen,
                 seed,
                 range.clone(),
                 &FitOptions::default(),
                 &|d, _| bar.set(d),
             )?;
             bar.finish();
-            let doc = output::ToysDoc::new(seed, n_toys, gen.bestfit, fits);
+            let doc = histfit_infer::ToyEnsemble::new(seed, n_toys, gen, fits);
             if doc.summary.failed > 0 {
                 eprintln!("warning: {} of {} toy fits did not converge (counted in \"failed\", flagged per toy)", doc.summary.failed, doc.summary.n);
             }
             let text = if out.json {
-                output::json(&source, &model, &doc)
+                output::json(&source, &model, &output::ToysDoc::from(doc))
             } else {
                 output::toys_table(&doc)
             };
@@ -444,8 +438,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
             output::emit(&device::list(out.json), out.output.as_deref())?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::MergeToys { files, out } => {
-            let text = output::merge_toys(&files, out.json)?;
+        Command::MergeToys {
+            files,
+            allow_partial,
+            out,
+        } => {
+            let text = output::merge_toys(&files, out.json, allow_partial)?;
             output::emit(&text, out.output.as_deref())?;
             Ok(ExitCode::SUCCESS)
         }

@@ -339,50 +339,19 @@ pub fn ranking_table(r: &histfit_infer::Ranking, top: usize) -> String {
 }
 
 /// The `toys --json` document (also what `merge-toys` reads back).
+/// The `toys --json` document: the ensemble of histfit-infer with its kind.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ToysDoc {
     pub kind: String,
-    pub seed: u64,
-    pub n_toys: u64,
-    pub gen_params: Vec<f64>,
-    pub toys: Vec<histfit_infer::ToyFit>,
-    pub summary: ToysSummary,
+    #[serde(flatten)]
+    pub ensemble: histfit_infer::ToyEnsemble,
 }
 
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct ToysSummary {
-    pub n: usize,
-    pub converged: usize,
-    pub failed: usize,
-    /// Mean and standard deviation of the fitted POI over converged toys.
-    pub poi_mean: f64,
-    pub poi_std: f64,
-}
-
-impl ToysDoc {
-    pub fn new(
-        seed: u64,
-        n_toys: u64,
-        gen_params: Vec<f64>,
-        mut toys: Vec<histfit_infer::ToyFit>,
-    ) -> ToysDoc {
-        toys.sort_by_key(|t| t.index);
-        let ok: Vec<f64> = toys.iter().filter(|t| t.converged).map(|t| t.poi).collect();
-        let mean = ok.iter().sum::<f64>() / ok.len().max(1) as f64;
-        let var = ok.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (ok.len().max(2) - 1) as f64;
+impl From<histfit_infer::ToyEnsemble> for ToysDoc {
+    fn from(ensemble: histfit_infer::ToyEnsemble) -> Self {
         ToysDoc {
             kind: "toys".into(),
-            seed,
-            n_toys,
-            gen_params,
-            summary: ToysSummary {
-                n: toys.len(),
-                converged: ok.len(),
-                failed: toys.len() - ok.len(),
-                poi_mean: mean,
-                poi_std: var.sqrt(),
-            },
-            toys,
+            ensemble,
         }
     }
 }
@@ -404,11 +373,20 @@ impl From<histfit_infer::ToyHypotest> for HypotestToysDoc {
     }
 }
 
-pub fn toys_table(d: &ToysDoc) -> String {
+pub fn toys_table(d: &histfit_infer::ToyEnsemble) -> String {
+    let s = &d.summary;
     format!(
         "{} toys (seed {}): {} converged, {} failed\nfitted POI: mean {:.6}, standard deviation {:.6}\n",
-        d.summary.n, d.seed, d.summary.converged, d.summary.failed, d.summary.poi_mean, d.summary.poi_std
+        s.n, d.seed, s.converged, s.failed, s.poi_mean, s.poi_std
     )
+}
+
+/// A table with a partial merge's note first.
+fn with_note(table: String, note: &Option<String>) -> String {
+    match note {
+        Some(n) => format!("warning: {n}\n{table}"),
+        None => table,
+    }
 }
 
 pub fn hypotest_toys_table(r: &histfit_infer::ToyHypotest) -> String {
@@ -429,8 +407,10 @@ pub fn hypotest_toys_table(r: &histfit_infer::ToyHypotest) -> String {
     out
 }
 
-/// Reads sharded `--json` outputs and merges them (toys or hypotest-toys, not mixed).
-pub fn merge_toys(files: &[String], as_json: bool) -> Result<String> {
+/// Reads sharded `--json` outputs and merges them (toys or hypotest-toys, not mixed); the merge
+/// itself, with its checks that the shards make one whole ensemble, is histfit-infer's.
+pub fn merge_toys(files: &[String], as_json: bool, allow_partial: bool) -> Result<String> {
+    let note: Option<String>;
     let mut docs = Vec::new();
     for f in files {
         let text = std::fs::read_to_string(f).with_context(|| format!("cannot read {f}"))?;
@@ -468,27 +448,16 @@ pub fn merge_toys(files: &[String], as_json: bool) -> Result<String> {
             for (f, v) in &docs {
                 parts.push(
                     serde_json::from_value::<ToysDoc>(v.clone())
-                        .with_context(|| format!("{f}: not a toys document"))?,
+                        .with_context(|| format!("{f}: not a toys document"))?
+                        .ensemble,
                 );
             }
-            let first = &parts[0];
-            if parts.iter().any(|p| {
-                p.seed != first.seed || p.n_toys != first.n_toys || p.gen_params != first.gen_params
-            }) {
-                anyhow::bail!("the shards differ in seed, ensemble size or generating parameters");
-            }
-            let toys: Vec<histfit_infer::ToyFit> =
-                parts.iter().flat_map(|p| p.toys.clone()).collect();
-            let mut idx: Vec<u64> = toys.iter().map(|t| t.index).collect();
-            idx.sort_unstable();
-            if idx.windows(2).any(|w| w[0] == w[1]) {
-                anyhow::bail!("the same toy appears in two shards");
-            }
-            let doc = ToysDoc::new(first.seed, first.n_toys, first.gen_params.clone(), toys);
+            let (doc, n) = histfit_infer::merge_toy_ensembles(parts, allow_partial)?;
+            note = n;
             if !as_json {
-                return Ok(toys_table(&doc));
+                return Ok(with_note(toys_table(&doc), &note));
             }
-            serde_json::to_value(&doc)?
+            serde_json::to_value(ToysDoc::from(doc))?
         }
         "hypotest_toys" => {
             let mut parts = Vec::new();
@@ -499,9 +468,10 @@ pub fn merge_toys(files: &[String], as_json: bool) -> Result<String> {
                         .result,
                 );
             }
-            let r = histfit_infer::merge_hypotest_toys(parts)?;
+            let (r, n) = histfit_infer::merge_hypotest_toys(parts, allow_partial)?;
+            note = n;
             if !as_json {
-                return Ok(hypotest_toys_table(&r));
+                return Ok(with_note(hypotest_toys_table(&r), &note));
             }
             serde_json::to_value(HypotestToysDoc::from(r))?
         }
@@ -516,6 +486,9 @@ pub fn merge_toys(files: &[String], as_json: bool) -> Result<String> {
     }
     if let Value::Object(m) = &mut merged {
         doc.extend(std::mem::take(m));
+    }
+    if let Some(n) = note {
+        doc.insert("warnings".into(), Value::from(vec![n]));
     }
     Ok(serde_json::to_string_pretty(&Value::Object(doc)).expect("serializable") + "\n")
 }

@@ -201,6 +201,40 @@ fn sharded_toys_merge_to_one_run() {
         let a: Value = serde_json::from_slice(&merged.stdout).unwrap();
         let b: Value = serde_json::from_str(&std::fs::read_to_string(&whole).unwrap()).unwrap();
         assert_eq!(a, b, "{cmd}: merged shards differ from the single run");
+        // Two of three shards: refused with one line, or merged as partial with a warning.
+        let partial = Command::new(env!("CARGO_BIN_EXE_histfit"))
+            .arg("merge-toys")
+            .args(&shards[..2])
+            .arg("--json")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&partial.stderr);
+        assert_eq!(partial.status.code(), Some(2), "{cmd}: {err}");
+        assert!(
+            err.contains("the shards hold 20 of the ensemble's 30") && err.lines().count() == 1,
+            "{cmd}: {err}"
+        );
+        let partial = Command::new(env!("CARGO_BIN_EXE_histfit"))
+            .arg("merge-toys")
+            .args(&shards[..2])
+            .args(["--json", "--allow-partial"])
+            .output()
+            .unwrap();
+        assert!(partial.status.success(), "{cmd}");
+        let p: Value = serde_json::from_slice(&partial.stdout).unwrap();
+        assert!(
+            p["warnings"][0]
+                .as_str()
+                .unwrap()
+                .contains("merged as a partial ensemble"),
+            "{p}"
+        );
+        // The same shard twice is refused.
+        let twice = Command::new(env!("CARGO_BIN_EXE_histfit"))
+            .args(["merge-toys", &shards[0], &shards[0], &shards[1], &shards[2]])
+            .output()
+            .unwrap();
+        assert_eq!(twice.status.code(), Some(2), "{cmd}");
     }
     // Mixing kinds is refused.
     let t = dir.join("toys-shard1.json").to_string_lossy().into_owned();

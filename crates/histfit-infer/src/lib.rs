@@ -18,7 +18,8 @@ pub use limits::{upper_limit, upper_limit_scan, UpperLimit};
 pub use ranking::{ranking, Ranking, RankingEntry};
 pub use scan::{linspace, profile_scan, ScanResult};
 pub use toys::{
-    fit_toys, generate_toy, hypotest_toys, merge_hypotest_toys, shard_range, ToyFit, ToyHypotest,
+    fit_toys, generate_toy, generation_point, hypotest_toys, merge_hypotest_toys,
+    merge_toy_ensembles, shard_range, EnsembleSummary, GenPoint, ToyEnsemble, ToyFit, ToyHypotest,
 };
 
 /// Errors from inference: bad requests (unknown parameter, value outside bounds) or evaluator

@@ -528,7 +528,10 @@ pub fn summarize(
 }
 
 /// Merges shards of one toy hypotest (same model, μ, seed, statistic) into the one-run result.
-pub fn merge_hypotest_toys(parts: Vec<ToyHypotest>) -> Result<ToyHypotest> {
+pub fn merge_hypotest_toys(
+    parts: Vec<ToyHypotest>,
+    allow_partial: bool,
+) -> Result<(ToyHypotest, Option<String>)> {
     let mut it = parts.into_iter();
     let mut first = it
         .next()
@@ -548,14 +551,171 @@ pub fn merge_hypotest_toys(parts: Vec<ToyHypotest>) -> Result<ToyHypotest> {
         first.toys_sb.extend(p.toys_sb);
         first.toys_b.extend(p.toys_b);
     }
-    for t in [&mut first.toys_sb, &mut first.toys_b] {
+    let mut note = None;
+    for (t, which) in [(&mut first.toys_sb, " s+b"), (&mut first.toys_b, " b-only")] {
         t.sort_by_key(|x| x.index);
-        if t.windows(2).any(|w| w[0].index == w[1].index) {
-            return Err(InferError::Request(
-                "the same toy appears in two shards".into(),
-            ));
+        let idx: Vec<u64> = t.iter().map(|x| x.index).collect();
+        if let Some(n) = completeness(&idx, first.n_toys, which, allow_partial)? {
+            note.get_or_insert(n);
         }
     }
     first.summary = summarize(first.q_obs, &first.toys_sb, &first.toys_b, first.test_stat);
-    Ok(first)
+    Ok((first, note))
+}
+
+/// Checks that sorted toy `indices` are distinct and, unless `allow_partial`, are every index
+/// 0..n_toys of the ensemble; the note to report for a partial merge.
+fn completeness(
+    indices: &[u64],
+    n_toys: u64,
+    which: &str,
+    allow_partial: bool,
+) -> Result<Option<String>> {
+    if indices.windows(2).any(|w| w[0] == w[1]) {
+        return Err(InferError::Request(
+            "the same toy appears in two shards".into(),
+        ));
+    }
+    if let Some(&i) = indices.iter().find(|&&i| i >= n_toys) {
+        return Err(InferError::Request(format!(
+            "toy {i} is outside the ensemble of {n_toys}: the shards are not of one run"
+        )));
+    }
+    let have = indices.len() as u64;
+    if have == n_toys {
+        return Ok(None);
+    }
+    let first_missing = (0..n_toys)
+        .zip(indices.iter().copied().chain(std::iter::repeat(u64::MAX)))
+        .find(|(want, got)| want != got)
+        .map_or(0, |(want, _)| want);
+    let msg = format!(
+        "the shards hold {have} of the ensemble's {n_toys}{which} toys (the first missing is toy {first_missing})"
+    );
+    if allow_partial {
+        Ok(Some(format!("{msg}: merged as a partial ensemble")))
+    } else {
+        Err(InferError::Request(format!(
+            "{msg}: give every shard, or allow a partial merge"
+        )))
+    }
+}
+
+/// Where an ensemble's toys are drawn. The default of every front end is the free fit of the
+/// observed data (the maximum-likelihood point, what a physicist means by "toys from data").
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum GenPoint {
+    /// The free fit of the data.
+    #[default]
+    FreeFit,
+    /// The fit of the data with the POI held at this value.
+    ConditionalFit(f64),
+    /// These parameters.
+    Given(Vec<f64>),
+}
+
+/// The parameters toys are generated at (see [`GenPoint`]); a fit that does not converge is an
+/// error, not a silently poor generating point.
+pub fn generation_point<E: Evaluator + ?Sized>(
+    eval: &mut E,
+    data: &Dataset,
+    at: &GenPoint,
+) -> Result<Vec<f64>> {
+    let mut o = FitOptions::default();
+    match at {
+        GenPoint::Given(p) => {
+            let n = eval.model().n_params();
+            if p.len() != n {
+                return Err(InferError::Request(format!(
+                    "generating parameters: {} values, the model has {n} parameters",
+                    p.len()
+                )));
+            }
+            if let Some(i) = p.iter().position(|v| !v.is_finite()) {
+                return Err(InferError::Request(format!(
+                    "generating parameter {i} is not finite ({})",
+                    p[i]
+                )));
+            }
+            return Ok(p.clone());
+        }
+        GenPoint::ConditionalFit(mu) => o.fix.push((eval.model().poi, *mu)),
+        GenPoint::FreeFit => {}
+    }
+    let r = fit(eval, data, &o)?;
+    if !r.converged {
+        return Err(InferError::Request(format!(
+            "the fit that sets the generating parameters did not converge: {}",
+            r.reason
+        )));
+    }
+    Ok(r.bestfit)
+}
+
+/// A fitted toy ensemble (or a shard of one): what `histfit toys` and Python's `fit_toys`
+/// return.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToyEnsemble {
+    pub seed: u64,
+    /// Toys in the whole ensemble (a shard holds a block of them).
+    pub n_toys: u64,
+    pub gen_params: Vec<f64>,
+    pub toys: Vec<ToyFit>,
+    pub summary: EnsembleSummary,
+}
+
+/// Counts and the fitted POI's mean and standard deviation over the converged toys.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EnsembleSummary {
+    pub n: usize,
+    pub converged: usize,
+    pub failed: usize,
+    pub poi_mean: f64,
+    pub poi_std: f64,
+}
+
+impl ToyEnsemble {
+    pub fn new(seed: u64, n_toys: u64, gen_params: Vec<f64>, mut toys: Vec<ToyFit>) -> Self {
+        toys.sort_by_key(|t| t.index);
+        let ok: Vec<f64> = toys.iter().filter(|t| t.converged).map(|t| t.poi).collect();
+        let mean = ok.iter().sum::<f64>() / ok.len().max(1) as f64;
+        let var = ok.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (ok.len().max(2) - 1) as f64;
+        ToyEnsemble {
+            seed,
+            n_toys,
+            gen_params,
+            summary: EnsembleSummary {
+                n: toys.len(),
+                converged: ok.len(),
+                failed: toys.len() - ok.len(),
+                poi_mean: mean,
+                poi_std: var.sqrt(),
+            },
+            toys,
+        }
+    }
+}
+
+/// Merges shards of one ensemble: the same seed, size and generating parameters, distinct toys,
+/// and (unless `allow_partial`, which returns a note to report) every toy of the ensemble.
+pub fn merge_toy_ensembles(
+    parts: Vec<ToyEnsemble>,
+    allow_partial: bool,
+) -> Result<(ToyEnsemble, Option<String>)> {
+    let first = parts
+        .first()
+        .ok_or_else(|| InferError::Request("nothing to merge".into()))?;
+    if parts.iter().any(|p| {
+        p.seed != first.seed || p.n_toys != first.n_toys || p.gen_params != first.gen_params
+    }) {
+        return Err(InferError::Request(
+            "the shards differ in seed, ensemble size or generating parameters: they are not parts of one ensemble".into(),
+        ));
+    }
+    let (seed, n_toys, gen) = (first.seed, first.n_toys, first.gen_params.clone());
+    let mut toys: Vec<ToyFit> = parts.into_iter().flat_map(|p| p.toys).collect();
+    toys.sort_by_key(|t| t.index);
+    let idx: Vec<u64> = toys.iter().map(|t| t.index).collect();
+    let note = completeness(&idx, n_toys, "", allow_partial)?;
+    Ok((ToyEnsemble::new(seed, n_toys, gen, toys), note))
 }

@@ -86,7 +86,8 @@ fn shards_merge_to_the_single_run() {
             })
         })
         .collect();
-    let merged = merge_hypotest_toys(parts).unwrap();
+    let (merged, note) = merge_hypotest_toys(parts, false).unwrap();
+    assert_eq!(note, None);
     assert_eq!(
         serde_json::to_string(&merged).unwrap(),
         serde_json::to_string(&whole).unwrap(),

@@ -5,7 +5,7 @@
 
 use histfit_compute::{CpuEvaluator, Dataset, Evaluator};
 use histfit_cuda::{any::AnyRunner, AnyEval, CudaYields, Device};
-use histfit_infer::toys::{fit_toys_on, hypotest_toys_on};
+use histfit_infer::toys::{fit_toys_on, hypotest_toys_on, ToyRunner};
 use histfit_infer::{AsymptoticCalculator, FitOptions, Starts, TestStat};
 use histfit_model::{compile, InterpCode, Model, Settings, Workspace};
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
@@ -774,30 +774,39 @@ fn ranking(
     to_json(&r)
 }
 
-/// Fits toys generated at `gen` (JSON list of per-toy fits).
+/// Fits toys generated at `gen`, or (`gen` None) at the free fit of `data` (default: the
+/// observed data) — the CLI's default too, both through histfit-infer's `generation_point`.
+/// Returns the ensemble document (JSON): generating parameters, per-toy fits and summary.
 #[pyfunction]
-#[pyo3(signature = (model, gen, n_toys, seed = 0, device = "cpu"))]
+#[pyo3(signature = (model, gen, n_toys, seed = 0, device = "cpu", data = None))]
 fn fit_toys(
     py: Python<'_>,
     model: &NativeModel,
-    gen: PyReadonlyArray1<'_, f64>,
+    gen: Option<PyReadonlyArray1<'_, f64>>,
     n_toys: u64,
     seed: u64,
     device: &str,
+    data: Option<PyReadonlyArray1<'_, f64>>,
 ) -> PyResult<String> {
-    let g = model.params(&gen)?;
+    let at = match &gen {
+        Some(g) => histfit_infer::GenPoint::Given(model.params(g)?),
+        None => histfit_infer::GenPoint::FreeFit,
+    };
+    let d = model.dataset(data)?;
     check_n_toys(n_toys)?;
     let m = model.model.clone();
-    let r = py.detach(|| -> PyResult<Vec<histfit_infer::ToyFit>> {
+    let r = py.detach(|| -> PyResult<histfit_infer::ToyEnsemble> {
         let o = FitOptions::default();
-        with_runner!(m, device, |runner| fit_toys_on(
-            &runner,
-            &g,
-            seed,
-            0..n_toys,
-            &o,
-            &|_, _| {}
-        ))
+        with_runner!(m, device, |runner| {
+            let gen = {
+                let mut one = ToyRunner::single(&runner);
+                histfit_infer::generation_point(&mut *one, &d, &at)
+            };
+            gen.and_then(|g| {
+                fit_toys_on(&runner, &g, seed, 0..n_toys, &o, &|_, _| {})
+                    .map(|toys| histfit_infer::ToyEnsemble::new(seed, n_toys, g, toys))
+            })
+        })
     })?;
     to_json(&r)
 }

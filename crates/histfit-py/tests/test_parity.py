@@ -109,12 +109,19 @@ def test_inference_helpers_run():
     assert len(rank["entries"]) == 2
     toys = histfit.fit_toys(model, 20, seed=3)
     assert toys["converged"].all() and toys["poi"].shape == (20,)
+    assert toys["summary"]["n"] == 20 and toys["summary"]["failed"] == 0
+    # Drawn by default at the free fit of the observed data, as `histfit toys` draws them.
+    np.testing.assert_array_equal(toys["gen_params"], histfit.fit(model, data).bestfit)
     again = histfit.fit_toys(model, 20, seed=3)
     np.testing.assert_array_equal(toys["twice_nll"], again["twice_nll"])
     assert toys["reason"] == [""] * 20
     # Model.toy_data gives the ensemble's draws: fitting toy 7 from the same start gives its fit.
-    init = model.suggested_init()
-    one = histfit.fit(model, model.toy_data(init, 3, 7), init=init)
+    gen = toys["gen_params"]
+    one = histfit.fit(model, model.toy_data(gen, 3, 7), init=gen)
     assert one.twice_nll == toys["twice_nll"][7]
+    # Another point explicitly: the model's initial point.
+    init = model.suggested_init()
+    at_init = histfit.fit_toys(model, 5, gen_params=init, seed=3)
+    np.testing.assert_array_equal(at_init["gen_params"], init)
     ht = histfit.hypotest_toys(1.0, model, 50, data, seed=1)
     assert 0.0 <= ht["summary"]["cls_obs"] <= 1.0

@@ -285,18 +285,25 @@ def ranking(model: Model, data: Any = None, device: str = "cpu") -> Dict[str, An
     return json.loads(_native.ranking(model._native, _data(model, data), device))
 
 
-def fit_toys(model: Model, n_toys: int, gen_params: Any = None, seed: int = 0, device: str = "cpu") -> Dict[str, Any]:
-    """Generates and fits ``n_toys`` toys at ``gen_params`` (default: the model's init). Returns
-    arrays ``index``, ``twice_nll``, ``poi``, ``converged``, and the list ``reason`` (why each
-    fit that did not converge stopped; empty for those that did)."""
-    gen = model.suggested_init() if gen_params is None else _array(gen_params, "gen_params")
-    toys = json.loads(_native.fit_toys(model._native, gen, int(n_toys), int(seed), device))
+def fit_toys(model: Model, n_toys: int, gen_params: Any = None, seed: int = 0, device: str = "cpu",
+             data: Any = None) -> Dict[str, Any]:
+    """Generates and fits ``n_toys`` toys. They are drawn at ``gen_params``, or by default at the
+    free fit of ``data`` (the observed data if None) — the default of ``histfit toys`` too, so
+    the same seed gives the same ensemble in both; pass ``model.suggested_init()`` to draw at the
+    model's initial point. Returns arrays ``index``, ``twice_nll``, ``poi``, ``converged``, the
+    list ``reason`` (why each fit that did not converge stopped; empty for those that did),
+    ``gen_params`` and the ``summary`` (counts, the fitted POI's mean and standard deviation)."""
+    gen = None if gen_params is None else _array(gen_params, "gen_params")
+    doc = json.loads(_native.fit_toys(model._native, gen, int(n_toys), int(seed), device, _data(model, data)))
+    toys = doc["toys"]
     return {
         "index": np.asarray([t["index"] for t in toys], dtype=np.int64),
         "twice_nll": np.asarray([t["twice_nll"] for t in toys], dtype=np.float64),
         "poi": np.asarray([t["poi"] for t in toys], dtype=np.float64),
         "converged": np.asarray([t["converged"] for t in toys], dtype=bool),
         "reason": [t.get("reason", "") for t in toys],
+        "gen_params": np.asarray(doc["gen_params"], dtype=np.float64),
+        "summary": doc["summary"],
     }
 
 
