@@ -50,7 +50,12 @@ enum Command {
         #[command(flatten)]
         model: ModelArgs,
         /// POI range LO:HI.
-        #[arg(long = "poi-range", value_name = "LO:HI", default_value = "0:3")]
+        #[arg(
+            long = "poi-range",
+            value_name = "LO:HI",
+            default_value = "0:3",
+            allow_hyphen_values = true
+        )]
         poi_range: String,
         /// Number of points.
         #[arg(long, default_value_t = 21)]
@@ -63,7 +68,7 @@ enum Command {
         #[command(flatten)]
         model: ModelArgs,
         /// POI value to test.
-        #[arg(long, default_value_t = 1.0)]
+        #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
         mu: f64,
         /// Test statistic: qtilde (default), q, tmu, tmu_tilde.
         #[arg(long = "test-stat", default_value = "qtilde")]
@@ -80,7 +85,7 @@ enum Command {
         #[arg(long = "test-stat", default_value = "qtilde")]
         test_stat: TestStat,
         /// Instead of root finding, scan LO:HI:N hypotests and interpolate.
-        #[arg(long, value_name = "LO:HI:N")]
+        #[arg(long, value_name = "LO:HI:N", allow_hyphen_values = true)]
         scan: Option<String>,
         #[command(flatten)]
         out: OutputArgs,
@@ -111,7 +116,7 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// Generate at the conditional fit with the POI at this value (default: the free fit).
-        #[arg(long)]
+        #[arg(long, allow_negative_numbers = true)]
         mu: Option<f64>,
         /// Run only block K of N of the ensemble (merge the outputs with merge-toys).
         #[arg(long, value_name = "K/N")]
@@ -123,7 +128,7 @@ enum Command {
     HypotestToys {
         #[command(flatten)]
         model: ModelArgs,
-        #[arg(long, default_value_t = 1.0)]
+        #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
         mu: f64,
         #[arg(long = "n-toys", default_value_t = 1000)]
         n_toys: u64,

@@ -106,14 +106,6 @@ pub fn parse_fix(model: &Model, item: &str) -> Result<(usize, f64)> {
         .trim()
         .parse()
         .map_err(|_| anyhow!("--fix {item}: \"{}\" is not a number", value.trim()))?;
-    let p = &model.parameters[i];
-    if !v.is_finite() || v < p.lower || v > p.upper {
-        bail!(
-            "--fix {item}: {v} lies outside the bounds [{}, {}] of \"{}\"",
-            p.lower,
-            p.upper,
-            p.name
-        );
-    }
+    histfit_infer::check_fixed_value(model, i, v)?;
     Ok((i, v))
 }

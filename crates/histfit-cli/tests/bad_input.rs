@@ -254,7 +254,7 @@ fn bad_command_line_values() {
     );
     expect_error(
         &["fit", &ws, "--fix", "mu=50"],
-        &["outside the bounds [0, 10]"],
+        &["cannot fix \"mu\" at 50: outside its bounds [0, 10]"],
     );
     expect_error(
         &["fit", &ws, "--measurement", "other"],

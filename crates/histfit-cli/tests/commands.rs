@@ -125,6 +125,29 @@ fn inference_commands_report_json() {
         .all(|p| p["delta_twice_nll"].as_f64().unwrap() >= 0.0 && p["converged"] == true));
 }
 
+/// Negative numbers are values, not flags: `--mu -1` reaches the model's bounds check (the
+/// simple workspace's POI is bounded below by 0) instead of failing to parse.
+#[test]
+fn negative_values_parse() {
+    let ws = fixture("simple_workspace.json");
+    for args in [
+        vec!["hypotest", &ws, "--mu", "-1"],
+        vec!["hypotest-toys", &ws, "--mu", "-1", "--n-toys", "2"],
+        vec!["toys", &ws, "--mu", "-1", "--n-toys", "2"],
+        vec!["scan", &ws, "--poi-range", "-1:1", "--points", "3"],
+        vec!["limit", &ws, "--scan", "-1:1:3"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_histfit"))
+            .args(&args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("unexpected argument"), "{args:?}: {err}");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("bound"), "{args:?}: {err}");
+    }
+}
+
 #[test]
 fn inference_commands_reject_bad_requests() {
     let ws = fixture("simple_workspace.json");

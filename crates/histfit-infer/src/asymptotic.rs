@@ -182,12 +182,7 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
             opts.init = Some(i);
         }
         if let Some(m) = mu {
-            let (lo, hi) = self.bounds()[self.poi];
-            if !(lo..=hi).contains(&m) {
-                return Err(InferError::Request(format!(
-                    "tested POI value {m} lies outside the POI's bounds [{lo}, {hi}]"
-                )));
-            }
+            check_tested_poi(self.bounds()[self.poi], m)?;
             opts.fix.push((self.poi, m));
         }
         let r = fit(self.eval, data, &opts)?;
@@ -428,6 +423,16 @@ pub fn significance<E: Evaluator + ?Sized>(
         converged: h.converged,
         warnings: h.warnings,
     })
+}
+
+/// Refuses a tested POI value outside the POI's bounds `(lo, hi)` (asymptotic and toy tests).
+pub(crate) fn check_tested_poi((lo, hi): (f64, f64), m: f64) -> Result<()> {
+    if !(lo..=hi).contains(&m) {
+        return Err(InferError::Request(format!(
+            "tested POI value {m} lies outside the POI's bounds [{lo}, {hi}]"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

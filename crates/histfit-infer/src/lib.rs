@@ -22,6 +22,19 @@ pub use toys::{
     merge_toy_ensembles, shard_range, EnsembleSummary, GenPoint, ToyEnsemble, ToyFit, ToyHypotest,
 };
 
+/// Refuses to hold parameter `i` of `model` at `v` outside its bounds or at a non-finite value:
+/// the one message of every front end (the CLI's `--fix`, Python's `fixed=`).
+pub fn check_fixed_value(model: &histfit_model::Model, i: usize, v: f64) -> Result<()> {
+    let p = &model.parameters[i];
+    if !v.is_finite() || v < p.lower || v > p.upper {
+        return Err(InferError::Request(format!(
+            "cannot fix \"{}\" at {v}: outside its bounds [{}, {}]",
+            p.name, p.lower, p.upper
+        )));
+    }
+    Ok(())
+}
+
 /// Errors from inference: bad requests (unknown parameter, value outside bounds) or evaluator
 /// failures.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -389,6 +389,11 @@ pub fn hypotest_toys_on<R: ToyRunner>(
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<ToyHypotest> {
     let poi = runner.model().poi;
+    let bounds = base
+        .bounds
+        .clone()
+        .unwrap_or_else(|| runner.model().bounds());
+    crate::asymptotic::check_tested_poi(bounds[poi], mu)?;
     let init = runner.model().init();
     let (q_obs, params_sb, params_b) = {
         let mut ev = runner.single();
@@ -639,7 +644,11 @@ pub fn generation_point<E: Evaluator + ?Sized>(
             }
             return Ok(p.clone());
         }
-        GenPoint::ConditionalFit(mu) => o.fix.push((eval.model().poi, *mu)),
+        GenPoint::ConditionalFit(mu) => {
+            let poi = eval.model().poi;
+            crate::check_fixed_value(eval.model(), poi, *mu)?;
+            o.fix.push((poi, *mu));
+        }
         GenPoint::FreeFit => {}
     }
     let r = fit(eval, data, &o)?;

@@ -625,6 +625,7 @@ fn fit_options(
         if i >= model.n_params() {
             return Err(bad(format!("fixed parameter index {i} out of range")));
         }
+        histfit_infer::check_fixed_value(model, i, v).map_err(infer_err)?;
         o.fix.push((i, v));
     }
     Ok(o)
@@ -854,6 +855,7 @@ fn devices() -> PyResult<String> {
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<NativeWorkspace>()?;
     m.add_class::<NativeModel>()?;
     m.add_function(wrap_pyfunction!(fit, m)?)?;

@@ -79,3 +79,29 @@ def test_gpu_absent_is_a_device_error():
 def test_errors_are_standard_exception_types():
     assert issubclass(histfit.HistfitError, ValueError)
     assert issubclass(histfit.DeviceError, RuntimeError)
+
+
+def test_the_package_exports_its_api_and_version():
+    import histfit
+
+    assert isinstance(histfit.__version__, str) and histfit.__version__.count(".") == 2
+    for leaked in ("np", "os", "json", "Dict", "warnings", "dataclass"):
+        assert not hasattr(histfit, leaked), leaked
+    assert set(histfit.__all__) <= set(dir(histfit))
+
+
+def test_histfit_torch_without_torch_says_what_to_install():
+    import subprocess
+    import sys
+
+    code = "import sys; sys.modules['torch'] = None; import histfit.torch"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode != 0
+    assert "pip install 'histfit[torch]'" in r.stderr, r.stderr
+
+
+def test_fixing_outside_the_bounds_is_refused_as_on_the_cli():
+    ws = histfit.Workspace(fixture("simple_workspace.json"))
+    model = ws.model()
+    with pytest.raises(histfit.HistfitError, match=r'cannot fix "mu" at 50: outside its bounds \[0, 10\]'):
+        histfit.fit(model, fixed={"mu": 50})

@@ -34,7 +34,14 @@ import warnings
 from typing import List, Tuple
 
 import numpy as np
-import torch
+
+try:
+    import torch
+except ImportError as e:  # the optional dependency: say what to install
+    raise ImportError(
+        "histfit.torch needs PyTorch, which is not installed: pip install 'histfit[torch]' "
+        "(or pip install torch)"
+    ) from e
 
 import histfit
 

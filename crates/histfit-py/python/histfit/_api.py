@@ -1,0 +1,382 @@
+"""The implementation of histfit's Python API (re-exported by ``histfit``; see its docs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _native
+from ._native import DeviceError, HistfitError
+
+__all__ = [
+    "Workspace",
+    "Model",
+    "FitResult",
+    "fit",
+    "hypotest",
+    "upper_limit",
+    "profile_scan",
+    "significance",
+    "ranking",
+    "fit_toys",
+    "hypotest_toys",
+    "devices",
+    "profiled_q0",
+    "expected_q0",
+    "profiled_qmu",
+    "ProfiledStatistic",
+    "HistfitError",
+    "DeviceError",
+]
+
+
+def _array(x: Any, name: str) -> np.ndarray:
+    try:
+        a = np.ascontiguousarray(np.asarray(x, dtype=np.float64).ravel())
+    except (TypeError, ValueError) as e:
+        raise HistfitError(f"{name}: not an array of numbers ({e})") from None
+    return a
+
+
+class Workspace:
+    """A pyhf workspace: ``Workspace(spec)`` with ``spec`` a dict (pyhf's workspace dict works
+    as is), a JSON string, or a path to a JSON file.
+
+    ``patchset``/``patch``: apply the patch named ``patch`` from a pyhf patchset (dict, JSON
+    string or path), as published signal grids need.
+    """
+
+    def __init__(self, spec: Union[dict, str, os.PathLike], patchset: Any = None, patch: Optional[str] = None):
+        text, source = self._text(spec, "workspace")
+        ps_text = None
+        if patchset is not None:
+            ps_text, _ = self._text(patchset, "patchset")
+        self._native = _native.NativeWorkspace(text, source, ps_text, patch)
+
+    @staticmethod
+    def _text(spec: Any, what: str) -> Tuple[str, str]:
+        if isinstance(spec, dict):
+            return json.dumps(spec), what
+        if isinstance(spec, os.PathLike) or (isinstance(spec, str) and not spec.lstrip().startswith("{")):
+            path = os.fspath(spec)
+            try:
+                with open(path, "r", encoding="utf-8") as f:
+                    return f.read(), path
+            except OSError as e:
+                raise HistfitError(f"{path}: cannot read: {e.strerror}") from None
+        if isinstance(spec, str):
+            return spec, what
+        raise HistfitError(f"{what}: expected a dict, a JSON string or a path, got {type(spec).__name__}")
+
+    def model(
+        self,
+        measurement: Optional[str] = None,
+        interp: str = "smooth",
+        normsys: Optional[str] = None,
+        histosys: Optional[str] = None,
+    ) -> "Model":
+        """Compiles the model of ``measurement`` (default: the first). ``interp``: "smooth"
+        (normsys code4, histosys code4p; pyhf's Model default) or "pyhf" (code1 / code0);
+        ``normsys=``/``histosys=`` override one type's code ("code0" ... "code4p")."""
+        return Model(self._native.model(measurement, interp, normsys, histosys))
+
+    def data(self, model: "Model", include_auxdata: bool = True) -> np.ndarray:
+        """Observed data in pyhf's layout: main bins by channel, then auxiliary data."""
+        d = model._native.observed()
+        return d if include_auxdata else d[: model._native.n_main]
+
+
+class Model:
+    """A compiled model (parameters in pyhf's order and names)."""
+
+    def __init__(self, native: Any):
+        self._native = native
+
+    @property
+    def par_names(self) -> List[str]:
+        return list(self._native.par_names)
+
+    @property
+    def poi_index(self) -> int:
+        return self._native.poi_index
+
+    @property
+    def poi_name(self) -> str:
+        return self.par_names[self.poi_index]
+
+    def par_index(self, name: str) -> int:
+        try:
+            return self.par_names.index(name)
+        except ValueError:
+            raise HistfitError(f'"{name}" is not a parameter of the model') from None
+
+    def suggested_init(self) -> np.ndarray:
+        return self._native.suggested_init()
+
+    def suggested_bounds(self) -> List[Tuple[float, float]]:
+        return list(self._native.suggested_bounds())
+
+    def fixed(self) -> List[bool]:
+        return list(self._native.fixed())
+
+    def expected_data(self, pars: Sequence[float], include_aux: bool = True) -> np.ndarray:
+        return self._native.expected_data(_array(pars, "pars"), include_aux)
+
+    def toy_data(self, pars: Sequence[float], seed: int = 0, index: int = 0) -> np.ndarray:
+        """Toy dataset ``index`` of ``seed`` generated at ``pars`` (main bins Poisson, auxiliary
+        data fluctuated): the same draws as :func:`fit_toys` makes, on every device."""
+        return self._native.toy_data(_array(pars, "pars"), int(seed), int(index))
+
+    def logpdf(self, pars: Sequence[float], data: Sequence[float]) -> float:
+        """ln L (pyhf's ``model.logpdf``, as a float)."""
+        return -0.5 * self._native.twice_nll(_array(pars, "pars"), _array(data, "data"))
+
+    def twice_nll(self, pars: Sequence[float], data: Sequence[float]) -> float:
+        return self._native.twice_nll(_array(pars, "pars"), _array(data, "data"))
+
+    def twice_nll_and_grad(self, pars: Sequence[float], data: Sequence[float]) -> Tuple[float, np.ndarray]:
+        """−2 ln L and its gradient with respect to every parameter."""
+        return self._native.twice_nll_and_grad(_array(pars, "pars"), _array(data, "data"))
+
+    def twice_nll_and_grad_yields(
+        self, pars: Sequence[float], data: Sequence[float], yields: Dict[str, Sequence[float]]
+    ) -> Tuple[float, np.ndarray, Dict[str, np.ndarray]]:
+        """−2 ln L with the nominal yields of some samples given as inputs (``{"signal": y}``;
+        a sample present in several channels takes its bins concatenated in channel order,
+        ``"channel/sample"`` picks one), its gradient with respect to the parameters and with
+        respect to each input. Samples with histosys, staterror or shapesys modifiers (whose
+        terms depend on their own yields) are refused."""
+        keys, arrays = _yield_inputs(yields)
+        v, g, gy = self._native.twice_nll_and_grad_yields(_array(pars, "pars"), _array(data, "data"),
+                                                           list(zip(keys, arrays)))
+        return v, g, _split(gy, keys, arrays)
+
+
+@dataclass
+class FitResult:
+    """A maximum likelihood fit."""
+
+    par_names: List[str]
+    bestfit: np.ndarray
+    uncertainties: Optional[np.ndarray]
+    covariance: Optional[np.ndarray]
+    correlation: Optional[np.ndarray]
+    twice_nll: float
+    converged: bool
+    reason: str
+    iterations: int
+    evaluations: int
+    hessian_positive_definite: Optional[bool] = None
+    fixed: List[bool] = field(default_factory=list)
+    #: searches made (the requested start and further starts)
+    starts: int = 1
+    #: kinked parameters (codes 0/1): ``{"name", "side", "other_side_searched"}``
+    kinks: List[Dict[str, Any]] = field(default_factory=list)
+    #: several minima found, a start that was not finite, searches capped
+    warnings: List[str] = field(default_factory=list)
+
+
+def _data(model: Model, data: Any) -> Optional[np.ndarray]:
+    return None if data is None else _array(data, "data")
+
+
+def _fixes(model: Model, fixed: Any) -> List[Tuple[int, float]]:
+    if fixed is None:
+        return []
+    if isinstance(fixed, dict):
+        return [(model.par_index(k) if isinstance(k, str) else int(k), float(v)) for k, v in fixed.items()]
+    return [(int(i), float(v)) for i, v in fixed]
+
+
+def fit(model: Model, data: Any = None, init: Any = None, fixed: Any = None, device: str = "cpu",
+        starts: Optional[int] = None) -> FitResult:
+    """Maximum likelihood fit with uncertainties, covariance and correlations (data: default the
+    observed data; fixed: ``{"name": value}`` or ``[(index, value)]``). ``starts``: further
+    starts searched for a lower minimum, per batch; batches go on (up to four) while they find
+    different minima (default: by model size, 24 for up to 16 free parameters, none above 64;
+    0 for a single search from ``init``)."""
+    r = json.loads(
+        _native.fit(model._native, _data(model, data), None if init is None else _array(init, "init"),
+                    _fixes(model, fixed), True, device, None if starts is None else int(starts))
+    )
+    n = len(r["par_names"])
+    mat = lambda v: None if v is None else np.asarray(v, dtype=np.float64).reshape(n, n)  # noqa: E731
+    return FitResult(
+        par_names=r["par_names"],
+        bestfit=np.asarray(r["bestfit"], dtype=np.float64),
+        uncertainties=None if r["uncertainties"] is None else np.asarray(r["uncertainties"], dtype=np.float64),
+        covariance=mat(r["covariance"]),
+        correlation=mat(r["correlation"]),
+        twice_nll=r["twice_nll"],
+        converged=r["converged"],
+        reason=r["reason"],
+        iterations=r["iterations"],
+        evaluations=r["evaluations"],
+        hessian_positive_definite=r.get("hessian_positive_definite"),
+        fixed=r.get("fixed", []),
+        starts=r.get("starts", 1),
+        kinks=r.get("kinks", []),
+        warnings=r.get("warnings", []),
+    )
+
+
+def hypotest(
+    poi_test: float,
+    model: Model,
+    data: Any = None,
+    test_stat: str = "qtilde",
+    return_tail_probs: bool = False,
+    return_expected: bool = False,
+    return_expected_set: bool = False,
+    device: str = "cpu",
+):
+    """Asymptotic CLs at ``poi_test``, returned as pyhf's ``infer.hypotest`` does: CLs, then
+    optionally ``[CLs+b, CLb]``, the expected CLs and the expected set (−2σ … +2σ)."""
+    r = json.loads(_native.hypotest(model._native, float(poi_test), _data(model, data), test_stat, device))
+    out: list = [np.float64(r["cls_obs"])]
+    if return_tail_probs:
+        out.append([np.float64(r["clsb_obs"]), np.float64(r["clb_obs"])])
+    if return_expected:
+        out.append(np.float64(r["cls_exp"][2]))
+    if return_expected_set:
+        out.append(np.asarray(r["cls_exp"], dtype=np.float64))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def upper_limit(model: Model, data: Any = None, alpha: float = 0.05, test_stat: str = "qtilde", device: str = "cpu"):
+    """Observed and expected (−2σ … +2σ) upper limits on the POI at CLs = alpha."""
+    r = json.loads(_native.upper_limit(model._native, _data(model, data), float(alpha), test_stat, device))
+    return np.float64(r["obs"]), np.asarray(r["exp"], dtype=np.float64)
+
+
+def profile_scan(model: Model, values: Sequence[float], data: Any = None, device: str = "cpu") -> Dict[str, Any]:
+    """Profile likelihood scan of the POI: the scan document (points with 2ΔNLL and fits)."""
+    return json.loads(_native.profile_scan(model._native, [float(v) for v in values], _data(model, data), device))
+
+
+def significance(model: Model, data: Any = None, device: str = "cpu") -> Dict[str, Any]:
+    """Discovery significance (q0): observed and expected p0 and Z."""
+    return json.loads(_native.significance(model._native, _data(model, data), device))
+
+
+def ranking(model: Model, data: Any = None, device: str = "cpu") -> Dict[str, Any]:
+    """Nuisance-parameter ranking by impact on the POI."""
+    return json.loads(_native.ranking(model._native, _data(model, data), device))
+
+
+def fit_toys(model: Model, n_toys: int, gen_params: Any = None, seed: int = 0, device: str = "cpu",
+             data: Any = None) -> Dict[str, Any]:
+    """Generates and fits ``n_toys`` toys. They are drawn at ``gen_params``, or by default at the
+    free fit of ``data`` (the observed data if None) — the default of ``histfit toys`` too, so
+    the same seed gives the same ensemble in both; pass ``model.suggested_init()`` to draw at the
+    model's initial point. Returns arrays ``index``, ``twice_nll``, ``poi``, ``converged``, the
+    list ``reason`` (why each fit that did not converge stopped; empty for those that did),
+    ``gen_params`` and the ``summary`` (counts, the fitted POI's mean and standard deviation)."""
+    gen = None if gen_params is None else _array(gen_params, "gen_params")
+    doc = json.loads(_native.fit_toys(model._native, gen, int(n_toys), int(seed), device, _data(model, data)))
+    toys = doc["toys"]
+    return {
+        "index": np.asarray([t["index"] for t in toys], dtype=np.int64),
+        "twice_nll": np.asarray([t["twice_nll"] for t in toys], dtype=np.float64),
+        "poi": np.asarray([t["poi"] for t in toys], dtype=np.float64),
+        "converged": np.asarray([t["converged"] for t in toys], dtype=bool),
+        "reason": [t.get("reason", "") for t in toys],
+        "gen_params": np.asarray(doc["gen_params"], dtype=np.float64),
+        "summary": doc["summary"],
+    }
+
+
+def hypotest_toys(poi_test: float, model: Model, n_toys: int, data: Any = None, seed: int = 0,
+                  test_stat: str = "qtilde", device: str = "cpu") -> Dict[str, Any]:
+    """Toy-based CLs at ``poi_test``: the result document (summary with CLs, CLs+b, CLb,
+    expected band and failed-fit counts; per-toy statistics)."""
+    return json.loads(_native.hypotest_toys(model._native, float(poi_test), int(n_toys), _data(model, data),
+                                            int(seed), test_stat, device))
+
+
+def _yield_inputs(yields: Dict[str, Sequence[float]]) -> Tuple[List[str], List[np.ndarray]]:
+    if not isinstance(yields, dict) or not yields:
+        raise HistfitError("yields: expected a non-empty dict {sample name: yields}")
+    keys = list(yields)
+    return keys, [_array(yields[k], f"yields of {k}") for k in keys]
+
+
+def _split(flat: np.ndarray, keys: List[str], arrays: List[np.ndarray]) -> Dict[str, np.ndarray]:
+    out, at = {}, 0
+    for k, a in zip(keys, arrays):
+        out[k] = np.asarray(flat[at:at + a.size], dtype=np.float64)
+        at += a.size
+    return out
+
+
+@dataclass
+class ProfiledStatistic:
+    """A profiled test statistic at given yields, with its gradient with respect to them (by
+    the envelope theorem: the nuisance parameters are re-fitted, no derivative of the fits)."""
+
+    q: float
+    grad: Dict[str, np.ndarray]
+    mu_hat: float
+    free_bestfit: np.ndarray
+    cond_bestfit: np.ndarray
+    converged: bool
+
+
+def _profiled(model: Model, yields, data, mu: float, discovery: bool, warm, edm=None,
+              expected: bool = False) -> ProfiledStatistic:
+    keys, arrays = _yield_inputs(yields)
+    wf = wc = None
+    if warm is not None:
+        wf, wc = _array(warm.free_bestfit, "warm"), _array(warm.cond_bestfit, "warm")
+    edm = None if edm is None else float(edm)
+    if expected:
+        r = json.loads(model._native.expected_q0(list(zip(keys, arrays)), wf, wc, edm))
+    else:
+        data = model._native.observed() if data is None else _array(data, "data")
+        r = json.loads(model._native.profiled_statistic(list(zip(keys, arrays)), data, float(mu), discovery,
+                                                        wf, wc, edm))
+    if not r["converged"]:
+        warnings.warn("a fit behind the profiled statistic did not converge; its value and gradient "
+                      "are unreliable (see .converged)", RuntimeWarning, stacklevel=3)
+    return ProfiledStatistic(
+        q=r["q"],
+        grad=_split(np.asarray(r["grad"], dtype=np.float64), keys, arrays),
+        mu_hat=r["mu_hat"],
+        free_bestfit=np.asarray(r["free_bestfit"], dtype=np.float64),
+        cond_bestfit=np.asarray(r["cond_bestfit"], dtype=np.float64),
+        converged=r["converged"],
+    )
+
+
+def profiled_q0(model: Model, yields: Dict[str, Sequence[float]], data: Any = None,
+                warm: Optional[ProfiledStatistic] = None, edm: Optional[float] = None) -> ProfiledStatistic:
+    """Discovery statistic q0 with the given samples' yields (see
+    :meth:`Model.twice_nll_and_grad_yields`) and dq0/dyields. ``warm``: the previous call's
+    result, whose fits start this call's (a training step moves the yields a little). ``edm``:
+    the fits' convergence threshold (default 1e-11); at 1e-13 or below the minima are then
+    polished by Newton steps (gradient to ~1e-8 relative, at a few dozen more evaluations)."""
+    return _profiled(model, yields, data, 0.0, True, warm, edm)
+
+
+def profiled_qmu(mu: float, model: Model, yields: Dict[str, Sequence[float]], data: Any = None,
+                 warm: Optional[ProfiledStatistic] = None, edm: Optional[float] = None) -> ProfiledStatistic:
+    """One-sided qμ at ``mu`` with the given yields, and dqμ/dyields."""
+    return _profiled(model, yields, data, mu, False, warm, edm)
+
+
+def expected_q0(model: Model, yields: Dict[str, Sequence[float]], warm: Optional[ProfiledStatistic] = None,
+                edm: Optional[float] = None) -> ProfiledStatistic:
+    """Expected discovery significance: q0 on the Asimov dataset of μ = 1 (nuisance parameters
+    at their initial values) built from the given yields, and dq0/dyields — including the
+    dataset's own dependence on the yields. Z = sqrt(q0)."""
+    return _profiled(model, yields, None, 0.0, True, warm, edm, expected=True)
+
+
+def devices() -> Dict[str, Any]:
+    """The CPU and the CUDA devices histfit can use (or why there is none)."""
+    return json.loads(_native.devices())
