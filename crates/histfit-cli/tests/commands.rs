@@ -281,3 +281,32 @@ fn devices_lists_the_cpu_and_cuda() {
     let gpus = v["cuda"].as_array().unwrap();
     assert!(!gpus.is_empty() || v["cuda_unavailable_reason"].as_str().is_some());
 }
+
+/// q̃ with a POI allowed below 0 is q in effect: said in the warnings (as pyhf warns), without
+/// marking the result unconverged; with a POI bounded at 0, or with q, nothing is said.
+#[test]
+fn qtilde_with_a_negative_poi_bound_warns() {
+    let mut ws: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("simple_workspace.json")).unwrap())
+            .unwrap();
+    ws["measurements"][0]["config"]["parameters"] =
+        serde_json::json!([{"name": "mu", "bounds": [[-5.0, 10.0]]}]);
+    let path = std::env::temp_dir().join(format!("histfit-negpoi-{}.json", std::process::id()));
+    std::fs::write(&path, ws.to_string()).unwrap();
+    let path = path.to_string_lossy().into_owned();
+    let said = |v: &Value| {
+        v["warnings"].as_array().unwrap().iter().any(|w| {
+            w.as_str()
+                .unwrap()
+                .starts_with("qtilde with the POI's lower bound at -5")
+        })
+    };
+    let h = run_json(&["hypotest", &path, "--mu", "1", "--json"]);
+    assert!(said(&h) && h["converged"] == true, "{h}");
+    let l = run_json(&["limit", &path, "--json"]);
+    assert!(said(&l) && l["converged"] == true, "{l}");
+    let q = run_json(&["hypotest", &path, "--mu", "1", "--test-stat", "q", "--json"]);
+    assert!(!said(&q), "{q}");
+    let at0 = run_json(&["hypotest", &fixture("simple_workspace.json"), "--json"]);
+    assert!(!said(&at0), "{at0}");
+}

@@ -125,6 +125,8 @@ pub struct AsymptoticCalculator<'a, E: Evaluator + ?Sized> {
     /// the fits made since the last report.
     cached_warnings: Vec<String>,
     warnings: Vec<String>,
+    /// About the request itself (reported with every result; not a failed fit).
+    notes: Vec<String>,
 }
 
 impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
@@ -144,7 +146,20 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
             )));
         }
         base.uncertainties = false;
+        let mut notes = Vec::new();
+        let lower = base
+            .bounds
+            .as_ref()
+            .map_or_else(|| eval.model().bounds()[poi].0, |b| b[poi].0);
+        if test_stat == TestStat::QmuTilde && lower < 0.0 {
+            // pyhf warns here too: q̃'s asymptotic formula assumes μ̂ ≥ 0, which the fits (with
+            // the bounds as given) do not impose.
+            notes.push(format!(
+                "qtilde with the POI's lower bound at {lower} < 0: the fits allow a negative POI, so this is q in effect; use the q statistic, or bound the POI at 0"
+            ));
+        }
         Ok(AsymptoticCalculator {
+            notes,
             eval,
             data,
             test_stat,
@@ -310,6 +325,12 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
     }
 
     /// Warnings of the cached fits, and those of the fits made since the last call (drained).
+    /// Notes about the request itself (q̃ with a POI allowed below 0), reported with every
+    /// result but not counted as failed fits.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
     pub fn take_warnings(&mut self) -> (Vec<String>, Vec<String>) {
         (
             self.cached_warnings.clone(),
@@ -374,8 +395,9 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
             fits,
             converged: self.warnings.is_empty() && self.cached_warnings.is_empty(),
             warnings: self
-                .cached_warnings
+                .notes
                 .iter()
+                .chain(&self.cached_warnings)
                 .chain(&self.warnings)
                 .cloned()
                 .collect(),

@@ -271,6 +271,8 @@ pub fn upper_limit<E: Evaluator + ?Sized>(
     warnings.extend(cached);
     warnings.sort();
     warnings.dedup();
+    let converged = warnings.is_empty();
+    warnings.splice(0..0, calc.notes().iter().cloned());
     // The band in ascending μ: +2σ in the statistic is the lowest limit.
     Ok(UpperLimit {
         alpha,
@@ -278,7 +280,7 @@ pub fn upper_limit<E: Evaluator + ?Sized>(
         obs,
         exp,
         evaluations,
-        converged: warnings.is_empty(),
+        converged,
         warnings,
     })
 }
@@ -326,13 +328,15 @@ pub fn upper_limit_scan<E: Evaluator + ?Sized>(
     for k in 0..5 {
         exp[k] = crossing(&|e| e.cls_exp[k])?;
     }
+    let converged = warnings.is_empty();
+    warnings.splice(0..0, calc.notes().iter().cloned());
     Ok(UpperLimit {
         alpha,
         test_stat,
         obs,
         exp,
         evaluations,
-        converged: warnings.is_empty(),
+        converged,
         warnings,
     })
 }
