@@ -310,3 +310,73 @@ fn qtilde_with_a_negative_poi_bound_warns() {
     let at0 = run_json(&["hypotest", &fixture("simple_workspace.json"), "--json"]);
     assert!(!said(&at0), "{at0}");
 }
+
+/// Equal up to float rounding across machines (1e-9 relative), ignoring timings.
+fn same_document(a: &Value, b: &Value, at: &str) -> Result<(), String> {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys = |m: &serde_json::Map<String, Value>| -> Vec<String> {
+                m.keys()
+                    .filter(|k| !k.ends_with("_seconds"))
+                    .cloned()
+                    .collect()
+            };
+            if keys(x) != keys(y) {
+                return Err(format!("{at}: keys {:?} vs {:?}", keys(x), keys(y)));
+            }
+            for k in keys(x) {
+                same_document(&x[&k], &y[&k], &format!("{at}.{k}"))?;
+            }
+            Ok(())
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
+            .iter()
+            .zip(y)
+            .enumerate()
+            .try_for_each(|(i, (p, q))| same_document(p, q, &format!("{at}[{i}]"))),
+        (Value::Number(x), Value::Number(y)) => {
+            let (p, q) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+            if (p - q).abs() <= 1e-9 * p.abs().max(q.abs()) {
+                Ok(())
+            } else {
+                Err(format!("{at}: {p} vs {q}"))
+            }
+        }
+        _ if a == b => Ok(()),
+        _ => Err(format!("{at}: {a} vs {b}")),
+    }
+}
+
+/// The README's example outputs are real runs (`scripts/readme_examples.py` writes them).
+#[test]
+fn readme_examples_match_real_runs() {
+    let root = format!("{}/../..", env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let lines: Vec<&str> = readme.lines().collect();
+    let mut checked = 0;
+    for (i, line) in lines.iter().enumerate() {
+        let Some(args) = line
+            .strip_prefix("<!-- example: histfit ")
+            .and_then(|r| r.strip_suffix(" -->"))
+        else {
+            continue;
+        };
+        assert_eq!(lines[i + 1], "```json", "README line {}", i + 2);
+        let end = i + 2 + lines[i + 2..].iter().position(|l| *l == "```").unwrap();
+        let shown: Value = serde_json::from_str(&lines[i + 2..end].join("\n")).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_histfit"))
+            .args(args.split_whitespace())
+            .current_dir(&root)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "histfit {args}");
+        let real: Value = serde_json::from_slice(&out.stdout).unwrap();
+        if let Err(e) = same_document(&shown, &real, "") {
+            panic!(
+                "README example `histfit {args}` is stale ({e}): run scripts/readme_examples.py"
+            );
+        }
+        checked += 1;
+    }
+    assert!(checked >= 2, "README examples found: {checked}");
+}
