@@ -662,6 +662,37 @@ impl BatchEvaluator for CudaBatch {
         &self.session.model
     }
 
+    /// Drawn by the device's Philox kernel ([`crate::toys::generate`]): the CPU's bits.
+    fn generate_toys(
+        &mut self,
+        expected_main: &[f64],
+        params: &[f64],
+        seed: u64,
+        indices: std::ops::Range<u64>,
+    ) -> histfit_compute::Result<Vec<Dataset>> {
+        if let Some(i) = params.iter().position(|v| !v.is_finite()) {
+            return Err(ComputeError::InvalidData {
+                place: format!("toy generation parameters[{i}]"),
+                rule: "must be finite".into(),
+            });
+        }
+        let m = &self.session.model;
+        let count = (indices.end - indices.start) as usize;
+        let rows = crate::toys::generate(
+            &self.session,
+            expected_main,
+            params,
+            seed,
+            indices.start,
+            count,
+        )?;
+        let row = m.n_main + m.n_aux();
+        rows.chunks(row.max(1))
+            .take(count)
+            .map(|r| Dataset::from_parts(m, r[..m.n_main].to_vec(), r[m.n_main..].to_vec()))
+            .collect()
+    }
+
     fn nll_grad_batch(
         &mut self,
         params: &[f64],

@@ -318,6 +318,24 @@ fn device_toys_are_bit_identical_to_cpu_toys() {
                 );
             }
         }
+        // The ensemble path: the batch evaluator's toys are the device's, bit for bit the
+        // CPU's (the default `generate_toys` draws on the host).
+        let mut batch = histfit_cuda::CudaBatch::new(model.clone(), 0).expect("GPU batch");
+        let dev =
+            BatchEvaluator::generate_toys(&mut batch, &expected, &gen, seed, first..first + 50)
+                .unwrap();
+        for (i, d) in dev.iter().enumerate() {
+            let cpu = generate_toy(&model, &expected, &gen, seed, first + i as u64).unwrap();
+            let bits = |v: &Dataset| -> Vec<u64> {
+                v.main.iter().chain(&v.aux).map(|x| x.to_bits()).collect()
+            };
+            assert_eq!(bits(d), bits(&cpu), "{name} ensemble toy {i}");
+            assert_eq!(
+                d.constant.to_bits(),
+                cpu.constant.to_bits(),
+                "{name} toy {i}"
+            );
+        }
     }
     let _ = Arc::new(0);
 }
