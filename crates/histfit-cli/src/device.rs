@@ -6,8 +6,7 @@ use anyhow::{anyhow, Result};
 use histfit_model::Model;
 use std::sync::Arc;
 
-pub use histfit_cuda::any::{batcher, AnyRunner};
-pub use histfit_cuda::{AnyEval, Device};
+pub use histfit_device::{batcher, AnyEval, AnyRunner, Device};
 
 /// [`AnyEval::new`] with the CLI's wording of a device failure.
 pub fn open(model: Arc<Model>, device: Device) -> Result<AnyEval> {

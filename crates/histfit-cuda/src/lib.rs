@@ -10,11 +10,13 @@
 //! device with the CPU's counter-based generator, bit for bit ([`toys`]). Sample yields that live
 //! in GPU memory (PyTorch CUDA tensors) are read in place and differentiated there ([`yields`]).
 //!
+//! It depends on the model and the evaluator traits only: choosing a device and running
+//! inference on it is `histfit-device`'s.
+//!
 //! Nothing here is needed to build or run histfit: libcuda and libnvrtc are loaded dynamically,
 //! and on a machine without them every entry point returns [`CudaError::Unavailable`] with one
 //! clear message instead of panicking.
 
-pub mod any;
 pub mod batch;
 pub mod device;
 pub mod kernels;
@@ -22,7 +24,6 @@ pub mod layout;
 pub mod toys;
 pub mod yields;
 
-pub use any::{AnyEval, Device};
 pub use batch::CudaBatch;
 pub use device::{devices, DeviceInfo, Gpu};
 pub use yields::CudaYields;

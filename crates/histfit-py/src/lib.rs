@@ -4,7 +4,8 @@
 //! objects. No statistics live here.
 
 use histfit_compute::{CpuEvaluator, Dataset, Evaluator};
-use histfit_cuda::{any::AnyRunner, AnyEval, CudaYields, Device};
+use histfit_cuda::CudaYields;
+use histfit_device::{AnyEval, AnyRunner, Device};
 use histfit_infer::toys::{fit_toys_on, hypotest_toys_on, ToyRunner};
 use histfit_infer::{AsymptoticCalculator, FitOptions, Starts, TestStat};
 use histfit_model::{compile, InterpCode, Model, Settings, Workspace};
@@ -59,7 +60,7 @@ fn open(model: Arc<Model>, device: &str) -> PyResult<AnyEval> {
 macro_rules! with_runner {
     ($model:expr, $device:expr, |$runner:ident| $body:expr) => {{
         let ev = open($model, $device)?;
-        let batcher = histfit_cuda::any::batcher(&ev);
+        let batcher = histfit_device::batcher(&ev);
         let $runner = AnyRunner::new(&ev, batcher.as_ref());
         $body.map_err(infer_err)
     }};
@@ -850,7 +851,7 @@ fn hypotest_toys(
 /// The devices histfit can use: a JSON document with the CPU and CUDA devices (or why none).
 #[pyfunction]
 fn devices() -> PyResult<String> {
-    to_json(&histfit_cuda::any::devices_document())
+    to_json(&histfit_device::devices_document())
 }
 
 #[pymodule]

@@ -1,10 +1,13 @@
-//! The device as a value: [`Device`] (parsed once from `--gpu cuda` or `device="cuda"`),
-//! [`AnyEval`], the evaluator of one model on whichever device was chosen, and [`AnyRunner`],
-//! the toy runner that goes with it. Front ends (CLI, Python) hand these to the inference code,
-//! which never branches on the device.
+//! `histfit-device`: the device as a value.
+//!
+//! [`Device`] (parsed once from `--gpu cuda` or `device="cuda"`), [`AnyEval`], the evaluator of
+//! one model on whichever device was chosen, [`AnyRunner`], the toy runner that goes with it, and
+//! the devices document. Front ends (CLI, Python) hand these to the inference code, which never
+//! branches on the device. This crate is where the device backends meet inference: the backends
+//! (`histfit-cuda`) depend on the model and the evaluator traits only.
 
-use crate::{CudaBatch, CudaError};
 use histfit_compute::{CpuEvaluator, Dataset, Evaluator, OneAtATime};
+use histfit_cuda::{CudaBatch, CudaError};
 use histfit_infer::batch::{Batcher, EvalBox, Job};
 use histfit_infer::toys::{Batched, OnCpu, ToyRunner};
 use histfit_model::Model;
@@ -149,7 +152,7 @@ pub fn devices_document() -> serde_json::Value {
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
-    let cuda = crate::devices();
+    let cuda = histfit_cuda::devices();
     let gpus: Vec<serde_json::Value> = cuda
         .as_ref()
         .map(|d| {
