@@ -146,71 +146,11 @@ pub(crate) async fn minimise_async<E: AsyncEvaluator + ?Sized>(
     }
     let mut s = Search::new(eval, data, &p);
     let (mut best, starts) = search_starts(&mut s, opts.starts).await?;
-    let mut cert = if best.f.is_finite() {
-        Some(s.certificate(&best.z).await?)
-    } else {
-        None
-    };
-    // A converged search whose gradient is still above the tolerance off the kinks has met the
-    // limit of f's resolution in a stiff direction (see [`polish`]): finish it by Newton steps,
-    // and where those end across a change of curvature, descend and finish again. A search
-    // whose line search found no decrease is stopped by the same limit more often than not (a
-    // direction of curvature 1e11 — a shapesys bin of 435 events known to 0.1 % — leaves
-    // steepest descent no step f can resolve): it gets the same Newton steps and descent.
-    let stalled =
-        |b: &Local| !b.converged && b.f.is_finite() && b.reason.starts_with("line search failed");
-    for round in 0..5 {
-        let Some(c) = &cert else { break };
-        let kink_ok = c.descents.iter().all(|d| d.2 <= CERTIFY_PG);
-        if !((best.converged && c.smooth > CERTIFY_PG || stalled(&best)) && kink_ok) {
-            break;
-        }
-        let z_before = best.z.clone();
-        if round > 0 || stalled(&best) {
-            let p = s.p;
-            let mut again = s
-                .descend(&best.z, (&p.lower, &p.upper), &best.pinned)
-                .await?;
-            if p.has_kinks() {
-                again = s.orthant_rounds(again, (&p.lower, &p.upper)).await?;
-            }
-            if again.converged && again.f <= best.f + 1e-12 * best.f.abs().max(1.0) {
-                best.replace_keeping_compared(again);
-            }
-        }
-        let f_before = best.f;
-        s.polish(&mut best).await?;
-        if best.f != f_before && !best.reason.ends_with("(finished by Newton steps)") {
-            best.reason = format!("{} (finished by Newton steps)", best.reason);
-        }
-        if best.z == z_before {
-            break;
-        }
-        cert = Some(s.certificate(&best.z).await?);
-    }
+    let cert = s.finish(&mut best).await?;
     let pg = cert
         .as_ref()
         .map_or(f64::INFINITY, |c| c.projected_gradient);
-    // The certificate decides: a line search that found no decrease, at a point where Newton
-    // steps found none either and the first-order conditions are met, stopped at a minimum to
-    // f's resolution.
-    let certified_stall = stalled(&best) && pg <= CERTIFY_PG;
-    let converged = (best.converged || certified_stall) && pg <= CERTIFY_PG;
-    let mut reason = best.reason.clone();
-    if certified_stall {
-        reason = format!("{reason}; first-order conditions met (projected gradient {pg:.2e})");
-    }
-    if best.converged && !converged {
-        reason = format!(
-            "stopped where the projected gradient (one-sided at kinks) is {pg:.2e}, above {CERTIFY_PG:.0e}: not a minimum ({reason})"
-        );
-    }
-    let at_kink = (0..p.free.len())
-        .filter(|&k| p.kinks[k] && best.z[k].abs() <= kinks::AT_KINK)
-        .count();
-    if at_kink > 0 {
-        reason = format!("{reason} ({at_kink} nuisance parameters at a kink minimum, alpha = 0)");
-    }
+    let (converged, reason) = verdict(&p, &best, pg);
     let bestfit = p.x_of(&best.z);
     let kinks = kink_states(&p, &best);
     let mut warnings = s.notes;
@@ -360,6 +300,31 @@ async fn search_starts<E: AsyncEvaluator + ?Sized>(
         );
     }
     Ok((best, searches))
+}
+
+/// Whether `best` is a minimum by the certificate (projected gradient `pg`, one-sided at kinks,
+/// within [`CERTIFY_PG`]), and the reason the result gives.
+fn verdict(p: &Problem, best: &Local, pg: f64) -> (bool, String) {
+    // A line search that found no decrease, at a point where Newton steps found none either and
+    // the first-order conditions are met, stopped at a minimum to f's resolution.
+    let certified_stall = polish::stalled(best) && pg <= CERTIFY_PG;
+    let converged = (best.converged || certified_stall) && pg <= CERTIFY_PG;
+    let mut reason = best.reason.clone();
+    if certified_stall {
+        reason = format!("{reason}; first-order conditions met (projected gradient {pg:.2e})");
+    }
+    if best.converged && !converged {
+        reason = format!(
+            "stopped where the projected gradient (one-sided at kinks) is {pg:.2e}, above {CERTIFY_PG:.0e}: not a minimum ({reason})"
+        );
+    }
+    let at_kink = (0..p.free.len())
+        .filter(|&k| p.kinks[k] && best.z[k].abs() <= kinks::AT_KINK)
+        .count();
+    if at_kink > 0 {
+        reason = format!("{reason} ({at_kink} nuisance parameters at a kink minimum, alpha = 0)");
+    }
+    (converged, reason)
 }
 
 /// Where each free kinked parameter ended.
