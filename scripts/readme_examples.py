@@ -2,7 +2,8 @@
 """Rewrites the README's example outputs from real runs. Each example is a fenced ```json block
 right after a marker line ``<!-- example: histfit ARGS -->``; the block becomes the output of
 ``histfit ARGS`` run from the repository root. The CLI test ``readme_examples_match_real_runs``
-checks that the blocks still match what the CLI prints.
+checks that the blocks still match what the CLI prints (arguments are split at spaces: no
+quoting in the marker).
 
     cargo build --release -p histfit-cli && python scripts/readme_examples.py [path/to/histfit]
 """

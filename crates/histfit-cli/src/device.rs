@@ -13,49 +13,32 @@ pub fn open(model: Arc<Model>, device: Device) -> Result<AnyEval> {
     AnyEval::new(model, device).map_err(|e| anyhow!("--gpu cuda: {e}"))
 }
 
-/// `histfit devices`: the CPU and every CUDA device, or why there is none.
+/// `histfit devices`: the CPU and every CUDA device, or why there is none — the one devices
+/// document of `histfit-device` (also Python's `histfit.devices()`), as JSON or a table.
 pub fn list(json: bool) -> String {
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    let cuda = histfit_cuda::devices();
+    let mut doc = histfit_device::devices_document();
     if json {
-        let gpus = match &cuda {
-            Ok(d) => serde_json::json!(d
-                .iter()
-                .map(|g| serde_json::json!({
-                    "device": format!("cuda:{}", g.ordinal),
-                    "name": g.name,
-                    "compute_capability": format!("{}.{}", g.compute_capability.0, g.compute_capability.1),
-                    "memory_bytes": g.memory_bytes,
-                }))
-                .collect::<Vec<_>>()),
-            Err(_) => serde_json::json!([]),
-        };
-        let doc = serde_json::json!({
-            "kind": "devices",
-            "cpu": {"device": "cpu", "threads": threads},
-            "cuda": gpus,
-            "cuda_unavailable_reason": cuda.as_ref().err().map(|e| e.to_string()),
-        });
+        doc["kind"] = "devices".into();
         return serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n";
     }
-    let mut s = format!("cpu        {threads} threads (f64)\n");
-    match cuda {
-        Ok(d) if !d.is_empty() => {
-            for g in d {
-                s.push_str(&format!(
-                    "cuda:{}     {} (compute {}.{}, {:.1} GiB, f64)\n",
-                    g.ordinal,
-                    g.name,
-                    g.compute_capability.0,
-                    g.compute_capability.1,
-                    g.memory_bytes as f64 / (1u64 << 30) as f64
-                ));
-            }
-        }
-        Ok(_) => s.push_str("cuda       none: the driver reports no device\n"),
-        Err(e) => s.push_str(&format!("cuda       none: {e}\n")),
+    let mut s = format!(
+        "cpu        {} threads (f64)\n",
+        doc["cpu"]["threads"].as_u64().unwrap_or(1)
+    );
+    let gpus = doc["cuda"].as_array().cloned().unwrap_or_default();
+    for g in &gpus {
+        s.push_str(&format!(
+            "{:<10} {} (compute {}, {:.1} GiB, f64)\n",
+            g["device"].as_str().unwrap_or("cuda"),
+            g["name"].as_str().unwrap_or("?"),
+            g["compute_capability"].as_str().unwrap_or("?"),
+            g["memory_bytes"].as_f64().unwrap_or(0.0) / (1u64 << 30) as f64
+        ));
+    }
+    match doc["cuda_unavailable_reason"].as_str() {
+        Some(why) => s.push_str(&format!("cuda       none: {why}\n")),
+        None if gpus.is_empty() => s.push_str("cuda       none: the driver reports no device\n"),
+        None => {}
     }
     s
 }

@@ -338,8 +338,8 @@ pub fn ranking_table(r: &histfit_infer::Ranking, top: usize) -> String {
     s
 }
 
-/// The `toys --json` document (also what `merge-toys` reads back).
-/// The `toys --json` document: the ensemble of histfit-infer with its kind.
+/// The `toys --json` document (also what `merge-toys` reads back): the ensemble of
+/// histfit-infer with its kind.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ToysDoc {
     pub kind: String,
@@ -381,12 +381,22 @@ pub fn toys_table(d: &histfit_infer::ToyEnsemble) -> String {
     )
 }
 
-/// A table with a partial merge's note first.
-fn with_note(table: String, note: &Option<String>) -> String {
-    match note {
-        Some(n) => format!("warning: {n}\n{table}"),
-        None => table,
+/// A refused partial merge names the flag that allows it.
+fn name_the_flag(e: histfit_infer::InferError) -> anyhow::Error {
+    let m = e.to_string();
+    match m.strip_suffix("allow a partial merge") {
+        Some(head) => anyhow::anyhow!("{head}pass --allow-partial"),
+        None => anyhow::anyhow!(m),
     }
+}
+
+/// A merged table; a partial merge's note goes to stderr as a warning (and into the JSON's
+/// `warnings`).
+fn with_note(table: String, note: &Option<String>) -> String {
+    if let Some(n) = note {
+        eprintln!("warning: {n}");
+    }
+    table
 }
 
 pub fn hypotest_toys_table(r: &histfit_infer::ToyHypotest) -> String {
@@ -452,7 +462,8 @@ pub fn merge_toys(files: &[String], as_json: bool, allow_partial: bool) -> Resul
                         .ensemble,
                 );
             }
-            let (doc, n) = histfit_infer::merge_toy_ensembles(parts, allow_partial)?;
+            let (doc, n) =
+                histfit_infer::merge_toy_ensembles(parts, allow_partial).map_err(name_the_flag)?;
             note = n;
             if !as_json {
                 return Ok(with_note(toys_table(&doc), &note));
@@ -468,7 +479,8 @@ pub fn merge_toys(files: &[String], as_json: bool, allow_partial: bool) -> Resul
                         .result,
                 );
             }
-            let (r, n) = histfit_infer::merge_hypotest_toys(parts, allow_partial)?;
+            let (r, n) =
+                histfit_infer::merge_hypotest_toys(parts, allow_partial).map_err(name_the_flag)?;
             note = n;
             if !as_json {
                 return Ok(with_note(hypotest_toys_table(&r), &note));
@@ -488,6 +500,7 @@ pub fn merge_toys(files: &[String], as_json: bool, allow_partial: bool) -> Resul
         doc.extend(std::mem::take(m));
     }
     if let Some(n) = note {
+        eprintln!("warning: {n}");
         doc.insert("warnings".into(), Value::from(vec![n]));
     }
     Ok(serde_json::to_string_pretty(&Value::Object(doc)).expect("serializable") + "\n")

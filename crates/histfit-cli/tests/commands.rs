@@ -311,15 +311,25 @@ fn qtilde_with_a_negative_poi_bound_warns() {
     assert!(!said(&at0), "{at0}");
 }
 
-/// Equal up to float rounding across machines (1e-9 relative), ignoring timings.
+/// Equal up to float rounding across machines (1e-7 relative), ignoring what is volatile.
 fn same_document(a: &Value, b: &Value, at: &str) -> Result<(), String> {
     match (a, b) {
         (Value::Object(x), Value::Object(y)) => {
+            // Timings, and what depends on the last bits of the arithmetic (another machine's
+            // maths library can take a different path to the same minimum): the optimizer's
+            // counts, its stopping message and its final gradient.
+            let volatile = |k: &str| {
+                k.ends_with("_seconds")
+                    || [
+                        "iterations",
+                        "evaluations",
+                        "reason",
+                        "projected_gradient_norm",
+                    ]
+                    .contains(&k)
+            };
             let keys = |m: &serde_json::Map<String, Value>| -> Vec<String> {
-                m.keys()
-                    .filter(|k| !k.ends_with("_seconds"))
-                    .cloned()
-                    .collect()
+                m.keys().filter(|k| !volatile(k)).cloned().collect()
             };
             if keys(x) != keys(y) {
                 return Err(format!("{at}: keys {:?} vs {:?}", keys(x), keys(y)));
@@ -336,7 +346,7 @@ fn same_document(a: &Value, b: &Value, at: &str) -> Result<(), String> {
             .try_for_each(|(i, (p, q))| same_document(p, q, &format!("{at}[{i}]"))),
         (Value::Number(x), Value::Number(y)) => {
             let (p, q) = (x.as_f64().unwrap(), y.as_f64().unwrap());
-            if (p - q).abs() <= 1e-9 * p.abs().max(q.abs()) {
+            if (p - q).abs() <= 1e-7 * p.abs().max(q.abs()) {
                 Ok(())
             } else {
                 Err(format!("{at}: {p} vs {q}"))

@@ -1,7 +1,7 @@
 //! GPU benchmark (run on the lent H100): batched NLL+gradient of `workspace_tHu.json`, and toy
 //! ensembles fitted in lockstep on the GPU against the same toys fitted on the CPU.
 //!
-//! `cargo run --release -p histfit-cuda --example gpu_bench -- [toy sizes...]`
+//! `cargo run --release -p histfit-device --example gpu_bench -- [toy sizes...]`
 //! (default sizes 1000 10000 100000; `HISTFIT_FIXTURES` points at tests/fixtures elsewhere).
 
 use histfit_compute::{BatchEvaluator, CpuEvaluator, Dataset};

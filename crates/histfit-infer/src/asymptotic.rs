@@ -324,13 +324,13 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
         Ok((q, mu_hat, free.twice_nll, cond.twice_nll))
     }
 
-    /// Warnings of the cached fits, and those of the fits made since the last call (drained).
     /// Notes about the request itself (q̃ with a POI allowed below 0), reported with every
     /// result but not counted as failed fits.
     pub fn notes(&self) -> &[String] {
         &self.notes
     }
 
+    /// Warnings of the cached fits, and those of the fits made since the last call (drained).
     pub fn take_warnings(&mut self) -> (Vec<String>, Vec<String>) {
         (
             self.cached_warnings.clone(),

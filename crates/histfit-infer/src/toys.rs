@@ -1,4 +1,6 @@
-//! Pseudo-experiments: generation from chosen parameters, parallel fits, and toy-based CLs.
+//! Pseudo-experiments: the generation point ([`GenPoint`], the free fit by default), generation,
+//! parallel fits, the ensemble document with its summary ([`ToyEnsemble`]), toy-based CLs, and
+//! the merges of sharded ensembles, which refuse shards that do not make the whole.
 //!
 //! Toy `i` of seed `s` is a pure function of (model, generating parameters, s, i): main bins are
 //! Poisson(λ_b) from stream 0, auxiliary data from stream 1 (Gaussian constraints: N(θ, σ);
@@ -547,10 +549,12 @@ pub fn merge_hypotest_toys(
             || p.test_stat != first.test_stat
             || p.q_obs != first.q_obs
             || p.n_toys != first.n_toys
+            || p.params_sb != first.params_sb
+            || p.params_b != first.params_b
         {
             return Err(InferError::Request(format!(
-                "shards disagree (mu {} vs {}, seed {} vs {}, q_obs {} vs {}): they are not parts of one ensemble",
-                p.mu, first.mu, p.seed, first.seed, p.q_obs, first.q_obs
+                "shards disagree (mu {} vs {}, statistic {:?} vs {:?}, seed {} vs {}, ensemble size {} vs {}, q_obs {} vs {}, or the generating parameters): they are not parts of one ensemble",
+                p.mu, first.mu, p.test_stat, first.test_stat, p.seed, first.seed, p.n_toys, first.n_toys, p.q_obs, first.q_obs
             )));
         }
         first.toys_sb.extend(p.toys_sb);
@@ -727,4 +731,50 @@ pub fn merge_toy_ensembles(
     let idx: Vec<u64> = toys.iter().map(|t| t.index).collect();
     let note = completeness(&idx, n_toys, "", allow_partial)?;
     Ok((ToyEnsemble::new(seed, n_toys, gen, toys), note))
+}
+
+#[cfg(test)]
+mod merge_tests {
+    use super::*;
+
+    fn shard(indices: std::ops::Range<u64>, n_toys: u64) -> ToyEnsemble {
+        let toys = indices
+            .map(|index| ToyFit {
+                index,
+                twice_nll: index as f64,
+                poi: 1.0,
+                converged: true,
+                reason: None,
+            })
+            .collect();
+        ToyEnsemble::new(7, n_toys, vec![1.0, 2.0], toys)
+    }
+
+    #[test]
+    fn shards_merge_only_into_the_whole_ensemble() {
+        let whole = shard(0..9, 9);
+        let (m, note) =
+            merge_toy_ensembles(vec![shard(6..9, 9), shard(0..3, 9), shard(3..6, 9)], false)
+                .unwrap();
+        assert_eq!((m, note), (whole, None));
+        let missing = merge_toy_ensembles(vec![shard(0..3, 9), shard(6..9, 9)], false);
+        let e = missing.unwrap_err().to_string();
+        assert!(
+            e.contains("hold 6 of the ensemble's 9 toys (the first missing is toy 3)"),
+            "{e}"
+        );
+        let (m, note) = merge_toy_ensembles(vec![shard(0..3, 9), shard(6..9, 9)], true).unwrap();
+        assert_eq!(m.summary.n, 6);
+        assert!(note.unwrap().contains("partial"));
+        let twice = merge_toy_ensembles(vec![shard(0..5, 9), shard(4..9, 9)], true);
+        assert!(twice.unwrap_err().to_string().contains("two shards"));
+        let outside = merge_toy_ensembles(vec![shard(0..9, 9), shard(9..10, 9)], true);
+        assert!(outside
+            .unwrap_err()
+            .to_string()
+            .contains("outside the ensemble"));
+        let mut other = shard(3..9, 9);
+        other.seed = 8;
+        assert!(merge_toy_ensembles(vec![shard(0..3, 9), other], false).is_err());
+    }
 }

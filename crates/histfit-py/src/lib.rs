@@ -802,7 +802,11 @@ fn fit_toys(
         with_runner!(m, device, |runner| {
             let gen = {
                 let mut one = ToyRunner::single(&runner);
-                histfit_infer::generation_point(&mut *one, &d, &at)
+                histfit_infer::generation_point(&mut *one, &d, &at).map_err(|e| {
+                    histfit_infer::InferError::Request(format!(
+                        "{e} (pass gen_params= to draw the toys elsewhere)"
+                    ))
+                })
             };
             gen.and_then(|g| {
                 fit_toys_on(&runner, &g, seed, 0..n_toys, &o, &|_, _| {})

@@ -238,6 +238,8 @@ def hypotest(
     """Asymptotic CLs at ``poi_test``, returned as pyhf's ``infer.hypotest`` does: CLs, then
     optionally ``[CLs+b, CLb]``, the expected CLs and the expected set (−2σ … +2σ)."""
     r = json.loads(_native.hypotest(model._native, float(poi_test), _data(model, data), test_stat, device))
+    for w in r.get("warnings", []):
+        warnings.warn(f"histfit.hypotest: {w}", stacklevel=2)
     out: list = [np.float64(r["cls_obs"])]
     if return_tail_probs:
         out.append([np.float64(r["clsb_obs"]), np.float64(r["clb_obs"])])
@@ -251,6 +253,8 @@ def hypotest(
 def upper_limit(model: Model, data: Any = None, alpha: float = 0.05, test_stat: str = "qtilde", device: str = "cpu"):
     """Observed and expected (−2σ … +2σ) upper limits on the POI at CLs = alpha."""
     r = json.loads(_native.upper_limit(model._native, _data(model, data), float(alpha), test_stat, device))
+    for w in r.get("warnings", []):
+        warnings.warn(f"histfit.upper_limit: {w}", stacklevel=2)
     return np.float64(r["obs"]), np.asarray(r["exp"], dtype=np.float64)
 
 
