@@ -131,6 +131,18 @@ impl ToyStream {
     }
 }
 
+/// Refuses non-finite generating parameters (a NaN Poisson mean never ends its draw): the check
+/// of every device's toy generator.
+pub fn check_generation_params(params: &[f64]) -> Result<()> {
+    if let Some(i) = params.iter().position(|v| !v.is_finite()) {
+        return Err(crate::ComputeError::InvalidData {
+            place: format!("toy generation parameters[{i}]"),
+            rule: "must be finite".into(),
+        });
+    }
+    Ok(())
+}
+
 /// Toy `index` of `seed` generated at `params`, whose expected main counts are `expected_main`:
 /// main bins Poisson(λ_b) from stream 0; auxiliary data from stream 1 (Gaussian constraints
 /// N(θ, σ), Poisson constraints Poisson(θ·τ)).
@@ -141,12 +153,7 @@ pub fn generate_toy(
     seed: u64,
     index: u64,
 ) -> Result<Dataset> {
-    if let Some(i) = params.iter().position(|v| !v.is_finite()) {
-        return Err(crate::ComputeError::InvalidData {
-            place: format!("toy generation parameters[{i}]"),
-            rule: "must be finite".into(),
-        });
-    }
+    check_generation_params(params)?;
     let mut s = ToyStream::new(seed, index, STREAM_MAIN);
     let main: Vec<f64> = expected_main
         .iter()

@@ -670,12 +670,7 @@ impl BatchEvaluator for CudaBatch {
         seed: u64,
         indices: std::ops::Range<u64>,
     ) -> histfit_compute::Result<Vec<Dataset>> {
-        if let Some(i) = params.iter().position(|v| !v.is_finite()) {
-            return Err(ComputeError::InvalidData {
-                place: format!("toy generation parameters[{i}]"),
-                rule: "must be finite".into(),
-            });
-        }
+        histfit_compute::rng::check_generation_params(params)?;
         let m = &self.session.model;
         let count = (indices.end - indices.start) as usize;
         let rows = crate::toys::generate(

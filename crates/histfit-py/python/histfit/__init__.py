@@ -16,46 +16,8 @@ naming the place and the rule; an unavailable or failing GPU raises :class:`Devi
 ``RuntimeError``). The computation runs with the GIL released.
 """
 
-from ._api import (  # noqa: F401
-    Workspace,
-    Model,
-    FitResult,
-    fit,
-    hypotest,
-    upper_limit,
-    profile_scan,
-    significance,
-    ranking,
-    fit_toys,
-    hypotest_toys,
-    devices,
-    profiled_q0,
-    expected_q0,
-    profiled_qmu,
-    ProfiledStatistic,
-    HistfitError,
-    DeviceError,
-)
+from . import _api
+from ._api import *  # noqa: F401,F403  (exactly the names in _api.__all__)
 from ._native import __version__
 
-__all__ = [
-    "Workspace",
-    "Model",
-    "FitResult",
-    "fit",
-    "hypotest",
-    "upper_limit",
-    "profile_scan",
-    "significance",
-    "ranking",
-    "fit_toys",
-    "hypotest_toys",
-    "devices",
-    "profiled_q0",
-    "expected_q0",
-    "profiled_qmu",
-    "ProfiledStatistic",
-    "HistfitError",
-    "DeviceError",
-    "__version__",
-]
+__all__ = [*_api.__all__, "__version__"]
