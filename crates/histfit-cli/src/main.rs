@@ -191,7 +191,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let (model, source, data, mut eval) = model.prepare()?;
             let mut fixes = Vec::new();
             for f in &fix {
-                fixes.push(model_args::parse_fix(&model, f)?);
+                fixes.push(model_args::parse_fix(
+                    histfit_compute::Evaluator::space(&eval),
+                    f,
+                )?);
             }
             let started = std::time::Instant::now();
             let result = fit(

@@ -4,7 +4,7 @@
 use crate::device::{AnyEval, Device};
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
-use histfit_compute::Dataset;
+use histfit_compute::{Dataset, ParameterSpace};
 use histfit_model::{compile, load_workspace, InterpCode, Model, Settings};
 use std::sync::Arc;
 
@@ -92,11 +92,11 @@ impl ModelArgs {
 }
 
 /// Parses NAME=VALUE into (parameter index, value), checking the bounds.
-pub fn parse_fix(model: &Model, item: &str) -> Result<(usize, f64)> {
+pub fn parse_fix(space: &ParameterSpace, item: &str) -> Result<(usize, f64)> {
     let (name, value) = item
         .split_once('=')
         .ok_or_else(|| anyhow!("--fix {item}: expected NAME=VALUE"))?;
-    let i = model.par_index(name.trim()).ok_or_else(|| {
+    let i = space.index(name.trim()).ok_or_else(|| {
         anyhow!(
             "--fix {item}: \"{}\" is not a parameter of the model",
             name.trim()
@@ -106,6 +106,6 @@ pub fn parse_fix(model: &Model, item: &str) -> Result<(usize, f64)> {
         .trim()
         .parse()
         .map_err(|_| anyhow!("--fix {item}: \"{}\" is not a number", value.trim()))?;
-    histfit_infer::check_fixed_value(model, i, v)?;
+    histfit_infer::check_fixed_value(space, i, v)?;
     Ok((i, v))
 }

@@ -1,19 +1,24 @@
-//! `histfit-compute`: what it means to *evaluate* a compiled [`Model`], and the CPU f64 evaluator.
+//! `histfit-compute`: the likelihood seam, and the CPU f64 evaluator of binned HistFactory models.
 //!
-//! The [`Evaluator`] trait is the one seam between statistics and devices: given parameters and a
-//! [`Dataset`], return the negative log-likelihood, its gradient, and the expected data. Inference
-//! code (`histfit-infer`) is written against it only; the CUDA backend adds an implementation.
-//! Helpers built purely on the trait (Hessian, expected data with aux) live here too, and the
-//! [`BatchEvaluator`] trait through which a device evaluates many problems per launch.
+//! The [`Evaluator`] trait is the one seam between statistics and likelihoods on devices: a
+//! [`ParameterSpace`] describing the parameters, −ln L and its gradient for a parameter vector and
+//! a [`Dataset`], and data generation (Asimov data at θ, toys at θ keyed by (seed, toy index)).
+//! Inference (`histfit-infer`) is written against it only and treats a `Dataset` as opaque; the
+//! HistFactory model is one likelihood behind it ([`histfactory`]), the CUDA backend another
+//! device. Helpers built purely on the trait (Hessian) live here too, and the [`BatchEvaluator`]
+//! trait through which a device evaluates many problems per launch.
 
 pub mod cpu;
 pub mod dataset;
+pub mod histfactory;
 pub mod rng;
+pub mod space;
 pub mod yields;
 
 pub use cpu::CpuEvaluator;
 pub use dataset::Dataset;
-use histfit_model::Model;
+pub use histfactory::{check_batch, expected_aux};
+pub use space::{ParameterSpace, Prior};
 pub use yields::{AsimovTerm, YieldEvaluator, YieldGradTerms, YieldGradient};
 
 /// An error from an evaluator (bad input sizes, a device failure).
@@ -29,6 +34,8 @@ pub enum ComputeError {
     InvalidData { place: String, rule: String },
     #[error("device error: {0}")]
     Device(String),
+    #[error("{0} is not available for this likelihood")]
+    Unsupported(&'static str),
 }
 
 pub type Result<T> = std::result::Result<T, ComputeError>;
@@ -65,13 +72,27 @@ pub fn poisson_term(l: f64, n: f64) -> Option<(f64, f64)> {
 /// model predicts a non-positive rate for observed events, the value is `+inf` (never a panic).
 /// Bins without events continue below λ = 0 as [`EMPTY_BIN_WALL`] says.
 pub trait Evaluator {
-    fn model(&self) -> &Model;
+    /// The likelihood's parameters.
+    fn space(&self) -> &ParameterSpace;
     /// −ln L(params | data).
     fn nll(&mut self, params: &[f64], data: &Dataset) -> Result<f64>;
     /// −ln L and its gradient with respect to every parameter (fixed ones included).
     fn nll_grad(&mut self, params: &[f64], data: &Dataset, grad: &mut [f64]) -> Result<f64>;
-    /// Expected main-bin counts (channel order).
-    fn expected_main(&mut self, params: &[f64], out: &mut [f64]) -> Result<()>;
+    /// The Asimov dataset at `params`: the data the likelihood expects there.
+    fn asimov(&mut self, params: &[f64]) -> Result<Dataset>;
+    /// Toy datasets `indices` of `seed` drawn at `params`; toy i is a pure function of
+    /// (likelihood, params, seed, i), the same bits on every device.
+    fn toys(
+        &mut self,
+        params: &[f64],
+        seed: u64,
+        indices: std::ops::Range<u64>,
+    ) -> Result<Vec<Dataset>>;
+    /// Expected counts of the binned observations (for a HistFactory model: the main bins in
+    /// channel order), for tables and plots; a likelihood without binned observations says so.
+    fn expected_main(&mut self, _params: &[f64], _out: &mut [f64]) -> Result<()> {
+        Err(ComputeError::Unsupported("expected binned data"))
+    }
 }
 
 /// The future of one evaluation ([`AsyncEvaluator`]).
@@ -81,7 +102,7 @@ pub type EvalFuture<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Res
 /// a client of a device batch answers once the batch its request joined has been evaluated, so
 /// thousands of fits can be in flight on a few threads without a thread each.
 pub trait AsyncEvaluator {
-    fn model(&self) -> &Model;
+    fn space(&self) -> &ParameterSpace;
     /// −ln L and its gradient.
     fn nll_grad<'a>(
         &'a mut self,
@@ -102,8 +123,8 @@ impl<E: std::ops::DerefMut> AsyncEvaluator for Blocking<E>
 where
     E::Target: Evaluator,
 {
-    fn model(&self) -> &Model {
-        self.0.model()
+    fn space(&self) -> &ParameterSpace {
+        self.0.space()
     }
     fn nll_grad<'a>(
         &'a mut self,
@@ -136,7 +157,7 @@ pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
 /// `data[i]`, and writes `nll[i]` and `grad[i·n..(i+1)·n]`. Implementations may keep datasets
 /// resident between calls (they are compared by content, so callers just pass them each time).
 pub trait BatchEvaluator: Send {
-    fn model(&self) -> &Model;
+    fn space(&self) -> &ParameterSpace;
     /// −ln L and its gradient for every problem.
     fn nll_grad_batch(
         &mut self,
@@ -158,56 +179,21 @@ pub trait BatchEvaluator: Send {
         let refs: Vec<&Dataset> = data.iter().map(|d| &**d).collect();
         self.nll_grad_batch(params, &refs, nll, grad)
     }
-    /// Expected main-bin counts for every parameter vector (`out`: B × n_main).
-    fn expected_main_batch(&mut self, params: &[f64], out: &mut [f64]) -> Result<()>;
-    /// Toys `indices` of `seed` at `params` ([`rng::generate_toy`]); a device with its own
-    /// generator overrides this and must give the same bits.
-    fn generate_toys(
+    /// The Asimov dataset at `params` (one parameter vector), as [`Evaluator::asimov`].
+    fn asimov(&mut self, params: &[f64]) -> Result<Dataset>;
+    /// Toys `indices` of `seed` at `params` (one parameter vector), as [`Evaluator::toys`]; a
+    /// device with its own generator draws them there and must give the host's bits.
+    fn toys(
         &mut self,
-        expected_main: &[f64],
         params: &[f64],
         seed: u64,
         indices: std::ops::Range<u64>,
-    ) -> Result<Vec<Dataset>> {
-        indices
-            .map(|i| rng::generate_toy(self.model(), expected_main, params, seed, i))
-            .collect()
+    ) -> Result<Vec<Dataset>>;
+    /// Expected binned counts for every parameter vector (`out`: B × n_main), as
+    /// [`Evaluator::expected_main`].
+    fn expected_main_batch(&mut self, _params: &[f64], _out: &mut [f64]) -> Result<()> {
+        Err(ComputeError::Unsupported("expected binned data"))
     }
-}
-
-/// Checks the shapes of a batch request against the model; returns the number of problems.
-pub fn check_batch(
-    model: &Model,
-    params: &[f64],
-    data: &[&Dataset],
-    nll: &[f64],
-    grad: &[f64],
-) -> Result<usize> {
-    let n = model.n_params();
-    let b = data.len();
-    for (what, expected, got) in [
-        ("batch parameters", b * n, params.len()),
-        ("batch values", b, nll.len()),
-        ("batch gradients", b * n, grad.len()),
-    ] {
-        if expected != got {
-            return Err(ComputeError::Length {
-                what,
-                expected,
-                got,
-            });
-        }
-    }
-    for d in data {
-        if d.main.len() != model.n_main || d.aux.len() != model.n_aux() {
-            return Err(ComputeError::Length {
-                what: "batch dataset",
-                expected: model.n_main + model.n_aux(),
-                got: d.main.len() + d.aux.len(),
-            });
-        }
-    }
-    Ok(b)
 }
 
 /// One problem at a time through a [`BatchEvaluator`] (B = 1): how a device evaluator serves the
@@ -218,8 +204,8 @@ pub struct OneAtATime<B> {
 }
 
 impl<B: BatchEvaluator> Evaluator for OneAtATime<B> {
-    fn model(&self) -> &Model {
-        self.batch.model()
+    fn space(&self) -> &ParameterSpace {
+        self.batch.space()
     }
     fn nll(&mut self, params: &[f64], data: &Dataset) -> Result<f64> {
         let mut g = vec![0.0; params.len()];
@@ -230,31 +216,33 @@ impl<B: BatchEvaluator> Evaluator for OneAtATime<B> {
         self.batch.nll_grad_batch(params, &[data], &mut v, grad)?;
         Ok(v[0])
     }
+    fn asimov(&mut self, params: &[f64]) -> Result<Dataset> {
+        self.batch.asimov(params)
+    }
+    fn toys(
+        &mut self,
+        params: &[f64],
+        seed: u64,
+        indices: std::ops::Range<u64>,
+    ) -> Result<Vec<Dataset>> {
+        self.batch.toys(params, seed, indices)
+    }
     fn expected_main(&mut self, params: &[f64], out: &mut [f64]) -> Result<()> {
         self.batch.expected_main_batch(params, out)
     }
 }
 
-/// Expected data in pyhf's layout: main bins, then the auxiliary data each constraint expects
-/// (θ for Gaussian, θ·τ for Poisson constraints).
-pub fn expected_data<E: Evaluator + ?Sized>(eval: &mut E, params: &[f64]) -> Result<Vec<f64>> {
-    let aux = expected_aux(eval.model(), params);
-    let mut out = vec![0.0; eval.model().n_main];
+/// Expected data of a HistFactory model in pyhf's layout: main bins, then the auxiliary data
+/// each constraint expects (θ for Gaussian, θ·τ for Poisson constraints).
+pub fn expected_data<E: Evaluator + ?Sized>(
+    eval: &mut E,
+    model: &histfit_model::Model,
+    params: &[f64],
+) -> Result<Vec<f64>> {
+    let mut out = vec![0.0; model.n_main];
     eval.expected_main(params, &mut out)?;
-    out.extend(aux);
+    out.extend(expected_aux(model, params));
     Ok(out)
-}
-
-/// The auxiliary data each constraint expects at `params` (θ for Gaussian, θ·τ for Poisson).
-pub fn expected_aux(model: &Model, params: &[f64]) -> Vec<f64> {
-    model
-        .aux_params
-        .iter()
-        .map(|&p| match model.parameters[p].constraint {
-            histfit_model::Constraint::Poisson { tau } => params[p] * tau,
-            _ => params[p],
-        })
-        .collect()
 }
 
 /// Hessian of −ln L by forward differences of the analytic gradient, symmetrised, over the

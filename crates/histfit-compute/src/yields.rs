@@ -11,6 +11,8 @@ use histfit_model::{Constraint, Model};
 /// An evaluator whose samples' nominal yields can be inputs given on the host (their gradients:
 /// [`YieldGradient`]).
 pub trait YieldEvaluator: Evaluator {
+    /// Refuses input samples that cannot take yields, or that repeat.
+    fn check_inputs(&self, samples: &[usize]) -> Result<()>;
     /// Replaces the nominal yields of `sample` (index into `Model::samples`).
     fn set_yields(&mut self, sample: usize, yields: &[f64]) -> Result<()>;
     /// Restores every sample's yields to the model's.
@@ -41,12 +43,10 @@ pub struct YieldGradTerms<'a> {
 /// host through [`YieldEvaluator::set_yields`], or in device memory by a device evaluator). Its
 /// batch evaluation lets independent fits run together.
 pub trait YieldGradient: Evaluator + crate::BatchEvaluator {
-    /// The evaluator's model, shared.
-    fn model_arc(&self) -> std::sync::Arc<Model>;
-    /// The Asimov dataset at `at`: expected main counts with the current yields, and expected
-    /// auxiliary data. A device evaluator may keep its main counts in device memory
+    /// The Asimov dataset at `at` built from the current input yields: expected main counts and
+    /// expected auxiliary data. A device evaluator may keep its main counts in device memory
     /// ([`Dataset::resident`]).
-    fn asimov(&mut self, at: &[f64]) -> Result<Dataset>;
+    fn inputs_asimov(&mut self, at: &[f64]) -> Result<Dataset>;
     /// The gradient `g` over the input samples `samples` (bins concatenated in that order):
     /// `Some` values on the host, or `None` when the evaluator wrote them to its device output.
     fn yield_grad_sum(&mut self, samples: &[usize], g: &YieldGradTerms)

@@ -66,7 +66,7 @@ fn edge_cases_match_pyhf() {
                 (t - want).abs() <= 1e-9 * want.abs(),
                 "{label}: twice_nll {t} vs {want}"
             );
-            for (a, b) in expected_data(&mut ev, &p)
+            for (a, b) in expected_data(&mut ev, &model, &p)
                 .unwrap()
                 .iter()
                 .zip(floats(&pt["expected"]))

@@ -16,7 +16,7 @@ use crate::{driver, CudaError, Result};
 use cudarc::driver::{
     CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PinnedHostSlice, PushKernelArg,
 };
-use histfit_compute::{check_batch, BatchEvaluator, ComputeError, Dataset};
+use histfit_compute::{check_batch, BatchEvaluator, ComputeError, Dataset, ParameterSpace};
 use histfit_model::Model;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -74,6 +74,12 @@ pub struct Session {
     pub kernels: Kernels,
     pub tables: DeviceTables,
     pub model: Arc<Model>,
+    /// The model's parameters as inference sees them.
+    pub space: ParameterSpace,
+    /// The host evaluator whose rates toys are drawn from: the device's rates agree with the
+    /// CPU's only to rounding, and a Poisson draw can turn on the last bit, so the device's
+    /// generator samples the CPU's rates and its toys are the CPU's, bit for bit.
+    pub host_rates: std::sync::Mutex<histfit_compute::CpuEvaluator>,
     /// A problem's scratch lives in shared memory (it fits the device's per-block limit), not
     /// in global memory.
     pub shared_scratch: bool,
@@ -109,6 +115,8 @@ impl Session {
             gpu,
             kernels,
             tables,
+            space: histfit_compute::histfactory::parameter_space(&model),
+            host_rates: std::sync::Mutex::new(histfit_compute::CpuEvaluator::new(model.clone())),
             model,
             shared_scratch,
         }))
@@ -658,29 +666,38 @@ impl CudaBatch {
 }
 
 impl BatchEvaluator for CudaBatch {
-    fn model(&self) -> &Model {
-        &self.session.model
+    fn space(&self) -> &ParameterSpace {
+        &self.session.space
     }
 
-    /// Drawn by the device's Philox kernel ([`crate::toys::generate`]): the CPU's bits.
-    fn generate_toys(
+    fn asimov(&mut self, params: &[f64]) -> histfit_compute::Result<Dataset> {
+        let mut lam = vec![0.0; self.session.model.n_main];
+        self.expected_main_batch(params, &mut lam)?;
+        histfit_compute::histfactory::asimov(&self.session.model, lam, params)
+    }
+
+    /// Drawn by the device's Philox kernel ([`crate::toys::generate`]) from the host's rates
+    /// ([`Session::host_rates`]): the CPU's bits.
+    fn toys(
         &mut self,
-        expected_main: &[f64],
         params: &[f64],
         seed: u64,
         indices: std::ops::Range<u64>,
     ) -> histfit_compute::Result<Vec<Dataset>> {
         histfit_compute::rng::check_generation_params(params)?;
+        let mut lam = vec![0.0; self.session.model.n_main];
+        histfit_compute::Evaluator::expected_main(
+            &mut *self
+                .session
+                .host_rates
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+            params,
+            &mut lam,
+        )?;
         let m = &self.session.model;
         let count = (indices.end - indices.start) as usize;
-        let rows = crate::toys::generate(
-            &self.session,
-            expected_main,
-            params,
-            seed,
-            indices.start,
-            count,
-        )?;
+        let rows = crate::toys::generate(&self.session, &lam, params, seed, indices.start, count)?;
         let row = m.n_main + m.n_aux();
         rows.chunks(row.max(1))
             .take(count)

@@ -15,7 +15,8 @@ use crate::{driver, CudaError, Result};
 use cudarc::driver::{sys, CudaSlice, DevicePtr, LaunchConfig, PushKernelArg};
 use histfit_compute::yields::{check_inputs, input_sample, yields_place};
 use histfit_compute::{
-    BatchEvaluator, ComputeError, Dataset, Evaluator, OneAtATime, YieldGradTerms, YieldGradient,
+    BatchEvaluator, ComputeError, Dataset, Evaluator, OneAtATime, ParameterSpace, YieldGradTerms,
+    YieldGradient,
 };
 use histfit_model::Model;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -314,8 +315,19 @@ impl CudaYields {
 }
 
 impl Evaluator for CudaYields {
-    fn model(&self) -> &Model {
-        self.batch.model()
+    fn space(&self) -> &ParameterSpace {
+        self.batch.space()
+    }
+    fn asimov(&mut self, params: &[f64]) -> histfit_compute::Result<Dataset> {
+        self.batch.asimov(params)
+    }
+    fn toys(
+        &mut self,
+        params: &[f64],
+        seed: u64,
+        indices: std::ops::Range<u64>,
+    ) -> histfit_compute::Result<Vec<Dataset>> {
+        self.batch.toys(params, seed, indices)
     }
     fn nll(&mut self, params: &[f64], data: &Dataset) -> histfit_compute::Result<f64> {
         self.batch.nll(params, data)
@@ -335,8 +347,19 @@ impl Evaluator for CudaYields {
 
 /// Batches go to the evaluator's own session (its nominal table holds the input yields).
 impl BatchEvaluator for CudaYields {
-    fn model(&self) -> &Model {
-        BatchEvaluator::model(&self.batch.batch)
+    fn space(&self) -> &ParameterSpace {
+        BatchEvaluator::space(&self.batch.batch)
+    }
+    fn asimov(&mut self, params: &[f64]) -> histfit_compute::Result<Dataset> {
+        BatchEvaluator::asimov(&mut self.batch.batch, params)
+    }
+    fn toys(
+        &mut self,
+        params: &[f64],
+        seed: u64,
+        indices: std::ops::Range<u64>,
+    ) -> histfit_compute::Result<Vec<Dataset>> {
+        BatchEvaluator::toys(&mut self.batch.batch, params, seed, indices)
     }
     fn nll_grad_batch(
         &mut self,
@@ -357,13 +380,9 @@ impl BatchEvaluator for CudaYields {
 }
 
 impl YieldGradient for CudaYields {
-    fn model_arc(&self) -> Arc<Model> {
-        self.session().model.clone()
-    }
-
     /// Expected main counts written into a device row of their own; only the auxiliary data
     /// (which depend on `at` alone) come from the host.
-    fn asimov(&mut self, at: &[f64]) -> histfit_compute::Result<Dataset> {
+    fn inputs_asimov(&mut self, at: &[f64]) -> histfit_compute::Result<Dataset> {
         let session = self.session();
         let m = session.model.clone();
         if at.len() != m.n_params() {

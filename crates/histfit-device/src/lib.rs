@@ -6,7 +6,7 @@
 //! branches on the device. This crate is where the device backends meet inference: the backends
 //! (`histfit-cuda`) depend on the model and the evaluator traits only.
 
-use histfit_compute::{CpuEvaluator, Dataset, Evaluator, OneAtATime};
+use histfit_compute::{CpuEvaluator, Dataset, Evaluator, OneAtATime, ParameterSpace};
 use histfit_cuda::{CudaBatch, CudaError};
 use histfit_infer::batch::{Batcher, EvalBox, Job};
 use histfit_infer::toys::{Batched, OnCpu, ToyRunner};
@@ -55,13 +55,39 @@ impl AnyEval {
             }),
         })
     }
+
+    /// The HistFactory model this evaluator evaluates (for front ends' tables; inference sees
+    /// only [`Evaluator::space`]).
+    pub fn model(&self) -> &Arc<Model> {
+        match self {
+            AnyEval::Cpu(e) => e.shared_model(),
+            AnyEval::Cuda(e) => &e.batch.session().model,
+        }
+    }
 }
 
 impl Evaluator for AnyEval {
-    fn model(&self) -> &Model {
+    fn space(&self) -> &ParameterSpace {
         match self {
-            AnyEval::Cpu(e) => e.model(),
-            AnyEval::Cuda(e) => e.model(),
+            AnyEval::Cpu(e) => e.space(),
+            AnyEval::Cuda(e) => e.space(),
+        }
+    }
+    fn asimov(&mut self, p: &[f64]) -> histfit_compute::Result<Dataset> {
+        match self {
+            AnyEval::Cpu(e) => e.asimov(p),
+            AnyEval::Cuda(e) => e.asimov(p),
+        }
+    }
+    fn toys(
+        &mut self,
+        p: &[f64],
+        seed: u64,
+        indices: std::ops::Range<u64>,
+    ) -> histfit_compute::Result<Vec<Dataset>> {
+        match self {
+            AnyEval::Cpu(e) => e.toys(p, seed, indices),
+            AnyEval::Cuda(e) => e.toys(p, seed, indices),
         }
     }
     fn nll(&mut self, p: &[f64], d: &Dataset) -> histfit_compute::Result<f64> {
@@ -110,10 +136,10 @@ impl<'a> AnyRunner<'a> {
 }
 
 impl ToyRunner for AnyRunner<'_> {
-    fn model(&self) -> &Model {
+    fn space(&self) -> &ParameterSpace {
         match self {
-            AnyRunner::Cpu(r) => r.model(),
-            AnyRunner::Cuda(r) => r.model(),
+            AnyRunner::Cpu(r) => r.space(),
+            AnyRunner::Cuda(r) => r.space(),
         }
     }
     fn single(&self) -> Box<dyn Evaluator + '_> {

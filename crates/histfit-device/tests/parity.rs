@@ -6,10 +6,10 @@
 //! Without a CUDA device each test prints why it is skipped and checks that asking for the GPU
 //! is a clean error, not a panic.
 
+use histfit_compute::rng::generate_toy;
 use histfit_compute::{BatchEvaluator, CpuEvaluator, Dataset, Evaluator, OneAtATime};
 use histfit_cuda::CudaBatch;
 use histfit_infer::fit::{fit, FitOptions};
-use histfit_infer::toys::generate_toy;
 use histfit_model::{InterpCode, Model, Settings};
 use histfit_testutil::{load, off_init_point, rel, settings, SETTINGS, WORKSPACES};
 
@@ -318,12 +318,10 @@ fn device_toys_are_bit_identical_to_cpu_toys() {
                 );
             }
         }
-        // The ensemble path: the batch evaluator's toys are the device's, bit for bit the
-        // CPU's (the default `generate_toys` draws on the host).
+        // The ensemble path: the batch evaluator's toys (drawn on the device) are bit for bit the
+        // CPU evaluator's.
         let mut batch = histfit_cuda::CudaBatch::new(model.clone(), 0).expect("GPU batch");
-        let dev =
-            BatchEvaluator::generate_toys(&mut batch, &expected, &gen, seed, first..first + 50)
-                .unwrap();
+        let dev = BatchEvaluator::toys(&mut batch, &gen, seed, first..first + 50).unwrap();
         for (i, d) in dev.iter().enumerate() {
             let cpu = generate_toy(&model, &expected, &gen, seed, first + i as u64).unwrap();
             let bits = |v: &Dataset| -> Vec<u64> {

@@ -9,7 +9,7 @@
 
 use crate::fit::{fit, FitOptions, FitResult};
 use crate::{InferError, Result};
-use histfit_compute::{expected_data, Dataset, Evaluator};
+use histfit_compute::{Dataset, Evaluator};
 use serde::{Deserialize, Serialize};
 
 /// Which test statistic (pyhf names in parentheses).
@@ -137,7 +137,7 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
         test_stat: TestStat,
         mut base: FitOptions,
     ) -> Result<Self> {
-        let poi = eval.model().poi;
+        let poi = eval.space().poi;
         if matches!(test_stat, TestStat::Tmu | TestStat::TmuTilde) {
             // Their asymptotic distributions differ from the one-sided ones used here; toys
             // (hypotest-toys) handle every statistic.
@@ -150,7 +150,7 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
         let lower = base
             .bounds
             .as_ref()
-            .map_or_else(|| eval.model().bounds()[poi].0, |b| b[poi].0);
+            .map_or_else(|| eval.space().bounds[poi].0, |b| b[poi].0);
         if test_stat == TestStat::QmuTilde && lower < 0.0 {
             // pyhf warns here too: q̃'s asymptotic formula assumes μ̂ ≥ 0, which the fits (with
             // the bounds as given) do not impose.
@@ -181,7 +181,7 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
         self.base
             .bounds
             .clone()
-            .unwrap_or_else(|| self.eval.model().bounds())
+            .unwrap_or_else(|| self.eval.space().bounds.clone())
     }
 
     fn run_fit(
@@ -245,14 +245,7 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
         )?;
         self.asimov_source = cond.twice_nll;
         self.asimov_init = Some(cond.bestfit.clone());
-        let mut exp = expected_data(self.eval, &cond.bestfit)?;
-        // An empty bin held at its boundary λ = 0 sits a hair below it at the fit
-        // (histfit_compute::EMPTY_BIN_WALL); as data, a Poisson mean is not negative.
-        let n_main = self.eval.model().n_main;
-        for v in &mut exp[..n_main] {
-            *v = v.max(0.0);
-        }
-        let asimov = Dataset::new(self.eval.model(), &exp)?;
+        let asimov = self.eval.asimov(&cond.bestfit)?;
         self.asimov = Some(asimov.clone());
         Ok(asimov)
     }

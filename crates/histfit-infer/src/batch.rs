@@ -13,9 +13,8 @@
 
 use crate::{InferError, Result};
 use histfit_compute::{
-    AsyncEvaluator, BatchEvaluator, ComputeError, Dataset, EvalFuture, Evaluator,
+    AsyncEvaluator, BatchEvaluator, ComputeError, Dataset, EvalFuture, Evaluator, ParameterSpace,
 };
-use histfit_model::Model;
 use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
@@ -32,7 +31,7 @@ pub type EvalBox<'e> = Box<dyn AsyncEvaluator + 'e>;
 /// Pools the evaluations of many concurrent fits into batch calls.
 pub struct Batcher<B: BatchEvaluator> {
     eval: Mutex<B>,
-    model: Arc<Model>,
+    space: Arc<ParameterSpace>,
     stats: Mutex<BatchStats>,
 }
 
@@ -52,16 +51,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl<B: BatchEvaluator> Batcher<B> {
     pub fn new(eval: B) -> Batcher<B> {
-        let model = Arc::new(eval.model().clone());
+        let space = Arc::new(eval.space().clone());
         Batcher {
             eval: Mutex::new(eval),
-            model,
+            space,
             stats: Mutex::new(BatchStats::default()),
         }
     }
 
-    pub fn model(&self) -> &Model {
-        &self.model
+    pub fn space(&self) -> &ParameterSpace {
+        &self.space
     }
 
     /// Exclusive access to the underlying evaluator.
@@ -83,7 +82,7 @@ impl<B: BatchEvaluator> Batcher<B> {
     /// back into its own share. Returns whether there was anything to evaluate.
     fn lead(&self, shares: &[Mutex<Share>]) -> bool {
         let started = std::time::Instant::now();
-        let n = self.model.n_params();
+        let n = self.space.len();
         let mut guards: Vec<MutexGuard<'_, Share>> = shares.iter().map(lock).collect();
         let b: usize = guards.iter().map(|g| g.data.len()).sum();
         if b == 0 {
@@ -148,7 +147,7 @@ type Slot = Rc<RefCell<SlotData>>;
 
 /// One fit's evaluator: its requests join the next batch.
 pub struct BatchClient {
-    model: Arc<Model>,
+    space: Arc<ParameterSpace>,
     slot: Slot,
 }
 
@@ -201,8 +200,8 @@ impl BatchClient {
 }
 
 impl AsyncEvaluator for BatchClient {
-    fn model(&self) -> &Model {
-        &self.model
+    fn space(&self) -> &ParameterSpace {
+        &self.space
     }
     fn nll_grad<'a>(
         &'a mut self,
@@ -223,8 +222,8 @@ pub struct Solo<'a, B: BatchEvaluator> {
 }
 
 impl<B: BatchEvaluator> Evaluator for Solo<'_, B> {
-    fn model(&self) -> &Model {
-        &self.batcher.model
+    fn space(&self) -> &ParameterSpace {
+        &self.batcher.space
     }
     fn nll(&mut self, params: &[f64], data: &Dataset) -> histfit_compute::Result<f64> {
         let mut g = vec![0.0; params.len()];
@@ -241,6 +240,17 @@ impl<B: BatchEvaluator> Evaluator for Solo<'_, B> {
             .with_eval(|b| b.nll_grad_batch(params, &[data], &mut v, grad))?;
         Ok(v[0])
     }
+    fn asimov(&mut self, params: &[f64]) -> histfit_compute::Result<Dataset> {
+        self.batcher.with_eval(|b| b.asimov(params))
+    }
+    fn toys(
+        &mut self,
+        params: &[f64],
+        seed: u64,
+        indices: std::ops::Range<u64>,
+    ) -> histfit_compute::Result<Vec<Dataset>> {
+        self.batcher.with_eval(|b| b.toys(params, seed, indices))
+    }
     fn expected_main(&mut self, params: &[f64], out: &mut [f64]) -> histfit_compute::Result<()> {
         self.batcher
             .with_eval(|b| b.expected_main_batch(params, out))
@@ -250,21 +260,18 @@ impl<B: BatchEvaluator> Evaluator for Solo<'_, B> {
 /// Fits of one dataset run together on this thread, the evaluations of every fit still running
 /// made in one batch call per step: on a device, k fits cost about the launches of the longest
 /// instead of their sum. Each fit sees exactly the evaluations it would see alone, so the results
-/// equal separate fits. `model` is `eval`'s model.
+/// equal separate fits.
 pub fn fit_together<B: BatchEvaluator + ?Sized>(
     eval: &mut B,
-    model: &Arc<Model>,
     data: &Dataset,
     opts: &[crate::FitOptions],
 ) -> Result<Vec<crate::FitResult>> {
-    let n = model.n_params();
+    let space = Arc::new(eval.space().clone());
+    let n = space.len();
     // The batch is evaluated here, not through the fits' own requests: the fits and the batch
     // both take the dataset without its constant (see `fit_async`), added to the results after.
-    let constant = data.constant;
-    let varying = Dataset {
-        constant: 0.0,
-        ..data.clone()
-    };
+    let constant = data.constant_term();
+    let varying = data.without_constant();
     let data = &varying;
     let slots: Vec<Slot> = opts.iter().map(|_| Slot::default()).collect();
     let mut jobs: Vec<Option<Job<'_, crate::FitResult>>> = opts
@@ -272,7 +279,7 @@ pub fn fit_together<B: BatchEvaluator + ?Sized>(
         .zip(&slots)
         .map(|(o, slot)| {
             let mut client = BatchClient {
-                model: model.clone(),
+                space: space.clone(),
                 slot: slot.clone(),
             };
             let job: Job<'_, crate::FitResult> =
@@ -388,7 +395,7 @@ where
     let barrier = Barrier::new(workers);
     let pipeline = Mutex::new(Pipeline::default());
     let signal = std::sync::Condvar::new();
-    let n_params = batcher.model.n_params();
+    let n_params = batcher.space.len();
     std::thread::scope(|scope| {
         // The evaluation thread: one batch call per request, in order.
         {
@@ -482,7 +489,7 @@ where
                         }
                         let slot: Slot = Rc::new(RefCell::new(SlotData::default()));
                         let client = BatchClient {
-                            model: batcher.model.clone(),
+                            space: batcher.space.clone(),
                             slot: slot.clone(),
                         };
                         let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

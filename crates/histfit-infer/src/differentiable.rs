@@ -1,5 +1,7 @@
-//! Profiled test statistics as differentiable functions of sample yields (the analysis-as-a-loss
-//! use: a network produces a signal histogram, the loss is the expected significance).
+//! Profiled test statistics as differentiable functions of the likelihood's input yields (the
+//! analysis-as-a-loss use: a network produces a histogram, the loss is the expected
+//! significance). Which yields can be inputs is the likelihood's business
+//! ([`YieldEvaluator`]); here an input is an index, its yields a vector.
 //!
 //! q0 = 2[NLL(μ=0, θ̂̂) − NLL(μ̂, θ̂)] (0 when μ̂ < 0) and the one-sided
 //! qμ = 2[NLL(μ, θ̂̂) − NLL(μ̂, θ̂)] (0 when μ̂ > μ) depend on the yields y directly and through
@@ -12,14 +14,13 @@
 use crate::batch::fit_together;
 use crate::fit::{fit, polish_minimum, FitOptions};
 use crate::{InferError, Result};
-use histfit_compute::yields::check_inputs;
 use histfit_compute::{
     AsimovTerm, Dataset, Evaluator, YieldEvaluator, YieldGradTerms, YieldGradient,
 };
 use serde::Serialize;
 
-/// A profiled statistic, its gradient with respect to the yields (input samples in the order
-/// given, bins concatenated) and the fits behind it.
+/// A profiled statistic, its gradient with respect to the yields (inputs in the order given,
+/// their values concatenated) and the fits behind it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ProfiledStatistic {
     pub q: f64,
@@ -31,37 +32,37 @@ pub struct ProfiledStatistic {
     pub converged: bool,
 }
 
-/// Sets the yields of `samples` (each `(sample index, yields)`) on the host; every other sample
-/// keeps the model's. A sample may appear once. Returns the input samples, in order, for
-/// [`profiled_statistic`] and [`expected_q0`].
+/// Sets the yields of `inputs` (each `(input index, yields)`) on the host; every other input
+/// keeps the likelihood's own. An input may appear once. Returns the input indices, in order,
+/// for [`profiled_statistic`] and [`expected_q0`].
 pub fn set_yields<E: YieldEvaluator>(
     eval: &mut E,
-    samples: &[(usize, Vec<f64>)],
+    inputs: &[(usize, Vec<f64>)],
 ) -> Result<Vec<usize>> {
     eval.reset_yields();
-    let idx: Vec<usize> = samples.iter().map(|s| s.0).collect();
-    check_inputs(eval.model(), &idx)?;
-    for (s, y) in samples {
+    let idx: Vec<usize> = inputs.iter().map(|s| s.0).collect();
+    eval.check_inputs(&idx)?;
+    for (s, y) in inputs {
         eval.set_yields(*s, y)?;
     }
     Ok(idx)
 }
 
-/// −2 ln L at `params` with the yields of `samples` already set as inputs, its gradient with
+/// −2 ln L at `params` with the yields of `inputs` already set, its gradient with
 /// respect to the parameters, and with respect to the yields (`None` when the evaluator wrote it
 /// to its device output). Where −2 ln L is not finite neither gradient exists: both are NaN.
 pub fn twice_nll_yields<E: YieldGradient>(
     eval: &mut E,
     params: &[f64],
     data: &Dataset,
-    samples: &[usize],
+    inputs: &[usize],
 ) -> Result<(f64, Vec<f64>, Option<Vec<f64>>)> {
     let mut g = vec![0.0; params.len()];
     let v = eval.nll_grad(params, data, &mut g)?;
     // A NaN weight gives NaN yield gradients on every device.
     let c = if v.is_finite() { 2.0 } else { f64::NAN };
     let gy = eval.yield_grad_sum(
-        samples,
+        inputs,
         &YieldGradTerms {
             data,
             terms: &[(c, params)],
@@ -72,14 +73,14 @@ pub fn twice_nll_yields<E: YieldGradient>(
 }
 
 /// qμ (one-sided, `mu` > the fitted value gives 0) or q0 (`mu` = 0 with `discovery`) with the
-/// yields of `samples` already set as inputs, and its gradient with respect to them. `warm`:
+/// yields of `inputs` already set, and its gradient with respect to them. `warm`:
 /// starting points (free, conditional) from a previous call; `edm`: the fits' convergence
 /// threshold (default 1e-11; smaller for gradients checked against finite differences, whose
 /// noise is the fits' residual error divided by the step).
 pub fn profiled_statistic<E: YieldGradient>(
     eval: &mut E,
     data: &Dataset,
-    samples: &[usize],
+    inputs: &[usize],
     mu: f64,
     discovery: bool,
     warm: Option<(&[f64], &[f64])>,
@@ -87,7 +88,7 @@ pub fn profiled_statistic<E: YieldGradient>(
 ) -> Result<ProfiledStatistic> {
     let p = profile(eval, data, mu, discovery, warm, edm)?;
     let grad = eval.yield_grad_sum(
-        samples,
+        inputs,
         &YieldGradTerms {
             data,
             terms: &envelope_terms(&p),
@@ -123,8 +124,8 @@ fn profile<E: YieldGradient>(
     if !mu.is_finite() {
         return Err(InferError::Request(format!("mu = {mu}: expected a number")));
     }
-    let poi = Evaluator::model(eval).poi;
-    let n = Evaluator::model(eval).n_params();
+    let poi = Evaluator::space(eval).poi;
+    let n = Evaluator::space(eval).len();
     if let Some((a, b)) = warm {
         if a.len() != n || b.len() != n {
             return Err(InferError::Request(format!(
@@ -152,8 +153,7 @@ fn profile<E: YieldGradient>(
     let (free, cond) = match warm {
         // Warm-started, the two fits are independent: run together, one batch of two per step.
         Some((_, wc)) => {
-            let model = eval.model_arc();
-            let mut r = fit_together(eval, &model, data, &[free_opts, cond_opts(wc)])?;
+            let mut r = fit_together(eval, data, &[free_opts, cond_opts(wc)])?;
             let cond = r.pop().expect("two fits");
             (r.pop().expect("two fits"), cond)
         }
@@ -194,7 +194,7 @@ fn profile<E: YieldGradient>(
     })
 }
 
-/// The expected discovery significance: q0 on the Asimov dataset of μ = 1 at the model's
+/// The expected discovery significance: q0 on the Asimov dataset of μ = 1 at the likelihood's
 /// initial nuisance parameters, built from the given yields — the usual figure of merit for
 /// optimising an analysis before looking at data. The dataset depends on the yields too, so
 /// dq0/dy = (envelope term at fixed data) + Σ_b ∂q0/∂n_b · ∂n_b/∂y, with
@@ -202,17 +202,17 @@ fn profile<E: YieldGradient>(
 /// difference of the two fits) and ∂n_b/∂y = ∂λ_b/∂y at the Asimov point.
 pub fn expected_q0<E: YieldGradient>(
     eval: &mut E,
-    samples: &[usize],
+    inputs: &[usize],
     warm: Option<(&[f64], &[f64])>,
     edm: Option<f64>,
 ) -> Result<ProfiledStatistic> {
-    let model = eval.model_arc();
-    let mut at = model.init();
-    at[model.poi] = 1.0;
-    let asimov = eval.asimov(&at)?;
+    let space = Evaluator::space(eval);
+    let mut at = space.init.clone();
+    at[space.poi] = 1.0;
+    let asimov = eval.inputs_asimov(&at)?;
     let p = profile(eval, &asimov, 0.0, true, warm, edm)?;
     let grad = eval.yield_grad_sum(
-        samples,
+        inputs,
         &YieldGradTerms {
             data: &asimov,
             terms: &envelope_terms(&p),

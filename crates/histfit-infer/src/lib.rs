@@ -1,7 +1,11 @@
-//! `histfit-infer`: statistics on a compiled model, written once against
-//! [`histfit_compute::Evaluator`] so every device runs the same code. This release holds maximum
-//! likelihood fits ([`fit`]), test statistics and asymptotic CLs ([`asymptotic`]), and what builds
-//! on them.
+//! `histfit-infer`: statistics on a likelihood, written once against the seam of
+//! [`histfit_compute`] — a [`ParameterSpace`](histfit_compute::ParameterSpace) and an
+//! [`Evaluator`](histfit_compute::Evaluator) that gives −ln L, its gradient and generated data —
+//! so every likelihood kind and every device runs the same code. Nothing here knows how a
+//! likelihood is built; a [`Dataset`](histfit_compute::Dataset) is opaque. It holds maximum
+//! likelihood fits ([`fit`]), profile scans, test statistics and asymptotic CLs ([`asymptotic`]),
+//! limits, toys and toy CLs with their summaries and shard merges, ranking and differentiable
+//! statistics.
 
 pub mod asymptotic;
 pub mod batch;
@@ -18,18 +22,18 @@ pub use limits::{upper_limit, upper_limit_scan, UpperLimit};
 pub use ranking::{ranking, Ranking, RankingEntry};
 pub use scan::{linspace, profile_scan, ScanResult};
 pub use toys::{
-    fit_toys, generate_toy, generation_point, hypotest_toys, merge_hypotest_toys,
-    merge_toy_ensembles, shard_range, EnsembleSummary, GenPoint, ToyEnsemble, ToyFit, ToyHypotest,
+    fit_toys, generation_point, hypotest_toys, merge_hypotest_toys, merge_toy_ensembles,
+    shard_range, EnsembleSummary, GenPoint, ToyEnsemble, ToyFit, ToyHypotest,
 };
 
 /// Refuses to hold parameter `i` of `model` at `v` outside its bounds or at a non-finite value:
 /// the one message of every front end (the CLI's `--fix`, Python's `fixed=`).
-pub fn check_fixed_value(model: &histfit_model::Model, i: usize, v: f64) -> Result<()> {
-    let p = &model.parameters[i];
-    if !v.is_finite() || v < p.lower || v > p.upper {
+pub fn check_fixed_value(space: &histfit_compute::ParameterSpace, i: usize, v: f64) -> Result<()> {
+    let (lower, upper) = space.bounds[i];
+    if !v.is_finite() || v < lower || v > upper {
         return Err(InferError::Request(format!(
-            "cannot fix \"{}\" at {v}: outside its bounds [{}, {}]",
-            p.name, p.lower, p.upper
+            "cannot fix \"{}\" at {v}: outside its bounds [{lower}, {upper}]",
+            space.names[i]
         )));
     }
     Ok(())

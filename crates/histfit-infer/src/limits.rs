@@ -202,12 +202,12 @@ pub fn upper_limit<E: Evaluator + ?Sized>(
     rtol: f64,
 ) -> Result<UpperLimit> {
     check_request(alpha, test_stat)?;
-    let poi = eval.model().poi;
+    let poi = eval.space().poi;
     let (lo_b, hi) = base
         .bounds
         .as_ref()
         .map(|b| b[poi])
-        .unwrap_or_else(|| eval.model().bounds()[poi]);
+        .unwrap_or_else(|| eval.space().bounds[poi]);
     let mut calc = AsymptoticCalculator::new(eval, data.clone(), test_stat, base.clone())?;
     let mu_hat = calc.free_fit_observed()?.bestfit[poi];
     let lo = lo_b.max(0.0);

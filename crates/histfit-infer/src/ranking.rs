@@ -7,7 +7,6 @@
 use crate::fit::{fit, FitOptions, FitResult};
 use crate::{InferError, Result};
 use histfit_compute::{Dataset, Evaluator};
-use histfit_model::Constraint;
 use rayon::prelude::*;
 use serde::Serialize;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -66,8 +65,8 @@ pub fn ranking<E: Evaluator + Clone + Send + Sync>(
             nominal.reason
         )));
     }
-    let model = eval.model();
-    let poi = model.poi;
+    let space = eval.space();
+    let poi = space.poi;
     if nominal.hessian_positive_definite != Some(true) {
         return Err(InferError::Request(
             "the Hessian at the nominal minimum is not positive definite: post-fit uncertainties, and so impacts, are undefined".into(),
@@ -77,19 +76,15 @@ pub fn ranking<E: Evaluator + Clone + Send + Sync>(
         .uncertainties
         .clone()
         .ok_or_else(|| InferError::Request("the nominal fit has no uncertainties".into()))?;
-    let params: Vec<(usize, f64, f64)> = model
-        .parameters
+    let params: Vec<(usize, f64, f64)> = space
+        .priors
         .iter()
         .enumerate()
-        .filter(|(i, p)| *i != poi && !nominal.fixed[*i] && p.constraint != Constraint::None)
-        .filter_map(|(i, p)| {
-            let aux = model.observed[model.n_main + p.aux_index?];
-            let (centre, width) = match p.constraint {
-                Constraint::Gauss { sigma } => (aux, sigma),
-                Constraint::Poisson { tau } => (aux / tau, 1.0 / tau.sqrt()),
-                Constraint::None => return None,
-            };
-            Some((i, centre, width))
+        .filter(|&(i, _)| i != poi && !nominal.fixed[i])
+        .filter_map(|(i, prior)| {
+            prior
+                .centre_width()
+                .map(|(centre, width)| (i, centre, width))
         })
         .collect();
     // Four refits per parameter: post-fit up/down, pre-fit up/down.
@@ -98,7 +93,7 @@ pub fn ranking<E: Evaluator + Clone + Send + Sync>(
         .enumerate()
         .flat_map(|(k, &(i, _, width))| {
             let (v, s) = (nominal.bestfit[i], unc[i]);
-            let (lo, hi) = (model.parameters[i].lower, model.parameters[i].upper);
+            let (lo, hi) = space.bounds[i];
             [v + s, v - s, v + width, v - width]
                 .into_iter()
                 .map(move |t| (k, i, t.clamp(lo, hi)))
@@ -120,8 +115,8 @@ pub fn ranking<E: Evaluator + Clone + Send + Sync>(
                     let cii = c[i * n + i];
                     if cii > 0.0 {
                         for (j, x) in init.iter_mut().enumerate() {
-                            let p = &model.parameters[j];
-                            *x = (*x + c[j * n + i] / cii * shift).clamp(p.lower, p.upper);
+                            let (lo, hi) = space.bounds[j];
+                            *x = (*x + c[j * n + i] / cii * shift).clamp(lo, hi);
                         }
                     }
                 }
@@ -144,7 +139,7 @@ pub fn ranking<E: Evaluator + Clone + Send + Sync>(
         .map(|(k, &(i, centre, width))| {
             let r = &refits[4 * k..4 * k + 4];
             RankingEntry {
-                name: model.parameters[i].name.clone(),
+                name: space.names[i].clone(),
                 index: i,
                 value: nominal.bestfit[i],
                 uncertainty: unc[i],
@@ -161,7 +156,7 @@ pub fn ranking<E: Evaluator + Clone + Send + Sync>(
     let key = |e: &RankingEntry| e.impact_postfit_up.abs().max(e.impact_postfit_down.abs());
     entries.sort_by(|a, b| key(b).total_cmp(&key(a)).then(a.index.cmp(&b.index)));
     Ok(Ranking {
-        poi: model.poi_name().to_owned(),
+        poi: space.poi_name().to_owned(),
         mu_hat,
         mu_uncertainty: unc[poi],
         failed_fits: refits.iter().filter(|r| !r.converged).count(),

@@ -57,12 +57,12 @@ pub fn profile_scan<E: Evaluator + ?Sized>(
     base: &FitOptions,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<ScanResult> {
-    let poi = eval.model().poi;
+    let poi = eval.space().poi;
     let (lo, hi) = base
         .bounds
         .as_ref()
         .map(|b| b[poi])
-        .unwrap_or_else(|| eval.model().bounds()[poi]);
+        .unwrap_or_else(|| eval.space().bounds[poi]);
     if let Some(v) = values.iter().find(|v| !(lo..=hi).contains(*v)) {
         return Err(crate::InferError::Request(format!(
             "scan value {v} lies outside the POI's bounds [{lo}, {hi}]"
@@ -125,7 +125,7 @@ pub fn profile_scan<E: Evaluator + ?Sized>(
         })
         .collect();
     Ok(ScanResult {
-        poi: eval.model().poi_name().to_owned(),
+        poi: eval.space().poi_name().to_owned(),
         mu_hat,
         twice_nll_min: min,
         free_fit_converged: free.converged,

@@ -2,9 +2,9 @@
 //! parallel fits, the ensemble document with its summary ([`ToyEnsemble`]), toy-based CLs, and
 //! the merges of sharded ensembles, which refuse shards that do not make the whole.
 //!
-//! Toy `i` of seed `s` is a pure function of (model, generating parameters, s, i): main bins are
-//! Poisson(λ_b) from stream 0, auxiliary data from stream 1 (Gaussian constraints: N(θ, σ);
-//! Poisson constraints: Poisson(θ·τ)). Fits run in parallel, each toy independent, so an ensemble
+//! Toy `i` of seed `s` is a pure function of (likelihood, generating parameters, s, i), drawn by
+//! the likelihood's evaluator ([`Evaluator::toys`]) with the same bits on every device. Fits run
+//! in parallel, each toy independent, so an ensemble
 //! is bit-identical for any thread count, and `shard`s of it merge into exactly the one-run result.
 //! A toy whose fit fails is kept, flagged and counted; p-values use the converged toys and report
 //! how many were left out. The same code runs ensembles on CPU threads or in lockstep batches on
@@ -14,14 +14,13 @@ use crate::asymptotic::TestStat;
 use crate::batch::{drive, BatchClient, Batcher, EvalBox, Job};
 use crate::fit::{fit, fit_async, FitOptions, FitResult};
 use crate::{InferError, Result};
-use histfit_compute::{block_on, AsyncEvaluator, BatchEvaluator, Blocking, Dataset, Evaluator};
-use histfit_model::Model;
+use histfit_compute::{
+    block_on, AsyncEvaluator, BatchEvaluator, Blocking, Dataset, Evaluator, ParameterSpace,
+};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
-
-pub use histfit_compute::rng::generate_toy;
 
 /// A contiguous block `k` of `n` (0-based) of toy indices 0..total.
 pub fn shard_range(total: u64, k: u64, n: u64) -> Result<std::ops::Range<u64>> {
@@ -51,7 +50,7 @@ pub struct ToyFit {
 /// generator). Work is given as jobs (futures over an evaluator), so the same fitting code runs
 /// to completion at once on the CPU or waits for batches on a device.
 pub trait ToyRunner: Sync {
-    fn model(&self) -> &Model;
+    fn space(&self) -> &ParameterSpace;
     /// An evaluator for one-off fits (the observed-data fits of a toy hypotest).
     fn single(&self) -> Box<dyn Evaluator + '_>;
     /// Runs `work(evaluator, index, toy)` for toys `indices` of `seed` generated at `params`;
@@ -75,8 +74,8 @@ pub trait ToyRunner: Sync {
 pub struct OnCpu<'a, E>(pub &'a E);
 
 impl<E: Evaluator + Clone + Send + Sync + 'static> ToyRunner for OnCpu<'_, E> {
-    fn model(&self) -> &Model {
-        self.0.model()
+    fn space(&self) -> &ParameterSpace {
+        self.0.space()
     }
     fn single(&self) -> Box<dyn Evaluator + '_> {
         Box::new(self.0.clone())
@@ -88,13 +87,12 @@ impl<E: Evaluator + Clone + Send + Sync + 'static> ToyRunner for OnCpu<'_, E> {
         indices: std::ops::Range<u64>,
         work: &'w (dyn Fn(EvalBox<'w>, u64, Dataset) -> Job<'w, T> + Sync),
     ) -> Result<Vec<T>> {
-        let mut expected = vec![0.0; self.model().n_main];
-        self.0.clone().expected_main(params, &mut expected)?;
         let out: Vec<Result<T>> = indices
             .into_par_iter()
             .map(|i| {
-                let toy = generate_toy(self.model(), &expected, params, seed, i)?;
-                block_on(work(Box::new(Blocking(Box::new(self.0.clone()))), i, toy))
+                let mut ev = self.0.clone();
+                let toy = ev.toys(params, seed, i..i + 1)?.pop().expect("one toy");
+                block_on(work(Box::new(Blocking(Box::new(ev))), i, toy))
             })
             .collect();
         out.into_iter().collect()
@@ -138,8 +136,8 @@ impl<'a, B: BatchEvaluator> Batched<'a, B> {
 }
 
 impl<B: BatchEvaluator> ToyRunner for Batched<'_, B> {
-    fn model(&self) -> &Model {
-        self.batcher.model()
+    fn space(&self) -> &ParameterSpace {
+        self.batcher.space()
     }
     fn single(&self) -> Box<dyn Evaluator + '_> {
         Box::new(self.batcher.solo())
@@ -151,16 +149,13 @@ impl<B: BatchEvaluator> ToyRunner for Batched<'_, B> {
         indices: std::ops::Range<u64>,
         work: &'w (dyn Fn(EvalBox<'w>, u64, Dataset) -> Job<'w, T> + Sync),
     ) -> Result<Vec<T>> {
-        let mut expected = vec![0.0; self.model().n_main];
-        self.batcher
-            .with_eval(|b| b.expected_main_batch(params, &mut expected))?;
         let mut out = Vec::with_capacity((indices.end - indices.start) as usize);
         let mut first = indices.start;
         while first < indices.end {
             let end = (first + self.chunk.max(1)).min(indices.end);
             let toys: Vec<Mutex<Option<Dataset>>> = self
                 .batcher
-                .with_eval(|b| b.generate_toys(&expected, params, seed, first..end))?
+                .with_eval(|b| b.toys(params, seed, first..end))?
                 .into_iter()
                 .map(|t| Mutex::new(Some(t)))
                 .collect();
@@ -211,7 +206,7 @@ pub fn fit_toys_on<R: ToyRunner>(
 ) -> Result<Vec<ToyFit>> {
     let total = (indices.end - indices.start) as usize;
     let done = AtomicUsize::new(0);
-    let poi = runner.model().poi;
+    let poi = runner.space().poi;
     let mut o = base.clone();
     o.uncertainties = false;
     o.init = Some(gen_params.to_vec());
@@ -319,12 +314,15 @@ async fn statistic<E: AsyncEvaluator + ?Sized>(
     base: &FitOptions,
     init: &[f64],
 ) -> Result<(f64, Option<String>)> {
-    let poi = eval.model().poi;
+    let poi = eval.space().poi;
     let mut o = base.clone();
     o.uncertainties = false;
     o.init = Some(init.to_vec());
     if ts == TestStat::TmuTilde {
-        let mut b = o.bounds.clone().unwrap_or_else(|| eval.model().bounds());
+        let mut b = o
+            .bounds
+            .clone()
+            .unwrap_or_else(|| eval.space().bounds.clone());
         b[poi].0 = b[poi].0.max(0.0);
         o.bounds = Some(b);
     }
@@ -390,13 +388,13 @@ pub fn hypotest_toys_on<R: ToyRunner>(
     base: &FitOptions,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<ToyHypotest> {
-    let poi = runner.model().poi;
+    let poi = runner.space().poi;
     let bounds = base
         .bounds
         .clone()
-        .unwrap_or_else(|| runner.model().bounds());
+        .unwrap_or_else(|| runner.space().bounds.clone());
     crate::asymptotic::check_tested_poi(bounds[poi], mu)?;
-    let init = runner.model().init();
+    let init = runner.space().init.clone();
     let (q_obs, params_sb, params_b) = {
         let mut ev = runner.single();
         let ev = &mut *ev;
@@ -633,7 +631,7 @@ pub fn generation_point<E: Evaluator + ?Sized>(
     let mut o = FitOptions::default();
     match at {
         GenPoint::Given(p) => {
-            let n = eval.model().n_params();
+            let n = eval.space().len();
             if p.len() != n {
                 return Err(InferError::Request(format!(
                     "generating parameters: {} values, the model has {n} parameters",
@@ -649,8 +647,8 @@ pub fn generation_point<E: Evaluator + ?Sized>(
             return Ok(p.clone());
         }
         GenPoint::ConditionalFit(mu) => {
-            let poi = eval.model().poi;
-            crate::check_fixed_value(eval.model(), poi, *mu)?;
+            let poi = eval.space().poi;
+            crate::check_fixed_value(eval.space(), poi, *mu)?;
             o.fix.push((poi, *mu));
         }
         GenPoint::FreeFit => {}

@@ -193,7 +193,7 @@ fn fits_run_together_equal_separate_fits() {
             ..Default::default()
         },
     ];
-    let together = fit_together(&mut ev, &model, &data, &opts).unwrap();
+    let together = fit_together(&mut ev, &data, &opts).unwrap();
     for (o, t) in opts.iter().zip(&together) {
         let alone = fit(&mut ev, &data, o).unwrap();
         assert!(alone.converged && t.converged);

@@ -267,12 +267,23 @@ fn lockstep_failures_become_errors() {
     use histfit_infer::batch::{drive, BatchClient, Batcher, Job};
     use histfit_infer::toys::{fit_toys_on, Batched};
     struct Broken {
-        model: histfit_model::Model,
+        host: CpuEvaluator,
         panic: bool,
     }
     impl BatchEvaluator for Broken {
-        fn model(&self) -> &histfit_model::Model {
-            &self.model
+        fn space(&self) -> &histfit_compute::ParameterSpace {
+            histfit_compute::Evaluator::space(&self.host)
+        }
+        fn asimov(&mut self, p: &[f64]) -> histfit_compute::Result<Dataset> {
+            histfit_compute::Evaluator::asimov(&mut self.host, p)
+        }
+        fn toys(
+            &mut self,
+            p: &[f64],
+            seed: u64,
+            indices: std::ops::Range<u64>,
+        ) -> histfit_compute::Result<Vec<Dataset>> {
+            histfit_compute::Evaluator::toys(&mut self.host, p, seed, indices)
         }
         fn nll_grad_batch(
             &mut self,
@@ -286,19 +297,11 @@ fn lockstep_failures_become_errors() {
             }
             Err(ComputeError::Device("the device fell over".into()))
         }
-        fn expected_main_batch(
-            &mut self,
-            p: &[f64],
-            out: &mut [f64],
-        ) -> histfit_compute::Result<()> {
-            use histfit_compute::Evaluator;
-            CpuEvaluator::new(Arc::new(self.model.clone())).expected_main(p, out)
-        }
     }
     let (model, _) = simple();
     for panic in [false, true] {
         let batcher = Batcher::new(Broken {
-            model: (*model).clone(),
+            host: CpuEvaluator::new(model.clone()),
             panic,
         });
         let runner = Batched {

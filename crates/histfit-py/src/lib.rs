@@ -138,8 +138,74 @@ impl NativeWorkspace {
     }
 }
 
-/// −2 ln L, its gradient with respect to the parameters, and with respect to the yields.
-type ValueAndGrads<'py> = (f64, Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>);
+/// −2 ln L, its gradient with respect to the parameters, and with respect to the yields (`None`
+/// when it was written to the device buffer of [`DeviceYields`]).
+type ValueAndGrads<'py> = (
+    f64,
+    Bound<'py, PyArray1<f64>>,
+    Option<Bound<'py, PyArray1<f64>>>,
+);
+
+/// Yields that live in GPU memory (PyTorch CUDA tensors): `device` ("cuda:N"), the inputs as
+/// `(name, address, length)` of f64 arrays there, and the address of the f64 buffer the yield
+/// gradient is written to (all inputs' bins in order). Passed wherever host yields are.
+#[pyclass(module = "histfit._native", frozen)]
+struct DeviceYields {
+    device: String,
+    inputs: Vec<(String, u64, usize)>,
+    grad_out: u64,
+}
+
+#[pymethods]
+impl DeviceYields {
+    #[new]
+    fn new(device: String, inputs: Vec<(String, u64, usize)>, grad_out: u64) -> Self {
+        DeviceYields {
+            device,
+            inputs,
+            grad_out,
+        }
+    }
+}
+
+/// Yields as a caller gives them: host arrays by name, or buffers in device memory.
+#[derive(FromPyObject)]
+enum YieldSource<'py> {
+    Device(PyRef<'py, DeviceYields>),
+    Host(Vec<(String, PyReadonlyArray1<'py, f64>)>),
+}
+
+/// [`YieldSource`] resolved against the model, ready to be used without the GIL.
+enum YieldInputs {
+    /// Per input sample, its yields.
+    Host(Vec<(usize, Vec<f64>)>),
+    Device {
+        ordinal: usize,
+        inputs: Vec<(String, u64, usize)>,
+        grad_out: u64,
+    },
+}
+
+/// Runs `$body` with `$ev` the evaluator holding the yields of `$inputs` (the CPU evaluator for
+/// host yields, the CUDA one for yields in its memory) and `$idx` the input samples: one
+/// statistic, whichever device the yields are on.
+macro_rules! with_yields {
+    ($s:expr, $inputs:expr, |$ev:ident, $idx:ident| $body:expr) => {
+        match $inputs {
+            YieldInputs::Host(v) => $s
+                .with_yields_cpu(|$ev| {
+                    let $idx = &histfit_infer::differentiable::set_yields($ev, v)?;
+                    $body
+                })
+                .map_err(infer_err),
+            YieldInputs::Device {
+                ordinal,
+                inputs,
+                grad_out,
+            } => $s.with_device_yields(*ordinal, inputs, *grad_out, |$ev, $idx| $body),
+        }
+    };
+}
 
 /// A compiled model.
 #[pyclass(module = "histfit._native", frozen)]
@@ -217,8 +283,30 @@ impl NativeModel {
         Ok(out)
     }
 
+    /// The inputs of a call, host or device, checked against the model.
+    fn yield_inputs(&self, source: YieldSource<'_>) -> PyResult<YieldInputs> {
+        match source {
+            YieldSource::Host(v) => Ok(YieldInputs::Host(self.host_yields(v)?)),
+            YieldSource::Device(d) => {
+                let ordinal = match parse_device(&d.device)? {
+                    Device::Cuda(n) => n,
+                    Device::Cpu => {
+                        return Err(bad(
+                            "yields in device memory: expected a CUDA device (cuda:N), got cpu",
+                        ))
+                    }
+                };
+                Ok(YieldInputs::Device {
+                    ordinal,
+                    inputs: d.inputs.clone(),
+                    grad_out: d.grad_out,
+                })
+            }
+        }
+    }
+
     /// Host inputs split into the model's samples (see [`Self::yield_layout`]).
-    fn yield_inputs(
+    fn host_yields(
         &self,
         inputs: Vec<(String, PyReadonlyArray1<'_, f64>)>,
     ) -> PyResult<Vec<(usize, Vec<f64>)>> {
@@ -346,9 +434,9 @@ impl NativeModel {
             .detach(|| {
                 self.with_cpu(|ev| {
                     if include_aux {
-                        histfit_compute::expected_data(ev, &p)
+                        histfit_compute::expected_data(ev, &self.model, &p)
                     } else {
-                        let mut v = vec![0.0; ev.model().n_main];
+                        let mut v = vec![0.0; self.model.n_main];
                         ev.expected_main(&p, &mut v).map(|_| v)
                     }
                 })
@@ -369,10 +457,7 @@ impl NativeModel {
         let out = py
             .detach(|| {
                 self.with_cpu(|ev| {
-                    let mut lam = vec![0.0; ev.model().n_main];
-                    ev.expected_main(&p, &mut lam)?;
-                    let toy =
-                        histfit_compute::rng::generate_toy(ev.model(), &lam, &p, seed, index)?;
+                    let toy = ev.toys(&p, seed, index..index + 1)?.pop().expect("one toy");
                     Ok(toy
                         .main
                         .iter()
@@ -416,25 +501,17 @@ impl NativeModel {
         py: Python<'py>,
         pars: PyReadonlyArray1<'_, f64>,
         data: PyReadonlyArray1<'_, f64>,
-        yields: Vec<(String, PyReadonlyArray1<'_, f64>)>,
+        yields: YieldSource<'_>,
     ) -> PyResult<ValueAndGrads<'py>> {
         let p = self.params(&pars)?;
         let d = self.dataset(Some(data))?;
         let inputs = self.yield_inputs(yields)?;
-        let (v, g, gy) = py
-            .detach(|| {
-                self.with_yields_cpu(|ev| {
-                    let idx = histfit_infer::differentiable::set_yields(ev, &inputs)?;
-                    histfit_infer::differentiable::twice_nll_yields(ev, &p, &d, &idx)
-                })
+        let (v, g, gy) = py.detach(|| {
+            with_yields!(self, &inputs, |ev, idx| {
+                histfit_infer::differentiable::twice_nll_yields(ev, &p, &d, idx)
             })
-            .map_err(infer_err)?;
-        Ok((
-            v,
-            g.into_pyarray(py),
-            gy.expect("the CPU evaluator returns its gradients")
-                .into_pyarray(py),
-        ))
+        })?;
+        Ok((v, g.into_pyarray(py), gy.map(|y| y.into_pyarray(py))))
     }
 
     /// Profiled q0 (`discovery`) or one-sided qμ at the given yields, with its gradient with
@@ -444,7 +521,7 @@ impl NativeModel {
     fn profiled_statistic(
         &self,
         py: Python<'_>,
-        yields: Vec<(String, PyReadonlyArray1<'_, f64>)>,
+        yields: YieldSource<'_>,
         data: PyReadonlyArray1<'_, f64>,
         mu: f64,
         discovery: bool,
@@ -454,99 +531,9 @@ impl NativeModel {
     ) -> PyResult<String> {
         let d = self.dataset(Some(data))?;
         let inputs = self.yield_inputs(yields)?;
-        let warm = self.warm_starts(warm_free, warm_cond)?;
-        let r = py
-            .detach(|| {
-                self.with_yields_cpu(|ev| {
-                    let idx = histfit_infer::differentiable::set_yields(ev, &inputs)?;
-                    histfit_infer::differentiable::profiled_statistic(
-                        ev,
-                        &d,
-                        &idx,
-                        mu,
-                        discovery,
-                        warm.as_ref().map(|(a, b)| (a.as_slice(), b.as_slice())),
-                        edm,
-                    )
-                })
-            })
-            .map_err(infer_err)?;
-        to_json(&r)
-    }
-
-    /// Expected discovery significance: q0 on the Asimov dataset of μ = 1 built from the given
-    /// yields, with its gradient (including the dataset's dependence on the yields). JSON.
-    #[pyo3(signature = (yields, warm_free = None, warm_cond = None, edm = None))]
-    fn expected_q0(
-        &self,
-        py: Python<'_>,
-        yields: Vec<(String, PyReadonlyArray1<'_, f64>)>,
-        warm_free: Option<PyReadonlyArray1<'_, f64>>,
-        warm_cond: Option<PyReadonlyArray1<'_, f64>>,
-        edm: Option<f64>,
-    ) -> PyResult<String> {
-        let inputs = self.yield_inputs(yields)?;
-        let warm = self.warm_starts(warm_free, warm_cond)?;
-        let r = py
-            .detach(|| {
-                self.with_yields_cpu(|ev| {
-                    let idx = histfit_infer::differentiable::set_yields(ev, &inputs)?;
-                    histfit_infer::differentiable::expected_q0(
-                        ev,
-                        &idx,
-                        warm.as_ref().map(|(a, b)| (a.as_slice(), b.as_slice())),
-                        edm,
-                    )
-                })
-            })
-            .map_err(infer_err)?;
-        to_json(&r)
-    }
-
-    /// [`Self::twice_nll_and_grad_yields`] with the yields in GPU memory of device `ordinal`
-    /// (`(name, address, length)`, f64): the yield gradient is written to `grad_out` (f64, all
-    /// inputs' bins in order) on the device; returns −2 ln L and its parameter gradient.
-    fn twice_nll_and_grad_yields_cuda<'py>(
-        &self,
-        py: Python<'py>,
-        ordinal: usize,
-        pars: PyReadonlyArray1<'_, f64>,
-        data: PyReadonlyArray1<'_, f64>,
-        yields: Vec<(String, u64, usize)>,
-        grad_out: u64,
-    ) -> PyResult<(f64, Bound<'py, PyArray1<f64>>)> {
-        let p = self.params(&pars)?;
-        let d = self.dataset(Some(data))?;
-        let (v, g, _) = py.detach(|| {
-            self.with_device_yields(ordinal, &yields, grad_out, |ev, idx| {
-                histfit_infer::differentiable::twice_nll_yields(ev, &p, &d, idx)
-            })
-        })?;
-        Ok((v, g.into_pyarray(py)))
-    }
-
-    /// [`Self::profiled_statistic`] with the yields in GPU memory (see
-    /// [`Self::twice_nll_and_grad_yields_cuda`]); the gradient goes to `grad_out` on the device
-    /// and the JSON has none.
-    #[pyo3(signature = (ordinal, yields, grad_out, data, mu = 0.0, discovery = true, warm_free = None, warm_cond = None, edm = None))]
-    #[allow(clippy::too_many_arguments)]
-    fn profiled_statistic_cuda(
-        &self,
-        py: Python<'_>,
-        ordinal: usize,
-        yields: Vec<(String, u64, usize)>,
-        grad_out: u64,
-        data: PyReadonlyArray1<'_, f64>,
-        mu: f64,
-        discovery: bool,
-        warm_free: Option<PyReadonlyArray1<'_, f64>>,
-        warm_cond: Option<PyReadonlyArray1<'_, f64>>,
-        edm: Option<f64>,
-    ) -> PyResult<String> {
-        let d = self.dataset(Some(data))?;
         let warm = self.warm_starts(warm_free, warm_cond)?;
         let r = py.detach(|| {
-            self.with_device_yields(ordinal, &yields, grad_out, |ev, idx| {
+            with_yields!(self, &inputs, |ev, idx| {
                 histfit_infer::differentiable::profiled_statistic(
                     ev,
                     &d,
@@ -561,23 +548,21 @@ impl NativeModel {
         to_json(&r)
     }
 
-    /// [`Self::expected_q0`] with the yields in GPU memory (see
-    /// [`Self::profiled_statistic_cuda`]); the Asimov dataset is built on the device too.
-    #[pyo3(signature = (ordinal, yields, grad_out, warm_free = None, warm_cond = None, edm = None))]
-    #[allow(clippy::too_many_arguments)]
-    fn expected_q0_cuda(
+    /// Expected discovery significance: q0 on the Asimov dataset of μ = 1 built from the given
+    /// yields, with its gradient (including the dataset's dependence on the yields). JSON.
+    #[pyo3(signature = (yields, warm_free = None, warm_cond = None, edm = None))]
+    fn expected_q0(
         &self,
         py: Python<'_>,
-        ordinal: usize,
-        yields: Vec<(String, u64, usize)>,
-        grad_out: u64,
+        yields: YieldSource<'_>,
         warm_free: Option<PyReadonlyArray1<'_, f64>>,
         warm_cond: Option<PyReadonlyArray1<'_, f64>>,
         edm: Option<f64>,
     ) -> PyResult<String> {
+        let inputs = self.yield_inputs(yields)?;
         let warm = self.warm_starts(warm_free, warm_cond)?;
         let r = py.detach(|| {
-            self.with_device_yields(ordinal, &yields, grad_out, |ev, idx| {
+            with_yields!(self, &inputs, |ev, idx| {
                 histfit_infer::differentiable::expected_q0(
                     ev,
                     idx,
@@ -626,7 +611,12 @@ fn fit_options(
         if i >= model.n_params() {
             return Err(bad(format!("fixed parameter index {i} out of range")));
         }
-        histfit_infer::check_fixed_value(model, i, v).map_err(infer_err)?;
+        histfit_infer::check_fixed_value(
+            &histfit_compute::histfactory::parameter_space(model),
+            i,
+            v,
+        )
+        .map_err(infer_err)?;
         o.fix.push((i, v));
     }
     Ok(o)
@@ -863,6 +853,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<NativeWorkspace>()?;
     m.add_class::<NativeModel>()?;
+    m.add_class::<DeviceYields>()?;
     m.add_function(wrap_pyfunction!(fit, m)?)?;
     m.add_function(wrap_pyfunction!(hypotest, m)?)?;
     m.add_function(wrap_pyfunction!(upper_limit, m)?)?;

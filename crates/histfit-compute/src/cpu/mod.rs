@@ -7,7 +7,7 @@
 //! additive histosys coefficients (per sample: bin-major, entry-minor), so the per-bin sums over a
 //! sample's many histosys entries are long contiguous dot products rather than many 3–6-bin loops.
 
-use crate::{ComputeError, Dataset, Evaluator, Result};
+use crate::{ComputeError, Dataset, Evaluator, ParameterSpace, Result};
 use histfit_model::interp::{additive_weights, multiplicative_value};
 use histfit_model::{Constraint, InterpCode, Model};
 use std::sync::Arc;
@@ -22,6 +22,8 @@ use kernels::{cpu_has_fma, Fused, Madd, Plain, Weights};
 #[derive(Debug, Clone)]
 pub struct CpuEvaluator {
     model: Arc<Model>,
+    /// The model's parameters as inference sees them (shared by the clones of a toy ensemble).
+    space: Arc<ParameterSpace>,
     /// Per sample-bin: the nominal yields (the model's, or replaced with [`set_yields`]).
     ///
     /// [`set_yields`]: crate::YieldEvaluator::set_yields
@@ -267,6 +269,7 @@ impl CpuEvaluator {
             any_outside: false,
             fused: cpu_has_fma(),
             gbase: vec![0.0; model.samples.iter().map(|s| s.n_bins).max().unwrap_or(0)],
+            space: Arc::new(crate::histfactory::parameter_space(&model)),
             model,
         }
     }
@@ -650,8 +653,8 @@ fn mult_row(code: InterpCode, c: &[f64; 4], poly: &[f64; 6], a: f64) -> (f64, f6
 }
 
 impl Evaluator for CpuEvaluator {
-    fn model(&self) -> &Model {
-        &self.model
+    fn space(&self) -> &ParameterSpace {
+        &self.space
     }
 
     fn nll(&mut self, params: &[f64], data: &Dataset) -> Result<f64> {
@@ -694,6 +697,23 @@ impl Evaluator for CpuEvaluator {
         out.copy_from_slice(&self.lam);
         Ok(())
     }
+
+    fn asimov(&mut self, params: &[f64]) -> Result<Dataset> {
+        let mut lam = vec![0.0; self.model.n_main];
+        self.expected_main(params, &mut lam)?;
+        crate::histfactory::asimov(&self.model, lam, params)
+    }
+
+    fn toys(
+        &mut self,
+        params: &[f64],
+        seed: u64,
+        indices: std::ops::Range<u64>,
+    ) -> Result<Vec<Dataset>> {
+        let mut lam = vec![0.0; self.model.n_main];
+        self.expected_main(params, &mut lam)?;
+        crate::histfactory::toys(&self.model, &lam, params, seed, indices)
+    }
 }
 
 /// A dataset kept in a device's memory cannot be evaluated here.
@@ -713,6 +733,10 @@ fn check_host(data: &Dataset) -> Result<()> {
 /// shapefactor): a histosys, staterror or shapesys on the sample was compiled from its nominal
 /// yields (interpolation coefficients, constraint widths), so replacing them is refused.
 impl crate::YieldEvaluator for CpuEvaluator {
+    fn check_inputs(&self, inputs: &[usize]) -> Result<()> {
+        crate::yields::check_inputs(&self.model, inputs)
+    }
+
     fn set_yields(&mut self, sample: usize, yields: &[f64]) -> Result<()> {
         let smp = crate::yields::input_sample(&self.model, sample)?.clone();
         let m = self.model.clone();
@@ -786,13 +810,10 @@ impl CpuEvaluator {
 /// sample): λ_b = Σ yields·(bin factors)·(sample factor) for these samples, so ∂(−ln L)/∂y =
 /// ∂(−ln L)/∂λ_b · binfac · F, NaN where −ln L is not finite (as for the parameter gradient).
 impl crate::YieldGradient for CpuEvaluator {
-    fn model_arc(&self) -> Arc<Model> {
-        self.model.clone()
-    }
-
-    fn asimov(&mut self, at: &[f64]) -> Result<Dataset> {
-        let full = crate::expected_data(self, at)?;
-        Dataset::new(&self.model.clone(), &full)
+    fn inputs_asimov(&mut self, at: &[f64]) -> Result<Dataset> {
+        let model = self.model.clone();
+        let full = crate::expected_data(self, &model, at)?;
+        Dataset::new(&model, &full)
     }
 
     fn yield_grad_sum(
@@ -839,8 +860,21 @@ impl crate::YieldGradient for CpuEvaluator {
 /// The CPU evaluator as a (sequential) batch evaluator: the reference the device batches are
 /// tested against, and a way to exercise the lockstep drivers on machines without a GPU.
 impl crate::BatchEvaluator for CpuEvaluator {
-    fn model(&self) -> &Model {
-        &self.model
+    fn space(&self) -> &ParameterSpace {
+        &self.space
+    }
+
+    fn asimov(&mut self, params: &[f64]) -> Result<Dataset> {
+        Evaluator::asimov(self, params)
+    }
+
+    fn toys(
+        &mut self,
+        params: &[f64],
+        seed: u64,
+        indices: std::ops::Range<u64>,
+    ) -> Result<Vec<Dataset>> {
+        Evaluator::toys(self, params, seed, indices)
     }
 
     fn nll_grad_batch(

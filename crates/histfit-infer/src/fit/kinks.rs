@@ -1,7 +1,8 @@
-//! Minima at and near the kinks of interpolation codes 0 and 1.
+//! Minima at and near kinks: the parameters a likelihood declares kinked
+//! ([`histfit_compute::ParameterSpace::kinked`], e.g. those of piecewise-linear or piecewise-
+//! exponential interpolations).
 //!
-//! Under codes 0 and 1 −ln L has a kink at α = 0 in every parameter driving such a modifier: its
-//! slopes on the two sides differ. Three things follow, each handled here:
+//! At a kink α = 0 the slopes of −ln L on the two sides differ. Three things follow, each handled here:
 //!
 //! - **A minimum at a kink has no zero gradient.** It is certified by one-sided derivatives: the
 //!   slope towards α > 0 must not be negative and the slope towards α < 0 must not be positive.

@@ -28,7 +28,7 @@ mod starts;
 use crate::Result;
 use histfit_compute::{block_on, hessian_async, AsyncEvaluator, Blocking, Dataset, Evaluator};
 use histfit_optim::{linalg, Options};
-use problem::{Layout, Problem};
+use problem::Problem;
 use search::{Local, Search};
 use serde::Serialize;
 
@@ -122,12 +122,9 @@ pub async fn fit_async<E: AsyncEvaluator + ?Sized>(
     // constant (≈ 166 for tHu, next to a varying part of ≈ 14) would cost f four bits of
     // resolution, and the line search with them the last digits of the minimum, which the
     // envelope-theorem gradients of profiled statistics depend on.
-    let varying = Dataset {
-        constant: 0.0,
-        ..data.clone()
-    };
+    let varying = data.without_constant();
     let mut r = minimise_async(eval, &varying, opts).await?;
-    r.twice_nll += 2.0 * data.constant;
+    r.twice_nll += 2.0 * data.constant_term();
     Ok(r)
 }
 
@@ -138,7 +135,7 @@ pub(crate) async fn minimise_async<E: AsyncEvaluator + ?Sized>(
     data: &Dataset,
     opts: &FitOptions,
 ) -> Result<FitResult> {
-    let p = Problem::new(Layout::of(eval.model()), opts)?;
+    let p = Problem::new(eval.space(), opts)?;
     if p.free.is_empty() {
         // Nothing to fit: the result is the likelihood at the given point.
         let f = eval.nll(&p.start, data).await?;
@@ -200,7 +197,7 @@ pub(crate) fn polish_minimum<E: Evaluator + ?Sized>(
         fix: held.iter().map(|&i| (i, x[i])).collect(),
         ..Default::default()
     };
-    let p = Problem::new(Layout::of(eval.model()), &opts)?;
+    let p = Problem::new(eval.space(), &opts)?;
     let mut blocking = Blocking(eval);
     block_on(async {
         let mut s = Search::new(&mut blocking, data, &p);

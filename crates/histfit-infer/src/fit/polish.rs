@@ -27,7 +27,7 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
     /// met the limit of f's resolution in a stiff direction: it is finished by Newton steps, and
     /// where those end across a change of curvature, descended and finished again. A search
     /// whose line search found no decrease is stopped by the same limit more often than not (a
-    /// direction of curvature 1e11 — a shapesys bin of 435 events known to 0.1 % — leaves
+    /// direction of curvature 1e11 — a bin of 435 events whose constraint is known to 0.1 % — leaves
     /// steepest descent no step f can resolve): it gets the same Newton steps and descent.
     pub async fn finish(&mut self, best: &mut Local) -> Result<Option<Certificate>> {
         if !best.f.is_finite() {

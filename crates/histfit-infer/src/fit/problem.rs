@@ -1,38 +1,14 @@
 //! What a fit minimises, in the optimizer's coordinates: the free parameters, their scales
 //! (z = θ/s), bounds and kinks, and the starting point; the checks of a fit request.
 //!
-//! The scale s of a parameter is the prior width of its constraint (σ for Gaussian, 1/√τ for
-//! Poisson constraints), else 1: a lumi with σ = 2 % and a free normalisation then have similar
-//! curvature, which is what L-BFGS-B's single scalar θ assumes.
+//! The scale s of a parameter is the likelihood's ([`ParameterSpace::scales`]: a constraint's
+//! width, else 1), so a lumi with σ = 2 % and a free normalisation have similar curvature, which
+//! is what L-BFGS-B's single scalar θ assumes.
 
 use super::FitOptions;
 use crate::{InferError, Result};
-use histfit_model::{Constraint, InterpCode, Model};
+use histfit_compute::ParameterSpace;
 use histfit_optim::Options;
-
-/// The parts of the model a fit needs, copied out so the evaluator can be borrowed mutably.
-pub(crate) struct Layout {
-    pub names: Vec<String>,
-    pub init: Vec<f64>,
-    pub bounds: Vec<(f64, f64)>,
-    pub fixed: Vec<bool>,
-    pub scale: Vec<f64>,
-    /// Parameters whose interpolation has a kink at 0 (normsys code1, histosys code0).
-    pub kinked: Vec<bool>,
-}
-
-impl Layout {
-    pub fn of(model: &Model) -> Layout {
-        Layout {
-            names: model.par_names(),
-            init: model.init(),
-            bounds: model.bounds(),
-            fixed: model.fixed(),
-            scale: parameter_scales(model),
-            kinked: kinked_parameters(model),
-        }
-    }
-}
 
 /// One fit request, checked and put into scaled coordinates.
 pub(crate) struct Problem {
@@ -53,8 +29,8 @@ pub(crate) struct Problem {
 }
 
 impl Problem {
-    pub fn new(layout: Layout, opts: &FitOptions) -> Result<Problem> {
-        let n = layout.names.len();
+    pub fn new(space: &ParameterSpace, opts: &FitOptions) -> Result<Problem> {
+        let n = space.names.len();
         let mut start = match &opts.init {
             Some(v) if v.len() != n => {
                 return Err(InferError::Request(format!(
@@ -63,9 +39,9 @@ impl Problem {
                 )))
             }
             Some(v) => v.clone(),
-            None => layout.init.clone(),
+            None => space.init.clone(),
         };
-        let mut bounds = layout.bounds;
+        let mut bounds = space.bounds.clone();
         if let Some(b) = &opts.bounds {
             if b.len() != n {
                 return Err(InferError::Request(format!(
@@ -75,8 +51,8 @@ impl Problem {
             }
             bounds = b.clone();
         }
-        let mut fixed = layout.fixed;
-        let mut model_start = layout.init;
+        let mut fixed = space.fixed.clone();
+        let mut model_start = space.init.clone();
         for &(i, v) in &opts.fix {
             if i >= n {
                 return Err(InferError::Request(format!(
@@ -88,7 +64,7 @@ impl Problem {
             fixed[i] = true;
         }
         let free: Vec<usize> = (0..n).filter(|&i| !fixed[i]).collect();
-        let scale: Vec<f64> = free.iter().map(|&i| layout.scale[i]).collect();
+        let scale: Vec<f64> = free.iter().map(|&i| space.scales[i]).collect();
         let z = |f: &dyn Fn(&(f64, f64)) -> f64| -> Vec<f64> {
             free.iter()
                 .zip(&scale)
@@ -96,9 +72,9 @@ impl Problem {
                 .collect()
         };
         let (lower, upper) = (z(&|b| b.0), z(&|b| b.1));
-        let kinks = free.iter().map(|&i| layout.kinked[i]).collect();
+        let kinks = free.iter().map(|&i| space.kinked[i]).collect();
         Ok(Problem {
-            names: layout.names,
+            names: space.names.clone(),
             fixed,
             free,
             scale,
@@ -141,36 +117,4 @@ impl Problem {
         self.set_x(z, &mut x);
         x
     }
-}
-
-/// Each parameter's natural scale: its constraint's width (σ, or 1/√τ for a Poisson one), else
-/// 1. Fits and polishing steps work in θ/scale.
-fn parameter_scales(model: &Model) -> Vec<f64> {
-    model
-        .parameters
-        .iter()
-        .map(|p| match p.constraint {
-            Constraint::Gauss { sigma } if sigma > 0.0 => sigma,
-            Constraint::Poisson { tau } if tau > 0.0 => 1.0 / tau.sqrt(),
-            _ => 1.0,
-        })
-        .collect()
-}
-
-/// The parameters whose interpolation has a kink at 0: those driving a modifier that uses code 0
-/// or 1.
-fn kinked_parameters(model: &Model) -> Vec<bool> {
-    let kinked_code = |c: InterpCode| matches!(c, InterpCode::Code0 | InterpCode::Code1);
-    let mut k = vec![false; model.parameters.len()];
-    if kinked_code(model.settings.normsys) {
-        for e in &model.normsys {
-            k[e.par as usize] = true;
-        }
-    }
-    if kinked_code(model.settings.histosys) {
-        for e in &model.histosys {
-            k[e.par as usize] = true;
-        }
-    }
-    k
 }

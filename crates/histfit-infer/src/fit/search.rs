@@ -205,10 +205,10 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
     }
 
     /// A descent can end on a saddle it never saw. Where f is even in a coordinate about its
-    /// start — under the smooth codes (2, 4, 4p) a histosys whose up and down variations are
-    /// equal (both 0 in published files), a normsys with κ_up = κ_down — its gradient there is
-    /// exactly 0, so L-BFGS-B never moves it, even where the slice falls on both sides. (Under
-    /// codes 0 and 1 the same modifier makes a kink, which [`super::kinks`] handles.)
+    /// start — a smoothly interpolated variation whose up and down shifts are equal (both 0 in
+    /// published files) — its gradient there is exactly 0, so L-BFGS-B never moves it, even
+    /// where the slice falls on both sides. (Where the likelihood declares a kink instead,
+    /// [`super::kinks`] handles it.)
     /// Coordinates the descent left exactly where they started, off kinks and bounds, are
     /// probed a step of [`SADDLE_STEP`] (in units of their scale: the prior width, 1 for a
     /// free parameter) to either side; those where f falls are moved to their lower side and

@@ -2,10 +2,10 @@
 //! request is not finite there, and a deterministic set of further starts around the model's
 //! initial point that look for a lower basin.
 //!
-//! HistFactory likelihoods are multimodal more often than one would hope: variations on one side
-//! of the nominal (hi and lo both above it) make a yield fall and rise again with α, free
-//! normalisations of samples sharing bins trade events between them, and interpolation kinks
-//! split basins. From one start any local method ends in the basin it meets first. More starts
+//! Binned likelihoods of real analyses are multimodal more often than one would hope: variations
+//! on one side of the nominal (hi and lo both above it) make a yield fall and rise again with α,
+//! free normalisations of processes sharing bins trade events between them, and interpolation
+//! kinks split basins. From one start any local method ends in the basin it meets first. More starts
 //! find the lower basins; they cost one local search each, so their number falls with the
 //! number of free parameters (see [`auto_starts`]), grows where they keep finding different
 //! minima (up to four batches), and can be set per fit ([`super::Starts`]).

@@ -151,9 +151,8 @@ class Model:
         ``"channel/sample"`` picks one), its gradient with respect to the parameters and with
         respect to each input. Samples with histosys, staterror or shapesys modifiers (whose
         terms depend on their own yields) are refused."""
-        keys, arrays = _yield_inputs(yields)
-        v, g, gy = self._native.twice_nll_and_grad_yields(_array(pars, "pars"), _array(data, "data"),
-                                                           list(zip(keys, arrays)))
+        source, keys, arrays = _yield_source(yields)
+        v, g, gy = self._native.twice_nll_and_grad_yields(_array(pars, "pars"), _array(data, "data"), source)
         return v, g, _split(gy, keys, arrays)
 
 
@@ -310,7 +309,20 @@ def _yield_inputs(yields: Dict[str, Sequence[float]]) -> Tuple[List[str], List[n
     return keys, [_array(yields[k], f"yields of {k}") for k in keys]
 
 
-def _split(flat: np.ndarray, keys: List[str], arrays: List[np.ndarray]) -> Dict[str, np.ndarray]:
+def _yield_source(yields) -> Tuple[Any, Optional[List[str]], Optional[List[np.ndarray]]]:
+    """Yields as the native calls take them: host arrays by name (with the names and arrays, to
+    split the gradient), or a ``_native.DeviceYields`` (GPU memory; the gradient goes to its
+    buffer) as it is."""
+    if isinstance(yields, _native.DeviceYields):
+        return yields, None, None
+    keys, arrays = _yield_inputs(yields)
+    return list(zip(keys, arrays)), keys, arrays
+
+
+def _split(flat, keys: Optional[List[str]], arrays: Optional[List[np.ndarray]]) -> Optional[Dict[str, np.ndarray]]:
+    """The flat yield gradient per input; ``None`` where it was written to device memory."""
+    if keys is None or flat is None:
+        return None
     out, at = {}, 0
     for k, a in zip(keys, arrays):
         out[k] = np.asarray(flat[at:at + a.size], dtype=np.float64)
@@ -324,7 +336,9 @@ class ProfiledStatistic:
     the envelope theorem: the nuisance parameters are re-fitted, no derivative of the fits)."""
 
     q: float
-    grad: Dict[str, np.ndarray]
+    grad: Optional[Dict[str, Any]]
+    """Per input; ``None`` when the yields were given in device memory (the gradient is in its
+    buffer; ``histfit.torch`` fills this in with tensors)."""
     mu_hat: float
     free_bestfit: np.ndarray
     cond_bestfit: np.ndarray
@@ -333,23 +347,22 @@ class ProfiledStatistic:
 
 def _profiled(model: Model, yields, data, mu: float, discovery: bool, warm, edm=None,
               expected: bool = False) -> ProfiledStatistic:
-    keys, arrays = _yield_inputs(yields)
+    source, keys, arrays = _yield_source(yields)
     wf = wc = None
     if warm is not None:
         wf, wc = _array(warm.free_bestfit, "warm"), _array(warm.cond_bestfit, "warm")
     edm = None if edm is None else float(edm)
     if expected:
-        r = json.loads(model._native.expected_q0(list(zip(keys, arrays)), wf, wc, edm))
+        r = json.loads(model._native.expected_q0(source, wf, wc, edm))
     else:
         data = model._native.observed() if data is None else _array(data, "data")
-        r = json.loads(model._native.profiled_statistic(list(zip(keys, arrays)), data, float(mu), discovery,
-                                                        wf, wc, edm))
+        r = json.loads(model._native.profiled_statistic(source, data, float(mu), discovery, wf, wc, edm))
     if not r["converged"]:
         warnings.warn("a fit behind the profiled statistic did not converge; its value and gradient "
                       "are unreliable (see .converged)", RuntimeWarning, stacklevel=3)
     return ProfiledStatistic(
         q=r["q"],
-        grad=_split(np.asarray(r["grad"], dtype=np.float64), keys, arrays),
+        grad=_split(None if r["grad"] is None else np.asarray(r["grad"], dtype=np.float64), keys, arrays),
         mu_hat=r["mu_hat"],
         free_bestfit=np.asarray(r["free_bestfit"], dtype=np.float64),
         cond_bestfit=np.asarray(r["cond_bestfit"], dtype=np.float64),

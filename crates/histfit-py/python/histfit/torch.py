@@ -27,11 +27,8 @@ warning saying why); a failure of the GPU itself raises ``histfit.DeviceError``.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
-
-import json
 import warnings
-from typing import List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -78,8 +75,10 @@ class _OnDevice:
         self.inputs = [y.detach().to(torch.float64).contiguous().ravel() for y in yields]
         self.like = yields
         self.out = torch.empty(sum(y.numel() for y in self.inputs), dtype=torch.float64, device=dev)
-        self.ordinal = dev.index if dev.index is not None else torch.cuda.current_device()
-        self.args = [(k, y.data_ptr(), y.numel()) for k, y in zip(keys, self.inputs)]
+        ordinal = dev.index if dev.index is not None else torch.cuda.current_device()
+        args = [(k, y.data_ptr(), y.numel()) for k, y in zip(keys, self.inputs)]
+        # Passed wherever host yields are: the same statistics, read in place on the GPU.
+        self.source = histfit._native.DeviceYields(f"cuda:{ordinal}", args, self.out.data_ptr())
         # histfit's stream must see the values PyTorch's queued work produces, on any stream.
         torch.cuda.synchronize(dev)
 
@@ -88,24 +87,24 @@ class _OnDevice:
         return [g.to(y.dtype).view_as(y) for g, y in zip(parts, self.like)]
 
 
-def _on_device(keys: List[str], yields) -> Optional[_OnDevice]:
+def _yield_source(keys: List[str], yields) -> Tuple[Any, Callable[[Any], List[torch.Tensor]]]:
+    """The yields as histfit takes them — in place in GPU memory when they are CUDA tensors and
+    histfit can use the GPU, else as host arrays — and how to turn the gradient it returns into
+    tensors like the yields."""
     if yields and all(isinstance(y, torch.Tensor) and y.is_cuda for y in yields) and _cuda_usable():
-        return _OnDevice(keys, tuple(yields))
-    return None
+        dev = _OnDevice(keys, tuple(yields))
+        return dev.source, lambda _: dev.grads()
+    return ({k: _np(y) for k, y in zip(keys, yields)},
+            lambda g: [torch.as_tensor(g[k], dtype=y.dtype, device=y.device) for k, y in zip(keys, yields)])
 
 
 class _TwiceNLL(torch.autograd.Function):
     @staticmethod
     def forward(ctx, model, data, keys, pars, *yields):
         like = pars
-        dev = _on_device(keys, yields)
-        if dev is not None:
-            v, gp = model._native.twice_nll_and_grad_yields_cuda(dev.ordinal, _np(pars), data, dev.args,
-                                                                  dev.out.data_ptr())
-            gys = dev.grads()
-        else:
-            v, gp, gy = model.twice_nll_and_grad_yields(_np(pars), data, {k: _np(y) for k, y in zip(keys, yields)})
-            gys = [torch.as_tensor(gy[k], dtype=y.dtype, device=y.device) for k, y in zip(keys, yields)]
+        source, grads = _yield_source(keys, yields)
+        v, gp, gy = model.twice_nll_and_grad_yields(_np(pars), data, source)
+        gys = grads(gy)
         ctx.save_for_backward(torch.as_tensor(gp, dtype=like.dtype, device=like.device), *gys)
         return torch.as_tensor(v, dtype=like.dtype, device=like.device)
 
@@ -130,13 +129,11 @@ def nll(model: "histfit.Model", pars: torch.Tensor, yields: Dict[str, torch.Tens
 class _Profiled(torch.autograd.Function):
     @staticmethod
     def forward(ctx, owner, keys, *yields):
-        dev = _on_device(keys, yields)
-        if dev is not None:
-            r = owner._evaluate_on_device(dev)
-            gys = dev.grads()
-        else:
-            r = owner._evaluate({k: _np(y) for k, y in zip(keys, yields)})
-            gys = [torch.as_tensor(r.grad[k], dtype=y.dtype, device=y.device) for k, y in zip(keys, yields)]
+        source, grads = _yield_source(keys, yields)
+        r = owner._evaluate(source)
+        gys = grads(r.grad)
+        if r.grad is None:  # written to device memory: keep it with the result as tensors
+            r.grad = dict(zip(keys, gys))
         ctx.save_for_backward(*gys)
         return torch.as_tensor(r.q, dtype=yields[0].dtype, device=yields[0].device)
 
@@ -162,23 +159,6 @@ class ProfiledQ0(torch.nn.Module):
         self.last = histfit.profiled_q0(self.model, yields, self.data, self.last)
         return self.last
 
-    def _native_on_device(self, dev: _OnDevice, warm):
-        data = self.model._native.observed() if self.data is None else self.data
-        return self.model._native.profiled_statistic_cuda(dev.ordinal, dev.args, dev.out.data_ptr(), data, 0.0,
-                                                          True, *warm)
-
-    def _evaluate_on_device(self, dev: _OnDevice):
-        warm = (None, None) if self.last is None else (self.last.free_bestfit, self.last.cond_bestfit)
-        r = json.loads(self._native_on_device(dev, warm))
-        if not r["converged"]:
-            warnings.warn("a fit behind the profiled statistic did not converge; its value and gradient "
-                          "are unreliable (see .converged)", RuntimeWarning, stacklevel=4)
-        self.last = histfit.ProfiledStatistic(
-            q=r["q"], grad=dict(zip([a[0] for a in dev.args], dev.grads())), mu_hat=r["mu_hat"],
-            free_bestfit=np.asarray(r["free_bestfit"], dtype=np.float64),
-            cond_bestfit=np.asarray(r["cond_bestfit"], dtype=np.float64), converged=r["converged"])
-        return self.last
-
     def forward(self, yields: Dict[str, torch.Tensor]) -> torch.Tensor:
         keys = list(yields)
         return _Profiled.apply(self, keys, *[yields[k] for k in keys])
@@ -195,11 +175,6 @@ class ProfiledQmu(ProfiledQ0):
         self.last = histfit.profiled_qmu(self.mu, self.model, yields, self.data, self.last)
         return self.last
 
-    def _native_on_device(self, dev: _OnDevice, warm):
-        data = self.model._native.observed() if self.data is None else self.data
-        return self.model._native.profiled_statistic_cuda(dev.ordinal, dev.args, dev.out.data_ptr(), data,
-                                                          self.mu, False, *warm)
-
 
 class ExpectedQ0(ProfiledQ0):
     """Expected discovery significance q0 (Asimov dataset of μ = 1 built from the yields; see
@@ -211,9 +186,6 @@ class ExpectedQ0(ProfiledQ0):
     def _evaluate(self, yields):
         self.last = histfit.expected_q0(self.model, yields, self.last)
         return self.last
-
-    def _native_on_device(self, dev: _OnDevice, warm):
-        return self.model._native.expected_q0_cuda(dev.ordinal, dev.args, dev.out.data_ptr(), *warm)
 
 
 def q0(model: "histfit.Model", yields: Dict[str, torch.Tensor], data: Any = None) -> torch.Tensor:

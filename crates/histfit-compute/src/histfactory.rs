@@ -1,0 +1,144 @@
+//! The binned HistFactory model seen through the seam: its [`ParameterSpace`] (constraints,
+//! scales, interpolation kinks), its data generation (Asimov and toy datasets in pyhf's layout)
+//! and the shape checks every HistFactory evaluator shares. Every device's HistFactory evaluator
+//! answers the seam's questions with these functions, so they agree by construction.
+
+use crate::space::{ParameterSpace, Prior};
+use crate::{rng, ComputeError, Dataset, Result};
+use histfit_model::{Constraint, InterpCode, Model};
+
+/// The parameter space of a compiled model. Constraint centres are the model's observed
+/// auxiliary data (Gaussian: aux; Poisson: aux/τ), widths the prior standard deviations (σ; 1/√τ).
+pub fn parameter_space(model: &Model) -> ParameterSpace {
+    let priors = model
+        .parameters
+        .iter()
+        .map(|p| {
+            let aux = p.aux_index.map(|k| model.observed[model.n_main + k]);
+            match (p.constraint, aux) {
+                (Constraint::Gauss { sigma }, Some(a)) => Prior::Gauss {
+                    centre: a,
+                    width: sigma,
+                },
+                (Constraint::Poisson { tau }, Some(a)) => Prior::Poisson {
+                    centre: a / tau,
+                    width: 1.0 / tau.sqrt(),
+                },
+                _ => Prior::Free,
+            }
+        })
+        .collect();
+    ParameterSpace {
+        names: model.par_names(),
+        init: model.init(),
+        bounds: model.bounds(),
+        fixed: model.fixed(),
+        poi: model.poi,
+        priors,
+        scales: parameter_scales(model),
+        kinked: kinked_parameters(model),
+    }
+}
+
+/// Each parameter's natural scale: its constraint's width (σ, or 1/√τ for a Poisson one), else
+/// one. Fits and polishing steps work in θ/scale, so a lumi with σ = 2 % and a free
+/// normalisation have similar curvature, which is what L-BFGS-B's single scalar θ assumes.
+fn parameter_scales(model: &Model) -> Vec<f64> {
+    model
+        .parameters
+        .iter()
+        .map(|p| match p.constraint {
+            Constraint::Gauss { sigma } if sigma > 0.0 => sigma,
+            Constraint::Poisson { tau } if tau > 0.0 => 1.0 / tau.sqrt(),
+            _ => 1.0,
+        })
+        .collect()
+}
+
+/// The parameters whose interpolation has a kink at 0: those driving a normsys or histosys
+/// interpolated with code 0 or 1 (piecewise linear or exponential: the slopes differ either side).
+fn kinked_parameters(model: &Model) -> Vec<bool> {
+    let kinked_code = |c: InterpCode| matches!(c, InterpCode::Code0 | InterpCode::Code1);
+    let mut k = vec![false; model.parameters.len()];
+    if kinked_code(model.settings.normsys) {
+        for e in &model.normsys {
+            k[e.par as usize] = true;
+        }
+    }
+    if kinked_code(model.settings.histosys) {
+        for e in &model.histosys {
+            k[e.par as usize] = true;
+        }
+    }
+    k
+}
+
+/// The auxiliary data each constraint expects at `params` (θ for Gaussian, θ·τ for Poisson).
+pub fn expected_aux(model: &Model, params: &[f64]) -> Vec<f64> {
+    model
+        .aux_params
+        .iter()
+        .map(|&p| match model.parameters[p].constraint {
+            Constraint::Poisson { tau } => params[p] * tau,
+            _ => params[p],
+        })
+        .collect()
+}
+
+/// The Asimov dataset at `params` from the expected main counts there. An empty bin held at its
+/// boundary λ = 0 sits a hair below it at a fit ([`crate::EMPTY_BIN_WALL`]); as data, a Poisson
+/// mean is not negative, so such counts become 0.
+pub fn asimov(model: &Model, mut expected_main: Vec<f64>, params: &[f64]) -> Result<Dataset> {
+    for v in &mut expected_main {
+        *v = v.max(0.0);
+    }
+    Dataset::from_parts(model, expected_main, expected_aux(model, params))
+}
+
+/// Toys `indices` of `seed` drawn on the host at `params` ([`rng::generate_toy`]).
+pub fn toys(
+    model: &Model,
+    expected_main: &[f64],
+    params: &[f64],
+    seed: u64,
+    indices: std::ops::Range<u64>,
+) -> Result<Vec<Dataset>> {
+    indices
+        .map(|i| rng::generate_toy(model, expected_main, params, seed, i))
+        .collect()
+}
+
+/// Checks the shapes of a batch request against the model; returns the number of problems.
+pub fn check_batch(
+    model: &Model,
+    params: &[f64],
+    data: &[&Dataset],
+    nll: &[f64],
+    grad: &[f64],
+) -> Result<usize> {
+    let n = model.n_params();
+    let b = data.len();
+    for (what, expected, got) in [
+        ("batch parameters", b * n, params.len()),
+        ("batch values", b, nll.len()),
+        ("batch gradients", b * n, grad.len()),
+    ] {
+        if expected != got {
+            return Err(ComputeError::Length {
+                what,
+                expected,
+                got,
+            });
+        }
+    }
+    for d in data {
+        if d.main.len() != model.n_main || d.aux.len() != model.n_aux() {
+            return Err(ComputeError::Length {
+                what: "batch dataset",
+                expected: model.n_main + model.n_aux(),
+                got: d.main.len() + d.aux.len(),
+            });
+        }
+    }
+    Ok(b)
+}

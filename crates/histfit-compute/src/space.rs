@@ -1,0 +1,89 @@
+//! The parameter space of a likelihood: what inference may know about its parameters and nothing
+//! about how the likelihood is built. Names, starting point, bounds, which are fixed, the
+//! parameter of interest, each parameter's constraint (kind, centre, width), the scale a fit
+//! works in, and the non-smooth points (kinks at 0) an optimizer has to treat with care.
+//!
+//! Every likelihood describes itself with one [`ParameterSpace`]; a binned HistFactory model
+//! builds its own in [`crate::histfactory::parameter_space`].
+
+/// How a parameter is constrained by auxiliary data, with the constraint's centre (the observed
+/// auxiliary value in the parameter's units) and width (its prior standard deviation).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Prior {
+    /// No constraint term: a free parameter (a normalisation, a POI).
+    Free,
+    /// A Gaussian constraint N(centre | θ, width).
+    Gauss { centre: f64, width: f64 },
+    /// A Poisson constraint on θ·τ, read as centre ± width (centre = aux/τ, width = 1/√τ).
+    Poisson { centre: f64, width: f64 },
+}
+
+impl Prior {
+    /// Centre and width of a constrained parameter; `None` for a free one.
+    pub fn centre_width(&self) -> Option<(f64, f64)> {
+        match *self {
+            Prior::Free => None,
+            Prior::Gauss { centre, width } | Prior::Poisson { centre, width } => {
+                Some((centre, width))
+            }
+        }
+    }
+}
+
+/// The parameters of one likelihood as inference sees them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParameterSpace {
+    pub names: Vec<String>,
+    /// The suggested starting point.
+    pub init: Vec<f64>,
+    pub bounds: Vec<(f64, f64)>,
+    /// Held at `init` by the likelihood's own definition.
+    pub fixed: Vec<bool>,
+    /// The parameter of interest.
+    pub poi: usize,
+    pub priors: Vec<Prior>,
+    /// The natural step of each parameter (a constraint's width, else 1): fits work in θ/scale.
+    pub scales: Vec<f64>,
+    /// Parameters at which the likelihood has a kink at 0 (its first derivative jumps there).
+    pub kinked: Vec<bool>,
+}
+
+impl ParameterSpace {
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    pub fn poi_name(&self) -> &str {
+        &self.names[self.poi]
+    }
+
+    /// Index of the parameter with this name.
+    pub fn index(&self, name: &str) -> Option<usize> {
+        self.names.iter().position(|n| n == name)
+    }
+
+    /// A space without priors or kinks: every parameter at scale 1 (the shape of a plain
+    /// parametric likelihood; a likelihood with constraints fills `priors` and `scales`).
+    pub fn unconstrained(
+        names: Vec<String>,
+        init: Vec<f64>,
+        bounds: Vec<(f64, f64)>,
+        poi: usize,
+    ) -> ParameterSpace {
+        let n = names.len();
+        ParameterSpace {
+            names,
+            init,
+            bounds,
+            fixed: vec![false; n],
+            poi,
+            priors: vec![Prior::Free; n],
+            scales: vec![1.0; n],
+            kinked: vec![false; n],
+        }
+    }
+}
