@@ -14,10 +14,12 @@
 use crate::{Dataset, Result};
 use histfit_model::{Constraint, Model};
 
-const M0: u32 = 0xD251_1F53;
-const M1: u32 = 0xCD9E_8D57;
-const W0: u32 = 0x9E37_79B9;
-const W1: u32 = 0xBB67_AE85;
+/// Philox4x32 multipliers and Weyl key increments (shared with the CUDA generator, which gets
+/// them as compiler definitions).
+pub const M0: u32 = 0xD251_1F53;
+pub const M1: u32 = 0xCD9E_8D57;
+pub const W0: u32 = 0x9E37_79B9;
+pub const W1: u32 = 0xBB67_AE85;
 
 /// One Philox4x32-10 block.
 pub fn philox4x32_10(mut ctr: [u32; 4], mut key: [u32; 2]) -> [u32; 4] {
@@ -172,8 +174,8 @@ pub fn generate_toy(
     Dataset::from_parts(model, main, aux)
 }
 
-const LN2_HI: f64 = 6.931_471_803_691_238e-1; // ln 2 rounded to 32 significant bits
-const LN2_LO: f64 = 1.908_214_929_270_587_7e-10; // ln 2 − LN2_HI
+pub const LN2_HI: f64 = 6.931_471_803_691_238e-1; // ln 2 rounded to 32 significant bits
+pub const LN2_LO: f64 = 1.908_214_929_270_587_7e-10; // ln 2 − LN2_HI
 
 /// ln x for finite x > 0 (the samplers never ask for anything else), to about 1 ulp, in
 /// operations every device rounds alike: x = 2ᵉ·m with m in [√½, √2), ln m = 2·atanh(s) with

@@ -13,15 +13,9 @@
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
-#define CODE0 0
-#define CODE1 1
-#define CODE2 2
-#define CODE4 3
-#define CODE4P 4
-
-#define KIND_NONE 0
-#define KIND_GAUSS 1
-#define KIND_POISSON 2
+// Constants shared with Rust — EMPTY_BIN_WALL, the interpolation codes CODE0 … CODE4P, the
+// constraint kinds KIND_*, the Philox constants PH_* and LN2_HI/LN2_LO — are defined there once
+// and passed as -D options (histfit-cuda's kernels.rs, shared_definitions).
 
 __device__ __forceinline__ void additive_weights(int code, double a, double* w, double* dw) {
     w[0] = w[1] = w[2] = w[3] = 0.0;
@@ -431,11 +425,6 @@ extern "C" __global__ void main_constant(const double* __restrict__ main, int n,
 // ---------------------------------------------------------------------------------------------
 // Toys: the generator of rng.rs.
 
-#define PH_M0 0xD2511F53u
-#define PH_M1 0xCD9E8D57u
-#define PH_W0 0x9E3779B9u
-#define PH_W1 0xBB67AE85u
-
 __device__ void philox(u32 ctr[4], u32 key0, u32 key1, u32 out[4]) {
     u32 c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
     u32 k0 = key0, k1 = key1;
@@ -479,9 +468,6 @@ __device__ double uniform01(Stream* s) {
     u64 b = (u64)(next_u32(s) >> 6);
     return ((double)((a << 26) | b) + 0.5) * (1.0 / 9007199254740992.0);
 }
-
-#define LN2_HI 6.931471803691238e-1
-#define LN2_LO 1.9082149292705877e-10
 
 __device__ double portable_ln(double x) {
     long long bits = __double_as_longlong(x);

@@ -26,13 +26,46 @@ fn options(arch: &'static str) -> CompileOptions {
         arch: Some(arch),
         // Line numbers in the PTX (no effect on the code) let Nsight Compute attribute time to
         // source lines.
-        // Constants shared with the CPU evaluator are defined once, in Rust.
-        options: vec![
-            "--generate-line-info".into(),
-            format!("-DEMPTY_BIN_WALL={:e}", histfit_compute::EMPTY_BIN_WALL),
-        ],
+        options: std::iter::once("--generate-line-info".to_string())
+            .chain(shared_definitions())
+            .collect(),
         ..Default::default()
     }
+}
+
+/// The constants the kernels share with Rust, defined once there and passed as `-D` options:
+/// the empty-bin continuation, the interpolation code numbers, the constraint kinds of the
+/// tables, and the toy generator's Philox and ln 2 constants. (Floats print in their shortest
+/// round-trip form, so the kernels read the same bits.)
+pub fn shared_definitions() -> Vec<String> {
+    use histfit_compute::rng;
+    let mut d = vec![format!(
+        "-DEMPTY_BIN_WALL={:e}",
+        histfit_compute::EMPTY_BIN_WALL
+    )];
+    d.extend(
+        histfit_model::InterpCode::ALL
+            .iter()
+            .map(|c| format!("-D{}={}", c.macro_name(), c.id())),
+    );
+    // (KIND_NONE marks table rows the kernels never branch on.)
+    for (name, v) in [
+        ("KIND_GAUSS", crate::layout::KIND_GAUSS),
+        ("KIND_POISSON", crate::layout::KIND_POISSON),
+    ] {
+        d.push(format!("-D{name}={v}"));
+    }
+    for (name, v) in [
+        ("PH_M0", rng::M0),
+        ("PH_M1", rng::M1),
+        ("PH_W0", rng::W0),
+        ("PH_W1", rng::W1),
+    ] {
+        d.push(format!("-D{name}={v:#X}u"));
+    }
+    d.push(format!("-DLN2_HI={:e}", rng::LN2_HI));
+    d.push(format!("-DLN2_LO={:e}", rng::LN2_LO));
+    d
 }
 
 /// FNV-1a, 64 bit: a stable hash for cache file names.
@@ -127,5 +160,57 @@ impl Kernels {
                 .map_err(driver("cuModuleGetFunction(main_constant)"))?,
             module,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every shared constant is used by the kernels and defined only in Rust; the literals read
+    /// back to the same bits (NVRTC parses them as C does).
+    #[test]
+    fn shared_constants_are_defined_once_in_rust() {
+        for d in shared_definitions() {
+            let (name, value) = d
+                .strip_prefix("-D")
+                .and_then(|x| x.split_once('='))
+                .expect("-DNAME=VALUE");
+            assert!(SOURCE.contains(name), "{name} is not used by the kernels");
+            assert!(
+                !SOURCE.contains(&format!("#define {name}")),
+                "{name} is defined again in histfit.cu"
+            );
+            if let Some(hex) = value.strip_prefix("0X").or(value.strip_prefix("0x")) {
+                assert!(
+                    u32::from_str_radix(hex.trim_end_matches('u'), 16).is_ok(),
+                    "{d}"
+                );
+            } else {
+                assert!(value.parse::<f64>().is_ok(), "{d}");
+            }
+        }
+        let get = |n: &str| -> f64 {
+            shared_definitions()
+                .iter()
+                .find_map(|d| {
+                    d.strip_prefix(&format!("-D{n}="))
+                        .map(|v| v.parse().unwrap())
+                })
+                .unwrap()
+        };
+        assert_eq!(
+            get("LN2_HI").to_bits(),
+            histfit_compute::rng::LN2_HI.to_bits()
+        );
+        assert_eq!(
+            get("LN2_LO").to_bits(),
+            histfit_compute::rng::LN2_LO.to_bits()
+        );
+        assert_eq!(
+            get("EMPTY_BIN_WALL").to_bits(),
+            histfit_compute::EMPTY_BIN_WALL.to_bits()
+        );
+        assert_eq!(get("CODE4P") as i32, histfit_model::InterpCode::Code4p.id());
     }
 }

@@ -8,21 +8,11 @@
 
 use crate::{driver, Result};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceRepr};
-use histfit_model::{Constraint, InterpCode, Model};
+use histfit_model::{Constraint, Model};
 use std::sync::Arc;
 
-/// Interpolation code numbers shared with `histfit.cu`.
-pub fn code_id(c: InterpCode) -> i32 {
-    match c {
-        InterpCode::Code0 => 0,
-        InterpCode::Code1 => 1,
-        InterpCode::Code2 => 2,
-        InterpCode::Code4 => 3,
-        InterpCode::Code4p => 4,
-    }
-}
-
-/// Constraint kinds shared with `histfit.cu`.
+/// Constraint kinds of the `aux_kind` table (`histfit.cu` gets them as compiler definitions).
+pub const KIND_NONE: i32 = 0;
 pub const KIND_GAUSS: i32 = 1;
 pub const KIND_POISSON: i32 = 2;
 
@@ -96,11 +86,11 @@ impl HostTables {
             sf_par: m.scale_factors.iter().map(|&p| i(p)).collect(),
             sf_sample: vec![0; n_sf],
             ns_par: m.normsys.iter().map(|e| i(e.par)).collect(),
-            ns_code: m.normsys.iter().map(|e| code_id(e.code)).collect(),
+            ns_code: m.normsys.iter().map(|e| e.code.id()).collect(),
             ns_sample: vec![0; n_ns],
             ns_coef: m.normsys.iter().flat_map(|e| e.coef).collect(),
             hs_par: m.histosys.iter().map(|e| i(e.par)).collect(),
-            hs_code: m.histosys.iter().map(|e| code_id(e.code)).collect(),
+            hs_code: m.histosys.iter().map(|e| e.code.id()).collect(),
             hs_sample: vec![0; n_hs],
             hs_row: m.histosys.iter().map(|e| i(e.coef_start)).collect(),
             hs_coef: m.histosys_coef.iter().flatten().copied().collect(),
@@ -152,7 +142,7 @@ impl HostTables {
                     t.aux_const.push(tau);
                 }
                 Constraint::None => {
-                    t.aux_kind.push(0);
+                    t.aux_kind.push(KIND_NONE);
                     t.aux_const.push(0.0);
                 }
             }

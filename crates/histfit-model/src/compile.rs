@@ -1,7 +1,8 @@
 //! Compilation of a validated [`Workspace`] into the flat, immutable [`Model`] that every evaluator
-//! reads: the parameter table in pyhf's order, and one table per modifier kind with everything that
-//! does not depend on the parameters precomputed (interpolation coefficients, staterror σ,
-//! shapesys τ).
+//! reads: the parameter table in pyhf's order, and the modifier tables with everything that does
+//! not depend on the parameters precomputed (interpolation coefficients, staterror σ, shapesys τ).
+//! This module walks the workspace; what each modifier kind means lives in
+//! [`crate::modifiers`].
 //!
 //! Parameter order follows pyhf 0.7: modifier types in alphabetical order; within a type, the order
 //! of first appearance when walking channels sorted by name, their samples sorted by name, and each
@@ -10,6 +11,7 @@
 
 use crate::error::{ModelError, Result};
 use crate::interp::{self, InterpCode};
+use crate::modifiers::{self, Defaults, SampleBuild, SetContext};
 use crate::spec::{Channel, Measurement, ModifierData, ParameterConfig, Workspace};
 use std::collections::{BTreeMap, HashMap};
 
@@ -397,12 +399,7 @@ impl Builder<'_> {
                         m.name
                     );
                     if let Some((other, first)) = self.type_of.get(&m.name) {
-                        // normsys and histosys parameters are the same kind of nuisance (one
-                        // Gaussian-constrained α): a systematic with a norm and a shape part shares it.
-                        let compatible = *other == kind
-                            || (matches!(*other, "normsys" | "histosys")
-                                && matches!(kind, "normsys" | "histosys"));
-                        if !compatible {
+                        if !modifiers::may_share(other, kind) {
                             return Err(ModelError::new(
                                 place,
                                 format!(
@@ -414,11 +411,10 @@ impl Builder<'_> {
                     } else {
                         self.type_of.insert(m.name.clone(), (kind, place.clone()));
                     }
-                    let len = match m.data {
-                        ModifierData::ShapeFactor
-                        | ModifierData::StatError { .. }
-                        | ModifierData::ShapeSys { .. } => s.data.len(),
-                        _ => 1,
+                    let len = if modifiers::per_bin(kind) {
+                        s.data.len()
+                    } else {
+                        1
                     };
                     if let ModifierData::StatError { uncertainties } = &m.data {
                         let acc = self
@@ -426,10 +422,7 @@ impl Builder<'_> {
                             .entry(m.name.clone())
                             .or_insert_with(|| vec![(0.0, 0.0); len]);
                         if acc.len() == len {
-                            for (b, (d, n)) in uncertainties.iter().zip(&s.data).enumerate() {
-                                acc[b].0 += d * d;
-                                acc[b].1 += n;
-                            }
+                            modifiers::staterror::accumulate(acc, uncertainties, &s.data);
                         }
                     }
                     let list = self.sets.entry(kind).or_default();
@@ -499,7 +492,7 @@ impl Builder<'_> {
                     .unwrap_or_default();
                 let defaults = self.defaults(name, info, cfg.map(|c| c.1), &cplace)?;
                 for (k, d) in defaults.into_iter().enumerate() {
-                    let pname = if matches!(info.kind, "shapefactor" | "staterror" | "shapesys") {
+                    let pname = if modifiers::per_bin(info.kind) {
                         format!("{name}[{k}]")
                     } else {
                         name.clone()
@@ -562,66 +555,18 @@ impl Builder<'_> {
         cplace: &str,
     ) -> Result<Vec<Defaults>> {
         let n = info.len;
-        let mut out: Vec<Defaults> = match info.kind {
-            "normfactor" | "shapefactor" => vec![Defaults::free(1.0, 0.0, 10.0); n],
-            "normsys" | "histosys" => vec![Defaults::gauss(0.0, -5.0, 5.0, 1.0)],
-            "lumi" => {
-                let c = cfg.ok_or_else(|| {
-                    ModelError::new(
-                        info.place.clone(),
-                        format!(
-                            "lumi modifier \"{name}\" needs an entry in the measurement's config.parameters with auxdata and sigmas"
-                        ),
-                    )
-                })?;
-                let sigma = c
-                    .sigmas
-                    .as_ref()
-                    .and_then(|s| s.first().copied())
-                    .ok_or_else(|| {
-                        ModelError::new(cplace, "lumi parameter needs \"sigmas\": [σ]")
-                    })?;
-                if c.auxdata.is_none() {
-                    return Err(ModelError::new(
-                        cplace,
-                        "lumi parameter needs \"auxdata\": [value]",
-                    ));
-                }
-                vec![Defaults::gauss(1.0, 0.0, 10.0, sigma)]
-            }
-            "staterror" => {
-                let acc = &self.stat[name];
-                acc.iter()
-                    .map(|&(d2, nom)| {
-                        let rel = if nom > 0.0 { d2.sqrt() / nom } else { 0.0 };
-                        let mut d = Defaults::gauss(1.0, 1e-10, 10.0, rel);
-                        if rel <= 0.0 {
-                            // A bin without uncertainty has nothing to constrain: fix it (pyhf ≥ 0.7).
-                            d.fixed = true;
-                            d.constraint = Constraint::Gauss { sigma: 1.0 };
-                        }
-                        d
-                    })
-                    .collect()
-            }
-            "shapesys" => {
-                let (nom, unc) = self.first_shapesys(name);
-                nom.iter()
-                    .zip(unc)
-                    .map(|(&v, &d)| {
-                        if v > 0.0 && d > 0.0 {
-                            Defaults::poisson(1.0, 1e-10, 10.0, (v / d) * (v / d))
-                        } else {
-                            // No usable uncertainty: the bin's γ stays at 1 (fixed).
-                            let mut x = Defaults::poisson(1.0, 1e-10, 10.0, 1.0);
-                            x.fixed = true;
-                            x
-                        }
-                    })
-                    .collect()
-            }
-            other => unreachable!("unknown kind {other}"),
-        };
+        let mut out = modifiers::defaults(
+            info.kind,
+            &SetContext {
+                ws: self.ws,
+                name,
+                len: n,
+                place: &info.place,
+                cfg,
+                cplace,
+                stat: &self.stat,
+            },
+        )?;
         if let Some(c) = cfg {
             let check_len = |what: &str, len: usize| -> Result<()> {
                 if len != n {
@@ -697,58 +642,9 @@ impl Builder<'_> {
         }
         Ok(out)
     }
-
-    fn first_shapesys(&self, name: &str) -> (&[f64], &[f64]) {
-        for c in &self.ws.channels {
-            for s in &c.samples {
-                for m in &s.modifiers {
-                    if let (true, ModifierData::ShapeSys { uncertainties }) =
-                        (m.name == name, &m.data)
-                    {
-                        return (&s.data, uncertainties);
-                    }
-                }
-            }
-        }
-        unreachable!("shapesys set {name} has an occurrence")
-    }
 }
 
-#[derive(Clone)]
-struct Defaults {
-    init: f64,
-    lower: f64,
-    upper: f64,
-    fixed: bool,
-    constraint: Constraint,
-}
-
-impl Defaults {
-    fn free(init: f64, lower: f64, upper: f64) -> Defaults {
-        Defaults {
-            init,
-            lower,
-            upper,
-            fixed: false,
-            constraint: Constraint::None,
-        }
-    }
-    fn gauss(init: f64, lower: f64, upper: f64, sigma: f64) -> Defaults {
-        Defaults {
-            constraint: Constraint::Gauss { sigma },
-            ..Defaults::free(init, lower, upper)
-        }
-    }
-    fn poisson(init: f64, lower: f64, upper: f64, tau: f64) -> Defaults {
-        Defaults {
-            constraint: Constraint::Poisson { tau },
-            ..Defaults::free(init, lower, upper)
-        }
-    }
-}
-
-/// Default auxiliary data: Gaussian → 0 for normsys/histosys, 1 otherwise (or config auxdata);
-/// Poisson → τ.
+/// Auxiliary data: the config's auxdata, else each kind's default ([`modifiers::default_aux`]).
 fn aux_defaults(
     parameters: &[Parameter],
     sets: &[ParameterSet],
@@ -769,11 +665,9 @@ fn aux_defaults(
             .iter()
             .find(|c| c.name == set.name)
             .and_then(|c| c.auxdata.as_ref());
-        let v = match (cfg, p.constraint) {
-            (Some(a), _) => a[k],
-            (None, Constraint::Poisson { tau }) => tau,
-            (None, _) if matches!(set.kind, "normsys" | "histosys") => 0.0,
-            (None, _) => 1.0,
+        let v = match cfg {
+            Some(a) => a[k],
+            None => modifiers::default_aux(set.kind, p.constraint),
         };
         aux.push(v);
     }
@@ -851,17 +745,7 @@ fn channel_bins(ws: &Workspace) -> Result<Vec<usize>> {
                     m.data.type_name(),
                     m.name
                 );
-                let arrays: Vec<(&str, &Vec<f64>)> = match &m.data {
-                    ModifierData::HistoSys { hi_data, lo_data } => {
-                        vec![("hi_data", hi_data), ("lo_data", lo_data)]
-                    }
-                    ModifierData::StatError { uncertainties }
-                    | ModifierData::ShapeSys { uncertainties } => {
-                        vec![("data", uncertainties)]
-                    }
-                    _ => vec![],
-                };
-                for (what, a) in arrays {
+                for (what, a, uncertainties) in modifiers::bin_arrays(&m.data) {
                     if a.len() != n {
                         return Err(ModelError::new(
                             mp.clone(),
@@ -872,7 +756,7 @@ fn channel_bins(ws: &Workspace) -> Result<Vec<usize>> {
                             ),
                         ));
                     }
-                    if let Some(i) = a.iter().position(|x| *x < 0.0).filter(|_| what == "data") {
+                    if let Some(i) = a.iter().position(|x| *x < 0.0).filter(|_| uncertainties) {
                         return Err(ModelError::new(
                             format!("{mp}.data[{i}]"),
                             "uncertainties must not be negative",
@@ -905,8 +789,7 @@ fn add_sample(
     let histo_start = model.histosys.len() as u32;
     let mut bin_factors: Vec<Vec<u32>> = vec![Vec::new(); n];
     for (mi, m) in s.modifiers.iter().enumerate() {
-        let set = &model.sets[set_index[&m.name]];
-        let par = set.start as u32;
+        let par = model.sets[set_index[&m.name]].start as u32;
         let place = || {
             format!(
                 "channels[{ci}].samples[{si}].modifiers[{mi}] ({} \"{}\")",
@@ -914,67 +797,17 @@ fn add_sample(
                 m.name
             )
         };
-        match &m.data {
-            ModifierData::NormFactor | ModifierData::Lumi => model.scale_factors.push(par),
-            ModifierData::NormSys { hi, lo } => {
-                let code = settings.normsys;
-                let coef = if code.is_multiplicative() {
-                    if *hi <= 0.0 || *lo <= 0.0 {
-                        return Err(ModelError::new(
-                            place(),
-                            format!("hi = {hi} and lo = {lo} must both be positive for {code} (exponential) interpolation"),
-                        ));
-                    }
-                    interp::multiplicative_coefficients(code, *hi, *lo)
-                } else {
-                    let a = interp::additive_coefficients(code, 1.0, *hi, *lo);
-                    [a[0], a[1], a[2], a[3], 0.0, 0.0, 0.0, 0.0]
-                };
-                model.normsys.push(NormSysEntry { par, code, coef });
-            }
-            ModifierData::HistoSys { hi_data, lo_data } => {
-                let code = settings.histosys;
-                let coef_start = model.histosys_coef.len() as u32;
-                for b in 0..n {
-                    let (nom, hi, lo) = (s.data[b], hi_data[b], lo_data[b]);
-                    if code.is_multiplicative() {
-                        let (up, dn) = if nom != 0.0 {
-                            (hi / nom, lo / nom)
-                        } else {
-                            (1.0, 1.0)
-                        };
-                        if up <= 0.0 || dn <= 0.0 {
-                            return Err(ModelError::new(
-                                place(),
-                                format!("bin {b}: hi/nominal and lo/nominal must be positive for {code} interpolation"),
-                            ));
-                        }
-                        let c8 = interp::multiplicative_coefficients(code, up, dn);
-                        model.histosys_coef.push([nom, c8[0], c8[1], 0.0]);
-                        model
-                            .histosys_poly
-                            .push([c8[2], c8[3], c8[4], c8[5], c8[6], c8[7]]);
-                    } else {
-                        model
-                            .histosys_coef
-                            .push(interp::additive_coefficients(code, nom, hi, lo));
-                        model.histosys_poly.push([0.0; 6]);
-                    }
-                }
-                model.histosys.push(HistoSysEntry {
-                    par,
-                    code,
-                    coef_start,
-                });
-            }
-            ModifierData::ShapeFactor
-            | ModifierData::StatError { .. }
-            | ModifierData::ShapeSys { .. } => {
-                for (b, f) in bin_factors.iter_mut().enumerate() {
-                    f.push(par + b as u32);
-                }
-            }
-        }
+        modifiers::compile(
+            &m.data,
+            par,
+            &mut SampleBuild {
+                model,
+                settings,
+                nominal: &s.data,
+                bin_factors: &mut bin_factors,
+            },
+            &place,
+        )?;
     }
     for (b, f) in bin_factors.into_iter().enumerate() {
         model.nominal.push(s.data[b]);

@@ -6,6 +6,7 @@
 pub mod compile;
 pub mod error;
 pub mod interp;
+pub mod modifiers;
 pub mod patch;
 pub mod spec;
 

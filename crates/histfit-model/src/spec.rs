@@ -59,14 +59,15 @@ pub enum ModifierData {
 impl ModifierData {
     /// The pyhf type name.
     pub fn type_name(&self) -> &'static str {
+        use crate::modifiers::*;
         match self {
-            ModifierData::NormFactor => "normfactor",
-            ModifierData::ShapeFactor => "shapefactor",
-            ModifierData::Lumi => "lumi",
-            ModifierData::NormSys { .. } => "normsys",
-            ModifierData::HistoSys { .. } => "histosys",
-            ModifierData::StatError { .. } => "staterror",
-            ModifierData::ShapeSys { .. } => "shapesys",
+            ModifierData::NormFactor => normfactor::NAME,
+            ModifierData::ShapeFactor => shapefactor::NAME,
+            ModifierData::Lumi => lumi::NAME,
+            ModifierData::NormSys { .. } => normsys::NAME,
+            ModifierData::HistoSys { .. } => histosys::NAME,
+            ModifierData::StatError { .. } => staterror::NAME,
+            ModifierData::ShapeSys { .. } => shapesys::NAME,
         }
     }
 }
@@ -206,34 +207,14 @@ fn parse_modifier(v: &Value, path: &str) -> Result<Modifier> {
     let kind = as_string(field(m, "type", path)?, &format!("{path}.type"))?;
     let place = format!("{path} ({kind} \"{name}\")");
     let data = m.get("data").unwrap_or(&Value::Null);
-    let data = match kind.as_str() {
-        "normfactor" => ModifierData::NormFactor,
-        "shapefactor" => ModifierData::ShapeFactor,
-        "lumi" => ModifierData::Lumi,
-        "normsys" => {
-            let d = as_object(data, &format!("{place}.data"))?;
-            let hi = finite_number(field(d, "hi", &place)?, &format!("{place}.data.hi"))?;
-            let lo = finite_number(field(d, "lo", &place)?, &format!("{place}.data.lo"))?;
-            ModifierData::NormSys { hi, lo }
-        }
-        "histosys" => {
-            let d = as_object(data, &format!("{place}.data"))?;
-            ModifierData::HistoSys {
-                hi_data: finite_array(field(d, "hi_data", &place)?, &format!("{place}.data.hi_data"))?,
-                lo_data: finite_array(field(d, "lo_data", &place)?, &format!("{place}.data.lo_data"))?,
-            }
-        }
-        "staterror" => ModifierData::StatError {
-            uncertainties: finite_array(data, &format!("{place}.data"))?,
-        },
-        "shapesys" => ModifierData::ShapeSys {
-            uncertainties: finite_array(data, &format!("{place}.data"))?,
-        },
-        other => {
+    let data = match crate::modifiers::parse(&kind, data, &place) {
+        Some(d) => d?,
+        None => {
             return Err(ModelError::new(
                 format!("{path}.type"),
                 format!(
-                    "unknown modifier type \"{other}\" for \"{name}\" (known: normfactor, shapefactor, normsys, histosys, lumi, staterror, shapesys)"
+                    "unknown modifier type \"{kind}\" for \"{name}\" (known: {})",
+                    crate::modifiers::KINDS.join(", ")
                 ),
             ))
         }
@@ -338,12 +319,12 @@ fn as_string(v: &Value, path: &str) -> Result<String> {
         .ok_or_else(|| ModelError::new(path, format!("expected a string, found {}", kind_of(v))))
 }
 
-fn field<'a>(m: &'a Map<String, Value>, key: &str, path: &str) -> Result<&'a Value> {
+pub(crate) fn field<'a>(m: &'a Map<String, Value>, key: &str, path: &str) -> Result<&'a Value> {
     m.get(key)
         .ok_or_else(|| ModelError::new(path, format!("missing required field \"{key}\"")))
 }
 
-fn finite_number(v: &Value, path: &str) -> Result<f64> {
+pub(crate) fn finite_number(v: &Value, path: &str) -> Result<f64> {
     let x = v
         .as_f64()
         .ok_or_else(|| ModelError::new(path, format!("expected a number, found {}", kind_of(v))))?;
@@ -353,7 +334,7 @@ fn finite_number(v: &Value, path: &str) -> Result<f64> {
     Ok(x)
 }
 
-fn finite_array(v: &Value, path: &str) -> Result<Vec<f64>> {
+pub(crate) fn finite_array(v: &Value, path: &str) -> Result<Vec<f64>> {
     as_array(v, path)?
         .iter()
         .enumerate()
@@ -361,7 +342,7 @@ fn finite_array(v: &Value, path: &str) -> Result<Vec<f64>> {
         .collect()
 }
 
-fn kind_of(v: &Value) -> &'static str {
+pub(crate) fn kind_of(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

@@ -37,6 +37,31 @@ pub enum InterpCode {
 }
 
 impl InterpCode {
+    pub const ALL: [InterpCode; 5] = [
+        InterpCode::Code0,
+        InterpCode::Code1,
+        InterpCode::Code2,
+        InterpCode::Code4,
+        InterpCode::Code4p,
+    ];
+
+    /// The code's number in device tables; kernels get these numbers (and the names
+    /// [`macro_name`](Self::macro_name)) from here, so they are defined once.
+    pub const fn id(self) -> i32 {
+        match self {
+            InterpCode::Code0 => 0,
+            InterpCode::Code1 => 1,
+            InterpCode::Code2 => 2,
+            InterpCode::Code4 => 3,
+            InterpCode::Code4p => 4,
+        }
+    }
+
+    /// The name kernels know the code's number by (`CODE4P`).
+    pub fn macro_name(self) -> String {
+        self.name().to_ascii_uppercase()
+    }
+
     pub fn is_multiplicative(self) -> bool {
         matches!(self, InterpCode::Code1 | InterpCode::Code4)
     }
@@ -225,6 +250,8 @@ fn solve6(mut m: [[f64; 6]; 6], mut b: [f64; 6]) -> [f64; 6] {
     }
     x
 }
+
+pub mod oracle;
 
 #[cfg(test)]
 mod tests {
