@@ -1,0 +1,169 @@
+//! `histfit fit`: the maximum likelihood fit with uncertainties, pulls and constraints.
+
+use super::OutputArgs;
+use crate::model_args::{self, ModelArgs};
+use crate::output::settings_json;
+use anyhow::Result;
+use histfit_compute::{Evaluator, ParameterSpace};
+use histfit_infer::{fit, FitOptions, FitResult, Starts};
+use histfit_model::Model;
+use serde_json::{json, Value};
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Hold a parameter at a value: NAME=VALUE (repeatable).
+    #[arg(long = "fix", value_name = "NAME=VALUE")]
+    fix: Vec<String>,
+    /// Further starts searched for a lower minimum, per batch; batches go on (up to four)
+    /// while they find different minima (default: by model size, 24 for up to 16 free
+    /// parameters, none above 64).
+    #[arg(long, value_name = "N")]
+    starts: Option<usize>,
+    #[command(flatten)]
+    out: OutputArgs,
+}
+
+/// Exit status 3 when the fit did not converge (the result is still written).
+pub fn run(a: Args) -> Result<ExitCode> {
+    let (model, source, data, mut eval) = a.model.prepare()?;
+    let fixes = a
+        .fix
+        .iter()
+        .map(|f| model_args::parse_fix(eval.space(), f))
+        .collect::<Result<Vec<_>>>()?;
+    let started = std::time::Instant::now();
+    let result = fit(
+        &mut eval,
+        &data,
+        &FitOptions {
+            fix: fixes,
+            uncertainties: true,
+            starts: a.starts.map_or(Starts::Auto, Starts::Count),
+            ..Default::default()
+        },
+    )?;
+    let fit_seconds = started.elapsed().as_secs_f64();
+    if !result.converged {
+        eprintln!("warning: the fit did not converge: {}", result.reason);
+    }
+    super::warn_all(&result.warnings);
+    if result.hessian_positive_definite == Some(false) {
+        eprintln!("warning: the Hessian at the minimum is not positive definite; uncertainties are unreliable");
+    }
+    let space = eval.space();
+    a.out.emit(
+        || fit_json(&model, space, &source, &result, fit_seconds),
+        || fit_table(&model, space, &result),
+    )?;
+    Ok(if result.converged {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(3)
+    })
+}
+
+fn fit_json(
+    model: &Model,
+    space: &ParameterSpace,
+    source: &str,
+    r: &FitResult,
+    fit_seconds: f64,
+) -> String {
+    let n = space.len();
+    let pars: Vec<Value> = (0..n)
+        .map(|i| {
+            let unc = r.uncertainties.as_ref().map(|u| u[i]);
+            let mut v = json!({
+                "name": space.names[i],
+                "value": r.bestfit[i],
+                "uncertainty": unc,
+                "fixed": r.fixed[i],
+            });
+            if let Some((centre, width)) = space.priors[i].centre_width() {
+                v["pull"] = json!((r.bestfit[i] - centre) / width);
+                v["constraint"] = json!(unc.map(|u| u / width));
+            }
+            v
+        })
+        .collect();
+    let correlation = r.correlation.as_ref().map(|c| {
+        (0..n)
+            .map(|i| c[i * n..(i + 1) * n].to_vec())
+            .collect::<Vec<_>>()
+    });
+    let doc = json!({
+        "workspace": source,
+        "measurement": model.measurement,
+        "interpolation": settings_json(model),
+        "poi": space.poi_name(),
+        "poi_index": space.poi,
+        "converged": r.converged,
+        "reason": r.reason,
+        "twice_nll": r.twice_nll,
+        "iterations": r.iterations,
+        "evaluations": r.evaluations,
+        "projected_gradient_norm": r.projected_gradient_norm,
+        "hessian_positive_definite": r.hessian_positive_definite,
+        "starts": r.starts,
+        "kinks": r.kinks,
+        "warnings": r.warnings,
+        "parameters": pars,
+        "correlation": correlation,
+        "fit_seconds": fit_seconds,
+    });
+    serde_json::to_string_pretty(&doc).expect("serializable") + "\n"
+}
+
+fn fit_table(model: &Model, space: &ParameterSpace, r: &FitResult) -> String {
+    let mut s = String::new();
+    let width = space
+        .names
+        .iter()
+        .map(String::len)
+        .max()
+        .unwrap_or(9)
+        .max(9);
+    s.push_str(&format!(
+        "fit: {} ({}; normsys {}, histosys {})\n",
+        if r.converged {
+            "converged"
+        } else {
+            "NOT CONVERGED"
+        },
+        r.reason,
+        model.settings.normsys,
+        model.settings.histosys
+    ));
+    s.push_str(&format!(
+        "twice_nll = {:.10}   iterations {}   evaluations {}   |proj. grad| {:.1e}\n\n",
+        r.twice_nll, r.iterations, r.evaluations, r.projected_gradient_norm
+    ));
+    s.push_str(&format!(
+        "{:<width$}  {:>14}  {:>12}  {:>8}  {:>10}\n",
+        "parameter", "value", "error", "pull", "constraint"
+    ));
+    for (i, name) in space.names.iter().enumerate() {
+        let unc = r.uncertainties.as_ref().map(|u| u[i]);
+        let err = match (r.fixed[i], unc) {
+            (true, _) => "fixed".to_string(),
+            (false, Some(u)) => format!("±{u:.6}"),
+            (false, None) => "-".to_string(),
+        };
+        let (pull, constraint) = match space.priors[i].centre_width() {
+            Some((c, w)) if !r.fixed[i] => (
+                format!("{:+.3}", (r.bestfit[i] - c) / w),
+                unc.map(|u| format!("{:.3}", u / w)).unwrap_or_default(),
+            ),
+            _ => (String::new(), String::new()),
+        };
+        let marker = if i == space.poi { " (POI)" } else { "" };
+        s.push_str(&format!(
+            "{:<width$}  {:>14.8}  {:>12}  {:>8}  {:>10}{marker}\n",
+            name, r.bestfit[i], err, pull, constraint
+        ));
+    }
+    s
+}

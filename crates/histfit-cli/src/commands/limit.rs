@@ -1,0 +1,72 @@
+//! `histfit limit`: observed and expected CLs upper limits on the POI.
+
+use super::OutputArgs;
+use crate::model_args::ModelArgs;
+use crate::output::{self, band_line};
+use crate::progress;
+use anyhow::Result;
+use histfit_infer::{FitOptions, TestStat, UpperLimit};
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    model: ModelArgs,
+    #[arg(long, default_value_t = 0.05)]
+    alpha: f64,
+    #[arg(long = "test-stat", default_value = "qtilde")]
+    test_stat: TestStat,
+    /// Instead of root finding, scan LO:HI:N hypotests and interpolate.
+    #[arg(long, value_name = "LO:HI:N", allow_hyphen_values = true)]
+    scan: Option<String>,
+    #[command(flatten)]
+    out: OutputArgs,
+}
+
+pub fn run(a: Args) -> Result<ExitCode> {
+    let (model, source, data, mut eval) = a.model.prepare()?;
+    let ts = a.test_stat;
+    let r = match &a.scan {
+        None => {
+            histfit_infer::upper_limit(&mut eval, &data, a.alpha, ts, &FitOptions::default(), 1e-7)?
+        }
+        Some(spec) => {
+            let parts: Vec<&str> = spec.split(':').collect();
+            let bad = || anyhow::anyhow!("--scan {spec}: expected LO:HI:N, e.g. 0:5:51");
+            if parts.len() != 3 {
+                return Err(bad());
+            }
+            let (lo, hi) = super::parse_range(&format!("{}:{}", parts[0], parts[1]))?;
+            let n: usize = parts[2].parse().map_err(|_| bad())?;
+            let values = histfit_infer::linspace(lo, hi, n);
+            let bar = progress::Bar::new("limit scan", n);
+            let r = histfit_infer::upper_limit_scan(
+                &mut eval,
+                &data,
+                a.alpha,
+                ts,
+                &FitOptions::default(),
+                &values,
+                &mut |d, _| bar.set(d),
+            )?;
+            bar.finish();
+            r
+        }
+    };
+    super::warn_all(&r.warnings);
+    a.out
+        .emit(|| output::json(&source, &model, &r), || table(&r))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn table(r: &UpperLimit) -> String {
+    let mut s = format!(
+        "upper limit at CLs = {} ({:?}), {} hypotests\n",
+        r.alpha,
+        r.test_stat,
+        r.evaluations.len()
+    );
+    s.push_str(&format!("observed       {:.6}\n", r.obs));
+    s.push_str(&band_line("expected", &r.exp));
+    s
+}

@@ -1,0 +1,122 @@
+//! The command table: one module per command, each holding its arguments, its one call into
+//! inference and its output (table and JSON document). `main` parses and dispatches here.
+
+pub mod devices;
+pub mod fit;
+pub mod hypotest;
+pub mod hypotest_toys;
+pub mod inspect;
+pub mod limit;
+pub mod merge_toys;
+pub mod ranking;
+pub mod scan;
+pub mod significance;
+pub mod toys;
+
+use anyhow::Result;
+use clap::Subcommand;
+use std::process::ExitCode;
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Maximum likelihood fit with uncertainties.
+    Fit(fit::Args),
+    /// Profile likelihood scan of the POI: 2ΔNLL and conditional fits per point.
+    Scan(scan::Args),
+    /// Asymptotic CLs hypothesis test at one POI value.
+    Hypotest(hypotest::Args),
+    /// Observed and expected upper limits on the POI (CLs = alpha).
+    Limit(limit::Args),
+    /// Discovery significance (q0): observed and expected p0 and Z.
+    Significance(significance::Args),
+    /// Rank nuisance parameters by their impact on the POI (parallel refits).
+    Ranking(ranking::Args),
+    /// Generate and fit a toy ensemble (parallel, reproducible from the seed).
+    Toys(toys::Args),
+    /// Toy-based CLs (signal+background and background-only ensembles).
+    HypotestToys(hypotest_toys::Args),
+    /// Merge the --json outputs of sharded `toys` or `hypotest-toys` runs into one result.
+    MergeToys(merge_toys::Args),
+    /// List the devices histfit can use (the CPU and CUDA GPUs), or why there is no GPU.
+    Devices(devices::Args),
+    /// List channels, bins, samples, parameters by type and the POI.
+    Inspect(inspect::Args),
+}
+
+impl Command {
+    pub fn run(self) -> Result<ExitCode> {
+        match self {
+            Command::Fit(a) => fit::run(a),
+            Command::Scan(a) => scan::run(a),
+            Command::Hypotest(a) => hypotest::run(a),
+            Command::Limit(a) => limit::run(a),
+            Command::Significance(a) => significance::run(a),
+            Command::Ranking(a) => ranking::run(a),
+            Command::Toys(a) => toys::run(a),
+            Command::HypotestToys(a) => hypotest_toys::run(a),
+            Command::MergeToys(a) => merge_toys::run(a),
+            Command::Devices(a) => devices::run(a),
+            Command::Inspect(a) => inspect::run(a),
+        }
+    }
+}
+
+/// `--json` and `-o FILE`, shared by the commands.
+#[derive(clap::Args, Debug, Clone)]
+pub struct OutputArgs {
+    /// Machine-readable JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Write the output to this file instead of stdout.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<String>,
+}
+
+impl OutputArgs {
+    /// Writes the JSON document or the table, whichever was asked for.
+    pub fn emit(
+        &self,
+        json: impl FnOnce() -> String,
+        table: impl FnOnce() -> String,
+    ) -> Result<()> {
+        let text = if self.json { json() } else { table() };
+        crate::output::emit(&text, self.output.as_deref())
+    }
+}
+
+/// Parses LO:HI.
+pub fn parse_range(s: &str) -> Result<(f64, f64)> {
+    let bad = || anyhow::anyhow!("range \"{s}\": expected LO:HI with LO < HI, e.g. 0:3");
+    let (a, b) = s.split_once(':').ok_or_else(bad)?;
+    let (lo, hi): (f64, f64) = (
+        a.trim().parse().map_err(|_| bad())?,
+        b.trim().parse().map_err(|_| bad())?,
+    );
+    if lo.partial_cmp(&hi) != Some(std::cmp::Ordering::Less) {
+        return Err(bad());
+    }
+    Ok((lo, hi))
+}
+
+pub fn warn_all(warnings: &[String]) {
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
+}
+
+/// Parses `--shard K/N` (1-based K) into a range of toy indices.
+pub fn parse_shard(shard: Option<&str>, n_toys: u64) -> Result<std::ops::Range<u64>> {
+    let Some(spec) = shard else {
+        return Ok(0..n_toys);
+    };
+    let bad = || anyhow::anyhow!("--shard {spec}: expected K/N with 1 ≤ K ≤ N, e.g. 2/10");
+    let (k, n) = spec.split_once('/').ok_or_else(bad)?;
+    let (k, n): (u64, u64) = (
+        k.trim().parse().map_err(|_| bad())?,
+        n.trim().parse().map_err(|_| bad())?,
+    );
+    if k == 0 || k > n {
+        return Err(bad());
+    }
+    Ok(histfit_infer::shard_range(n_toys, k - 1, n)?)
+}

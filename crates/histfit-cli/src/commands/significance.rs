@@ -1,0 +1,39 @@
+//! `histfit significance`: the discovery test (q0), observed and expected.
+
+use super::OutputArgs;
+use crate::model_args::ModelArgs;
+use crate::output::{self, band_line};
+use anyhow::Result;
+use histfit_infer::{FitOptions, Significance};
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    model: ModelArgs,
+    #[command(flatten)]
+    out: OutputArgs,
+}
+
+pub fn run(a: Args) -> Result<ExitCode> {
+    let (model, source, data, mut eval) = a.model.prepare()?;
+    let r = histfit_infer::significance(&mut eval, &data, &FitOptions::default())?;
+    super::warn_all(&r.warnings);
+    a.out
+        .emit(|| output::json(&source, &model, &r), || table(&r))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn table(r: &Significance) -> String {
+    format!(
+        "discovery test (q0): μ̂ = {:.6}\nobserved  q0 = {:.6}  p0 = {:.6e}  Z = {:.4}\nexpected  q0 = {:.6}  p0 = {:.6e}  Z = {:.4}\n{}",
+        r.mu_hat,
+        r.q0_obs,
+        r.p0_obs,
+        r.z_obs,
+        r.q0_exp,
+        r.p0_exp,
+        r.z_exp,
+        band_line("expected p0", &r.p0_exp_band)
+    )
+}

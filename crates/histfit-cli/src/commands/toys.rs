@@ -1,0 +1,83 @@
+//! `histfit toys`: a toy ensemble generated at a fit and fitted, on the CPU or a GPU, in shards
+//! if asked; its `--json` document is what `merge-toys` reads back.
+
+use super::OutputArgs;
+use crate::model_args::ModelArgs;
+use crate::{device, output, progress};
+use anyhow::Result;
+use histfit_infer::{FitOptions, GenPoint, ToyEnsemble};
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    model: ModelArgs,
+    #[arg(long = "n-toys", default_value_t = 1000)]
+    n_toys: u64,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Generate at the conditional fit with the POI at this value (default: the free fit).
+    #[arg(long, allow_negative_numbers = true)]
+    mu: Option<f64>,
+    /// Run only block K of N of the ensemble (merge the outputs with merge-toys).
+    #[arg(long, value_name = "K/N")]
+    shard: Option<String>,
+    #[command(flatten)]
+    out: OutputArgs,
+}
+
+pub fn run(a: Args) -> Result<ExitCode> {
+    let (model, source, data, mut eval) = a.model.prepare()?;
+    let range = super::parse_shard(a.shard.as_deref(), a.n_toys)?;
+    let at = a.mu.map_or(GenPoint::FreeFit, GenPoint::ConditionalFit);
+    let gen = histfit_infer::generation_point(&mut eval, &data, &at)?;
+    let bar = progress::Bar::new("toys", (range.end - range.start) as usize);
+    let batcher = device::batcher(&eval);
+    let fits = histfit_infer::toys::fit_toys_on(
+        &device::AnyRunner::new(&eval, batcher.as_ref()),
+        &gen,
+        a.seed,
+        range,
+        &FitOptions::default(),
+        &|d, _| bar.set(d),
+    )?;
+    bar.finish();
+    let doc = ToyEnsemble::new(a.seed, a.n_toys, gen, fits);
+    if doc.summary.failed > 0 {
+        eprintln!(
+            "warning: {} of {} toy fits did not converge (counted in \"failed\", flagged per toy)",
+            doc.summary.failed, doc.summary.n
+        );
+    }
+    a.out.emit(
+        || output::json(&source, &model, &Doc::from(doc.clone())),
+        || table(&doc),
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The `toys --json` document (also what `merge-toys` reads back): the ensemble of
+/// histfit-infer with its kind.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Doc {
+    pub kind: String,
+    #[serde(flatten)]
+    pub ensemble: ToyEnsemble,
+}
+
+impl From<ToyEnsemble> for Doc {
+    fn from(ensemble: ToyEnsemble) -> Self {
+        Doc {
+            kind: "toys".into(),
+            ensemble,
+        }
+    }
+}
+
+pub fn table(d: &ToyEnsemble) -> String {
+    let s = &d.summary;
+    format!(
+        "{} toys (seed {}): {} converged, {} failed\nfitted POI: mean {:.6}, standard deviation {:.6}\n",
+        s.n, d.seed, s.converged, s.failed, s.poi_mean, s.poi_std
+    )
+}
