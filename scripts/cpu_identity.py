@@ -68,7 +68,7 @@ def main():
     a = ap.parse_args()
     out = a.out or tempfile.mkdtemp(prefix="cpu-identity-")
     os.makedirs(out, exist_ok=True)
-    compared = failed = 0
+    compared = failed = errors = 0
     for ws in WORKSPACES:
         for setting in ["smooth", "pyhf"]:
             for cmd in COMMANDS:
@@ -82,7 +82,12 @@ def main():
                 if diff:
                     failed += 1
                     print(f"DIFFERENT {name}: {len(diff)} values, first: {diff[:3]}")
-    print(f"{compared - failed}/{compared} documents bit-identical (kept in {out})")
+                elif "exit" in docs[0]:
+                    # The same refusal from both builds: identical, but not a result.
+                    errors += 1
+                    print(f"same error {name}: {docs[0]['stderr']}")
+    print(f"{compared - failed}/{compared} documents bit-identical, {errors} of them the same error "
+          f"on both sides (kept in {out})")
     sys.exit(1 if failed else 0)
 
 

@@ -4,7 +4,7 @@
 //! answers the seam's questions with these functions, so they agree by construction.
 
 use crate::space::{ParameterSpace, Prior};
-use crate::{rng, ComputeError, Dataset, Result};
+use crate::{rng, ComputeError, Dataset, Evaluator, Result};
 use histfit_model::{Constraint, InterpCode, Model};
 
 /// The parameter space of a compiled model. Constraint centres are the model's observed
@@ -83,6 +83,19 @@ pub fn expected_aux(model: &Model, params: &[f64]) -> Vec<f64> {
             _ => params[p],
         })
         .collect()
+}
+
+/// Expected data of a HistFactory model in pyhf's layout: main bins, then the auxiliary data
+/// each constraint expects (θ for Gaussian, θ·τ for Poisson constraints).
+pub fn expected_data<E: Evaluator + ?Sized>(
+    eval: &mut E,
+    model: &Model,
+    params: &[f64],
+) -> Result<Vec<f64>> {
+    let mut out = vec![0.0; model.n_main];
+    eval.expected_main(params, &mut out)?;
+    out.extend(expected_aux(model, params));
+    Ok(out)
 }
 
 /// The Asimov dataset at `params` from the expected main counts there. An empty bin held at its

@@ -17,7 +17,7 @@ pub mod yields;
 
 pub use cpu::CpuEvaluator;
 pub use dataset::Dataset;
-pub use histfactory::{check_batch, expected_aux};
+pub use histfactory::{check_batch, expected_aux, expected_data};
 pub use space::{ParameterSpace, Prior};
 pub use yields::{AsimovTerm, YieldEvaluator, YieldGradTerms, YieldGradient};
 
@@ -68,9 +68,10 @@ pub fn poisson_term(l: f64, n: f64) -> Option<(f64, f64)> {
     }
 }
 
-/// Evaluates the likelihood of one compiled model. Values are `-ln L` (pyhf's `-logpdf`); where the
-/// model predicts a non-positive rate for observed events, the value is `+inf` (never a panic).
-/// Bins without events continue below λ = 0 as [`EMPTY_BIN_WALL`] says.
+/// Evaluates one likelihood: −ln L (pyhf's `-logpdf` for a HistFactory model) and its gradient,
+/// and generates its data. Where the likelihood is zero (for a HistFactory model: a
+/// non-positive rate where events are observed) the value is `+inf`, never a panic; HistFactory
+/// bins without events continue below λ = 0 as [`EMPTY_BIN_WALL`] says.
 pub trait Evaluator {
     /// The likelihood's parameters.
     fn space(&self) -> &ParameterSpace;
@@ -230,19 +231,6 @@ impl<B: BatchEvaluator> Evaluator for OneAtATime<B> {
     fn expected_main(&mut self, params: &[f64], out: &mut [f64]) -> Result<()> {
         self.batch.expected_main_batch(params, out)
     }
-}
-
-/// Expected data of a HistFactory model in pyhf's layout: main bins, then the auxiliary data
-/// each constraint expects (θ for Gaussian, θ·τ for Poisson constraints).
-pub fn expected_data<E: Evaluator + ?Sized>(
-    eval: &mut E,
-    model: &histfit_model::Model,
-    params: &[f64],
-) -> Result<Vec<f64>> {
-    let mut out = vec![0.0; model.n_main];
-    eval.expected_main(params, &mut out)?;
-    out.extend(expected_aux(model, params));
-    Ok(out)
 }
 
 /// Hessian of −ln L by forward differences of the analytic gradient, symmetrised, over the

@@ -37,6 +37,12 @@ pub fn philox4x32_10(mut ctr: [u32; 4], mut key: [u32; 2]) -> [u32; 4] {
     ctr
 }
 
+/// Means below this are drawn by inversion (sequential search of the CDF), from it on by
+/// Hörmann's transformed rejection (PTRS); the CUDA generator gets both constants from here.
+pub const POISSON_INVERSION_BELOW: f64 = 12.0;
+/// The inversion's last k (its CDF is 1 to rounding long before).
+pub const POISSON_INVERSION_MAX_K: f64 = 1000.0;
+
 /// Streams within one toy.
 pub const STREAM_MAIN: u32 = 0;
 pub const STREAM_AUX: u32 = 1;
@@ -95,12 +101,12 @@ impl ToyStream {
         if lam.is_nan() || lam <= 0.0 || lam.is_infinite() {
             return 0.0;
         }
-        if lam < 12.0 {
+        if lam < POISSON_INVERSION_BELOW {
             let u = self.uniform();
             let mut k = 0.0;
             let mut p = portable_exp(-lam);
             let mut cdf = p;
-            while u > cdf && k < 1000.0 {
+            while u > cdf && k < POISSON_INVERSION_MAX_K {
                 k += 1.0;
                 p *= lam / k;
                 cdf += p;

@@ -57,6 +57,35 @@ impl ParameterSpace {
         self.names.is_empty()
     }
 
+    /// Refuses a space whose tables disagree in length or whose POI is not one of its
+    /// parameters (a likelihood's own bug, caught before a fit indexes past an end).
+    pub fn check(&self) -> crate::Result<()> {
+        let n = self.names.len();
+        for (what, len) in [
+            ("parameter space: init", self.init.len()),
+            ("parameter space: bounds", self.bounds.len()),
+            ("parameter space: fixed", self.fixed.len()),
+            ("parameter space: priors", self.priors.len()),
+            ("parameter space: scales", self.scales.len()),
+            ("parameter space: kinked", self.kinked.len()),
+        ] {
+            if len != n {
+                return Err(crate::ComputeError::Length {
+                    what,
+                    expected: n,
+                    got: len,
+                });
+            }
+        }
+        if self.poi >= n {
+            return Err(crate::ComputeError::InvalidData {
+                place: "parameter space: poi".into(),
+                rule: format!("index {} is not one of its {n} parameters", self.poi),
+            });
+        }
+        Ok(())
+    }
+
     pub fn poi_name(&self) -> &str {
         &self.names[self.poi]
     }

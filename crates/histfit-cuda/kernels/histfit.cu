@@ -13,9 +13,10 @@
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
-// Constants shared with Rust — EMPTY_BIN_WALL, the interpolation codes CODE0 … CODE4P, the
-// constraint kinds KIND_*, the Philox constants PH_* and LN2_HI/LN2_LO — are defined there once
-// and passed as -D options (histfit-cuda's kernels.rs, shared_definitions).
+// Constants shared with Rust (the empty-bin continuation, the interpolation code numbers, the
+// constraint kinds, the toy generator's Philox, ln 2, stream and Poisson-switch constants) are
+// defined there once and passed as -D options (histfit-cuda's kernels.rs, shared_definitions).
+// The samplers' own algorithm coefficients are ported line for line, checked bit for bit.
 
 __device__ __forceinline__ void additive_weights(int code, double a, double* w, double* dw) {
     w[0] = w[1] = w[2] = w[3] = 0.0;
@@ -37,7 +38,7 @@ __device__ __forceinline__ void additive_weights(int code, double a, double* w, 
             w[0] = a * a; w[1] = a;
             dw[0] = 2.0 * a; dw[1] = 1.0;
         }
-    } else { // CODE4P
+    } else if (code == CODE4P) { // (multiplicative codes never come here: weights stay 0)
         if (a > 1.0) { w[2] = a; dw[2] = 1.0; }
         else if (a < -1.0) { w[3] = a; dw[3] = 1.0; }
         else {
@@ -520,12 +521,12 @@ __device__ double normal01(Stream* s) {
 
 __device__ double poisson(Stream* s, double lam) {
     if (lam <= 0.0) return 0.0;
-    if (lam < 12.0) {
+    if (lam < POISSON_INVERSION_BELOW) {
         double u = uniform01(s);
         double k = 0.0;
         double p = portable_exp(-lam);
         double cdf = p;
-        while (u > cdf && k < 1000.0) {
+        while (u > cdf && k < POISSON_INVERSION_MAX_K) {
             k += 1.0;
             p *= lam / k;
             cdf += p;
@@ -564,12 +565,12 @@ extern "C" __global__ void generate_toys(u64 seed, u64 first, int count, int n_m
     u64 toy = first + (u64)i;
     double* o = out + (long long)i * (n_main + n_aux);
     Stream s;
-    stream_init(&s, seed, toy, 0u);
+    stream_init(&s, seed, toy, STREAM_MAIN);
     for (int b = 0; b < n_main; ++b) {
         double l = lam_main[b];
         o[b] = poisson(&s, l > 0.0 ? l : 0.0);
     }
-    stream_init(&s, seed, toy, 1u);
+    stream_init(&s, seed, toy, STREAM_AUX);
     for (int k = 0; k < n_aux; ++k) {
         if (aux_kind[k] == KIND_GAUSS) o[n_main + k] = aux_center[k] + aux_sigma[k] * normal01(&s);
         else o[n_main + k] = poisson(&s, aux_center[k]);

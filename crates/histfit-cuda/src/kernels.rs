@@ -35,8 +35,8 @@ fn options(arch: &'static str) -> CompileOptions {
 
 /// The constants the kernels share with Rust, defined once there and passed as `-D` options:
 /// the empty-bin continuation, the interpolation code numbers, the constraint kinds of the
-/// tables, and the toy generator's Philox and ln 2 constants. (Floats print in their shortest
-/// round-trip form, so the kernels read the same bits.)
+/// tables, and the toy generator's Philox, ln 2, stream and Poisson-switch constants. (Floats
+/// print in their shortest round-trip form, so the kernels read the same bits.)
 pub fn shared_definitions() -> Vec<String> {
     use histfit_compute::rng;
     let mut d = vec![format!(
@@ -63,8 +63,17 @@ pub fn shared_definitions() -> Vec<String> {
     ] {
         d.push(format!("-D{name}={v:#X}u"));
     }
+    d.push(format!("-DSTREAM_MAIN={}u", rng::STREAM_MAIN));
+    d.push(format!("-DSTREAM_AUX={}u", rng::STREAM_AUX));
     d.push(format!("-DLN2_HI={:e}", rng::LN2_HI));
     d.push(format!("-DLN2_LO={:e}", rng::LN2_LO));
+    for (name, v) in [
+        ("POISSON_INVERSION_BELOW", rng::POISSON_INVERSION_BELOW),
+        ("POISSON_INVERSION_MAX_K", rng::POISSON_INVERSION_MAX_K),
+    ] {
+        // `{:?}` keeps the decimal point (12.0): a double literal in C, not an int.
+        d.push(format!("-D{name}={v:?}"));
+    }
     d
 }
 
@@ -171,12 +180,24 @@ mod tests {
     /// back to the same bits (NVRTC parses them as C does).
     #[test]
     fn shared_constants_are_defined_once_in_rust() {
+        // The kernels' code without comments, as whole identifiers.
+        let code: String = SOURCE
+            .lines()
+            .map(|l| l.split("//").next().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let words: std::collections::HashSet<&str> = code
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .collect();
         for d in shared_definitions() {
             let (name, value) = d
                 .strip_prefix("-D")
                 .and_then(|x| x.split_once('='))
                 .expect("-DNAME=VALUE");
-            assert!(SOURCE.contains(name), "{name} is not used by the kernels");
+            assert!(
+                words.contains(name),
+                "{name} is not used by the kernels' code"
+            );
             assert!(
                 !SOURCE.contains(&format!("#define {name}")),
                 "{name} is defined again in histfit.cu"
@@ -186,6 +207,8 @@ mod tests {
                     u32::from_str_radix(hex.trim_end_matches('u'), 16).is_ok(),
                     "{d}"
                 );
+            } else if let Some(int) = value.strip_suffix('u') {
+                assert!(int.parse::<u32>().is_ok(), "{d}");
             } else {
                 assert!(value.parse::<f64>().is_ok(), "{d}");
             }

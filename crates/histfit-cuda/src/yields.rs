@@ -314,6 +314,16 @@ impl CudaYields {
     }
 }
 
+impl CudaYields {
+    /// Toys of a likelihood whose yields are inputs in device memory would need the device's
+    /// rates, whose last bits differ from the CPU's (see `Session::host_rates`): the statistics
+    /// of the differentiable layer need none, so they are refused rather than drawn from the
+    /// model's own yields.
+    fn toys_refused() -> ComputeError {
+        ComputeError::Unsupported("toy generation with input yields in device memory")
+    }
+}
+
 impl Evaluator for CudaYields {
     fn space(&self) -> &ParameterSpace {
         self.batch.space()
@@ -321,13 +331,15 @@ impl Evaluator for CudaYields {
     fn asimov(&mut self, params: &[f64]) -> histfit_compute::Result<Dataset> {
         self.batch.asimov(params)
     }
+    /// Refused: toys are drawn from the host's rates of the model's own yields, which the input
+    /// yields in device memory are not (see [`CudaYields::toys_refused`]).
     fn toys(
         &mut self,
-        params: &[f64],
-        seed: u64,
-        indices: std::ops::Range<u64>,
+        _: &[f64],
+        _: u64,
+        _: std::ops::Range<u64>,
     ) -> histfit_compute::Result<Vec<Dataset>> {
-        self.batch.toys(params, seed, indices)
+        Err(Self::toys_refused())
     }
     fn nll(&mut self, params: &[f64], data: &Dataset) -> histfit_compute::Result<f64> {
         self.batch.nll(params, data)
@@ -355,11 +367,11 @@ impl BatchEvaluator for CudaYields {
     }
     fn toys(
         &mut self,
-        params: &[f64],
-        seed: u64,
-        indices: std::ops::Range<u64>,
+        _: &[f64],
+        _: u64,
+        _: std::ops::Range<u64>,
     ) -> histfit_compute::Result<Vec<Dataset>> {
-        BatchEvaluator::toys(&mut self.batch.batch, params, seed, indices)
+        Err(Self::toys_refused())
     }
     fn nll_grad_batch(
         &mut self,

@@ -335,7 +335,6 @@ fn device_toys_are_bit_identical_to_cpu_toys() {
             );
         }
     }
-    let _ = Arc::new(0);
 }
 
 /// Yields given in device memory (as from a PyTorch CUDA tensor): q0, qμ and the expected q0 and

@@ -222,8 +222,8 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
         Ok(self.free_obs.as_ref().expect("set above"))
     }
 
-    /// The Asimov dataset: expected main and auxiliary data at the conditional fit of the observed
-    /// data with μ = 0 (μ = 1 for q0).
+    /// The Asimov dataset (the likelihood's expected data, [`Evaluator::asimov`]) at the
+    /// conditional fit of the observed data with μ = 0 (μ = 1 for q0).
     pub fn asimov(&mut self) -> Result<Dataset> {
         if let Some(a) = &self.asimov {
             return Ok(a.clone());

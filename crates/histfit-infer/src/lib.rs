@@ -26,7 +26,7 @@ pub use toys::{
     shard_range, EnsembleSummary, GenPoint, ToyEnsemble, ToyFit, ToyHypotest,
 };
 
-/// Refuses to hold parameter `i` of `model` at `v` outside its bounds or at a non-finite value:
+/// Refuses to hold parameter `i` of `space` at `v` outside its bounds or at a non-finite value:
 /// the one message of every front end (the CLI's `--fix`, Python's `fixed=`).
 pub fn check_fixed_value(space: &histfit_compute::ParameterSpace, i: usize, v: f64) -> Result<()> {
     let (lower, upper) = space.bounds[i];

@@ -192,7 +192,12 @@ fn solve(
     ))
 }
 
-/// Upper limits by root finding on CLs(μ) = α (observed and the expected band).
+/// The relative tolerance on a limit every front end uses: far below any physics need, a few
+/// hypotests above the bracket.
+pub const DEFAULT_RTOL: f64 = 1e-7;
+
+/// Upper limits by root finding on CLs(μ) = α (observed and the expected band), to `rtol` of
+/// the limit (front ends pass [`DEFAULT_RTOL`]).
 pub fn upper_limit<E: Evaluator + ?Sized>(
     eval: &mut E,
     data: &Dataset,

@@ -6,7 +6,7 @@
 
 use crate::fit::{fit, FitOptions, FitResult};
 use crate::{InferError, Result};
-use histfit_compute::{Dataset, Evaluator};
+use histfit_compute::{Dataset, Evaluator, ParameterSpace};
 use rayon::prelude::*;
 use serde::Serialize;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -40,6 +40,22 @@ pub struct Ranking {
     pub entries: Vec<RankingEntry>,
     /// Refits that did not converge (their entries say which).
     pub failed_fits: usize,
+}
+
+/// The parameters a ranking ranks — constrained, not the POI, not `fixed` — each with its
+/// constraint's centre and width: `(index, centre, width)`. (Four refits each.)
+pub fn ranked_parameters(space: &ParameterSpace, fixed: &[bool]) -> Vec<(usize, f64, f64)> {
+    space
+        .priors
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| i != space.poi && !fixed[i])
+        .filter_map(|(i, prior)| {
+            prior
+                .centre_width()
+                .map(|(centre, width)| (i, centre, width))
+        })
+        .collect()
 }
 
 /// Ranks every constrained, free nuisance parameter. `progress(done, total)` may be called from
@@ -76,17 +92,7 @@ pub fn ranking<E: Evaluator + Clone + Send + Sync>(
         .uncertainties
         .clone()
         .ok_or_else(|| InferError::Request("the nominal fit has no uncertainties".into()))?;
-    let params: Vec<(usize, f64, f64)> = space
-        .priors
-        .iter()
-        .enumerate()
-        .filter(|&(i, _)| i != poi && !nominal.fixed[i])
-        .filter_map(|(i, prior)| {
-            prior
-                .centre_width()
-                .map(|(centre, width)| (i, centre, width))
-        })
-        .collect();
+    let params = ranked_parameters(space, &nominal.fixed);
     // Four refits per parameter: post-fit up/down, pre-fit up/down.
     let tasks: Vec<(usize, usize, f64)> = params
         .iter()

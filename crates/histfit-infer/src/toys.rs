@@ -90,6 +90,8 @@ impl<E: Evaluator + Clone + Send + Sync + 'static> ToyRunner for OnCpu<'_, E> {
         let out: Vec<Result<T>> = indices
             .into_par_iter()
             .map(|i| {
+                // One toy per job, its rates computed again per toy: one expected-data pass,
+                // nothing next to the fit, and no ensemble-sized buffer of toys.
                 let mut ev = self.0.clone();
                 let toy = ev.toys(params, seed, i..i + 1)?.pop().expect("one toy");
                 block_on(work(Box::new(Blocking(Box::new(ev))), i, toy))

@@ -12,7 +12,7 @@
 use crate::error::{ModelError, Result};
 use crate::interp::{self, InterpCode};
 use crate::modifiers::{self, Defaults, SampleBuild, SetContext};
-use crate::spec::{Channel, Measurement, ModifierData, ParameterConfig, Workspace};
+use crate::spec::{Channel, Measurement, ParameterConfig, Workspace};
 use std::collections::{BTreeMap, HashMap};
 
 /// Choices made when compiling a workspace into a model.
@@ -416,15 +416,7 @@ impl Builder<'_> {
                     } else {
                         1
                     };
-                    if let ModifierData::StatError { uncertainties } = &m.data {
-                        let acc = self
-                            .stat
-                            .entry(m.name.clone())
-                            .or_insert_with(|| vec![(0.0, 0.0); len]);
-                        if acc.len() == len {
-                            modifiers::staterror::accumulate(acc, uncertainties, &s.data);
-                        }
-                    }
+                    modifiers::collect(&m.data, &m.name, &s.data, &mut self.stat);
                     let list = self.sets.entry(kind).or_default();
                     match list.iter().find(|(n, _)| *n == m.name) {
                         Some((_, info)) if info.len != len => {

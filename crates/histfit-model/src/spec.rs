@@ -303,7 +303,7 @@ fn parse_parameter_config(v: &Value, path: &str) -> Result<ParameterConfig> {
     })
 }
 
-fn as_object<'a>(v: &'a Value, path: &str) -> Result<&'a Map<String, Value>> {
+pub(crate) fn as_object<'a>(v: &'a Value, path: &str) -> Result<&'a Map<String, Value>> {
     v.as_object()
         .ok_or_else(|| ModelError::new(path, format!("expected an object, found {}", kind_of(v))))
 }

@@ -607,16 +607,12 @@ fn fit_options(
         }
         o.init = Some(v);
     }
+    let space = histfit_compute::histfactory::parameter_space(model);
     for (i, v) in fix {
         if i >= model.n_params() {
             return Err(bad(format!("fixed parameter index {i} out of range")));
         }
-        histfit_infer::check_fixed_value(
-            &histfit_compute::histfactory::parameter_space(model),
-            i,
-            v,
-        )
-        .map_err(infer_err)?;
+        histfit_infer::check_fixed_value(&space, i, v).map_err(infer_err)?;
         o.fix.push((i, v));
     }
     Ok(o)
@@ -701,7 +697,16 @@ fn upper_limit(
     let ts = self::test_stat(test_stat)?;
     let mut ev = open(model.model.clone(), device)?;
     let r = py
-        .detach(|| histfit_infer::upper_limit(&mut ev, &d, alpha, ts, &FitOptions::default(), 1e-7))
+        .detach(|| {
+            histfit_infer::upper_limit(
+                &mut ev,
+                &d,
+                alpha,
+                ts,
+                &FitOptions::default(),
+                histfit_infer::limits::DEFAULT_RTOL,
+            )
+        })
         .map_err(infer_err)?;
     to_json(&r)
 }

@@ -49,3 +49,15 @@ def test_training_raises_the_expected_significance(model):
         opt.step()
         losses.append(loss.item())
     assert losses[-1] < losses[0] - 1e-3, losses
+
+
+def test_gradients_are_shaped_like_the_yields(model):
+    # A (1, 2) signal tensor: the host path's gradients come back in its shape, as the GPU path's
+    # do, and the module's last result holds them as tensors.
+    y = torch.tensor([[20.0, 25.0]], dtype=torch.float64, requires_grad=True)
+    q0 = ht.ProfiledQ0(model)
+    q = q0({"signal": y})
+    q.backward()
+    assert y.grad.shape == y.shape
+    assert isinstance(q0.last.grad["signal"], torch.Tensor) and q0.last.grad["signal"].shape == y.shape
+    torch.testing.assert_close(q0.last.grad["signal"], y.grad)

@@ -126,3 +126,13 @@ def test_expected_q0_gradient_matches_differences(simple):
     for k in range(2):
         fd = central_difference(lambda yy: histfit.expected_q0(m, {"signal": yy}, edm=1e-14).q, y, k, 1e-4)
         assert r.grad["signal"][k] == pytest.approx(fd, rel=1e-5)
+
+
+def test_device_yields_need_a_cuda_device(simple):
+    # Yields in device memory name their device; a CPU one is refused before anything is read.
+    m, data = simple
+    dev = histfit._native.DeviceYields("cpu", [("signal", 0, 2)], 0)
+    with pytest.raises(histfit.HistfitError, match="expected a CUDA device"):
+        histfit.profiled_q0(m, dev, data)
+    with pytest.raises(histfit.HistfitError, match="unknown device"):
+        m.twice_nll_and_grad_yields(m.suggested_init(), data, histfit._native.DeviceYields("tpu", [], 0))

@@ -27,9 +27,14 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let (model, source, data, mut eval) = a.model.prepare()?;
     let ts = a.test_stat;
     let r = match &a.scan {
-        None => {
-            histfit_infer::upper_limit(&mut eval, &data, a.alpha, ts, &FitOptions::default(), 1e-7)?
-        }
+        None => histfit_infer::upper_limit(
+            &mut eval,
+            &data,
+            a.alpha,
+            ts,
+            &FitOptions::default(),
+            histfit_infer::limits::DEFAULT_RTOL,
+        )?,
         Some(spec) => {
             let parts: Vec<&str> = spec.split(':').collect();
             let bad = || anyhow::anyhow!("--scan {spec}: expected LO:HI:N, e.g. 0:5:51");

@@ -22,9 +22,7 @@ pub struct Args {
 pub fn run(a: Args) -> Result<ExitCode> {
     let (model, source, data, eval) = a.model.prepare()?;
     let space = eval.space();
-    let n = (0..space.len())
-        .filter(|&i| space.priors[i].centre_width().is_some() && !space.fixed[i])
-        .count();
+    let n = histfit_infer::ranking::ranked_parameters(space, &space.fixed).len();
     let bar = progress::Bar::new("ranking", 4 * n);
     let r = histfit_infer::ranking(&eval, &data, &FitOptions::default(), &|d, _| bar.set(d))?;
     bar.finish();

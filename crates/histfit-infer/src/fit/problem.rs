@@ -30,6 +30,7 @@ pub(crate) struct Problem {
 
 impl Problem {
     pub fn new(space: &ParameterSpace, opts: &FitOptions) -> Result<Problem> {
+        space.check()?;
         let n = space.names.len();
         let mut start = match &opts.init {
             Some(v) if v.len() != n => {

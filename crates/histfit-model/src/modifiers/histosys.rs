@@ -11,6 +11,9 @@ use crate::spec::ModifierData;
 use serde_json::Value;
 
 pub const NAME: &str = "histosys";
+/// The nominal value of α (shared with a normsys of the same name): the default auxiliary
+/// datum of its constraint.
+pub const NOMINAL: f64 = super::normsys::NOMINAL;
 
 pub(crate) fn parse(data: &Value, place: &str) -> Result<ModifierData> {
     let d = super::data_object(data, place)?;
@@ -34,7 +37,7 @@ pub(crate) fn bin_arrays<'a>(
 }
 
 pub(crate) fn defaults() -> Vec<Defaults> {
-    vec![Defaults::gauss(super::normsys::NOMINAL, -5.0, 5.0, 1.0)]
+    vec![Defaults::gauss(NOMINAL, -5.0, 5.0, 1.0)]
 }
 
 pub(crate) fn compile(

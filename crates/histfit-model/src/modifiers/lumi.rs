@@ -6,8 +6,8 @@ use super::{Defaults, SampleBuild, SetContext};
 use crate::error::{ModelError, Result};
 
 pub const NAME: &str = "lumi";
-/// The nominal value of a factor (lumi, staterror): the default auxiliary datum of a Gaussian
-/// constraint on one.
+/// The nominal luminosity factor: the default auxiliary datum of its constraint (the
+/// measurement must give one anyway).
 pub const NOMINAL: f64 = 1.0;
 
 pub(crate) fn defaults(cx: &SetContext) -> Result<Vec<Defaults>> {

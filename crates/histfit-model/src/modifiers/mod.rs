@@ -1,8 +1,8 @@
 //! One module per HistFactory modifier kind, each holding everything about it: how its JSON
 //! data reads, which arrays must match the channel's bins, its parameters' defaults (pyhf's),
 //! the auxiliary data its constraint expects by default, and its compile step into the model's
-//! flat tables. `spec` and `compile` walk the workspace and dispatch here by the pyhf type name;
-//! nothing else in the crate matches on a modifier kind.
+//! flat tables. `spec` and `compile` walk the workspace and dispatch here by the pyhf type name
+//! (or the parsed data's variant); nothing else in the crate matches on a modifier kind.
 //!
 //! The compiled tables are shared by kinds that act alike: normfactor and lumi scale a sample
 //! (`scale_factors`), shapefactor, staterror and shapesys scale single bins (`bin_factors`),
@@ -18,7 +18,7 @@ pub mod shapesys;
 pub mod staterror;
 
 use crate::compile::{Constraint, Model, Settings};
-use crate::error::{ModelError, Result};
+use crate::error::Result;
 use crate::spec::{ModifierData, ParameterConfig, Workspace};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -57,6 +57,25 @@ pub(crate) fn bin_arrays(data: &ModifierData) -> Vec<(&'static str, &[f64], bool
             vec![("data", uncertainties, true)]
         }
         _ => Vec::new(),
+    }
+}
+
+/// What a kind gathers over all samples before its defaults can be set: staterror's per-bin
+/// (Σδ², Σnominal) over the samples carrying the name.
+pub(crate) fn collect(
+    data: &ModifierData,
+    name: &str,
+    nominal: &[f64],
+    stat: &mut HashMap<String, Vec<(f64, f64)>>,
+) {
+    if let ModifierData::StatError { uncertainties } = data {
+        let acc = stat
+            .entry(name.to_owned())
+            .or_insert_with(|| vec![(0.0, 0.0); nominal.len()]);
+        // A set whose bin count differs is refused by the caller with a message.
+        if acc.len() == nominal.len() {
+            staterror::accumulate(acc, uncertainties, nominal);
+        }
     }
 }
 
@@ -143,9 +162,11 @@ pub(crate) fn defaults(kind: &str, cx: &SetContext) -> Result<Vec<Defaults>> {
 /// The auxiliary datum a constraint of a set of kind `kind` expects when the measurement gives
 /// none: the parameter's nominal value for a Gaussian constraint, τ for a Poisson one.
 pub(crate) fn default_aux(kind: &str, constraint: Constraint) -> f64 {
-    match constraint {
-        Constraint::Poisson { tau } => tau,
-        _ if kind == normsys::NAME || kind == histosys::NAME => normsys::NOMINAL,
+    match (constraint, kind) {
+        (Constraint::Poisson { tau }, _) => tau,
+        (_, normsys::NAME) => normsys::NOMINAL,
+        (_, histosys::NAME) => histosys::NOMINAL,
+        (_, staterror::NAME) => staterror::NOMINAL,
         _ => lumi::NOMINAL,
     }
 }
@@ -197,10 +218,5 @@ pub(crate) fn compile(
 
 /// The object at `place.data`.
 fn data_object<'a>(data: &'a Value, place: &str) -> Result<&'a Map<String, Value>> {
-    data.as_object().ok_or_else(|| {
-        ModelError::new(
-            format!("{place}.data"),
-            format!("expected an object, found {}", crate::spec::kind_of(data)),
-        )
-    })
+    crate::spec::as_object(data, &format!("{place}.data"))
 }

@@ -10,6 +10,8 @@ use crate::spec::ModifierData;
 use serde_json::Value;
 
 pub const NAME: &str = "staterror";
+/// The nominal value of γ: the default auxiliary datum of its constraint.
+pub const NOMINAL: f64 = 1.0;
 pub const PER_BIN: bool = true;
 
 pub(crate) fn parse(data: &Value, place: &str) -> Result<ModifierData> {
@@ -30,7 +32,7 @@ pub(crate) fn defaults(acc: &[(f64, f64)]) -> Vec<Defaults> {
     acc.iter()
         .map(|&(d2, nom)| {
             let rel = if nom > 0.0 { d2.sqrt() / nom } else { 0.0 };
-            let mut d = Defaults::gauss(1.0, 1e-10, 10.0, rel);
+            let mut d = Defaults::gauss(NOMINAL, 1e-10, 10.0, rel);
             if rel <= 0.0 {
                 d.fixed = true;
                 d.constraint = Constraint::Gauss { sigma: 1.0 };

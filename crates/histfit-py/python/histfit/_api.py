@@ -144,13 +144,17 @@ class Model:
         return self._native.twice_nll_and_grad(_array(pars, "pars"), _array(data, "data"))
 
     def twice_nll_and_grad_yields(
-        self, pars: Sequence[float], data: Sequence[float], yields: Dict[str, Sequence[float]]
-    ) -> Tuple[float, np.ndarray, Dict[str, np.ndarray]]:
+        self, pars: Sequence[float], data: Sequence[float],
+        yields: Union[Dict[str, Sequence[float]], "_native.DeviceYields"],
+    ) -> Tuple[float, np.ndarray, Optional[Dict[str, np.ndarray]]]:
         """−2 ln L with the nominal yields of some samples given as inputs (``{"signal": y}``;
         a sample present in several channels takes its bins concatenated in channel order,
         ``"channel/sample"`` picks one), its gradient with respect to the parameters and with
         respect to each input. Samples with histosys, staterror or shapesys modifiers (whose
-        terms depend on their own yields) are refused."""
+        terms depend on their own yields) are refused. ``yields`` may also be a
+        ``histfit._native.DeviceYields`` (float64 buffers in GPU memory, as ``histfit.torch``
+        passes CUDA tensors): the yield gradient is then written to its buffer and ``None`` is
+        returned in its place."""
         source, keys, arrays = _yield_source(yields)
         v, g, gy = self._native.twice_nll_and_grad_yields(_array(pars, "pars"), _array(data, "data"), source)
         return v, g, _split(gy, keys, arrays)
@@ -370,23 +374,26 @@ def _profiled(model: Model, yields, data, mu: float, discovery: bool, warm, edm=
     )
 
 
-def profiled_q0(model: Model, yields: Dict[str, Sequence[float]], data: Any = None,
+def profiled_q0(model: Model, yields: Union[Dict[str, Sequence[float]], "_native.DeviceYields"], data: Any = None,
                 warm: Optional[ProfiledStatistic] = None, edm: Optional[float] = None) -> ProfiledStatistic:
     """Discovery statistic q0 with the given samples' yields (see
-    :meth:`Model.twice_nll_and_grad_yields`) and dq0/dyields. ``warm``: the previous call's
+    :meth:`Model.twice_nll_and_grad_yields`, which also says how yields in GPU memory are given)
+    and dq0/dyields. ``warm``: the previous call's
     result, whose fits start this call's (a training step moves the yields a little). ``edm``:
     the fits' convergence threshold (default 1e-11); at 1e-13 or below the minima are then
     polished by Newton steps (gradient to ~1e-8 relative, at a few dozen more evaluations)."""
     return _profiled(model, yields, data, 0.0, True, warm, edm)
 
 
-def profiled_qmu(mu: float, model: Model, yields: Dict[str, Sequence[float]], data: Any = None,
+def profiled_qmu(mu: float, model: Model, yields: Union[Dict[str, Sequence[float]], "_native.DeviceYields"],
+                 data: Any = None,
                  warm: Optional[ProfiledStatistic] = None, edm: Optional[float] = None) -> ProfiledStatistic:
     """One-sided qμ at ``mu`` with the given yields, and dqμ/dyields."""
     return _profiled(model, yields, data, mu, False, warm, edm)
 
 
-def expected_q0(model: Model, yields: Dict[str, Sequence[float]], warm: Optional[ProfiledStatistic] = None,
+def expected_q0(model: Model, yields: Union[Dict[str, Sequence[float]], "_native.DeviceYields"],
+                warm: Optional[ProfiledStatistic] = None,
                 edm: Optional[float] = None) -> ProfiledStatistic:
     """Expected discovery significance: q0 on the Asimov dataset of μ = 1 (nuisance parameters
     at their initial values) built from the given yields, and dq0/dyields — including the

@@ -21,7 +21,7 @@ fits' parameter vectors and values cross the bus, never the yields or their grad
 yields are read as they are; other dtypes are converted on the device. When histfit cannot use
 the GPU (``histfit.devices()`` lists no CUDA device), CUDA tensors are copied to the host (with a
 warning saying why); a failure of the GPU itself raises ``histfit.DeviceError``. On the GPU path
-``ProfiledQ0.last.grad`` holds the gradients as CUDA tensors (numpy arrays on the host path).
+``ProfiledQ0.last.grad`` holds the gradients as tensors shaped like the yields, on their device.
 
 """
 
@@ -95,7 +95,8 @@ def _yield_source(keys: List[str], yields) -> Tuple[Any, Callable[[Any], List[to
         dev = _OnDevice(keys, tuple(yields))
         return dev.source, lambda _: dev.grads()
     return ({k: _np(y) for k, y in zip(keys, yields)},
-            lambda g: [torch.as_tensor(g[k], dtype=y.dtype, device=y.device) for k, y in zip(keys, yields)])
+            lambda g: [torch.as_tensor(g[k], dtype=y.dtype, device=y.device).reshape(y.shape)
+                       for k, y in zip(keys, yields)])
 
 
 class _TwiceNLL(torch.autograd.Function):
@@ -132,8 +133,7 @@ class _Profiled(torch.autograd.Function):
         source, grads = _yield_source(keys, yields)
         r = owner._evaluate(source)
         gys = grads(r.grad)
-        if r.grad is None:  # written to device memory: keep it with the result as tensors
-            r.grad = dict(zip(keys, gys))
+        r.grad = dict(zip(keys, gys))  # as tensors like the yields, whichever path made them
         ctx.save_for_backward(*gys)
         return torch.as_tensor(r.q, dtype=yields[0].dtype, device=yields[0].device)
 
