@@ -31,6 +31,11 @@ impl Bar {
         self.0.set_position(done as u64);
     }
 
+    /// One more item done (from any thread).
+    pub fn inc(&self) {
+        self.0.inc(1);
+    }
+
     pub fn finish(&self) {
         self.0.finish_and_clear();
     }

@@ -390,3 +390,64 @@ fn readme_examples_match_real_runs() {
     }
     assert!(checked >= 2, "README examples found: {checked}");
 }
+
+/// A signal grid gives, point for point, the documents of separate `--patch` runs; the CSV has a
+/// row per point keyed by the patch values; `--patches` selects; a point that fails is reported
+/// and counted (exit 3), the others still computed.
+#[test]
+fn patchset_grids_equal_separate_runs() {
+    let ws = fixture("simple_workspace.json");
+    let ps = fixture("simple_patchset.json");
+    let dir = std::env::temp_dir().join(format!("histfit-grid-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let csv = dir.join("grid.csv");
+    for (cmd, kind) in [("limit", "limit_grid"), ("hypotest", "hypotest_grid")] {
+        let grid = run_json(&[
+            cmd,
+            &ws,
+            "--patchset",
+            &ps,
+            "--json",
+            "--csv",
+            csv.to_str().unwrap(),
+        ]);
+        assert_eq!(grid["kind"], kind);
+        assert_eq!(grid["labels"], serde_json::json!(["mass"]));
+        assert_eq!(grid["n_points"], 2);
+        assert_eq!(grid["failed"], 0);
+        for p in grid["points"].as_array().unwrap() {
+            let name = p["patch"].as_str().unwrap();
+            let single = run_json(&[cmd, &ws, "--patch", &format!("{ps}:{name}"), "--json"]);
+            for (k, v) in single.as_object().unwrap() {
+                if !["workspace", "measurement", "interpolation", "poi"].contains(&k.as_str()) {
+                    assert_eq!(&p[k], v, "{cmd} {name}: {k}");
+                }
+            }
+        }
+        let text = std::fs::read_to_string(&csv).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(lines[0].starts_with("patch,mass,"), "{text}");
+        assert!(lines[1].starts_with("signal_100,100,"), "{text}");
+    }
+    let one = run_json(&["limit", &ws, "--patchset", &ps, "--patches", "*_2??", "--json"]);
+    assert_eq!(one["n_points"], 1);
+    assert_eq!(one["points"][0]["patch"], "signal_200");
+    // A patchset whose second patch breaks the workspace: that point fails, the first is kept.
+    let bad = dir.join("bad_patchset.json");
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&ps).unwrap()).unwrap();
+    v["patches"][1]["patch"][0]["value"] = serde_json::json!([1.0, 2.0, 3.0]);
+    std::fs::write(&bad, v.to_string()).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_histfit"))
+        .args(["hypotest", &ws, "--patchset", bad.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["failed"], 1);
+    assert!(doc["points"][0]["cls_obs"].is_number());
+    let err = doc["points"][1]["error"].as_str().unwrap();
+    assert!(err.contains("bins"), "{err}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("1 of 2 points failed"));
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -15,19 +15,24 @@ pub use error::{ModelError, Result};
 pub use interp::InterpCode;
 pub use spec::Workspace;
 
-/// Reads a workspace file, applies an optional patch (`(patchset file, patch name)`) and parses it.
-pub fn load_workspace(path: &str, patch: Option<(&str, &str)>) -> Result<Workspace> {
+/// Reads a JSON file (a workspace, a patchset), naming the file and the place of a syntax error.
+pub fn read_json(path: &str) -> Result<serde_json::Value> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| ModelError::new(path, format!("cannot read: {e}")))?;
-    let mut value: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| error::json_syntax_error(path, &text, &e))?;
-    if let Some((pfile, pname)) = patch {
-        let ptext = std::fs::read_to_string(pfile)
-            .map_err(|e| ModelError::new(pfile, format!("cannot read: {e}")))?;
-        let pvalue: serde_json::Value = serde_json::from_str(&ptext)
-            .map_err(|e| error::json_syntax_error(pfile, &ptext, &e))?;
-        patch::apply_patchset(&mut value, &pvalue, pname, pfile)?;
-    }
-    Workspace::from_value(&value)
+    serde_json::from_str(&text).map_err(|e| error::json_syntax_error(path, &text, &e))
+}
+
+/// Parses a workspace read from `path` (errors name the file and the JSON path).
+pub fn workspace_from_value(value: &serde_json::Value, path: &str) -> Result<Workspace> {
+    Workspace::from_value(value)
         .map_err(|e| ModelError::new(format!("{path}: {}", e.place), e.rule))
+}
+
+/// Reads a workspace file, applies an optional patch (`(patchset file, patch name)`) and parses it.
+pub fn load_workspace(path: &str, patch: Option<(&str, &str)>) -> Result<Workspace> {
+    let mut value = read_json(path)?;
+    if let Some((pfile, pname)) = patch {
+        patch::apply_patchset(&mut value, &read_json(pfile)?, pname, pfile)?;
+    }
+    workspace_from_value(&value, path)
 }

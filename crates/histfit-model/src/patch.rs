@@ -5,6 +5,86 @@
 use crate::error::{ModelError, Result};
 use serde_json::Value;
 
+/// One patch of a patchset: its place in the file, its name and its values (the signal point,
+/// e.g. masses, in the order of the patchset's `labels`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PatchPoint {
+    pub index: usize,
+    pub name: String,
+    pub values: Vec<Value>,
+}
+
+/// The patchset's labels (`metadata.labels`, empty where absent) and its patches in file order.
+pub fn patch_points(patchset: &Value, source: &str) -> Result<(Vec<String>, Vec<PatchPoint>)> {
+    let patches = patches(patchset, source)?;
+    let labels = patchset
+        .pointer("/metadata/labels")
+        .and_then(Value::as_array)
+        .map(|l| {
+            l.iter()
+                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let points = patches
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let name = p
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| {
+                    ModelError::new(
+                        format!("{source}: patches[{i}].metadata.name"),
+                        "missing patch name",
+                    )
+                })?;
+            let values = p
+                .pointer("/metadata/values")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            Ok(PatchPoint {
+                index: i,
+                name: name.to_owned(),
+                values,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((labels, points))
+}
+
+fn patches<'a>(patchset: &'a Value, source: &str) -> Result<&'a Vec<Value>> {
+    patchset
+        .get("patches")
+        .and_then(Value::as_array)
+        .ok_or_else(|| ModelError::new(source, "not a pyhf patchset: missing array \"patches\""))
+}
+
+/// Applies the patch at `point` (from [`patch_points`] of the same patchset) to `workspace`.
+pub fn apply_patch_point(
+    workspace: &mut Value,
+    patchset: &Value,
+    point: &PatchPoint,
+    source: &str,
+) -> Result<()> {
+    let i = point.index;
+    let ops = patches(patchset, source)?[i]
+        .get("patch")
+        .and_then(Value::as_array)
+        .ok_or_else(|| {
+            ModelError::new(
+                format!("{source}: patches[{i}].patch"),
+                "expected an array of operations",
+            )
+        })?;
+    apply_json_patch(
+        workspace,
+        ops,
+        &format!("{source}: patches[{i}] (\"{}\")", point.name),
+    )
+}
+
 /// Applies the patch called `name` from the patchset JSON `patchset` to `workspace` in place.
 pub fn apply_patchset(
     workspace: &mut Value,
@@ -12,42 +92,16 @@ pub fn apply_patchset(
     name: &str,
     source: &str,
 ) -> Result<()> {
-    let patches = patchset
-        .get("patches")
-        .and_then(Value::as_array)
-        .ok_or_else(|| ModelError::new(source, "not a pyhf patchset: missing array \"patches\""))?;
-    let mut names = Vec::new();
-    for (i, p) in patches.iter().enumerate() {
-        let pname = p
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .ok_or_else(|| {
-                ModelError::new(
-                    format!("{source}: patches[{i}].metadata.name"),
-                    "missing patch name",
-                )
-            })?;
-        if pname == name {
-            let ops = p.get("patch").and_then(Value::as_array).ok_or_else(|| {
-                ModelError::new(
-                    format!("{source}: patches[{i}].patch"),
-                    "expected an array of operations",
-                )
-            })?;
-            return apply_json_patch(
-                workspace,
-                ops,
-                &format!("{source}: patches[{i}] (\"{name}\")"),
-            );
-        }
-        names.push(pname.to_owned());
+    let (_, points) = patch_points(patchset, source)?;
+    if let Some(p) = points.iter().find(|p| p.name == name) {
+        return apply_patch_point(workspace, patchset, p, source);
     }
-    let shown: Vec<&str> = names.iter().take(10).map(String::as_str).collect();
+    let shown: Vec<&str> = points.iter().take(10).map(|p| p.name.as_str()).collect();
     Err(ModelError::new(
         source,
         format!(
             "no patch named \"{name}\" ({} patches; first: {})",
-            names.len(),
+            points.len(),
             shown.join(", ")
         ),
     ))

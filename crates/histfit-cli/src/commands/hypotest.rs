@@ -1,5 +1,6 @@
 //! `histfit hypotest`: asymptotic CLs at one POI value.
 
+use super::grid::{self, GridArgs};
 use super::OutputArgs;
 use crate::model_args::ModelArgs;
 use crate::output::{self, band_line};
@@ -18,10 +19,15 @@ pub struct Args {
     #[arg(long = "test-stat", default_value = "qtilde")]
     test_stat: TestStat,
     #[command(flatten)]
+    grid: GridArgs,
+    #[command(flatten)]
     out: OutputArgs,
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
+    if a.grid.patchset.is_some() {
+        return run_grid(&a);
+    }
     let (model, source, data, mut eval) = a.model.prepare()?;
     let mut calc = AsymptoticCalculator::new(&mut eval, data, a.test_stat, FitOptions::default())?;
     let r = calc.hypotest(a.mu)?;
@@ -43,4 +49,55 @@ fn table(r: &HypotestResult) -> String {
     // BAND is +2σ…−2σ in the statistic: the ascending CLs are −2σ…+2σ in μ.
     s.push_str(&band_line("expected CLs", &r.cls_exp));
     s
+}
+
+/// The hypotest at `--mu` for every point of a patchset, each as `histfit hypotest --patch`
+/// computes it.
+fn run_grid(a: &Args) -> Result<ExitCode> {
+    let g = grid::run(&a.model, &a.grid, &|eval, data| {
+        let mut calc = AsymptoticCalculator::new(eval, data, a.test_stat, FitOptions::default())?;
+        Ok(calc.hypotest(a.mu)?)
+    })?;
+    if let Some(path) = &a.grid.csv {
+        let columns = [
+            "cls_obs",
+            "cls_exp_minus2",
+            "cls_exp_minus1",
+            "cls_exp",
+            "cls_exp_plus1",
+            "cls_exp_plus2",
+            "converged",
+        ];
+        let text = g.csv(&columns, |r| {
+            std::iter::once(r.cls_obs)
+                .chain(r.cls_exp)
+                .map(|v| format!("{v:e}"))
+                .chain([r.converged.to_string()])
+                .collect()
+        });
+        output::emit(&text, Some(path))?;
+    }
+    let doc = g.json("hypotest_grid", &a.model, &a.grid)?;
+    a.out.emit(
+        || doc,
+        || {
+            g.table("CLs           expected CLs median", |r| {
+                format!(
+                    "{:.6e}  {:.6e}{}",
+                    r.cls_obs,
+                    r.cls_exp[2],
+                    if r.converged {
+                        ""
+                    } else {
+                        "  (a fit did not converge)"
+                    }
+                )
+            })
+        },
+    )?;
+    Ok(if g.failed() > 0 {
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

@@ -1,5 +1,6 @@
 //! `histfit limit`: observed and expected CLs upper limits on the POI.
 
+use super::grid::{self, GridArgs};
 use super::OutputArgs;
 use crate::model_args::ModelArgs;
 use crate::output::{self, band_line};
@@ -20,10 +21,15 @@ pub struct Args {
     #[arg(long, value_name = "LO:HI:N", allow_hyphen_values = true)]
     scan: Option<String>,
     #[command(flatten)]
+    grid: GridArgs,
+    #[command(flatten)]
     out: OutputArgs,
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
+    if a.grid.patchset.is_some() {
+        return run_grid(&a);
+    }
     let (model, source, data, mut eval) = a.model.prepare()?;
     let ts = a.test_stat;
     let r = match &a.scan {
@@ -74,4 +80,69 @@ fn table(r: &UpperLimit) -> String {
     s.push_str(&format!("observed       {:.6}\n", r.obs));
     s.push_str(&band_line("expected", &r.exp));
     s
+}
+
+/// Limits for every point of a patchset, each as `histfit limit --patch` computes it.
+fn run_grid(a: &Args) -> Result<ExitCode> {
+    if a.scan.is_some() {
+        anyhow::bail!("--scan and --patchset: a grid finds each limit by root finding");
+    }
+    let g = grid::run(&a.model, &a.grid, &|eval, data| {
+        Ok(histfit_infer::upper_limit(
+            eval,
+            &data,
+            a.alpha,
+            a.test_stat,
+            &FitOptions::default(),
+            histfit_infer::limits::DEFAULT_RTOL,
+        )?)
+    })?;
+    if let Some(path) = &a.grid.csv {
+        let columns = [
+            "obs",
+            "exp_minus2",
+            "exp_minus1",
+            "exp",
+            "exp_plus1",
+            "exp_plus2",
+        ];
+        let text = g.csv(&[&columns[..], &["converged"]].concat(), |r| {
+            std::iter::once(r.obs)
+                .chain(r.exp)
+                .map(|v| format!("{v:e}"))
+                .chain([r.converged.to_string()])
+                .collect()
+        });
+        output::emit(&text, Some(path))?;
+    }
+    let doc = g.json("limit_grid", &a.model, &a.grid)?;
+    a.out.emit(
+        || doc,
+        || {
+            g.table(
+                "observed     expected: -2σ        -1σ     median        +1σ        +2σ",
+                |r| {
+                    format!(
+                        "{:>8.4}  {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4}{}",
+                        r.obs,
+                        r.exp[0],
+                        r.exp[1],
+                        r.exp[2],
+                        r.exp[3],
+                        r.exp[4],
+                        if r.converged {
+                            ""
+                        } else {
+                            "  (a fit did not converge)"
+                        }
+                    )
+                },
+            )
+        },
+    )?;
+    Ok(if g.failed() > 0 {
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

@@ -3,6 +3,7 @@
 
 pub mod devices;
 pub mod fit;
+pub mod grid;
 pub mod hypotest;
 pub mod hypotest_toys;
 pub mod inspect;

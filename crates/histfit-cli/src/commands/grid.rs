@@ -1,0 +1,267 @@
+//! Signal grids: one command (`limit`, `hypotest`) for every point of a pyhf patchset, in one
+//! process — the background-only workspace and the patchset parsed once, each point patched,
+//! compiled and computed in parallel on the CPU cores (one after another on a GPU). Each point
+//! runs exactly what the single-point command runs on `--patch FILE:NAME`, so the results are
+//! the same numbers. A point that fails is reported with its error and counted, never dropped.
+
+use crate::model_args::ModelArgs;
+use crate::progress;
+use anyhow::{bail, Result};
+use histfit_compute::Dataset;
+use histfit_device::{AnyEval, Device};
+use histfit_model::patch::{apply_patch_point, patch_points, PatchPoint};
+use histfit_model::{compile, read_json, workspace_from_value};
+use rayon::prelude::*;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// The options that turn `limit` or `hypotest` into a grid.
+#[derive(clap::Args, Debug, Clone)]
+pub struct GridArgs {
+    /// Run for every patch of this pyhf patchset (WORKSPACE is then its background-only
+    /// workspace): one JSON document or table with a row per point.
+    #[arg(long, value_name = "FILE")]
+    pub patchset: Option<String>,
+    /// With --patchset: only the patches whose name matches this pattern (* and ? wildcards).
+    #[arg(long, value_name = "GLOB", requires = "patchset")]
+    pub patches: Option<String>,
+    /// With --patchset: also write the grid as CSV, a row per point keyed by the patch values.
+    #[arg(long, value_name = "FILE", requires = "patchset")]
+    pub csv: Option<String>,
+}
+
+/// One point's outcome.
+pub struct Point<T> {
+    pub patch: PatchPoint,
+    pub result: Result<T, String>,
+}
+
+/// A computed grid and what its document needs.
+pub struct Grid<T> {
+    pub labels: Vec<String>,
+    pub points: Vec<Point<T>>,
+    /// Measurement and POI of the first point that compiled.
+    pub measurement: Option<String>,
+    pub poi: Option<String>,
+}
+
+/// Runs `compute(evaluator, observed data)` for every selected patch.
+pub fn run<T: Send>(
+    model: &ModelArgs,
+    grid: &GridArgs,
+    compute: &(dyn Fn(&mut AnyEval, Dataset) -> Result<T> + Sync),
+) -> Result<Grid<T>> {
+    let patchset = grid.patchset.as_deref().expect("a grid has a patchset");
+    if model.patch.is_some() {
+        bail!("--patch and --patchset: give one (--patchset runs every patch; --patches GLOB selects)");
+    }
+    let settings = model.settings()?;
+    let base = read_json(&model.workspace)?;
+    let ps = read_json(patchset)?;
+    let (labels, mut points) = patch_points(&ps, patchset)?;
+    if let Some(g) = &grid.patches {
+        points.retain(|p| glob_match(g, &p.name));
+        if points.is_empty() {
+            bail!("--patches {g}: no patch of {patchset} matches");
+        }
+    }
+    let device = model.device();
+    let bar = progress::Bar::new("grid", points.len());
+    let one = |p: &PatchPoint| -> Result<(T, String, String)> {
+        let mut v = base.clone();
+        apply_patch_point(&mut v, &ps, p, patchset)?;
+        let ws = workspace_from_value(&v, &model.workspace)?;
+        let m = compile(&ws, model.measurement.as_deref(), &settings)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", model.workspace))?;
+        let (measurement, poi) = (m.measurement.clone(), m.poi_name().to_owned());
+        let data = Dataset::observed(&m);
+        let mut eval = crate::device::open(Arc::new(m), device)?;
+        let r = compute(&mut eval, data)?;
+        Ok((r, measurement, poi))
+    };
+    let run_point = |p: &PatchPoint| {
+        let r = one(p).map_err(|e| format!("{e:#}"));
+        bar.inc();
+        r
+    };
+    // A GPU evaluates one point at a time (each point has its own model on the device); the
+    // CPU runs points in parallel, each single-threaded inside.
+    let results: Vec<_> = match device {
+        Device::Cpu => points.par_iter().map(run_point).collect(),
+        _ => points.iter().map(run_point).collect(),
+    };
+    bar.finish();
+    let mut header = None;
+    let points: Vec<Point<T>> = points
+        .into_iter()
+        .zip(results)
+        .map(|(patch, r)| Point {
+            patch,
+            result: r.map(|(t, measurement, poi)| {
+                header.get_or_insert((measurement, poi));
+                t
+            }),
+        })
+        .collect();
+    let failed = points.iter().filter(|p| p.result.is_err()).count();
+    if failed > 0 {
+        eprintln!(
+            "warning: {failed} of {} points failed (their \"error\" says why)",
+            points.len()
+        );
+    }
+    let (measurement, poi) = header.unzip();
+    Ok(Grid {
+        labels,
+        points,
+        measurement,
+        poi,
+    })
+}
+
+impl<T: serde::Serialize> Grid<T> {
+    pub fn failed(&self) -> usize {
+        self.points.iter().filter(|p| p.result.is_err()).count()
+    }
+
+    /// The grid's document: the common header, then one entry per point (its patch name and
+    /// values, and the command's result fields or its error).
+    pub fn json(&self, kind: &str, model: &ModelArgs, grid: &GridArgs) -> Result<String> {
+        let settings = model.settings()?;
+        let points: Vec<Value> = self
+            .points
+            .iter()
+            .map(|p| {
+                let mut v = json!({"patch": p.patch.name, "values": p.patch.values});
+                match &p.result {
+                    Ok(r) => {
+                        if let (Value::Object(d), Ok(Value::Object(r))) =
+                            (&mut v, serde_json::to_value(r))
+                        {
+                            d.extend(r);
+                        }
+                    }
+                    Err(e) => v["error"] = json!(e),
+                }
+                v
+            })
+            .collect();
+        let doc = json!({
+            "kind": kind,
+            "workspace": model.workspace,
+            "patchset": grid.patchset,
+            "measurement": self.measurement,
+            "interpolation": {"normsys": settings.normsys.name(), "histosys": settings.histosys.name()},
+            "poi": self.poi,
+            "labels": self.labels,
+            "n_points": self.points.len(),
+            "failed": self.failed(),
+            "points": points,
+        });
+        Ok(serde_json::to_string_pretty(&doc)? + "\n")
+    }
+
+    /// CSV rows: the patch, its values, then `columns` of each result (empty where the point
+    /// failed, with its error in the last column).
+    pub fn csv(&self, columns: &[&str], row: impl Fn(&T) -> Vec<String>) -> String {
+        let mut s = String::from("patch");
+        for l in &self.labels {
+            s.push_str(&format!(",{}", csv_field(l)));
+        }
+        for c in columns {
+            s.push_str(&format!(",{c}"));
+        }
+        s.push_str(",error\n");
+        for p in &self.points {
+            s.push_str(&csv_field(&p.patch.name));
+            for k in 0..self.labels.len() {
+                let v = p.patch.values.get(k).map(value_text).unwrap_or_default();
+                s.push_str(&format!(",{}", csv_field(&v)));
+            }
+            match &p.result {
+                Ok(r) => {
+                    for c in row(r) {
+                        s.push_str(&format!(",{c}"));
+                    }
+                    s.push_str(",\n");
+                }
+                Err(e) => {
+                    s.push_str(&",".repeat(columns.len()));
+                    s.push_str(&format!(",{}\n", csv_field(e)));
+                }
+            }
+        }
+        s
+    }
+
+    /// A readable table: a row per point (the patch, then `row` of its result or its error).
+    pub fn table(&self, head: &str, row: impl Fn(&T) -> String) -> String {
+        let width = self
+            .points
+            .iter()
+            .map(|p| p.patch.name.len())
+            .max()
+            .unwrap_or(5)
+            .max(5);
+        let mut s = format!("{:<width$}  {head}\n", "patch");
+        for p in &self.points {
+            match &p.result {
+                Ok(r) => s.push_str(&format!("{:<width$}  {}\n", p.patch.name, row(r))),
+                Err(e) => s.push_str(&format!("{:<width$}  failed: {e}\n", p.patch.name)),
+            }
+        }
+        s
+    }
+}
+
+fn value_text(v: &Value) -> String {
+    v.as_str().map_or_else(|| v.to_string(), str::to_owned)
+}
+
+/// A CSV field, quoted where it holds a comma, a quote or a line break.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_owned()
+    }
+}
+
+/// Shell-style wildcards: `*` any run of characters, `?` one character.
+pub fn glob_match(pattern: &str, name: &str) -> bool {
+    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
+    // Greedy match with one backtrack point for the last `*`.
+    let (mut i, mut j, mut star, mut mark) = (0, 0, None, 0);
+    while j < n.len() {
+        if i < p.len() && (p[i] == '?' || p[i] == n[j]) {
+            i += 1;
+            j += 1;
+        } else if i < p.len() && p[i] == '*' {
+            star = Some(i);
+            mark = j;
+            i += 1;
+        } else if let Some(s) = star {
+            i = s + 1;
+            mark += 1;
+            j = mark;
+        } else {
+            return false;
+        }
+    }
+    p[i..].iter().all(|&c| c == '*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob_match;
+
+    #[test]
+    fn wildcards() {
+        assert!(glob_match("C1N2_Wh_hbb_*_0", "C1N2_Wh_hbb_1000_0"));
+        assert!(!glob_match("C1N2_Wh_hbb_*_0", "C1N2_Wh_hbb_1000_150"));
+        assert!(glob_match("*", ""));
+        assert!(glob_match("a?c*", "abcdef"));
+        assert!(!glob_match("a?c", "abcd"));
+        assert!(glob_match("*_*_*", "x_y_z"));
+    }
+}
