@@ -122,12 +122,32 @@ fn unknown_modifier_type() {
 
 #[test]
 fn observation_for_unknown_channel_and_missing_observation() {
+    // An observation left behind by a patch that removed its channel: ignored with a warning,
+    // as pyhf ignores it; the fit runs on the other channels.
+    let mut ws = base();
+    let mut orphan = ws["observations"][0].clone();
+    orphan["name"] = json!("XR");
+    ws["observations"].as_array_mut().unwrap().push(orphan);
+    let path = tmpfile("obs_orphan", &serde_json::to_string(&ws).unwrap());
+    let out = Command::new(env!("CARGO_BIN_EXE_histfit"))
+        .args(["fit", &path])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("observations[2]")
+            && stderr.contains("no channel \"XR\"")
+            && stderr.contains("ignored"),
+        "{stderr}"
+    );
+    // Renamed instead: its channel is left without data, which is an error.
     let mut ws = base();
     ws["observations"][1]["name"] = json!("XR");
     expect_ws_error(
         "obs_unknown",
         &ws,
-        &["observations[1]", "unknown channel \"XR\""],
+        &["observations", "no observation for channel \"CR\""],
     );
     let mut ws = base();
     ws["observations"].as_array_mut().unwrap().pop();

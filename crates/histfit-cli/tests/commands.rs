@@ -430,7 +430,15 @@ fn patchset_grids_equal_separate_runs() {
         assert!(lines[0].starts_with("patch,mass,"), "{text}");
         assert!(lines[1].starts_with("signal_100,100,"), "{text}");
     }
-    let one = run_json(&["limit", &ws, "--patchset", &ps, "--patches", "*_2??", "--json"]);
+    let one = run_json(&[
+        "limit",
+        &ws,
+        "--patchset",
+        &ps,
+        "--patches",
+        "*_2??",
+        "--json",
+    ]);
     assert_eq!(one["n_points"], 1);
     assert_eq!(one["points"][0]["patch"], "signal_200");
     // A patchset whose second patch breaks the workspace: that point fails, the first is kept.
@@ -439,7 +447,13 @@ fn patchset_grids_equal_separate_runs() {
     v["patches"][1]["patch"][0]["value"] = serde_json::json!([1.0, 2.0, 3.0]);
     std::fs::write(&bad, v.to_string()).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_histfit"))
-        .args(["hypotest", &ws, "--patchset", bad.to_str().unwrap(), "--json"])
+        .args([
+            "hypotest",
+            &ws,
+            "--patchset",
+            bad.to_str().unwrap(),
+            "--json",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(3));

@@ -244,7 +244,7 @@ pub fn compile(ws: &Workspace, measurement: Option<&str>, settings: &Settings) -
         stat: HashMap::new(),
     };
     b.collect_sets(&order)?;
-    let (parameters, sets, set_index, warnings) = b.parameter_table(meas)?;
+    let (parameters, sets, set_index, mut warnings) = b.parameter_table(meas)?;
     let poi = parameters
         .iter()
         .position(|p| p.name == meas.poi)
@@ -272,16 +272,15 @@ pub fn compile(ws: &Workspace, measurement: Option<&str>, settings: &Settings) -
     let mut seen = vec![false; ws.channels.len()];
     for (oi, o) in ws.observations.iter().enumerate() {
         let place = format!("observations[{oi}] (\"{}\")", o.name);
-        let ci = ws
-            .channels
-            .iter()
-            .position(|c| c.name == o.name)
-            .ok_or_else(|| {
-                ModelError::new(
-                    &place,
-                    format!("observation for unknown channel \"{}\"", o.name),
-                )
-            })?;
+        let Some(ci) = ws.channels.iter().position(|c| c.name == o.name) else {
+            // Published patches that remove a channel leave its observation behind (ATLAS
+            // SUSY-2018-31's sbottom patches do); pyhf ignores it, and so do we, with a word.
+            warnings.push(format!(
+                "{place}: no channel \"{}\" in the workspace; this observation is ignored",
+                o.name
+            ));
+            continue;
+        };
         if seen[ci] {
             return Err(ModelError::new(
                 &place,
