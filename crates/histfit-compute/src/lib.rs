@@ -94,6 +94,25 @@ pub trait Evaluator {
     fn expected_main(&mut self, _params: &[f64], _out: &mut [f64]) -> Result<()> {
         Err(ComputeError::Unsupported("expected binned data"))
     }
+    /// The saturated model's side of a goodness of fit: −ln L(params) minus −ln L of the
+    /// saturated model (every observation's expectation set to what was observed, the
+    /// constraint terms as they are), and the number of observations it is made of. For binned
+    /// observations (the default): Σ_b [λ_b − n_b − n_b ln(λ_b/n_b)] over the main bins.
+    fn saturated_gap(&mut self, params: &[f64], data: &Dataset) -> Result<(f64, usize)> {
+        if data.resident.is_some() {
+            return Err(ComputeError::Unsupported(
+                "a saturated model of data kept in device memory",
+            ));
+        }
+        let mut lam = vec![0.0; data.main.len()];
+        self.expected_main(params, &mut lam)?;
+        let gap = lam
+            .iter()
+            .zip(&data.main)
+            .map(|(&l, &n)| poisson_term(l, n).map_or(f64::INFINITY, |t| t.0))
+            .sum();
+        Ok((gap, lam.len()))
+    }
 }
 
 /// The future of one evaluation ([`AsyncEvaluator`]).

@@ -11,14 +11,18 @@ pub mod asymptotic;
 pub mod batch;
 pub mod differentiable;
 pub mod fit;
+pub mod gof;
 pub mod limits;
+pub mod minos;
 pub mod ranking;
 pub mod scan;
 pub mod toys;
 
 pub use asymptotic::{significance, AsymptoticCalculator, HypotestResult, Significance, TestStat};
 pub use fit::{fit, FitOptions, FitResult, KinkState, Starts};
+pub use gof::{goodness_of_fit, GoodnessOfFit};
 pub use limits::{upper_limit, upper_limit_scan, UpperLimit};
+pub use minos::{minos, MinosInterval};
 pub use ranking::{ranking, Ranking, RankingEntry};
 pub use scan::{linspace, profile_scan, ScanResult};
 pub use toys::{

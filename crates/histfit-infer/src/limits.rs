@@ -50,7 +50,7 @@ fn check_request(alpha: f64, test_stat: TestStat) -> Result<()> {
 }
 
 /// Brent's method for g(x) = 0 on [a, b] with g(a)·g(b) ≤ 0.
-fn brent(
+pub(crate) fn brent(
     g: &mut dyn FnMut(f64) -> Result<f64>,
     mut a: f64,
     mut b: f64,

@@ -391,3 +391,41 @@ fn lockstep_runner_gives_the_cpu_ensembles() {
         a.summary.cls_obs
     );
 }
+
+#[test]
+fn minos_interval_is_where_the_profile_rises_by_one_half() {
+    let mut ev = Counting::new(A_OBS);
+    let d = data(N_OBS, A_OBS);
+    let o = FitOptions {
+        uncertainties: true,
+        ..Default::default()
+    };
+    let nominal = fit(&mut ev, &d, &o).unwrap();
+    let r = histfit_infer::minos(&mut ev, &d, &nominal, &[0, 1], &FitOptions::default()).unwrap();
+    let mu_hat = (N_OBS - B * (1.0 + SIGMA * A_OBS)) / S;
+    let min = profile(mu_hat, N_OBS, A_OBS).1;
+    // The test's own crossings of 2ΔNLL = 1 by bisection on the bisected profile of μ.
+    let cross = |mut inside: f64, mut outside: f64| {
+        for _ in 0..100 {
+            let mid = 0.5 * (inside + outside);
+            if 2.0 * (profile(mid, N_OBS, A_OBS).1 - min) < 1.0 {
+                inside = mid;
+            } else {
+                outside = mid;
+            }
+        }
+        0.5 * (inside + outside)
+    };
+    let (lo, hi) = (cross(mu_hat, -1.5), cross(mu_hat, 10.0));
+    let m = &r[0];
+    assert!(
+        m.converged && !m.lower_at_bound && !m.upper_at_bound,
+        "{m:?}"
+    );
+    assert!((m.value + m.lower_error - lo).abs() < 1e-5, "{m:?} vs {lo}");
+    assert!((m.value + m.upper_error - hi).abs() < 1e-5, "{m:?} vs {hi}");
+    // Asymmetric (the Poisson term): the upper side longer.
+    assert!(m.upper_error > -m.lower_error);
+    // θ's profile is exactly parabolic here (μ absorbs the Poisson term): ±1.
+    assert!((r[1].lower_error + 1.0).abs() < 1e-5 && (r[1].upper_error - 1.0).abs() < 1e-5);
+}

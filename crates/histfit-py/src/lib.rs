@@ -662,6 +662,49 @@ fn fit(
     to_json(&r)
 }
 
+/// MINOS intervals of the parameters `which` (indices) around the fit (JSON list).
+#[pyfunction]
+#[pyo3(signature = (model, which, data = None, fix = Vec::new(), device = "cpu"))]
+fn minos(
+    py: Python<'_>,
+    model: &NativeModel,
+    which: Vec<usize>,
+    data: Option<PyReadonlyArray1<'_, f64>>,
+    fix: Vec<(usize, f64)>,
+    device: &str,
+) -> PyResult<String> {
+    let d = model.dataset(data)?;
+    let mut o = fit_options(&model.model, None, fix)?;
+    o.uncertainties = true;
+    let mut ev = open(model.model.clone(), device)?;
+    let r = py
+        .detach(|| {
+            let nominal = histfit_infer::fit(&mut ev, &d, &o)?;
+            histfit_infer::minos(&mut ev, &d, &nominal, &which, &o)
+        })
+        .map_err(infer_err)?;
+    to_json(&r)
+}
+
+/// Goodness of fit against the saturated model (JSON).
+#[pyfunction]
+#[pyo3(signature = (model, data = None, fix = Vec::new(), device = "cpu"))]
+fn goodness_of_fit(
+    py: Python<'_>,
+    model: &NativeModel,
+    data: Option<PyReadonlyArray1<'_, f64>>,
+    fix: Vec<(usize, f64)>,
+    device: &str,
+) -> PyResult<String> {
+    let d = model.dataset(data)?;
+    let o = fit_options(&model.model, None, fix)?;
+    let mut ev = open(model.model.clone(), device)?;
+    let r = py
+        .detach(|| histfit_infer::goodness_of_fit(&mut ev, &d, &o))
+        .map_err(infer_err)?;
+    to_json(&r)
+}
+
 /// Asymptotic hypothesis test at `mu` (JSON).
 #[pyfunction]
 #[pyo3(signature = (model, mu, data = None, test_stat = "qtilde", device = "cpu"))]
@@ -860,6 +903,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeModel>()?;
     m.add_class::<DeviceYields>()?;
     m.add_function(wrap_pyfunction!(fit, m)?)?;
+    m.add_function(wrap_pyfunction!(minos, m)?)?;
+    m.add_function(wrap_pyfunction!(goodness_of_fit, m)?)?;
     m.add_function(wrap_pyfunction!(hypotest, m)?)?;
     m.add_function(wrap_pyfunction!(upper_limit, m)?)?;
     m.add_function(wrap_pyfunction!(profile_scan, m)?)?;

@@ -22,6 +22,13 @@ pub struct Args {
     /// parameters, none above 64).
     #[arg(long, value_name = "N")]
     starts: Option<usize>,
+    /// MINOS asymmetric interval of a parameter: where the profile likelihood rises by ½
+    /// (repeatable; "all" for every free parameter).
+    #[arg(long, value_name = "NAME")]
+    minos: Vec<String>,
+    /// Goodness of fit against the saturated model (statistic, degrees of freedom, p-value).
+    #[arg(long)]
+    gof: bool,
     #[command(flatten)]
     out: OutputArgs,
 }
@@ -35,17 +42,28 @@ pub fn run(a: Args) -> Result<ExitCode> {
         .map(|f| model_args::parse_fix(eval.space(), f))
         .collect::<Result<Vec<_>>>()?;
     let started = std::time::Instant::now();
-    let result = fit(
-        &mut eval,
-        &data,
-        &FitOptions {
-            fix: fixes,
-            uncertainties: true,
-            starts: a.starts.map_or(Starts::Auto, Starts::Count),
-            ..Default::default()
-        },
-    )?;
+    let options = FitOptions {
+        fix: fixes,
+        uncertainties: true,
+        starts: a.starts.map_or(Starts::Auto, Starts::Count),
+        ..Default::default()
+    };
+    let result = fit(&mut eval, &data, &options)?;
     let fit_seconds = started.elapsed().as_secs_f64();
+    let which = minos_parameters(eval.space(), &result, &a.minos)?;
+    let minos = if which.is_empty() {
+        Vec::new()
+    } else {
+        histfit_infer::minos(&mut eval, &data, &result, &which, &options)?
+    };
+    if minos.iter().any(|m| !m.converged) {
+        eprintln!("warning: a conditional fit of a MINOS interval did not converge (\"converged\": false)");
+    }
+    let gof = if a.gof {
+        Some(histfit_infer::goodness_of_fit(&mut eval, &data, &options)?)
+    } else {
+        None
+    };
     if !result.converged {
         eprintln!("warning: the fit did not converge: {}", result.reason);
     }
@@ -55,8 +73,40 @@ pub fn run(a: Args) -> Result<ExitCode> {
     }
     let space = eval.space();
     a.out.emit(
-        || fit_json(&model, space, &source, &result, fit_seconds),
-        || fit_table(&model, space, &result),
+        || {
+            let mut doc = fit_json(&model, space, &source, &result, fit_seconds);
+            if !minos.is_empty() {
+                doc["minos"] = serde_json::to_value(&minos).expect("serializable");
+            }
+            if let Some(g) = &gof {
+                doc["goodness_of_fit"] = serde_json::to_value(g).expect("serializable");
+            }
+            serde_json::to_string_pretty(&doc).expect("serializable") + "\n"
+        },
+        || {
+            let mut s = fit_table(&model, space, &result);
+            if !minos.is_empty() {
+                s.push_str("\nMINOS intervals (2ΔNLL = 1):\n");
+                for m in &minos {
+                    s.push_str(&format!(
+                        "  {:<24} {:>14.8}  {:>+12.6}{}  {:>+12.6}{}\n",
+                        m.name,
+                        m.value,
+                        m.lower_error,
+                        if m.lower_at_bound { " (bound)" } else { "" },
+                        m.upper_error,
+                        if m.upper_at_bound { " (bound)" } else { "" },
+                    ));
+                }
+            }
+            if let Some(g) = &gof {
+                s.push_str(&format!(
+                    "\ngoodness of fit (saturated model): -2 ln λ = {:.4}, {} degrees of freedom, p = {:.4}\n",
+                    g.statistic, g.dof, g.p_value
+                ));
+            }
+            s
+        },
     )?;
     Ok(if result.converged {
         ExitCode::SUCCESS
@@ -65,13 +115,28 @@ pub fn run(a: Args) -> Result<ExitCode> {
     })
 }
 
+/// The parameters named by `--minos` ("all": every free one), in the model's order.
+fn minos_parameters(space: &ParameterSpace, r: &FitResult, names: &[String]) -> Result<Vec<usize>> {
+    if names.iter().any(|n| n == "all") {
+        return Ok((0..space.len()).filter(|&i| !r.fixed[i]).collect());
+    }
+    names
+        .iter()
+        .map(|n| {
+            space
+                .index(n)
+                .ok_or_else(|| anyhow::anyhow!("--minos {n}: not a parameter of the model"))
+        })
+        .collect()
+}
+
 fn fit_json(
     model: &Model,
     space: &ParameterSpace,
     source: &str,
     r: &FitResult,
     fit_seconds: f64,
-) -> String {
+) -> Value {
     let n = space.len();
     let pars: Vec<Value> = (0..n)
         .map(|i| {
@@ -114,7 +179,7 @@ fn fit_json(
         "correlation": correlation,
         "fit_seconds": fit_seconds,
     });
-    serde_json::to_string_pretty(&doc).expect("serializable") + "\n"
+    doc
 }
 
 fn fit_table(model: &Model, space: &ParameterSpace, r: &FitResult) -> String {

@@ -18,6 +18,8 @@ __all__ = [
     "Model",
     "FitResult",
     "fit",
+    "minos",
+    "goodness_of_fit",
     "hypotest",
     "upper_limit",
     "profile_scan",
@@ -226,6 +228,35 @@ def fit(model: Model, data: Any = None, init: Any = None, fixed: Any = None, dev
         kinks=r.get("kinks", []),
         warnings=r.get("warnings", []),
     )
+
+
+def minos(model: Model, pars: Union[str, Sequence[str]] = "all", data: Any = None, fixed: Any = None,
+          device: str = "cpu") -> Dict[str, Dict[str, Any]]:
+    """MINOS asymmetric intervals: for each parameter (names, or ``"all"`` free ones), where the
+    profile likelihood rises by ½ from the minimum (2ΔNLL = 1). Per name: ``value``,
+    ``lower_error`` (≤ 0), ``upper_error`` (≥ 0), ``lower_at_bound``/``upper_at_bound`` (the
+    interval ends at the parameter's bound), ``converged`` and the number of conditional ``fits``."""
+    names = model.par_names
+    fixes = _fixes(model, fixed)
+    if isinstance(pars, str) and pars == "all":
+        held = {i for i, _ in fixes}
+        which = [i for i, f in enumerate(model._native.fixed()) if not f and i not in held]
+    else:
+        pars = [pars] if isinstance(pars, str) else list(pars)
+        unknown = [p for p in pars if p not in names]
+        if unknown:
+            raise HistfitError(f"minos: {unknown[0]!r} is not a parameter of the model")
+        which = [names.index(p) for p in pars]
+    r = json.loads(_native.minos(model._native, which, _data(model, data), fixes, device))
+    return {m["name"]: m for m in r}
+
+
+def goodness_of_fit(model: Model, data: Any = None, fixed: Any = None, device: str = "cpu") -> Dict[str, Any]:
+    """Goodness of fit against the saturated model: ``statistic`` = −2 ln λ_sat at the best fit
+    (every bin's expectation set to its count, the constraint terms at the fit), ``dof`` = bins −
+    free parameters without a constraint, ``p_value`` = P(χ²_dof ≥ statistic), with the fit's
+    ``twice_nll`` and ``converged``."""
+    return json.loads(_native.goodness_of_fit(model._native, _data(model, data), _fixes(model, fixed), device))
 
 
 def hypotest(
