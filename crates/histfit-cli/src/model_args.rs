@@ -1,5 +1,6 @@
-//! The options every command shares for choosing and compiling a model: workspace file,
-//! measurement, patch and interpolation settings.
+//! The options every command shares for choosing and compiling a model (workspace file,
+//! measurement, patch, POI, interpolation settings, device), and the fit options every
+//! inference command shares (fixed, starting and bounded parameters; the Asimov dataset).
 
 use crate::device::{AnyEval, Device};
 use anyhow::{anyhow, bail, Result};
@@ -28,6 +29,9 @@ pub struct ModelArgs {
     /// Evaluate on a GPU: cuda (device 0) or cuda:N. Default: the CPU.
     #[arg(long = "gpu", value_name = "cuda[:N]")]
     pub gpu: Option<Device>,
+    /// The parameter of interest, instead of the measurement's (a scalar parameter).
+    #[arg(long, value_name = "NAME")]
+    pub poi: Option<String>,
 }
 
 impl ModelArgs {
@@ -68,6 +72,24 @@ impl ModelArgs {
         Ok((model, source, data, eval))
     }
 
+    /// [`prepare`](Self::prepare) for an inference command: the fit options of `fit` and the
+    /// dataset they choose (observed, or Asimov with `--asimov`).
+    pub fn prepare_fit(
+        &self,
+        fit: &FitArgs,
+    ) -> Result<(
+        Arc<Model>,
+        String,
+        Dataset,
+        AnyEval,
+        histfit_infer::FitOptions,
+    )> {
+        let (model, source, observed, mut eval) = self.prepare()?;
+        let options = fit.options(histfit_compute::Evaluator::space(&eval))?;
+        let data = fit.data(&mut eval, observed, &options)?;
+        Ok((model, source, data, eval, options))
+    }
+
     /// Loads, patches, validates and compiles; returns the model and a description of the source.
     pub fn load(&self) -> Result<(Arc<Model>, String)> {
         let patch = match &self.patch {
@@ -77,7 +99,15 @@ impl ModelArgs {
                     .ok_or_else(|| anyhow!("--patch {p}: expected FILE:NAME"))?,
             ),
         };
-        let ws = load_workspace(&self.workspace, patch)?;
+        let mut ws = load_workspace(&self.workspace, patch)?;
+        if let Some(poi) = &self.poi {
+            // The measurement's POI is replaced before compiling, so the model is built with it
+            // (and one whose own POI is missing from a background-only file compiles).
+            let name = ws.measurement(self.measurement.as_deref())?.name.clone();
+            if let Some(m) = ws.measurements.iter_mut().find(|m| m.name == name) {
+                m.poi = poi.clone();
+            }
+        }
         let model = compile(&ws, self.measurement.as_deref(), &self.settings()?)
             .map_err(|e| anyhow!("{}: {e}", self.workspace))?;
         for w in &model.warnings {
@@ -108,4 +138,104 @@ pub fn parse_fix(space: &ParameterSpace, item: &str) -> Result<(usize, f64)> {
         .map_err(|_| anyhow!("--fix {item}: \"{}\" is not a number", value.trim()))?;
     histfit_infer::check_fixed_value(space, i, v)?;
     Ok((i, v))
+}
+
+/// The fit options of every inference command.
+#[derive(Args, Debug, Clone, Default)]
+pub struct FitArgs {
+    /// Hold a parameter at a value: NAME=VALUE (repeatable).
+    #[arg(long = "fix", value_name = "NAME=VALUE", allow_hyphen_values = true)]
+    pub fix: Vec<String>,
+    /// Start a parameter at a value: NAME=VALUE (repeatable).
+    #[arg(long = "init", value_name = "NAME=VALUE", allow_hyphen_values = true)]
+    pub init: Vec<String>,
+    /// Replace a parameter's bounds: NAME=LO:HI (repeatable).
+    #[arg(long = "bounds", value_name = "NAME=LO:HI", allow_hyphen_values = true)]
+    pub bounds: Vec<String>,
+    /// Use the Asimov dataset of the pre-fit prediction (the initial parameters, with --init and
+    /// --fix applied) instead of the observed data: what a blinded analysis fits.
+    #[arg(long)]
+    pub asimov: bool,
+}
+
+impl FitArgs {
+    /// The fit options these arguments ask for, checked against the parameters.
+    pub fn options(&self, space: &ParameterSpace) -> Result<histfit_infer::FitOptions> {
+        let mut o = histfit_infer::FitOptions::default();
+        let mut bounds = space.bounds.clone();
+        for item in &self.bounds {
+            let (i, spec) = name_value(space, "--bounds", item)?;
+            let (lo, hi) =
+                crate::commands::parse_range(spec).map_err(|e| anyhow!("--bounds {item}: {e}"))?;
+            bounds[i] = (lo, hi);
+        }
+        let mut init = space.init.clone();
+        for item in &self.init {
+            let (i, v) = name_value(space, "--init", item)?;
+            let v: f64 = v
+                .parse()
+                .map_err(|_| anyhow!("--init {item}: \"{v}\" is not a number"))?;
+            let (lo, hi) = bounds[i];
+            if !(v.is_finite() && lo <= v && v <= hi) {
+                bail!(
+                    "--init {item}: outside the bounds [{lo}, {hi}] of \"{}\"",
+                    space.names[i]
+                );
+            }
+            init[i] = v;
+        }
+        for item in &self.fix {
+            o.fix.push(parse_fix(space, item)?);
+        }
+        if !self.init.is_empty() {
+            o.init = Some(init);
+        }
+        if !self.bounds.is_empty() {
+            // The start must lie inside the new bounds.
+            let start = o.init.as_ref().unwrap_or(&space.init);
+            for (i, b) in bounds.iter().enumerate() {
+                if !(b.0 <= start[i] && start[i] <= b.1) {
+                    bail!(
+                        "--bounds: the initial value {} of \"{}\" lies outside [{}, {}]; give --init too",
+                        start[i], space.names[i], b.0, b.1
+                    );
+                }
+            }
+            o.bounds = Some(bounds);
+        }
+        Ok(o)
+    }
+
+    /// The dataset to fit: the observed one, or with `--asimov` the Asimov dataset of the
+    /// initial parameters (with `options`' start and fixed values).
+    pub fn data(
+        &self,
+        eval: &mut AnyEval,
+        observed: Dataset,
+        options: &histfit_infer::FitOptions,
+    ) -> Result<Dataset> {
+        if !self.asimov {
+            return Ok(observed);
+        }
+        let space = histfit_compute::Evaluator::space(eval);
+        let mut at = options.init.clone().unwrap_or_else(|| space.init.clone());
+        for &(i, v) in &options.fix {
+            at[i] = v;
+        }
+        Ok(histfit_compute::Evaluator::asimov(eval, &at)?)
+    }
+}
+
+/// Splits NAME=VALUE and finds the parameter.
+fn name_value<'a>(space: &ParameterSpace, flag: &str, item: &'a str) -> Result<(usize, &'a str)> {
+    let (name, value) = item
+        .split_once('=')
+        .ok_or_else(|| anyhow!("{flag} {item}: expected NAME=VALUE"))?;
+    let i = space.index(name.trim()).ok_or_else(|| {
+        anyhow!(
+            "{flag} {item}: \"{}\" is not a parameter of the model",
+            name.trim()
+        )
+    })?;
+    Ok((i, value.trim()))
 }

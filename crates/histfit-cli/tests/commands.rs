@@ -465,3 +465,67 @@ fn patchset_grids_equal_separate_runs() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("1 of 2 points failed"));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The fit options of every inference command: --asimov fits the pre-fit prediction (μ̂ = its μ),
+/// --fix, --init and --bounds reach the fits, --poi chooses the parameter of interest, and bad
+/// values are refused with the flag named.
+#[test]
+fn inference_options_on_every_command() {
+    let ws = fixture("simple_workspace.json");
+    let h = run_json(&["hypotest", &ws, "--mu", "1", "--asimov", "--json"]);
+    assert!((h["mu_hat"].as_f64().unwrap() - 1.0).abs() < 1e-5, "{h}");
+    assert_eq!(h["q_obs"].as_f64().unwrap(), 0.0);
+    let h = run_json(&[
+        "hypotest", &ws, "--mu", "1", "--asimov", "--init", "mu=2", "--json",
+    ]);
+    assert!((h["mu_hat"].as_f64().unwrap() - 2.0).abs() < 1e-5, "{h}");
+    let plain = run_json(&["significance", &ws, "--json"]);
+    let fixed = run_json(&[
+        "significance",
+        &ws,
+        "--fix",
+        "uncorr_bkguncrt[0]=1.2",
+        "--json",
+    ]);
+    assert_ne!(plain["q0_obs"], fixed["q0_obs"]);
+    let s = run_json(&[
+        "scan",
+        &ws,
+        "--bounds",
+        "mu=-1:5",
+        "--poi-range",
+        "-0.5:0.5",
+        "--points",
+        "3",
+        "--json",
+    ]);
+    assert!(s["points"][0]["converged"].as_bool().unwrap(), "{s}");
+    let f = run_json(&["fit", &ws, "--poi", "uncorr_bkguncrt[1]", "--json"]);
+    assert_eq!(f["poi"], "uncorr_bkguncrt[1]");
+    for (args, needle) in [
+        (
+            vec!["limit", &ws, "--bounds", "mu=0:3", "--init", "mu=4"],
+            "--init mu=4: outside the bounds",
+        ),
+        (
+            vec!["hypotest", &ws, "--init", "nope=1"],
+            "--init nope=1: \"nope\" is not a parameter",
+        ),
+        (
+            vec!["ranking", &ws, "--bounds", "mu=3:1"],
+            "--bounds mu=3:1",
+        ),
+        (
+            vec!["fit", &ws, "--bounds", "mu=2:5"],
+            "lies outside [2, 5]; give --init too",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_histfit"))
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}

@@ -1,7 +1,7 @@
 //! `histfit fit`: the maximum likelihood fit with uncertainties, pulls and constraints.
 
 use super::OutputArgs;
-use crate::model_args::{self, ModelArgs};
+use crate::model_args::{FitArgs, ModelArgs};
 use crate::output::settings_json;
 use anyhow::Result;
 use histfit_compute::{Evaluator, ParameterSpace};
@@ -14,9 +14,8 @@ use std::process::ExitCode;
 pub struct Args {
     #[command(flatten)]
     model: ModelArgs,
-    /// Hold a parameter at a value: NAME=VALUE (repeatable).
-    #[arg(long = "fix", value_name = "NAME=VALUE")]
-    fix: Vec<String>,
+    #[command(flatten)]
+    fit: FitArgs,
     /// Further starts searched for a lower minimum, per batch; batches go on (up to four)
     /// while they find different minima (default: by model size, 24 for up to 16 free
     /// parameters, none above 64).
@@ -35,18 +34,12 @@ pub struct Args {
 
 /// Exit status 3 when the fit did not converge (the result is still written).
 pub fn run(a: Args) -> Result<ExitCode> {
-    let (model, source, data, mut eval) = a.model.prepare()?;
-    let fixes = a
-        .fix
-        .iter()
-        .map(|f| model_args::parse_fix(eval.space(), f))
-        .collect::<Result<Vec<_>>>()?;
+    let (model, source, data, mut eval, base) = a.model.prepare_fit(&a.fit)?;
     let started = std::time::Instant::now();
     let options = FitOptions {
-        fix: fixes,
         uncertainties: true,
         starts: a.starts.map_or(Starts::Auto, Starts::Count),
-        ..Default::default()
+        ..base
     };
     let result = fit(&mut eval, &data, &options)?;
     let fit_seconds = started.elapsed().as_secs_f64();

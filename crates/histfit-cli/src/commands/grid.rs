@@ -4,11 +4,12 @@
 //! runs exactly what the single-point command runs on `--patch FILE:NAME`, so the results are
 //! the same numbers. A point that fails is reported with its error and counted, never dropped.
 
-use crate::model_args::ModelArgs;
+use crate::model_args::{FitArgs, ModelArgs};
 use crate::progress;
 use anyhow::{bail, Result};
 use histfit_compute::Dataset;
 use histfit_device::{AnyEval, Device};
+use histfit_infer::FitOptions;
 use histfit_model::patch::{apply_patch_point, patch_points, PatchPoint};
 use histfit_model::{compile, read_json, workspace_from_value};
 use rayon::prelude::*;
@@ -45,11 +46,13 @@ pub struct Grid<T> {
     pub poi: Option<String>,
 }
 
-/// Runs `compute(evaluator, observed data)` for every selected patch.
+/// Runs `compute(evaluator, data, fit options)` for every selected patch, the data and options
+/// those `fit` asks for at that point (observed or Asimov; fixed, started, bounded parameters).
 pub fn run<T: Send>(
     model: &ModelArgs,
+    fit: &FitArgs,
     grid: &GridArgs,
-    compute: &(dyn Fn(&mut AnyEval, Dataset) -> Result<T> + Sync),
+    compute: &(dyn Fn(&mut AnyEval, Dataset, &FitOptions) -> Result<T> + Sync),
 ) -> Result<Grid<T>> {
     let patchset = grid.patchset.as_deref().expect("a grid has a patchset");
     if model.patch.is_some() {
@@ -74,9 +77,11 @@ pub fn run<T: Send>(
         let m = compile(&ws, model.measurement.as_deref(), &settings)
             .map_err(|e| anyhow::anyhow!("{}: {e}", model.workspace))?;
         let (measurement, poi) = (m.measurement.clone(), m.poi_name().to_owned());
-        let data = Dataset::observed(&m);
+        let observed = Dataset::observed(&m);
         let mut eval = crate::device::open(Arc::new(m), device)?;
-        let r = compute(&mut eval, data)?;
+        let options = fit.options(histfit_compute::Evaluator::space(&eval))?;
+        let data = fit.data(&mut eval, observed, &options)?;
+        let r = compute(&mut eval, data, &options)?;
         Ok((r, measurement, poi))
     };
     let run_point = |p: &PatchPoint| {

@@ -2,16 +2,18 @@
 
 use super::grid::{self, GridArgs};
 use super::OutputArgs;
-use crate::model_args::ModelArgs;
+use crate::model_args::{FitArgs, ModelArgs};
 use crate::output::{self, band_line};
 use anyhow::Result;
-use histfit_infer::{AsymptoticCalculator, FitOptions, HypotestResult, TestStat};
+use histfit_infer::{AsymptoticCalculator, HypotestResult, TestStat};
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
     model: ModelArgs,
+    #[command(flatten)]
+    fit: FitArgs,
     /// POI value to test.
     #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     mu: f64,
@@ -28,8 +30,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
     if a.grid.patchset.is_some() {
         return run_grid(&a);
     }
-    let (model, source, data, mut eval) = a.model.prepare()?;
-    let mut calc = AsymptoticCalculator::new(&mut eval, data, a.test_stat, FitOptions::default())?;
+    let (model, source, data, mut eval, base) = a.model.prepare_fit(&a.fit)?;
+    let mut calc = AsymptoticCalculator::new(&mut eval, data, a.test_stat, base)?;
     let r = calc.hypotest(a.mu)?;
     super::warn_all(&r.warnings);
     a.out
@@ -54,8 +56,8 @@ fn table(r: &HypotestResult) -> String {
 /// The hypotest at `--mu` for every point of a patchset, each as `histfit hypotest --patch`
 /// computes it.
 fn run_grid(a: &Args) -> Result<ExitCode> {
-    let g = grid::run(&a.model, &a.grid, &|eval, data| {
-        let mut calc = AsymptoticCalculator::new(eval, data, a.test_stat, FitOptions::default())?;
+    let g = grid::run(&a.model, &a.fit, &a.grid, &|eval, data, base| {
+        let mut calc = AsymptoticCalculator::new(eval, data, a.test_stat, base.clone())?;
         Ok(calc.hypotest(a.mu)?)
     })?;
     if let Some(path) = &a.grid.csv {

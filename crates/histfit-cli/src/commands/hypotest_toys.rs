@@ -1,17 +1,19 @@
 //! `histfit hypotest-toys`: CLs from signal+background and background-only toy ensembles.
 
 use super::OutputArgs;
-use crate::model_args::ModelArgs;
+use crate::model_args::{FitArgs, ModelArgs};
 use crate::output::{self, band_line};
 use crate::{device, progress};
 use anyhow::Result;
-use histfit_infer::{FitOptions, TestStat, ToyHypotest};
+use histfit_infer::{TestStat, ToyHypotest};
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
     model: ModelArgs,
+    #[command(flatten)]
+    fit: FitArgs,
     #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     mu: f64,
     #[arg(long = "n-toys", default_value_t = 1000)]
@@ -27,7 +29,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
-    let (model, source, data, eval) = a.model.prepare()?;
+    let (model, source, data, eval, base) = a.model.prepare_fit(&a.fit)?;
     let range = super::parse_shard(a.shard.as_deref(), a.n_toys)?;
     let bar = progress::Bar::new("toys", 2 * (range.end - range.start) as usize);
     let batcher = device::batcher(&eval);
@@ -39,7 +41,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         a.seed,
         a.n_toys,
         range,
-        &FitOptions::default(),
+        &base,
         &|d, _| bar.set(d),
     )?;
     bar.finish();

@@ -2,17 +2,19 @@
 
 use super::grid::{self, GridArgs};
 use super::OutputArgs;
-use crate::model_args::ModelArgs;
+use crate::model_args::{FitArgs, ModelArgs};
 use crate::output::{self, band_line};
 use crate::progress;
 use anyhow::Result;
-use histfit_infer::{FitOptions, TestStat, UpperLimit};
+use histfit_infer::{TestStat, UpperLimit};
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
     model: ModelArgs,
+    #[command(flatten)]
+    fit: FitArgs,
     #[arg(long, default_value_t = 0.05)]
     alpha: f64,
     #[arg(long = "test-stat", default_value = "qtilde")]
@@ -30,7 +32,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     if a.grid.patchset.is_some() {
         return run_grid(&a);
     }
-    let (model, source, data, mut eval) = a.model.prepare()?;
+    let (model, source, data, mut eval, base) = a.model.prepare_fit(&a.fit)?;
     let ts = a.test_stat;
     let r = match &a.scan {
         None => histfit_infer::upper_limit(
@@ -38,7 +40,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
             &data,
             a.alpha,
             ts,
-            &FitOptions::default(),
+            &base,
             histfit_infer::limits::DEFAULT_RTOL,
         )?,
         Some(spec) => {
@@ -56,7 +58,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
                 &data,
                 a.alpha,
                 ts,
-                &FitOptions::default(),
+                &base,
                 &values,
                 &mut |d, _| bar.set(d),
             )?;
@@ -87,13 +89,13 @@ fn run_grid(a: &Args) -> Result<ExitCode> {
     if a.scan.is_some() {
         anyhow::bail!("--scan and --patchset: a grid finds each limit by root finding");
     }
-    let g = grid::run(&a.model, &a.grid, &|eval, data| {
+    let g = grid::run(&a.model, &a.fit, &a.grid, &|eval, data, base| {
         Ok(histfit_infer::upper_limit(
             eval,
             &data,
             a.alpha,
             a.test_stat,
-            &FitOptions::default(),
+            base,
             histfit_infer::limits::DEFAULT_RTOL,
         )?)
     })?;

@@ -1,17 +1,19 @@
 //! `histfit ranking`: nuisance parameters ranked by their impact on the POI.
 
 use super::OutputArgs;
-use crate::model_args::ModelArgs;
+use crate::model_args::{FitArgs, ModelArgs};
 use crate::{output, progress};
 use anyhow::Result;
 use histfit_compute::Evaluator;
-use histfit_infer::{FitOptions, Ranking};
+use histfit_infer::Ranking;
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
     model: ModelArgs,
+    #[command(flatten)]
+    fit: FitArgs,
     /// Show only the N highest-ranked parameters in the table (JSON has all).
     #[arg(long, default_value_t = 20)]
     top: usize,
@@ -20,11 +22,11 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
-    let (model, source, data, eval) = a.model.prepare()?;
+    let (model, source, data, eval, base) = a.model.prepare_fit(&a.fit)?;
     let space = eval.space();
     let n = histfit_infer::ranking::ranked_parameters(space, &space.fixed).len();
     let bar = progress::Bar::new("ranking", 4 * n);
-    let r = histfit_infer::ranking(&eval, &data, &FitOptions::default(), &|d, _| bar.set(d))?;
+    let r = histfit_infer::ranking(&eval, &data, &base, &|d, _| bar.set(d))?;
     bar.finish();
     if r.failed_fits > 0 {
         eprintln!(

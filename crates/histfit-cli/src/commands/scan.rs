@@ -1,16 +1,18 @@
 //! `histfit scan`: the profile likelihood scan of the POI.
 
 use super::OutputArgs;
-use crate::model_args::ModelArgs;
+use crate::model_args::{FitArgs, ModelArgs};
 use crate::{output, progress};
 use anyhow::Result;
-use histfit_infer::{FitOptions, ScanResult};
+use histfit_infer::ScanResult;
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
     model: ModelArgs,
+    #[command(flatten)]
+    fit: FitArgs,
     /// POI range LO:HI.
     #[arg(
         long = "poi-range",
@@ -27,17 +29,11 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
-    let (model, source, data, mut eval) = a.model.prepare()?;
+    let (model, source, data, mut eval, base) = a.model.prepare_fit(&a.fit)?;
     let (lo, hi) = super::parse_range(&a.poi_range)?;
     let values = histfit_infer::linspace(lo, hi, a.points);
     let bar = progress::Bar::new("scan", values.len() + 1);
-    let r = histfit_infer::profile_scan(
-        &mut eval,
-        &data,
-        &values,
-        &FitOptions::default(),
-        &mut |d, _| bar.set(d),
-    )?;
+    let r = histfit_infer::profile_scan(&mut eval, &data, &values, &base, &mut |d, _| bar.set(d))?;
     bar.finish();
     if r.failed_fits() > 0 {
         eprintln!(

@@ -1,10 +1,10 @@
 //! `histfit significance`: the discovery test (q0), observed and expected.
 
 use super::OutputArgs;
-use crate::model_args::ModelArgs;
+use crate::model_args::{FitArgs, ModelArgs};
 use crate::output::{self, band_line};
 use anyhow::Result;
-use histfit_infer::{FitOptions, Significance};
+use histfit_infer::Significance;
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
@@ -12,12 +12,14 @@ pub struct Args {
     #[command(flatten)]
     model: ModelArgs,
     #[command(flatten)]
+    fit: FitArgs,
+    #[command(flatten)]
     out: OutputArgs,
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
-    let (model, source, data, mut eval) = a.model.prepare()?;
-    let r = histfit_infer::significance(&mut eval, &data, &FitOptions::default())?;
+    let (model, source, data, mut eval, base) = a.model.prepare_fit(&a.fit)?;
+    let r = histfit_infer::significance(&mut eval, &data, &base)?;
     super::warn_all(&r.warnings);
     a.out
         .emit(|| output::json(&source, &model, &r), || table(&r))?;

@@ -2,16 +2,18 @@
 //! if asked; its `--json` document is what `merge-toys` reads back.
 
 use super::OutputArgs;
-use crate::model_args::ModelArgs;
+use crate::model_args::{FitArgs, ModelArgs};
 use crate::{device, output, progress};
 use anyhow::Result;
-use histfit_infer::{FitOptions, GenPoint, ToyEnsemble};
+use histfit_infer::{GenPoint, ToyEnsemble};
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
     model: ModelArgs,
+    #[command(flatten)]
+    fit: FitArgs,
     #[arg(long = "n-toys", default_value_t = 1000)]
     n_toys: u64,
     #[arg(long, default_value_t = 0)]
@@ -27,7 +29,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
-    let (model, source, data, mut eval) = a.model.prepare()?;
+    let (model, source, data, mut eval, base) = a.model.prepare_fit(&a.fit)?;
     let range = super::parse_shard(a.shard.as_deref(), a.n_toys)?;
     let at = a.mu.map_or(GenPoint::FreeFit, GenPoint::ConditionalFit);
     let gen = histfit_infer::generation_point(&mut eval, &data, &at)?;
@@ -38,7 +40,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         &gen,
         a.seed,
         range,
-        &FitOptions::default(),
+        &base,
         &|d, _| bar.set(d),
     )?;
     bar.finish();
