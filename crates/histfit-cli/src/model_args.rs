@@ -29,8 +29,9 @@ pub struct ModelArgs {
     /// Evaluate on a GPU: cuda (device 0) or cuda:N. Default: the CPU.
     #[arg(long = "gpu", value_name = "cuda[:N]")]
     pub gpu: Option<Device>,
-    /// The parameter of interest, instead of the measurement's (a scalar parameter).
-    #[arg(long, value_name = "NAME")]
+    /// The parameter of interest instead of the measurement's (a scalar parameter), or "none":
+    /// fits work without one; tests, limits, scans and rankings say they need one.
+    #[arg(long, value_name = "NAME|none")]
     pub poi: Option<String>,
 }
 
@@ -72,6 +73,16 @@ impl ModelArgs {
         Ok((model, source, data, eval))
     }
 
+    /// `--poi NAME` (or `none`): the measurement's POI replaced before compiling, so the model
+    /// is built with it — and a background-only file whose own POI only a signal patch adds
+    /// compiles without one (the empty name).
+    pub fn apply_poi(&self, ws: &mut histfit_model::Workspace) -> Result<()> {
+        if let Some(poi) = &self.poi {
+            ws.set_poi(self.measurement.as_deref(), poi)?;
+        }
+        Ok(())
+    }
+
     /// [`prepare`](Self::prepare) for an inference command: the fit options of `fit` and the
     /// dataset they choose (observed, or Asimov with `--asimov`).
     pub fn prepare_fit(
@@ -100,14 +111,7 @@ impl ModelArgs {
             ),
         };
         let mut ws = load_workspace(&self.workspace, patch)?;
-        if let Some(poi) = &self.poi {
-            // The measurement's POI is replaced before compiling, so the model is built with it
-            // (and one whose own POI is missing from a background-only file compiles).
-            let name = ws.measurement(self.measurement.as_deref())?.name.clone();
-            if let Some(m) = ws.measurements.iter_mut().find(|m| m.name == name) {
-                m.poi = poi.clone();
-            }
-        }
+        self.apply_poi(&mut ws)?;
         let model = compile(&ws, self.measurement.as_deref(), &self.settings()?)
             .map_err(|e| anyhow!("{}: {e}", self.workspace))?;
         for w in &model.warnings {

@@ -529,3 +529,51 @@ fn inference_options_on_every_command() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+/// `--poi none`: a background-only file whose POI only a signal patch adds. The fit works
+/// without one; commands that need one say so.
+#[test]
+fn a_model_without_a_poi_fits_and_tests_say_they_need_one() {
+    let mut ws: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("simple_workspace.json")).unwrap())
+            .unwrap();
+    // The signal sample (and with it the POI's normfactor) removed, the measurement unchanged.
+    ws["channels"][0]["samples"]
+        .as_array_mut()
+        .unwrap()
+        .remove(0);
+    let dir = std::env::temp_dir().join(format!("histfit-nopoi-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("bkg_only.json");
+    std::fs::write(&path, ws.to_string()).unwrap();
+    let p = path.to_str().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_histfit"))
+        .args(["fit", p])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--poi none"));
+    let f = run_json(&["fit", p, "--poi", "none", "--json"]);
+    assert!(f["converged"].as_bool().unwrap());
+    assert!(f["poi"].is_null() && f["poi_index"].is_null(), "{f}");
+    for cmd in [
+        "hypotest",
+        "limit",
+        "scan",
+        "ranking",
+        "significance",
+        "toys",
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_histfit"))
+            .args([cmd, p, "--poi", "none"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{cmd}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("parameter of interest") && err.contains("needs one"),
+            "{cmd}: {err}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -39,8 +39,9 @@ pub struct ParameterSpace {
     pub bounds: Vec<(f64, f64)>,
     /// Held at `init` by the likelihood's own definition.
     pub fixed: Vec<bool>,
-    /// The parameter of interest.
-    pub poi: usize,
+    /// The parameter of interest, if the likelihood has one (fits and yields need none; tests,
+    /// limits, scans and rankings do: [`poi`](Self::poi)).
+    pub poi: Option<usize>,
     pub priors: Vec<Prior>,
     /// The natural step of each parameter (a constraint's width, else 1): fits work in θ/scale.
     pub scales: Vec<f64>,
@@ -77,17 +78,27 @@ impl ParameterSpace {
                 });
             }
         }
-        if self.poi >= n {
+        if let Some(p) = self.poi.filter(|&p| p >= n) {
             return Err(crate::ComputeError::InvalidData {
                 place: "parameter space: poi".into(),
-                rule: format!("index {} is not one of its {n} parameters", self.poi),
+                rule: format!("index {p} is not one of its {n} parameters"),
             });
         }
         Ok(())
     }
 
-    pub fn poi_name(&self) -> &str {
-        &self.names[self.poi]
+    /// The parameter of interest, or an error saying that what was asked needs one.
+    pub fn poi(&self) -> crate::Result<usize> {
+        self.poi.ok_or_else(|| crate::ComputeError::InvalidData {
+            place: "parameter of interest".into(),
+            rule: "the model has none, and this needs one (choose one: --poi NAME, or poi= in \
+                   Python)"
+                .into(),
+        })
+    }
+
+    pub fn poi_name(&self) -> Option<&str> {
+        self.poi.map(|i| self.names[i].as_str())
     }
 
     /// Index of the parameter with this name.
@@ -109,7 +120,7 @@ impl ParameterSpace {
             init,
             bounds,
             fixed: vec![false; n],
-            poi,
+            poi: Some(poi),
             priors: vec![Prior::Free; n],
             scales: vec![1.0; n],
             kinked: vec![false; n],

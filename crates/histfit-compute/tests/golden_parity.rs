@@ -41,7 +41,7 @@ fn parameter_table_matches_pyhf() {
                 "{name}/{setting}: parameter order"
             );
             assert_eq!(
-                model.poi,
+                model.poi.expect("the model has a POI"),
                 g["poi_index"].as_u64().unwrap() as usize,
                 "{name}: poi"
             );
@@ -177,7 +177,7 @@ fn gradient_with_a_zero_normalisation_matches_differences() {
         let data = Dataset::observed(&model);
         let mut ev = CpuEvaluator::new(model.clone());
         let mut p = model.init();
-        p[model.poi] = 0.0;
+        p[model.poi.expect("the model has a POI")] = 0.0;
         let mut grad = vec![0.0; p.len()];
         ev.nll_grad(&p, &data, &mut grad).unwrap();
         assert_matches_differences(&mut ev, &data, &p, &grad, |x| 1e-4 * x.abs().max(1.0), 1e-6);
@@ -238,7 +238,7 @@ fn gradient_with_a_zero_normsys_factor_matches_differences() {
     let (a, b) = (model.par_index("a").unwrap(), model.par_index("b").unwrap());
     p[a] = -2.0; // κ = 1 + α·(1 − lo) = 0
     p[b] = 0.3;
-    p[model.poi] = 1.7;
+    p[model.poi.expect("the model has a POI")] = 1.7;
     let mut grad = vec![0.0; p.len()];
     ev.nll_grad(&p, &data, &mut grad).unwrap();
     assert!(

@@ -281,7 +281,7 @@ fn caller_datasets_fit_in_lockstep_like_the_cpu() {
         let c = fit(&mut cpu, d, &ok).unwrap();
         assert_eq!(c.converged, g[k].converged, "dataset {k}");
         assert!((c.twice_nll - g[k].twice_nll).abs() <= 1e-6, "dataset {k}");
-        let poi = model.poi;
+        let poi = model.poi.expect("the model has a POI");
         assert!(
             (c.bestfit[poi] - g[k].bestfit[poi]).abs() <= 2e-4,
             "dataset {k}"

@@ -137,7 +137,7 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
         test_stat: TestStat,
         mut base: FitOptions,
     ) -> Result<Self> {
-        let poi = eval.space().poi;
+        let poi = eval.space().poi()?;
         if matches!(test_stat, TestStat::Tmu | TestStat::TmuTilde) {
             // Their asymptotic distributions differ from the one-sided ones used here; toys
             // (hypotest-toys) handle every statistic.

@@ -124,7 +124,7 @@ fn profile<E: YieldGradient>(
     if !mu.is_finite() {
         return Err(InferError::Request(format!("mu = {mu}: expected a number")));
     }
-    let poi = Evaluator::space(eval).poi;
+    let poi = Evaluator::space(eval).poi()?;
     let n = Evaluator::space(eval).len();
     if let Some((a, b)) = warm {
         if a.len() != n || b.len() != n {
@@ -208,7 +208,7 @@ pub fn expected_q0<E: YieldGradient>(
 ) -> Result<ProfiledStatistic> {
     let space = Evaluator::space(eval);
     let mut at = space.init.clone();
-    at[space.poi] = 1.0;
+    at[space.poi()?] = 1.0;
     let asimov = eval.inputs_asimov(&at)?;
     let p = profile(eval, &asimov, 0.0, true, warm, edm)?;
     let grad = eval.yield_grad_sum(

@@ -207,7 +207,7 @@ pub fn upper_limit<E: Evaluator + ?Sized>(
     rtol: f64,
 ) -> Result<UpperLimit> {
     check_request(alpha, test_stat)?;
-    let poi = eval.space().poi;
+    let poi = eval.space().poi()?;
     let (lo_b, hi) = base
         .bounds
         .as_ref()

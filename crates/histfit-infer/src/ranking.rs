@@ -49,7 +49,7 @@ pub fn ranked_parameters(space: &ParameterSpace, fixed: &[bool]) -> Vec<(usize, 
         .priors
         .iter()
         .enumerate()
-        .filter(|&(i, _)| i != space.poi && !fixed[i])
+        .filter(|&(i, _)| Some(i) != space.poi && !fixed[i])
         .filter_map(|(i, prior)| {
             prior
                 .centre_width()
@@ -82,7 +82,7 @@ pub fn ranking<E: Evaluator + Clone + Send + Sync>(
         )));
     }
     let space = eval.space();
-    let poi = space.poi;
+    let poi = space.poi()?;
     if nominal.hessian_positive_definite != Some(true) {
         return Err(InferError::Request(
             "the Hessian at the nominal minimum is not positive definite: post-fit uncertainties, and so impacts, are undefined".into(),
@@ -162,7 +162,7 @@ pub fn ranking<E: Evaluator + Clone + Send + Sync>(
     let key = |e: &RankingEntry| e.impact_postfit_up.abs().max(e.impact_postfit_down.abs());
     entries.sort_by(|a, b| key(b).total_cmp(&key(a)).then(a.index.cmp(&b.index)));
     Ok(Ranking {
-        poi: space.poi_name().to_owned(),
+        poi: space.names[poi].clone(),
         mu_hat,
         mu_uncertainty: unc[poi],
         failed_fits: refits.iter().filter(|r| !r.converged).count(),

@@ -57,7 +57,7 @@ pub fn profile_scan<E: Evaluator + ?Sized>(
     base: &FitOptions,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<ScanResult> {
-    let poi = eval.space().poi;
+    let poi = eval.space().poi()?;
     let (lo, hi) = base
         .bounds
         .as_ref()
@@ -125,7 +125,7 @@ pub fn profile_scan<E: Evaluator + ?Sized>(
         })
         .collect();
     Ok(ScanResult {
-        poi: eval.space().poi_name().to_owned(),
+        poi: eval.space().names[poi].clone(),
         mu_hat,
         twice_nll_min: min,
         free_fit_converged: free.converged,

@@ -208,7 +208,7 @@ pub fn fit_toys_on<R: ToyRunner>(
 ) -> Result<Vec<ToyFit>> {
     let total = (indices.end - indices.start) as usize;
     let done = AtomicUsize::new(0);
-    let poi = runner.space().poi;
+    let poi = runner.space().poi()?;
     let mut o = base.clone();
     o.uncertainties = false;
     o.init = Some(gen_params.to_vec());
@@ -316,7 +316,7 @@ async fn statistic<E: AsyncEvaluator + ?Sized>(
     base: &FitOptions,
     init: &[f64],
 ) -> Result<(f64, Option<String>)> {
-    let poi = eval.space().poi;
+    let poi = eval.space().poi()?;
     let mut o = base.clone();
     o.uncertainties = false;
     o.init = Some(init.to_vec());
@@ -390,7 +390,7 @@ pub fn hypotest_toys_on<R: ToyRunner>(
     base: &FitOptions,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<ToyHypotest> {
-    let poi = runner.space().poi;
+    let poi = runner.space().poi()?;
     let bounds = base
         .bounds
         .clone()
@@ -649,7 +649,7 @@ pub fn generation_point<E: Evaluator + ?Sized>(
             return Ok(p.clone());
         }
         GenPoint::ConditionalFit(mu) => {
-            let poi = eval.space().poi;
+            let poi = eval.space().poi()?;
             crate::check_fixed_value(eval.space(), poi, *mu)?;
             o.fix.push((poi, *mu));
         }

@@ -46,7 +46,7 @@ impl Counting {
                 init: vec![1.0, 0.0],
                 bounds: vec![(-1.5, 10.0), (-5.0, 5.0)],
                 fixed: vec![false, false],
-                poi: 0,
+                poi: Some(0),
                 priors: vec![
                     Prior::Free,
                     Prior::Gauss {

@@ -182,7 +182,7 @@ fn fits_run_together_equal_separate_fits() {
     use histfit_infer::{fit, FitOptions};
     let (model, data) = load("workspace_tHu", settings("smooth"));
     let mut ev = CpuEvaluator::new(model.clone());
-    let poi = model.poi;
+    let poi = model.poi.expect("the model has a POI");
     let mut init = model.init();
     init[poi] = 0.5;
     let opts = [

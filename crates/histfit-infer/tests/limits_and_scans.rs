@@ -182,13 +182,13 @@ fn scan_matches_cold_fits() {
     assert_eq!(calls, values.len() + 1);
     assert_eq!(scan.failed_fits(), 0);
     let free = fit(&mut ev, &data, &FitOptions::default()).unwrap();
-    assert!((scan.mu_hat - free.bestfit[model.poi]).abs() < 1e-5);
+    assert!((scan.mu_hat - free.bestfit[model.poi.expect("the model has a POI")]).abs() < 1e-5);
     for p in &scan.points {
         let cold = fit(
             &mut ev,
             &data,
             &FitOptions {
-                fix: vec![(model.poi, p.mu)],
+                fix: vec![(model.poi.expect("the model has a POI"), p.mu)],
                 ..Default::default()
             },
         )

@@ -29,7 +29,7 @@ fn mle_matches_pyhf_on_every_workspace() {
                 .iter()
                 .filter_map(|k| g[k]["twice_nll"].as_f64())
                 .fold(f64::INFINITY, f64::min);
-            let poi = model.poi;
+            let poi = model.poi.expect("the model has a POI");
             let unc = r.uncertainties.as_ref().unwrap();
             let m_best = floats(&minuit["bestfit"]);
             // Tightly converged reference (scripts/make_goldens.py): pyhf's Minuit stops at

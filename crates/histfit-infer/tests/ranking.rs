@@ -49,7 +49,7 @@ fn ranking_matches_refits_and_is_thread_independent() {
             },
         )
         .unwrap();
-        let impact = r.bestfit[model.poi] - one.mu_hat;
+        let impact = r.bestfit[model.poi.expect("the model has a POI")] - one.mu_hat;
         assert!(
             (impact - e.impact_postfit_up).abs() < 1e-4,
             "{}: {impact} vs {}",

@@ -153,7 +153,9 @@ pub struct HistoSysEntry {
 pub struct Model {
     pub parameters: Vec<Parameter>,
     pub sets: Vec<ParameterSet>,
-    pub poi: usize,
+    /// The parameter of interest; `None` for a model compiled without one (a measurement whose
+    /// POI is the empty name: background-only files whose POI only a signal patch adds).
+    pub poi: Option<usize>,
     pub measurement: String,
     pub settings: Settings,
     pub channels: Vec<ChannelLayout>,
@@ -207,8 +209,8 @@ impl Model {
     pub fn fixed(&self) -> Vec<bool> {
         self.parameters.iter().map(|p| p.fixed).collect()
     }
-    pub fn poi_name(&self) -> &str {
-        &self.parameters[self.poi].name
+    pub fn poi_name(&self) -> Option<&str> {
+        self.poi.map(|i| self.parameters[i].name.as_str())
     }
 }
 
@@ -245,7 +247,10 @@ pub fn compile(ws: &Workspace, measurement: Option<&str>, settings: &Settings) -
     };
     b.collect_sets(&order)?;
     let (parameters, sets, set_index, mut warnings) = b.parameter_table(meas)?;
-    let poi = parameters
+    let poi = if meas.poi.is_empty() {
+        None
+    } else {
+        Some(parameters
         .iter()
         .position(|p| p.name == meas.poi)
         .ok_or_else(|| {
@@ -259,13 +264,15 @@ pub fn compile(ws: &Workspace, measurement: Option<&str>, settings: &Settings) -
             let hint = if set_index.contains_key(&meas.poi) {
                 " (it names a per-bin parameter set; the POI must be a scalar parameter)"
             } else {
-                ""
+                " (a background-only file whose POI only a signal patch adds compiles without \
+                 one: --poi none, or poi=\"none\" in Python)"
             };
             ModelError::new(
                 place,
                 format!("POI \"{}\" is not a parameter of the model{hint}", meas.poi),
             )
-        })?;
+        })?)
+    };
 
     // Observed data.
     let mut observed = vec![0.0; n_main];

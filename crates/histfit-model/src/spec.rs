@@ -143,6 +143,21 @@ impl Workspace {
     }
 
     /// The measurement with this name, or the first one when `name` is `None`.
+    /// Replaces the POI of measurement `name` (default: the first) before compiling: `"none"`
+    /// compiles the model without one (a background-only file whose POI only a signal patch
+    /// adds); any other name must be a scalar parameter of the model, which `compile` checks.
+    pub fn set_poi(&mut self, measurement: Option<&str>, poi: &str) -> Result<()> {
+        let name = self.measurement(measurement)?.name.clone();
+        if let Some(m) = self.measurements.iter_mut().find(|m| m.name == name) {
+            m.poi = if poi == "none" {
+                String::new()
+            } else {
+                poi.to_owned()
+            };
+        }
+        Ok(())
+    }
+
     pub fn measurement(&self, name: Option<&str>) -> Result<&Measurement> {
         match name {
             None => self

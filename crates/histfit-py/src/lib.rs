@@ -105,13 +105,14 @@ impl NativeWorkspace {
 
     /// Compiles a model: `measurement` (default: the first), `interp` ("smooth": normsys code4 /
     /// histosys code4p, or "pyhf": code1 / code0), optional per-type codes.
-    #[pyo3(signature = (measurement = None, interp = "smooth", normsys = None, histosys = None))]
+    #[pyo3(signature = (measurement = None, interp = "smooth", normsys = None, histosys = None, poi = None))]
     fn model(
         &self,
         measurement: Option<&str>,
         interp: &str,
         normsys: Option<&str>,
         histosys: Option<&str>,
+        poi: Option<&str>,
     ) -> PyResult<NativeModel> {
         let mut s = match interp {
             "smooth" => Settings::smooth(),
@@ -128,7 +129,15 @@ impl NativeWorkspace {
         if let Some(c) = histosys {
             s.histosys = c.parse::<InterpCode>().map_err(bad)?;
         }
-        let model = compile(&self.ws, measurement, &s).map_err(bad)?;
+        let model = match poi {
+            None => compile(&self.ws, measurement, &s),
+            Some(p) => {
+                let mut ws = self.ws.clone();
+                ws.set_poi(measurement, p).map_err(bad)?;
+                compile(&ws, measurement, &s)
+            }
+        }
+        .map_err(bad)?;
         Ok(NativeModel {
             model: Arc::new(model),
             cpu: Mutex::new(None),
@@ -402,7 +411,7 @@ impl NativeModel {
         self.model.par_names()
     }
     #[getter]
-    fn poi_index(&self) -> usize {
+    fn poi_index(&self) -> Option<usize> {
         self.model.poi
     }
     #[getter]

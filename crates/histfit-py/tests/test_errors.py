@@ -105,3 +105,21 @@ def test_fixing_outside_the_bounds_is_refused_as_on_the_cli():
     model = ws.model()
     with pytest.raises(histfit.HistfitError, match=r'cannot fix "mu" at 50: outside its bounds \[0, 10\]'):
         histfit.fit(model, fixed={"mu": 50})
+
+
+def test_poi_choice_and_a_model_without_one():
+    import json
+
+    with open(fixture("simple_workspace.json")) as f:
+        spec = json.load(f)
+    m = histfit.Workspace(spec).model(poi="uncorr_bkguncrt[0]")
+    assert m.poi_name == "uncorr_bkguncrt[0]"
+    # Background only: the signal (and the POI's normfactor) gone, the measurement unchanged.
+    spec["channels"][0]["samples"].pop(0)
+    with pytest.raises(histfit.HistfitError, match="--poi none"):
+        histfit.Workspace(spec).model()
+    m = histfit.Workspace(spec).model(poi="none")
+    assert m.poi_index is None and m.poi_name is None
+    assert histfit.fit(m).converged
+    with pytest.raises(histfit.HistfitError, match="parameter of interest"):
+        histfit.hypotest(1.0, m)

@@ -217,7 +217,7 @@ fn fit_table(model: &Model, space: &ParameterSpace, r: &FitResult) -> String {
             ),
             _ => (String::new(), String::new()),
         };
-        let marker = if i == space.poi { " (POI)" } else { "" };
+        let marker = if Some(i) == space.poi { " (POI)" } else { "" };
         s.push_str(&format!(
             "{:<width$}  {:>14.8}  {:>12}  {:>8}  {:>10}{marker}\n",
             name, r.bestfit[i], err, pull, constraint

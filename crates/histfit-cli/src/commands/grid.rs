@@ -70,13 +70,14 @@ pub fn run<T: Send>(
     }
     let device = model.device();
     let bar = progress::Bar::new("grid", points.len());
-    let one = |p: &PatchPoint| -> Result<(T, String, String)> {
+    let one = |p: &PatchPoint| -> Result<(T, String, Option<String>)> {
         let mut v = base.clone();
         apply_patch_point(&mut v, &ps, p, patchset)?;
-        let ws = workspace_from_value(&v, &model.workspace)?;
+        let mut ws = workspace_from_value(&v, &model.workspace)?;
+        model.apply_poi(&mut ws)?;
         let m = compile(&ws, model.measurement.as_deref(), &settings)
             .map_err(|e| anyhow::anyhow!("{}: {e}", model.workspace))?;
-        let (measurement, poi) = (m.measurement.clone(), m.poi_name().to_owned());
+        let (measurement, poi) = (m.measurement.clone(), m.poi_name().map(str::to_owned));
         let observed = Dataset::observed(&m);
         let mut eval = crate::device::open(Arc::new(m), device)?;
         let options = fit.options(histfit_compute::Evaluator::space(&eval))?;
@@ -116,6 +117,7 @@ pub fn run<T: Send>(
         );
     }
     let (measurement, poi) = header.unzip();
+    let poi = poi.flatten();
     Ok(Grid {
         labels,
         points,

@@ -78,7 +78,7 @@ fn table(model: &Model) -> String {
     let mut s = format!(
         "measurement: {}\nPOI: {}\nbins: {} in {} channels   parameters: {} ({} sets)   auxiliary data: {}\n\n",
         model.measurement,
-        model.poi_name(),
+        model.poi_name().unwrap_or("none"),
         model.n_main,
         model.channels.len(),
         model.n_params(),

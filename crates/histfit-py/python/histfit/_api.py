@@ -81,11 +81,14 @@ class Workspace:
         interp: str = "smooth",
         normsys: Optional[str] = None,
         histosys: Optional[str] = None,
+        poi: Optional[str] = None,
     ) -> "Model":
         """Compiles the model of ``measurement`` (default: the first). ``interp``: "smooth"
         (normsys code4, histosys code4p; pyhf's Model default) or "pyhf" (code1 / code0);
-        ``normsys=``/``histosys=`` override one type's code ("code0" ... "code4p")."""
-        return Model(self._native.model(measurement, interp, normsys, histosys))
+        ``normsys=``/``histosys=`` override one type's code ("code0" ... "code4p"). ``poi``: the
+        parameter of interest instead of the measurement's, or ``"none"`` (fits work without
+        one; tests, limits and scans say they need one)."""
+        return Model(self._native.model(measurement, interp, normsys, histosys, poi))
 
     def data(self, model: "Model", include_auxdata: bool = True) -> np.ndarray:
         """Observed data in pyhf's layout: main bins by channel, then auxiliary data."""
@@ -104,12 +107,14 @@ class Model:
         return list(self._native.par_names)
 
     @property
-    def poi_index(self) -> int:
+    def poi_index(self) -> Optional[int]:
+        """The parameter of interest's index; ``None`` for a model compiled without one."""
         return self._native.poi_index
 
     @property
-    def poi_name(self) -> str:
-        return self.par_names[self.poi_index]
+    def poi_name(self) -> Optional[str]:
+        i = self.poi_index
+        return None if i is None else self.par_names[i]
 
     def par_index(self, name: str) -> int:
         try:
