@@ -6,7 +6,9 @@ use crate::device::{AnyEval, Device};
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use histfit_compute::{Dataset, ParameterSpace};
-use histfit_model::{compile, load_workspace, InterpCode, Model, Settings};
+use histfit_model::patch::apply_patchset;
+use histfit_model::tools::check_patchset_digest;
+use histfit_model::{compile, read_json, workspace_from_value, InterpCode, Model, Settings};
 use std::sync::Arc;
 
 #[derive(Args, Debug, Clone)]
@@ -29,6 +31,9 @@ pub struct ModelArgs {
     /// Evaluate on a GPU: cuda (device 0) or cuda:N. Default: the CPU.
     #[arg(long = "gpu", value_name = "cuda[:N]")]
     pub gpu: Option<Device>,
+    /// Apply a patch even when the patchset's recorded digest is not this workspace's.
+    #[arg(long)]
+    pub force: bool,
     /// The parameter of interest instead of the measurement's (a scalar parameter), or "none":
     /// fits work without one; tests, limits, scans and rankings say they need one.
     #[arg(long, value_name = "NAME|none")]
@@ -110,7 +115,15 @@ impl ModelArgs {
                     .ok_or_else(|| anyhow!("--patch {p}: expected FILE:NAME"))?,
             ),
         };
-        let mut ws = load_workspace(&self.workspace, patch)?;
+        let mut value = read_json(&self.workspace)?;
+        if let Some((pfile, pname)) = patch {
+            let patchset = read_json(pfile)?;
+            if !self.force {
+                check_patchset_digest(&value, &patchset, pfile)?;
+            }
+            apply_patchset(&mut value, &patchset, pname, pfile)?;
+        }
+        let mut ws = workspace_from_value(&value, &self.workspace)?;
         self.apply_poi(&mut ws)?;
         let model = compile(&ws, self.measurement.as_deref(), &self.settings()?)
             .map_err(|e| anyhow!("{}: {e}", self.workspace))?;

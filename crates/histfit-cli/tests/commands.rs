@@ -577,3 +577,68 @@ fn a_model_without_a_poi_fits_and_tests_say_they_need_one() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The workspace tools write workspaces that validate again, and a patchset recorded for another
+/// workspace is refused unless --force.
+#[test]
+fn workspace_tools_and_patchset_digests() {
+    let ws = fixture("complex_workspace.json");
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_histfit"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let d = run(&["digest", &ws]);
+    assert!(d.starts_with("sha256:") && d.trim().len() == 7 + 64, "{d}");
+    let dir = std::env::temp_dir().join(format!("histfit-tools-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sorted = dir.join("sorted.json");
+    run(&["sort", &ws, "-o", sorted.to_str().unwrap()]);
+    // Sorting keeps the model: the same fit.
+    let a = run_json(&["fit", &ws, "--json"]);
+    let b = run_json(&["fit", sorted.to_str().unwrap(), "--json"]);
+    assert_eq!(a["twice_nll"], b["twice_nll"]);
+    let pruned: Value = serde_json::from_str(&run(&["prune", &ws, "-t", "histosys"])).unwrap();
+    assert!(!pruned.to_string().contains("\"histosys\""));
+    let renamed: Value =
+        serde_json::from_str(&run(&["rename", &ws, "-c", "SR", "signal_region"])).unwrap();
+    assert!(renamed["observations"]
+        .to_string()
+        .contains("signal_region"));
+    let out = Command::new(env!("CARGO_BIN_EXE_histfit"))
+        .args(["prune", &ws, "-c", "nope"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no channel \"nope\""));
+    // A patchset recorded for another workspace.
+    let simple = fixture("simple_workspace.json");
+    let mut ps: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("simple_patchset.json")).unwrap())
+            .unwrap();
+    ps["metadata"]["digests"] = serde_json::json!({"sha256": "0".repeat(64)});
+    let bad = dir.join("other_patchset.json");
+    std::fs::write(&bad, ps.to_string()).unwrap();
+    let patch = format!("{}:signal_100", bad.to_str().unwrap());
+    let out = Command::new(env!("CARGO_BIN_EXE_histfit"))
+        .args(["fit", &simple, "--patch", &patch])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--force"));
+    run(&["fit", &simple, "--patch", &patch, "--force"]);
+    // Its own digest recorded: accepted.
+    let own = run(&["digest", &simple]);
+    ps["metadata"]["digests"] =
+        serde_json::json!({"sha256": own.trim().trim_start_matches("sha256:")});
+    std::fs::write(&bad, ps.to_string()).unwrap();
+    run(&["fit", &simple, "--patch", &patch]);
+    std::fs::remove_dir_all(&dir).ok();
+}

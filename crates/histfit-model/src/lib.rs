@@ -9,6 +9,7 @@ pub mod interp;
 pub mod modifiers;
 pub mod patch;
 pub mod spec;
+pub mod tools;
 
 pub use compile::{compile, Constraint, Model, Parameter, ParameterSet, Settings};
 pub use error::{ModelError, Result};

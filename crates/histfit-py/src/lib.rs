@@ -671,6 +671,63 @@ fn fit(
     to_json(&r)
 }
 
+fn workspace_value(text: &str) -> PyResult<serde_json::Value> {
+    let v: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| bad(format!("workspace: invalid JSON: {e}")))?;
+    Workspace::from_value(&v).map_err(bad)?;
+    Ok(v)
+}
+
+/// pyhf's digest (SHA-256 hex) of a workspace given as JSON text.
+#[pyfunction]
+fn workspace_digest(text: &str) -> PyResult<String> {
+    Ok(histfit_model::tools::digest(&workspace_value(text)?))
+}
+
+/// The workspace (JSON text) sorted as pyhf sorts it; JSON text.
+#[pyfunction]
+fn workspace_sorted(text: &str) -> PyResult<String> {
+    to_json(&histfit_model::tools::sorted(&workspace_value(text)?))
+}
+
+/// The workspace (JSON text) pruned and renamed; `prune`: kind → names, `rename`: kind →
+/// {old: new}, kinds channels, samples, modifiers, modifier_types (prune only), measurements.
+#[pyfunction]
+fn workspace_prune_and_rename(
+    text: &str,
+    prune: std::collections::HashMap<String, Vec<String>>,
+    rename: std::collections::HashMap<String, std::collections::HashMap<String, String>>,
+) -> PyResult<String> {
+    let v = workspace_value(text)?;
+    for k in prune.keys().chain(rename.keys()) {
+        if ![
+            "channels",
+            "samples",
+            "modifiers",
+            "modifier_types",
+            "measurements",
+        ]
+        .contains(&k.as_str())
+        {
+            return Err(bad(format!("unknown kind \"{k}\" to prune or rename")));
+        }
+    }
+    let p = |k: &str| prune.get(k).cloned().unwrap_or_default();
+    let r = |k: &str| rename.get(k).cloned().unwrap_or_default();
+    let e = histfit_model::tools::Edits {
+        prune_channels: p("channels"),
+        prune_samples: p("samples"),
+        prune_modifiers: p("modifiers"),
+        prune_modifier_types: p("modifier_types"),
+        prune_measurements: p("measurements"),
+        rename_channels: r("channels"),
+        rename_samples: r("samples"),
+        rename_modifiers: r("modifiers"),
+        rename_measurements: r("measurements"),
+    };
+    to_json(&histfit_model::tools::prune_and_rename(&v, &e).map_err(bad)?)
+}
+
 /// MINOS intervals of the parameters `which` (indices) around the fit (JSON list).
 #[pyfunction]
 #[pyo3(signature = (model, which, data = None, fix = Vec::new(), device = "cpu"))]
@@ -913,6 +970,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<DeviceYields>()?;
     m.add_function(wrap_pyfunction!(fit, m)?)?;
     m.add_function(wrap_pyfunction!(minos, m)?)?;
+    m.add_function(wrap_pyfunction!(workspace_digest, m)?)?;
+    m.add_function(wrap_pyfunction!(workspace_sorted, m)?)?;
+    m.add_function(wrap_pyfunction!(workspace_prune_and_rename, m)?)?;
     m.add_function(wrap_pyfunction!(goodness_of_fit, m)?)?;
     m.add_function(wrap_pyfunction!(hypotest, m)?)?;
     m.add_function(wrap_pyfunction!(upper_limit, m)?)?;

@@ -61,6 +61,9 @@ pub fn run<T: Send>(
     let settings = model.settings()?;
     let base = read_json(&model.workspace)?;
     let ps = read_json(patchset)?;
+    if !model.force {
+        histfit_model::tools::check_patchset_digest(&base, &ps, patchset)?;
+    }
     let (labels, mut points) = patch_points(&ps, patchset)?;
     if let Some(g) = &grid.patches {
         points.retain(|p| glob_match(g, &p.name));

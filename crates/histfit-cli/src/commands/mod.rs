@@ -13,6 +13,7 @@ pub mod ranking;
 pub mod scan;
 pub mod significance;
 pub mod toys;
+pub mod workspace_tools;
 
 use anyhow::Result;
 use clap::Subcommand;
@@ -42,6 +43,14 @@ pub enum Command {
     Devices(devices::Args),
     /// List channels, bins, samples, parameters by type and the POI.
     Inspect(inspect::Args),
+    /// The workspace's SHA-256 digest, as pyhf computes it and patchsets record it.
+    Digest(workspace_tools::DigestArgs),
+    /// Sort channels, samples, modifiers, measurements and observations by name (pyhf sort).
+    Sort(workspace_tools::SortArgs),
+    /// Remove channels, samples, modifiers (by name or type) or measurements (pyhf prune).
+    Prune(workspace_tools::PruneArgs),
+    /// Rename channels, samples, modifiers or measurements (pyhf rename).
+    Rename(workspace_tools::RenameArgs),
 }
 
 impl Command {
@@ -58,6 +67,10 @@ impl Command {
             Command::MergeToys(a) => merge_toys::run(a),
             Command::Devices(a) => devices::run(a),
             Command::Inspect(a) => inspect::run(a),
+            Command::Digest(a) => workspace_tools::digest(a),
+            Command::Sort(a) => workspace_tools::sort(a),
+            Command::Prune(a) => workspace_tools::prune(a),
+            Command::Rename(a) => workspace_tools::rename(a),
         }
     }
 }

@@ -19,6 +19,10 @@ __all__ = [
     "FitResult",
     "fit",
     "minos",
+    "workspace_digest",
+    "sort_workspace",
+    "prune_workspace",
+    "rename_workspace",
     "goodness_of_fit",
     "hypotest",
     "upper_limit",
@@ -254,6 +258,37 @@ def minos(model: Model, pars: Union[str, Sequence[str]] = "all", data: Any = Non
         which = [names.index(p) for p in pars]
     r = json.loads(_native.minos(model._native, which, _data(model, data), fixes, device))
     return {m["name"]: m for m in r}
+
+
+def workspace_digest(spec: Dict[str, Any]) -> str:
+    """The workspace's SHA-256 digest as pyhf computes it (``pyhf.utils.digest``) and patchsets
+    record it."""
+    return _native.workspace_digest(json.dumps(spec))
+
+
+def sort_workspace(spec: Dict[str, Any]) -> Dict[str, Any]:
+    """The workspace with channels, samples, modifiers, measurements and observations sorted by
+    name (pyhf's ``Workspace.sorted``)."""
+    return json.loads(_native.workspace_sorted(json.dumps(spec)))
+
+
+def prune_workspace(spec: Dict[str, Any], channels: Sequence[str] = (), samples: Sequence[str] = (),
+                    modifiers: Sequence[str] = (), modifier_types: Sequence[str] = (),
+                    measurements: Sequence[str] = ()) -> Dict[str, Any]:
+    """The workspace with the named items removed (pyhf's ``Workspace.prune``; every name must
+    exist)."""
+    prune = {"channels": list(channels), "samples": list(samples), "modifiers": list(modifiers),
+             "modifier_types": list(modifier_types), "measurements": list(measurements)}
+    return json.loads(_native.workspace_prune_and_rename(json.dumps(spec), prune, {}))
+
+
+def rename_workspace(spec: Dict[str, Any], channels: Optional[Dict[str, str]] = None,
+                     samples: Optional[Dict[str, str]] = None, modifiers: Optional[Dict[str, str]] = None,
+                     measurements: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+    """The workspace with items renamed ``{old: new}`` (pyhf's ``Workspace.rename``)."""
+    rename = {"channels": channels or {}, "samples": samples or {}, "modifiers": modifiers or {},
+              "measurements": measurements or {}}
+    return json.loads(_native.workspace_prune_and_rename(json.dumps(spec), {}, rename))
 
 
 def goodness_of_fit(model: Model, data: Any = None, fixed: Any = None, device: str = "cpu") -> Dict[str, Any]:
