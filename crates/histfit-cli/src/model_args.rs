@@ -6,7 +6,7 @@ use crate::device::{AnyEval, Device};
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use histfit_compute::{Dataset, ParameterSpace};
-use histfit_model::patch::apply_patchset;
+use histfit_model::patch::{apply_json_patch, apply_patchset};
 use histfit_model::tools::check_patchset_digest;
 use histfit_model::{compile, read_json, workspace_from_value, InterpCode, Model, Settings};
 use std::sync::Arc;
@@ -19,8 +19,9 @@ pub struct ModelArgs {
     /// Measurement to use (default: the first).
     #[arg(long)]
     pub measurement: Option<String>,
-    /// Apply a patch from a pyhf patchset: FILE:NAME.
-    #[arg(long, value_name = "FILE:NAME")]
+    /// Apply a patch: FILE:NAME from a pyhf patchset, or FILE holding a JSON Patch (an array of
+    /// operations).
+    #[arg(long, value_name = "FILE[:NAME]")]
     pub patch: Option<String>,
     /// Interpolation defaults: smooth (normsys code4, histosys code4p) or pyhf (code1, code0).
     #[arg(long = "interp-defaults", default_value = "smooth", value_parser = ["smooth", "pyhf"])]
@@ -78,6 +79,29 @@ impl ModelArgs {
         Ok((model, source, data, eval))
     }
 
+    /// `--patch FILE:NAME` (a patch of a pyhf patchset, checked against the digest the patchset
+    /// records unless `--force`) or `--patch FILE` (a JSON Patch file: an array of operations, as
+    /// published single signal points are).
+    fn apply_patch(&self, value: &mut serde_json::Value, p: &str) -> Result<()> {
+        let (file, name) = match p.rsplit_once(':') {
+            Some((f, n)) if std::path::Path::new(f).is_file() => (f, Some(n)),
+            _ => (p, None),
+        };
+        let patch = read_json(file)?;
+        match (patch.as_array(), name) {
+            (Some(ops), _) => Ok(apply_json_patch(value, ops, file)?),
+            (None, Some(name)) => {
+                if !self.force {
+                    check_patchset_digest(value, &patch, file)?;
+                }
+                Ok(apply_patchset(value, &patch, name, file)?)
+            }
+            (None, None) => {
+                bail!("--patch {p}: a patchset: name the patch, FILE:NAME (or give a JSON Patch file)")
+            }
+        }
+    }
+
     /// `--poi NAME` (or `none`): the measurement's POI replaced before compiling, so the model
     /// is built with it — and a background-only file whose own POI only a signal patch adds
     /// compiles without one (the empty name).
@@ -108,20 +132,9 @@ impl ModelArgs {
 
     /// Loads, patches, validates and compiles; returns the model and a description of the source.
     pub fn load(&self) -> Result<(Arc<Model>, String)> {
-        let patch = match &self.patch {
-            None => None,
-            Some(p) => Some(
-                p.rsplit_once(':')
-                    .ok_or_else(|| anyhow!("--patch {p}: expected FILE:NAME"))?,
-            ),
-        };
         let mut value = read_json(&self.workspace)?;
-        if let Some((pfile, pname)) = patch {
-            let patchset = read_json(pfile)?;
-            if !self.force {
-                check_patchset_digest(&value, &patchset, pfile)?;
-            }
-            apply_patchset(&mut value, &patchset, pname, pfile)?;
+        if let Some(p) = &self.patch {
+            self.apply_patch(&mut value, p)?;
         }
         let mut ws = workspace_from_value(&value, &self.workspace)?;
         self.apply_poi(&mut ws)?;

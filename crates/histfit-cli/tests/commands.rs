@@ -642,3 +642,34 @@ fn workspace_tools_and_patchset_digests() {
     run(&["fit", &simple, "--patch", &patch]);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `--patch FILE` with a JSON Patch (an array of operations, as single published signal points
+/// come) gives the same fit as the same operations from a patchset; a patchset without a name is
+/// refused with the form to use.
+#[test]
+fn json_patch_files_apply() {
+    let ws = fixture("simple_workspace.json");
+    let ps: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("simple_patchset.json")).unwrap())
+            .unwrap();
+    let dir = std::env::temp_dir().join(format!("histfit-jsonpatch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("patch.signal_100.json");
+    std::fs::write(&file, ps["patches"][0]["patch"].to_string()).unwrap();
+    let a = run_json(&["fit", &ws, "--patch", file.to_str().unwrap(), "--json"]);
+    let b = run_json(&[
+        "fit",
+        &ws,
+        "--patch",
+        &format!("{}:signal_100", fixture("simple_patchset.json")),
+        "--json",
+    ]);
+    assert_eq!(a["twice_nll"], b["twice_nll"]);
+    let out = Command::new(env!("CARGO_BIN_EXE_histfit"))
+        .args(["fit", &ws, "--patch", &fixture("simple_patchset.json")])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("FILE:NAME"));
+    std::fs::remove_dir_all(&dir).ok();
+}
