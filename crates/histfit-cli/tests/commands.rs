@@ -673,3 +673,38 @@ fn json_patch_files_apply() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("FILE:NAME"));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `yields`: per channel, sample and bin, totals equal to the sum of the samples, uncertainties
+/// non-negative, the data beside them; post-fit at the fit.
+#[test]
+fn yields_tables() {
+    let ws = fixture("complex_workspace.json");
+    for postfit in [false, true] {
+        let mut args = vec!["yields", ws.as_str(), "--json"];
+        if postfit {
+            args.push("--postfit");
+        }
+        let d = run_json(&args);
+        assert_eq!(d["kind"], "yields");
+        assert_eq!(d["postfit"], postfit);
+        let channels = d["channels"].as_array().unwrap();
+        assert_eq!(channels.len(), 2);
+        for c in channels {
+            let n = c["data"].as_array().unwrap().len();
+            for b in 0..n {
+                let sum: f64 = c["samples"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|s| s["yields"][b].as_f64().unwrap())
+                    .sum();
+                let total = c["total"]["yields"][b].as_f64().unwrap();
+                assert!((sum - total).abs() <= 1e-9 * total.abs(), "{c}");
+                assert!(
+                    c["total"]["uncertainties"][b].as_f64().unwrap() > 0.0,
+                    "{c}"
+                );
+            }
+        }
+    }
+}

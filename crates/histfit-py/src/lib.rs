@@ -752,6 +752,50 @@ fn minos(
     to_json(&r)
 }
 
+/// Pre-fit or post-fit yields per channel, sample and bin with propagated uncertainties (JSON).
+#[pyfunction]
+#[pyo3(signature = (model, postfit = false, data = None, fix = Vec::new(), device = "cpu"))]
+fn yields(
+    py: Python<'_>,
+    model: &NativeModel,
+    postfit: bool,
+    data: Option<PyReadonlyArray1<'_, f64>>,
+    fix: Vec<(usize, f64)>,
+    device: &str,
+) -> PyResult<String> {
+    let d = model.dataset(data)?;
+    let mut o = fit_options(&model.model, None, fix)?;
+    o.uncertainties = true;
+    let m = model.model.clone();
+    let mut ev = open(m.clone(), device)?;
+    let table = py
+        .detach(|| -> histfit_infer::Result<_> {
+            let (params, cov) = if postfit {
+                let r = histfit_infer::fit(&mut ev, &d, &o)?;
+                let c = r.covariance.ok_or_else(|| {
+                    histfit_infer::InferError::Request(
+                        "the fit has no covariance (its Hessian is not positive definite)".into(),
+                    )
+                })?;
+                (r.bestfit, c)
+            } else {
+                let mut p = m.init();
+                for &(i, v) in &o.fix {
+                    p[i] = v;
+                }
+                (p, histfit_compute::histfactory::prefit_covariance(&m))
+            };
+            Ok(histfit_compute::histfactory::yields(
+                &mut CpuEvaluator::new(m.clone()),
+                &params,
+                &cov,
+                &d.main,
+            )?)
+        })
+        .map_err(infer_err)?;
+    to_json(&table)
+}
+
 /// Goodness of fit against the saturated model (JSON).
 #[pyfunction]
 #[pyo3(signature = (model, data = None, fix = Vec::new(), device = "cpu"))]
@@ -970,6 +1014,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<DeviceYields>()?;
     m.add_function(wrap_pyfunction!(fit, m)?)?;
     m.add_function(wrap_pyfunction!(minos, m)?)?;
+    m.add_function(wrap_pyfunction!(yields, m)?)?;
     m.add_function(wrap_pyfunction!(workspace_digest, m)?)?;
     m.add_function(wrap_pyfunction!(workspace_sorted, m)?)?;
     m.add_function(wrap_pyfunction!(workspace_prune_and_rename, m)?)?;

@@ -14,6 +14,7 @@ pub mod scan;
 pub mod significance;
 pub mod toys;
 pub mod workspace_tools;
+pub mod yields;
 
 use anyhow::Result;
 use clap::Subcommand;
@@ -43,6 +44,8 @@ pub enum Command {
     Devices(devices::Args),
     /// List channels, bins, samples, parameters by type and the POI.
     Inspect(inspect::Args),
+    /// Pre-fit or post-fit yields per channel, sample and bin, with uncertainties.
+    Yields(yields::Args),
     /// The workspace's SHA-256 digest, as pyhf computes it and patchsets record it.
     Digest(workspace_tools::DigestArgs),
     /// Sort channels, samples, modifiers, measurements and observations by name (pyhf sort).
@@ -67,6 +70,7 @@ impl Command {
             Command::MergeToys(a) => merge_toys::run(a),
             Command::Devices(a) => devices::run(a),
             Command::Inspect(a) => inspect::run(a),
+            Command::Yields(a) => yields::run(a),
             Command::Digest(a) => workspace_tools::digest(a),
             Command::Sort(a) => workspace_tools::sort(a),
             Command::Prune(a) => workspace_tools::prune(a),

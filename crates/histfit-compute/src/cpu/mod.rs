@@ -278,6 +278,21 @@ impl CpuEvaluator {
         &self.model
     }
 
+    /// The expected yield of every sample-bin at `params` (the model's sample order, bins
+    /// concatenated): (nominal + histosys shifts) × bin factors × sample factors.
+    pub fn sample_yields(&mut self, params: &[f64]) -> Result<Vec<f64>> {
+        self.check(params)?;
+        self.forward(params);
+        let mut out = Vec::with_capacity(self.base.len());
+        for (s, smp) in self.model.samples.iter().enumerate() {
+            let f = self.sample_fac[s];
+            for sb in smp.sb_start..smp.sb_start + smp.n_bins {
+                out.push(self.base[sb] * self.binfac[sb] * f);
+            }
+        }
+        Ok(out)
+    }
+
     fn check(&self, params: &[f64]) -> Result<()> {
         if params.len() != self.model.n_params() {
             return Err(ComputeError::Length {

@@ -19,6 +19,7 @@ __all__ = [
     "FitResult",
     "fit",
     "minos",
+    "yields",
     "workspace_digest",
     "sort_workspace",
     "prune_workspace",
@@ -258,6 +259,15 @@ def minos(model: Model, pars: Union[str, Sequence[str]] = "all", data: Any = Non
         which = [names.index(p) for p in pars]
     r = json.loads(_native.minos(model._native, which, _data(model, data), fixes, device))
     return {m["name"]: m for m in r}
+
+
+def yields(model: Model, postfit: bool = False, data: Any = None, fixed: Any = None,
+           device: str = "cpu") -> List[Dict[str, Any]]:
+    """Yields per channel (``name``, ``data``), sample (``samples``: ``name``, ``yields``,
+    ``uncertainties`` per bin) and the channel ``total``, with standard deviations propagated
+    through the full covariance: pre-fit the constraints' widths (free parameters taken as
+    known), post-fit the fit's covariance; totals include the correlations between samples."""
+    return json.loads(_native.yields(model._native, bool(postfit), _data(model, data), _fixes(model, fixed), device))
 
 
 def workspace_digest(spec: Dict[str, Any]) -> str:
