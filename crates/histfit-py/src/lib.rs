@@ -604,7 +604,40 @@ fn fit_options(
     init: Option<PyReadonlyArray1<'_, f64>>,
     fix: Vec<(usize, f64)>,
 ) -> PyResult<FitOptions> {
+    fit_options_with_bounds(model, init, fix, None)
+}
+
+/// The fit options of a request: starting point, fixed parameters (checked against the bounds
+/// in force) and replacement bounds for every parameter.
+fn fit_options_with_bounds(
+    model: &Model,
+    init: Option<PyReadonlyArray1<'_, f64>>,
+    fix: Vec<(usize, f64)>,
+    bounds: Option<Vec<(f64, f64)>>,
+) -> PyResult<FitOptions> {
     let mut o = FitOptions::default();
+    let mut space = histfit_compute::histfactory::parameter_space(model);
+    if let Some(b) = bounds {
+        if b.len() != model.n_params() {
+            return Err(bad(format!(
+                "bounds: expected {} (lower, upper) pairs, got {}",
+                model.n_params(),
+                b.len()
+            )));
+        }
+        if let Some((i, (lo, hi))) = b
+            .iter()
+            .enumerate()
+            .find(|(_, (lo, hi))| !(lo.is_finite() && hi.is_finite() && lo < hi))
+        {
+            return Err(bad(format!(
+                "bounds of \"{}\": ({lo}, {hi}) is not an interval",
+                space.names[i]
+            )));
+        }
+        space.bounds = b.clone();
+        o.bounds = Some(b);
+    }
     if let Some(i) = init {
         let v = i.as_slice().map_err(bad)?.to_vec();
         if v.len() != model.n_params() {
@@ -616,7 +649,6 @@ fn fit_options(
         }
         o.init = Some(v);
     }
-    let space = histfit_compute::histfactory::parameter_space(model);
     for (i, v) in fix {
         if i >= model.n_params() {
             return Err(bad(format!("fixed parameter index {i} out of range")));
@@ -817,7 +849,8 @@ fn goodness_of_fit(
 
 /// Asymptotic hypothesis test at `mu` (JSON).
 #[pyfunction]
-#[pyo3(signature = (model, mu, data = None, test_stat = "qtilde", device = "cpu"))]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (model, mu, data = None, test_stat = "qtilde", device = "cpu", init = None, fix = Vec::new(), bounds = None))]
 fn hypotest(
     py: Python<'_>,
     model: &NativeModel,
@@ -825,19 +858,24 @@ fn hypotest(
     data: Option<PyReadonlyArray1<'_, f64>>,
     test_stat: &str,
     device: &str,
+    init: Option<PyReadonlyArray1<'_, f64>>,
+    fix: Vec<(usize, f64)>,
+    bounds: Option<Vec<(f64, f64)>>,
 ) -> PyResult<String> {
+    let o = fit_options_with_bounds(&model.model, init, fix, bounds)?;
     let d = model.dataset(data)?;
     let ts = self::test_stat(test_stat)?;
     let mut ev = open(model.model.clone(), device)?;
     let r = py
-        .detach(|| AsymptoticCalculator::new(&mut ev, d, ts, FitOptions::default())?.hypotest(mu))
+        .detach(|| AsymptoticCalculator::new(&mut ev, d, ts, o.clone())?.hypotest(mu))
         .map_err(infer_err)?;
     to_json(&r)
 }
 
 /// Observed and expected upper limits (JSON).
 #[pyfunction]
-#[pyo3(signature = (model, data = None, alpha = 0.05, test_stat = "qtilde", device = "cpu"))]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (model, data = None, alpha = 0.05, test_stat = "qtilde", device = "cpu", init = None, fix = Vec::new(), bounds = None))]
 fn upper_limit(
     py: Python<'_>,
     model: &NativeModel,
@@ -845,7 +883,11 @@ fn upper_limit(
     alpha: f64,
     test_stat: &str,
     device: &str,
+    init: Option<PyReadonlyArray1<'_, f64>>,
+    fix: Vec<(usize, f64)>,
+    bounds: Option<Vec<(f64, f64)>>,
 ) -> PyResult<String> {
+    let o = fit_options_with_bounds(&model.model, init, fix, bounds)?;
     let d = model.dataset(data)?;
     let ts = self::test_stat(test_stat)?;
     let mut ev = open(model.model.clone(), device)?;
@@ -856,7 +898,7 @@ fn upper_limit(
                 &d,
                 alpha,
                 ts,
-                &FitOptions::default(),
+                &o,
                 histfit_infer::limits::DEFAULT_RTOL,
             )
         })
@@ -866,60 +908,67 @@ fn upper_limit(
 
 /// Profile likelihood scan of the POI (JSON).
 #[pyfunction]
-#[pyo3(signature = (model, values, data = None, device = "cpu"))]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (model, values, data = None, device = "cpu", init = None, fix = Vec::new(), bounds = None))]
 fn profile_scan(
     py: Python<'_>,
     model: &NativeModel,
     values: Vec<f64>,
     data: Option<PyReadonlyArray1<'_, f64>>,
     device: &str,
+    init: Option<PyReadonlyArray1<'_, f64>>,
+    fix: Vec<(usize, f64)>,
+    bounds: Option<Vec<(f64, f64)>>,
 ) -> PyResult<String> {
+    let o = fit_options_with_bounds(&model.model, init, fix, bounds)?;
     let d = model.dataset(data)?;
     let mut ev = open(model.model.clone(), device)?;
     let r = py
-        .detach(|| {
-            histfit_infer::profile_scan(
-                &mut ev,
-                &d,
-                &values,
-                &FitOptions::default(),
-                &mut |_, _| {},
-            )
-        })
+        .detach(|| histfit_infer::profile_scan(&mut ev, &d, &values, &o, &mut |_, _| {}))
         .map_err(infer_err)?;
     to_json(&r)
 }
 
 /// Discovery significance (JSON).
 #[pyfunction]
-#[pyo3(signature = (model, data = None, device = "cpu"))]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (model, data = None, device = "cpu", init = None, fix = Vec::new(), bounds = None))]
 fn significance(
     py: Python<'_>,
     model: &NativeModel,
     data: Option<PyReadonlyArray1<'_, f64>>,
     device: &str,
+    init: Option<PyReadonlyArray1<'_, f64>>,
+    fix: Vec<(usize, f64)>,
+    bounds: Option<Vec<(f64, f64)>>,
 ) -> PyResult<String> {
+    let o = fit_options_with_bounds(&model.model, init, fix, bounds)?;
     let d = model.dataset(data)?;
     let mut ev = open(model.model.clone(), device)?;
     let r = py
-        .detach(|| histfit_infer::significance(&mut ev, &d, &FitOptions::default()))
+        .detach(|| histfit_infer::significance(&mut ev, &d, &o.clone()))
         .map_err(infer_err)?;
     to_json(&r)
 }
 
 /// Nuisance-parameter ranking (JSON).
 #[pyfunction]
-#[pyo3(signature = (model, data = None, device = "cpu"))]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (model, data = None, device = "cpu", init = None, fix = Vec::new(), bounds = None))]
 fn ranking(
     py: Python<'_>,
     model: &NativeModel,
     data: Option<PyReadonlyArray1<'_, f64>>,
     device: &str,
+    init: Option<PyReadonlyArray1<'_, f64>>,
+    fix: Vec<(usize, f64)>,
+    bounds: Option<Vec<(f64, f64)>>,
 ) -> PyResult<String> {
+    let o = fit_options_with_bounds(&model.model, init, fix, bounds)?;
     let d = model.dataset(data)?;
     let ev = open(model.model.clone(), device)?;
     let r = py
-        .detach(|| histfit_infer::ranking(&ev, &d, &FitOptions::default(), &|_, _| {}))
+        .detach(|| histfit_infer::ranking(&ev, &d, &o, &|_, _| {}))
         .map_err(infer_err)?;
     to_json(&r)
 }
@@ -928,7 +977,8 @@ fn ranking(
 /// observed data) — the CLI's default too, both through histfit-infer's `generation_point`.
 /// Returns the ensemble document (JSON): generating parameters, per-toy fits and summary.
 #[pyfunction]
-#[pyo3(signature = (model, gen, n_toys, seed = 0, device = "cpu", data = None))]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (model, gen, n_toys, seed = 0, device = "cpu", data = None, init = None, fix = Vec::new(), bounds = None))]
 fn fit_toys(
     py: Python<'_>,
     model: &NativeModel,
@@ -937,7 +987,11 @@ fn fit_toys(
     seed: u64,
     device: &str,
     data: Option<PyReadonlyArray1<'_, f64>>,
+    init: Option<PyReadonlyArray1<'_, f64>>,
+    fix: Vec<(usize, f64)>,
+    bounds: Option<Vec<(f64, f64)>>,
 ) -> PyResult<String> {
+    let o = fit_options_with_bounds(&model.model, init, fix, bounds)?;
     let at = match &gen {
         Some(g) => histfit_infer::GenPoint::Given(model.params(g)?),
         None => histfit_infer::GenPoint::FreeFit,
@@ -946,7 +1000,6 @@ fn fit_toys(
     check_n_toys(n_toys)?;
     let m = model.model.clone();
     let r = py.detach(|| -> PyResult<histfit_infer::ToyEnsemble> {
-        let o = FitOptions::default();
         with_runner!(m, device, |runner| {
             let gen = {
                 let mut one = ToyRunner::single(&runner);
@@ -967,7 +1020,7 @@ fn fit_toys(
 
 /// Toy-based CLs at `mu` (JSON).
 #[pyfunction]
-#[pyo3(signature = (model, mu, n_toys, data = None, seed = 0, test_stat = "qtilde", device = "cpu"))]
+#[pyo3(signature = (model, mu, n_toys, data = None, seed = 0, test_stat = "qtilde", device = "cpu", init = None, fix = Vec::new(), bounds = None))]
 #[allow(clippy::too_many_arguments)]
 fn hypotest_toys(
     py: Python<'_>,
@@ -978,13 +1031,16 @@ fn hypotest_toys(
     seed: u64,
     test_stat: &str,
     device: &str,
+    init: Option<PyReadonlyArray1<'_, f64>>,
+    fix: Vec<(usize, f64)>,
+    bounds: Option<Vec<(f64, f64)>>,
 ) -> PyResult<String> {
+    let o = fit_options_with_bounds(&model.model, init, fix, bounds)?;
     let d = model.dataset(data)?;
     let ts = self::test_stat(test_stat)?;
     check_n_toys(n_toys)?;
     let m = model.model.clone();
     let r = py.detach(|| -> PyResult<histfit_infer::ToyHypotest> {
-        let o = FitOptions::default();
         with_runner!(m, device, |runner| hypotest_toys_on(
             &runner,
             &d,

@@ -123,3 +123,20 @@ def test_poi_choice_and_a_model_without_one():
     assert histfit.fit(m).converged
     with pytest.raises(histfit.HistfitError, match="parameter of interest"):
         histfit.hypotest(1.0, m)
+
+
+def test_fit_options_on_every_inference_function():
+    m = histfit.Workspace(fixture("simple_workspace.json")).model()
+    plain = histfit.significance(m)
+    fixed = histfit.significance(m, fixed={"uncorr_bkguncrt[0]": 1.2})
+    assert plain["q0_obs"] != fixed["q0_obs"]
+    s = histfit.profile_scan(m, [-0.5, 0.0, 0.5], bounds={"mu": (-1.0, 5.0)})
+    assert all(p["converged"] for p in s["points"])
+    h = histfit.hypotest(1.0, m, init={"mu": 0.5}, return_expected=True)
+    assert np.isfinite(h[0])
+    lim = histfit.upper_limit(m, bounds={"mu": (0.0, 8.0)})
+    assert lim is not None
+    with pytest.raises(histfit.HistfitError, match="not an interval"):
+        histfit.ranking(m, bounds={"mu": (3.0, 1.0)})
+    with pytest.raises(histfit.HistfitError, match="outside its bounds"):
+        histfit.hypotest(1.0, m, fixed={"uncorr_bkguncrt[0]": 20.0})

@@ -200,6 +200,30 @@ def _data(model: Model, data: Any) -> Optional[np.ndarray]:
     return None if data is None else _array(data, "data")
 
 
+def _options(model: Model, init: Any, fixed: Any, bounds: Any) -> Dict[str, Any]:
+    """The fit options every inference function takes: ``init`` (all values, or ``{name:
+    value}`` over the suggested start), ``fixed`` (``{name: value}`` or ``[(index, value)]``),
+    ``bounds`` (all pairs, or ``{name: (lo, hi)}`` over the suggested bounds)."""
+    start = None
+    if init is not None:
+        if isinstance(init, dict):
+            start = np.asarray(model.suggested_init(), dtype=np.float64)
+            for k, v in init.items():
+                start[model.par_index(k)] = float(v)
+        else:
+            start = _array(init, "init")
+    bnds = None
+    if bounds is not None:
+        if isinstance(bounds, dict):
+            bnds = [tuple(b) for b in model.suggested_bounds()]
+            for k, b in bounds.items():
+                lo, hi = b
+                bnds[model.par_index(k)] = (float(lo), float(hi))
+        else:
+            bnds = [(float(lo), float(hi)) for lo, hi in bounds]
+    return {"init": start, "fix": _fixes(model, fixed), "bounds": bnds}
+
+
 def _fixes(model: Model, fixed: Any) -> List[Tuple[int, float]]:
     if fixed is None:
         return []
@@ -318,10 +342,14 @@ def hypotest(
     return_expected: bool = False,
     return_expected_set: bool = False,
     device: str = "cpu",
+    init: Any = None,
+    fixed: Any = None,
+    bounds: Any = None,
 ):
     """Asymptotic CLs at ``poi_test``, returned as pyhf's ``infer.hypotest`` does: CLs, then
     optionally ``[CLs+b, CLb]``, the expected CLs and the expected set (−2σ … +2σ)."""
-    r = json.loads(_native.hypotest(model._native, float(poi_test), _data(model, data), test_stat, device))
+    r = json.loads(_native.hypotest(model._native, float(poi_test), _data(model, data), test_stat, device,
+                                    **_options(model, init, fixed, bounds)))
     for w in r.get("warnings", []):
         warnings.warn(f"histfit.hypotest: {w}", stacklevel=2)
     out: list = [np.float64(r["cls_obs"])]
@@ -334,31 +362,38 @@ def hypotest(
     return out[0] if len(out) == 1 else tuple(out)
 
 
-def upper_limit(model: Model, data: Any = None, alpha: float = 0.05, test_stat: str = "qtilde", device: str = "cpu"):
+def upper_limit(model: Model, data: Any = None, alpha: float = 0.05, test_stat: str = "qtilde", device: str = "cpu",
+                init: Any = None, fixed: Any = None, bounds: Any = None):
     """Observed and expected (−2σ … +2σ) upper limits on the POI at CLs = alpha."""
-    r = json.loads(_native.upper_limit(model._native, _data(model, data), float(alpha), test_stat, device))
+    r = json.loads(_native.upper_limit(model._native, _data(model, data), float(alpha), test_stat, device,
+                                       **_options(model, init, fixed, bounds)))
     for w in r.get("warnings", []):
         warnings.warn(f"histfit.upper_limit: {w}", stacklevel=2)
     return np.float64(r["obs"]), np.asarray(r["exp"], dtype=np.float64)
 
 
-def profile_scan(model: Model, values: Sequence[float], data: Any = None, device: str = "cpu") -> Dict[str, Any]:
+def profile_scan(model: Model, values: Sequence[float], data: Any = None, device: str = "cpu",
+                 init: Any = None, fixed: Any = None, bounds: Any = None) -> Dict[str, Any]:
     """Profile likelihood scan of the POI: the scan document (points with 2ΔNLL and fits)."""
-    return json.loads(_native.profile_scan(model._native, [float(v) for v in values], _data(model, data), device))
+    return json.loads(_native.profile_scan(model._native, [float(v) for v in values], _data(model, data), device,
+                                           **_options(model, init, fixed, bounds)))
 
 
-def significance(model: Model, data: Any = None, device: str = "cpu") -> Dict[str, Any]:
+def significance(model: Model, data: Any = None, device: str = "cpu", init: Any = None, fixed: Any = None,
+                 bounds: Any = None) -> Dict[str, Any]:
     """Discovery significance (q0): observed and expected p0 and Z."""
-    return json.loads(_native.significance(model._native, _data(model, data), device))
+    return json.loads(_native.significance(model._native, _data(model, data), device,
+                                           **_options(model, init, fixed, bounds)))
 
 
-def ranking(model: Model, data: Any = None, device: str = "cpu") -> Dict[str, Any]:
+def ranking(model: Model, data: Any = None, device: str = "cpu", init: Any = None, fixed: Any = None,
+            bounds: Any = None) -> Dict[str, Any]:
     """Nuisance-parameter ranking by impact on the POI."""
-    return json.loads(_native.ranking(model._native, _data(model, data), device))
+    return json.loads(_native.ranking(model._native, _data(model, data), device, **_options(model, init, fixed, bounds)))
 
 
 def fit_toys(model: Model, n_toys: int, gen_params: Any = None, seed: int = 0, device: str = "cpu",
-             data: Any = None) -> Dict[str, Any]:
+             data: Any = None, init: Any = None, fixed: Any = None, bounds: Any = None) -> Dict[str, Any]:
     """Generates and fits ``n_toys`` toys. They are drawn at ``gen_params``, or by default at the
     free fit of ``data`` (the observed data if None) — the default of ``histfit toys`` too, so
     the same seed gives the same ensemble in both; pass ``model.suggested_init()`` to draw at the
@@ -366,7 +401,8 @@ def fit_toys(model: Model, n_toys: int, gen_params: Any = None, seed: int = 0, d
     list ``reason`` (why each fit that did not converge stopped; empty for those that did),
     ``gen_params`` and the ``summary`` (counts, the fitted POI's mean and standard deviation)."""
     gen = None if gen_params is None else _array(gen_params, "gen_params")
-    doc = json.loads(_native.fit_toys(model._native, gen, int(n_toys), int(seed), device, _data(model, data)))
+    doc = json.loads(_native.fit_toys(model._native, gen, int(n_toys), int(seed), device, _data(model, data),
+                                       **_options(model, init, fixed, bounds)))
     toys = doc["toys"]
     return {
         "index": np.asarray([t["index"] for t in toys], dtype=np.int64),
@@ -380,11 +416,12 @@ def fit_toys(model: Model, n_toys: int, gen_params: Any = None, seed: int = 0, d
 
 
 def hypotest_toys(poi_test: float, model: Model, n_toys: int, data: Any = None, seed: int = 0,
-                  test_stat: str = "qtilde", device: str = "cpu") -> Dict[str, Any]:
+                  test_stat: str = "qtilde", device: str = "cpu", init: Any = None, fixed: Any = None,
+                  bounds: Any = None) -> Dict[str, Any]:
     """Toy-based CLs at ``poi_test``: the result document (summary with CLs, CLs+b, CLb,
     expected band and failed-fit counts; per-toy statistics)."""
     return json.loads(_native.hypotest_toys(model._native, float(poi_test), int(n_toys), _data(model, data),
-                                            int(seed), test_stat, device))
+                                            int(seed), test_stat, device, **_options(model, init, fixed, bounds)))
 
 
 def _yield_inputs(yields: Dict[str, Sequence[float]]) -> Tuple[List[str], List[np.ndarray]]:
