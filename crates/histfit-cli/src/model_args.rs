@@ -89,7 +89,10 @@ impl ModelArgs {
         };
         let patch = read_json(file)?;
         match (patch.as_array(), name) {
-            (Some(ops), _) => Ok(apply_json_patch(value, ops, file)?),
+            (Some(_), Some(name)) => {
+                bail!("--patch {p}: {file} is a JSON Patch, not a patchset with a patch \"{name}\" (give the file alone)")
+            }
+            (Some(ops), None) => Ok(apply_json_patch(value, ops, file)?),
             (None, Some(name)) => {
                 if !self.force {
                     check_patchset_digest(value, &patch, file)?;
@@ -214,8 +217,11 @@ impl FitArgs {
             }
             init[i] = v;
         }
+        // Fixed values are checked against the bounds in force (--bounds included).
+        let mut in_force = space.clone();
+        in_force.bounds = bounds.clone();
         for item in &self.fix {
-            o.fix.push(parse_fix(space, item)?);
+            o.fix.push(parse_fix(&in_force, item)?);
         }
         if !self.init.is_empty() {
             o.init = Some(init);

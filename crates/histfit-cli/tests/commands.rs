@@ -708,3 +708,87 @@ fn yields_tables() {
         }
     }
 }
+
+/// What the review of the workflow commands found, each refused or honoured: the POI held by
+/// --fix where a command varies it; toys generated with the toy fits' options; pre-fit yields of
+/// a held parameter without its uncertainty; --fix outside --bounds; tools that would leave no
+/// channel or a duplicate name; a JSON Patch file given a patch name.
+#[test]
+fn workflow_options_are_honoured_or_refused() {
+    let ws = fixture("simple_workspace.json");
+    let fails = |args: &[&str], needle: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_histfit"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+    };
+    for cmd in [
+        "hypotest",
+        "limit",
+        "scan",
+        "significance",
+        "ranking",
+        "hypotest-toys",
+    ] {
+        fails(&[cmd, &ws, "--fix", "mu=0.5"], "cannot be fixed");
+    }
+    let t = run_json(&[
+        "toys",
+        &ws,
+        "--n-toys",
+        "3",
+        "--fix",
+        "uncorr_bkguncrt[0]=1.2",
+        "--json",
+    ]);
+    assert_eq!(t["gen_params"][1].as_f64().unwrap(), 1.2, "{t}");
+    let y = run_json(&["yields", &ws, "--json"]);
+    let yf = run_json(&[
+        "yields",
+        &ws,
+        "--fix",
+        "uncorr_bkguncrt[0]=1.0",
+        "--fix",
+        "uncorr_bkguncrt[1]=1.0",
+        "--json",
+    ]);
+    let u = |d: &Value| {
+        d["channels"][0]["total"]["uncertainties"][0]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(u(&y) > 0.0 && u(&yf) == 0.0, "{y} {yf}");
+    fails(
+        &["fit", &ws, "--bounds", "mu=0:0.5", "--fix", "mu=0.9"],
+        "outside its bounds [0, 0.5]",
+    );
+    fails(&["scan", &ws, "--poi-range", "0:inf"], "expected LO:HI");
+    fails(
+        &["prune", &ws, "-c", "singlechannel"],
+        "no channel would remain",
+    );
+    let two = fixture("two_channel_workspace.json");
+    let chans: Value = serde_json::from_str(&std::fs::read_to_string(&two).unwrap()).unwrap();
+    let (a, b) = (
+        chans["channels"][0]["name"].as_str().unwrap().to_owned(),
+        chans["channels"][1]["name"].as_str().unwrap().to_owned(),
+    );
+    fails(&["rename", &two, "-c", &a, &b], "duplicate channel name");
+    let dir = std::env::temp_dir().join(format!("histfit-review-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let patch = dir.join("p.json");
+    std::fs::write(&patch, "[]").unwrap();
+    fails(
+        &[
+            "fit",
+            &ws,
+            "--patch",
+            &format!("{}:x", patch.to_str().unwrap()),
+        ],
+        "is a JSON Patch",
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -264,12 +264,13 @@ pub fn yields(
 }
 
 /// The pre-fit covariance: each constrained parameter's prior variance (σ², 1/τ) on the
-/// diagonal, zero for free and fixed ones (their pre-fit value is taken as known).
-pub fn prefit_covariance(model: &Model) -> Vec<f64> {
+/// diagonal, zero for free ones, those the model fixes and those in `held` (their pre-fit
+/// values are taken as known).
+pub fn prefit_covariance(model: &Model, held: &[usize]) -> Vec<f64> {
     let n = model.n_params();
     let mut c = vec![0.0; n * n];
     for (i, p) in model.parameters.iter().enumerate() {
-        if p.fixed {
+        if p.fixed || held.contains(&i) {
             continue;
         }
         c[i * n + i] = match p.constraint {

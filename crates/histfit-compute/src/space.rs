@@ -91,9 +91,7 @@ impl ParameterSpace {
     pub fn poi(&self) -> crate::Result<usize> {
         self.poi.ok_or_else(|| crate::ComputeError::InvalidData {
             place: "parameter of interest".into(),
-            rule: "the model has none, and this needs one (choose one: --poi NAME, or poi= in \
-                   Python)"
-                .into(),
+            rule: "the model has none, and this needs one".into(),
         })
     }
 

@@ -138,6 +138,7 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
         mut base: FitOptions,
     ) -> Result<Self> {
         let poi = eval.space().poi()?;
+        crate::check_poi_not_fixed(eval.space(), &base, poi)?;
         if matches!(test_stat, TestStat::Tmu | TestStat::TmuTilde) {
             // Their asymptotic distributions differ from the one-sided ones used here; toys
             // (hypotest-toys) handle every statistic.

@@ -4,7 +4,7 @@
 //! freedom: their auxiliary measurements pay for them). Degrees of freedom: the number of
 //! observations minus the free parameters without a constraint. p = P(χ²_dof ≥ t).
 
-use crate::fit::{fit, FitOptions};
+use crate::fit::FitResult;
 use crate::{InferError, Result};
 use histfit_compute::{Dataset, Evaluator, Prior};
 use serde::Serialize;
@@ -21,13 +21,12 @@ pub struct GoodnessOfFit {
     pub converged: bool,
 }
 
-/// Fits `data` (options `base`) and tests the fit against the saturated model.
+/// Tests the fit `r` of `data` against the saturated model.
 pub fn goodness_of_fit<E: Evaluator + ?Sized>(
     eval: &mut E,
     data: &Dataset,
-    base: &FitOptions,
+    r: &FitResult,
 ) -> Result<GoodnessOfFit> {
-    let r = fit(eval, data, base)?;
     let (gap, n_obs) = eval.saturated_gap(&r.bestfit, data)?;
     let space = eval.space();
     let unconstrained_free = (0..space.len())

@@ -43,6 +43,23 @@ pub fn check_fixed_value(space: &histfit_compute::ParameterSpace, i: usize, v: f
     Ok(())
 }
 
+/// Refuses options that hold the parameter of interest: a test, scan, limit or ranking varies
+/// the POI itself, so a fixed one would make its "free" fit a conditional one and every number
+/// after it wrong.
+pub fn check_poi_not_fixed(
+    space: &histfit_compute::ParameterSpace,
+    base: &FitOptions,
+    poi: usize,
+) -> Result<()> {
+    if base.fix.iter().any(|&(i, _)| i == poi) {
+        return Err(InferError::Request(format!(
+            "\"{}\" is the parameter of interest, which this varies itself: it cannot be fixed",
+            space.names[poi]
+        )));
+    }
+    Ok(())
+}
+
 /// Errors from inference: bad requests (unknown parameter, value outside bounds) or evaluator
 /// failures.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

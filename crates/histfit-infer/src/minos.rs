@@ -23,8 +23,11 @@ pub struct MinosInterval {
     /// The interval ends at the parameter's bound (the profile had not risen by ½ there).
     pub lower_at_bound: bool,
     pub upper_at_bound: bool,
-    /// Every conditional fit converged.
+    /// Every conditional fit converged and none went below the nominal minimum.
     pub converged: bool,
+    /// A conditional fit found a lower minimum than the nominal fit (as MINOS reports a new
+    /// minimum): the interval is measured from a point that is not the minimum; refit from there.
+    pub new_minimum: bool,
     /// Conditional fits made.
     pub fits: usize,
 }
@@ -60,10 +63,12 @@ pub fn minos<E: Evaluator + ?Sized>(
             }
             let mut fits = 0;
             let mut converged = true;
+            let mut new_minimum = false;
             let mut side = |sign: f64| -> Result<(f64, bool)> {
                 let r = crossing(eval, data, nominal, i, unc[i], sign, base)?;
                 fits += r.fits;
-                converged &= r.converged;
+                converged &= r.converged && !r.below_minimum;
+                new_minimum |= r.below_minimum;
                 Ok((r.at - nominal.bestfit[i], r.at_bound))
             };
             let (lower_error, lower_at_bound) = side(-1.0)?;
@@ -77,6 +82,7 @@ pub fn minos<E: Evaluator + ?Sized>(
                 lower_at_bound,
                 upper_at_bound,
                 converged,
+                new_minimum,
                 fits,
             })
         })
@@ -87,6 +93,7 @@ struct Crossing {
     at: f64,
     at_bound: bool,
     converged: bool,
+    below_minimum: bool,
     fits: usize,
 }
 
@@ -115,6 +122,7 @@ fn crossing<E: Evaluator + ?Sized>(
     let mut warm = nominal.bestfit.clone();
     let mut fits = 0;
     let mut converged = true;
+    let mut below_minimum = false;
     // 2ΔNLL − 1 at θ_i = t, from a conditional fit started at the last one's minimum.
     let mut g = |t: f64| -> Result<f64> {
         let mut o = base.clone();
@@ -133,6 +141,8 @@ fn crossing<E: Evaluator + ?Sized>(
             )));
         }
         warm = r.bestfit;
+        // Beyond the fits' own resolution below the nominal minimum: a better minimum exists.
+        below_minimum |= r.twice_nll < nominal.twice_nll - 1e-6;
         Ok(r.twice_nll - nominal.twice_nll - 1.0)
     };
     // Bracket: from the minimum (g = −1) outwards in steps of the Hessian error, doubling.
@@ -151,6 +161,7 @@ fn crossing<E: Evaluator + ?Sized>(
                 at,
                 at_bound: false,
                 converged: converged && ok,
+                below_minimum,
                 fits,
             });
         }
@@ -159,6 +170,7 @@ fn crossing<E: Evaluator + ?Sized>(
                 at: bound,
                 at_bound: true,
                 converged,
+                below_minimum,
                 fits,
             });
         }

@@ -66,6 +66,8 @@ pub fn ranking<E: Evaluator + Clone + Send + Sync>(
     base: &FitOptions,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Ranking> {
+    let poi = eval.space().poi()?;
+    crate::check_poi_not_fixed(eval.space(), base, poi)?;
     let mut nominal_eval = eval.clone();
     let nominal = fit(
         &mut nominal_eval,
@@ -82,7 +84,6 @@ pub fn ranking<E: Evaluator + Clone + Send + Sync>(
         )));
     }
     let space = eval.space();
-    let poi = space.poi()?;
     if nominal.hessian_positive_definite != Some(true) {
         return Err(InferError::Request(
             "the Hessian at the nominal minimum is not positive definite: post-fit uncertainties, and so impacts, are undefined".into(),

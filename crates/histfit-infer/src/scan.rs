@@ -58,6 +58,7 @@ pub fn profile_scan<E: Evaluator + ?Sized>(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<ScanResult> {
     let poi = eval.space().poi()?;
+    crate::check_poi_not_fixed(eval.space(), base, poi)?;
     let (lo, hi) = base
         .bounds
         .as_ref()

@@ -391,6 +391,7 @@ pub fn hypotest_toys_on<R: ToyRunner>(
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<ToyHypotest> {
     let poi = runner.space().poi()?;
+    crate::check_poi_not_fixed(runner.space(), base, poi)?;
     let bounds = base
         .bounds
         .clone()
@@ -623,14 +624,19 @@ pub enum GenPoint {
     Given(Vec<f64>),
 }
 
-/// The parameters toys are generated at (see [`GenPoint`]); a fit that does not converge is an
-/// error, not a silently poor generating point.
+/// The parameters toys are generated at (see [`GenPoint`]), fitted with the options `base` of
+/// the toy fits themselves (their fixed parameters, start and bounds); a fit that does not
+/// converge is an error, not a silently poor generating point.
 pub fn generation_point<E: Evaluator + ?Sized>(
     eval: &mut E,
     data: &Dataset,
     at: &GenPoint,
+    base: &FitOptions,
 ) -> Result<Vec<f64>> {
-    let mut o = FitOptions::default();
+    let mut o = FitOptions {
+        uncertainties: false,
+        ..base.clone()
+    };
     match at {
         GenPoint::Given(p) => {
             let n = eval.space().len();

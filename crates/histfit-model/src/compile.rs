@@ -672,7 +672,7 @@ fn aux_defaults(
     Ok(aux)
 }
 
-fn check_names(ws: &Workspace) -> Result<()> {
+pub(crate) fn check_names(ws: &Workspace) -> Result<()> {
     for (ci, c) in ws.channels.iter().enumerate() {
         if let Some(prev) = ws.channels[..ci].iter().position(|o| o.name == c.name) {
             return Err(ModelError::new(

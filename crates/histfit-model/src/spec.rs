@@ -142,7 +142,6 @@ impl Workspace {
         })
     }
 
-    /// The measurement with this name, or the first one when `name` is `None`.
     /// Replaces the POI of measurement `name` (default: the first) before compiling: `"none"`
     /// compiles the model without one (a background-only file whose POI only a signal patch
     /// adds); any other name must be a scalar parameter of the model, which `compile` checks.
@@ -158,6 +157,7 @@ impl Workspace {
         Ok(())
     }
 
+    /// The measurement with this name, or the first one when `name` is `None`.
     pub fn measurement(&self, name: Option<&str>) -> Result<&Measurement> {
         match name {
             None => self

@@ -343,7 +343,27 @@ pub fn prune_and_rename(v: &Value, e: &Edits) -> Result<Value> {
             o["name"] = new(&e.rename_channels, &n);
         }
     }
-    crate::Workspace::from_value(&w)?;
+    // The result must be a workspace: something left of each part, and no name twice.
+    let ws = crate::Workspace::from_value(&w)?;
+    for (what, empty) in [
+        ("channel", ws.channels.is_empty()),
+        ("measurement", ws.measurements.is_empty()),
+    ] {
+        if empty {
+            return Err(ModelError::new(
+                "workspace",
+                format!("no {what} would remain: a workspace needs one"),
+            ));
+        }
+    }
+    crate::compile::check_names(&ws)?;
+    let mut seen = std::collections::HashSet::new();
+    if let Some(m) = ws.measurements.iter().find(|m| !seen.insert(&m.name)) {
+        return Err(ModelError::new(
+            "measurements",
+            format!("two measurements would be named \"{}\"", m.name),
+        ));
+    }
     Ok(w)
 }
 

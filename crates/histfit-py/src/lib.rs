@@ -77,12 +77,13 @@ impl NativeWorkspace {
     /// Parses workspace JSON text (`source` names it in messages); with `patchset` (JSON text)
     /// and `patch` (a patch name) the patch is applied first, as for published signal grids.
     #[new]
-    #[pyo3(signature = (text, source = "workspace", patchset = None, patch = None))]
+    #[pyo3(signature = (text, source = "workspace", patchset = None, patch = None, force = false))]
     fn new(
         text: &str,
         source: &str,
         patchset: Option<&str>,
         patch: Option<&str>,
+        force: bool,
     ) -> PyResult<Self> {
         let ws = match (patchset, patch) {
             (None, None) => Workspace::from_str(text, source).map_err(bad)?,
@@ -91,6 +92,10 @@ impl NativeWorkspace {
                     .map_err(|e| bad(format!("{source}: invalid JSON: {e}")))?;
                 let p: serde_json::Value = serde_json::from_str(ps)
                     .map_err(|e| bad(format!("patchset: invalid JSON: {e}")))?;
+                if !force {
+                    histfit_model::tools::check_patchset_digest(&v, &p, "patchset")
+                        .map_err(|e| bad(e.to_string().replace("--force", "force=True")))?;
+                }
                 histfit_model::patch::apply_patchset(&mut v, &p, name, "patchset").map_err(bad)?;
                 Workspace::from_value(&v).map_err(bad)?
             }
@@ -815,7 +820,11 @@ fn yields(
                 for &(i, v) in &o.fix {
                     p[i] = v;
                 }
-                (p, histfit_compute::histfactory::prefit_covariance(&m))
+                let held: Vec<usize> = o.fix.iter().map(|f| f.0).collect();
+                (
+                    p,
+                    histfit_compute::histfactory::prefit_covariance(&m, &held),
+                )
             };
             Ok(histfit_compute::histfactory::yields(
                 &mut CpuEvaluator::new(m.clone()),
@@ -842,7 +851,10 @@ fn goodness_of_fit(
     let o = fit_options(&model.model, None, fix)?;
     let mut ev = open(model.model.clone(), device)?;
     let r = py
-        .detach(|| histfit_infer::goodness_of_fit(&mut ev, &d, &o))
+        .detach(|| {
+            let r = histfit_infer::fit(&mut ev, &d, &o)?;
+            histfit_infer::goodness_of_fit(&mut ev, &d, &r)
+        })
         .map_err(infer_err)?;
     to_json(&r)
 }
@@ -1003,7 +1015,7 @@ fn fit_toys(
         with_runner!(m, device, |runner| {
             let gen = {
                 let mut one = ToyRunner::single(&runner);
-                histfit_infer::generation_point(&mut *one, &d, &at).map_err(|e| {
+                histfit_infer::generation_point(&mut *one, &d, &at, &o).map_err(|e| {
                     histfit_infer::InferError::Request(format!(
                         "{e} (pass gen_params= to draw the toys elsewhere)"
                     ))

@@ -72,3 +72,19 @@ def test_prune_and_rename_match_pyhf():
         assert histfit.rename_workspace(spec, **kw) == dict(ws.rename(**kw)), kw
     with pytest.raises(histfit.HistfitError, match='no channel "nope"'):
         histfit.prune_workspace(spec, channels=["nope"])
+
+
+def test_pruned_measurements_and_a_patchset_for_another_workspace():
+    spec = shipped("simple_workspace")
+    two = dict(spec, measurements=spec["measurements"] + [dict(spec["measurements"][0], name="other")])
+    assert histfit.prune_workspace(two, measurements=["other"]) == dict(pyhf.Workspace(two).prune(measurements=["other"]))
+    with pytest.raises(histfit.HistfitError, match="no measurement would remain"):
+        histfit.prune_workspace(spec, measurements=[spec["measurements"][0]["name"]])
+    with open(fixture("simple_patchset.json")) as f:
+        ps = json.load(f)
+    ps["metadata"]["digests"] = {"sha256": "0" * 64}
+    with pytest.raises(histfit.HistfitError, match="force=True"):
+        histfit.Workspace(spec, patchset=ps, patch="signal_100")
+    assert histfit.Workspace(spec, patchset=ps, patch="signal_100", force=True).model()
+    ps["metadata"]["digests"] = {"sha256": histfit.workspace_digest(spec)}
+    assert histfit.Workspace(spec, patchset=ps, patch="signal_100").model()

@@ -53,7 +53,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         eprintln!("warning: a conditional fit of a MINOS interval did not converge (\"converged\": false)");
     }
     let gof = if a.gof {
-        Some(histfit_infer::goodness_of_fit(&mut eval, &data, &options)?)
+        Some(histfit_infer::goodness_of_fit(&mut eval, &data, &result)?)
     } else {
         None
     };

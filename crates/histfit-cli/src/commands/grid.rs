@@ -35,6 +35,9 @@ pub struct GridArgs {
 pub struct Point<T> {
     pub patch: PatchPoint,
     pub result: Result<T, String>,
+    /// What compiling the patched workspace warned about (an orphan observation, an unused
+    /// measurement setting), as a single `--patch` run prints it.
+    pub warnings: Vec<String>,
 }
 
 /// A computed grid and what its document needs.
@@ -73,20 +76,25 @@ pub fn run<T: Send>(
     }
     let device = model.device();
     let bar = progress::Bar::new("grid", points.len());
-    let one = |p: &PatchPoint| -> Result<(T, String, Option<String>)> {
+    type Header = (String, Option<String>, Vec<String>);
+    let one = |p: &PatchPoint| -> Result<(T, Header)> {
         let mut v = base.clone();
         apply_patch_point(&mut v, &ps, p, patchset)?;
         let mut ws = workspace_from_value(&v, &model.workspace)?;
         model.apply_poi(&mut ws)?;
         let m = compile(&ws, model.measurement.as_deref(), &settings)
             .map_err(|e| anyhow::anyhow!("{}: {e}", model.workspace))?;
-        let (measurement, poi) = (m.measurement.clone(), m.poi_name().map(str::to_owned));
+        let header = (
+            m.measurement.clone(),
+            m.poi_name().map(str::to_owned),
+            m.warnings.clone(),
+        );
         let observed = Dataset::observed(&m);
         let mut eval = crate::device::open(Arc::new(m), device)?;
         let options = fit.options(histfit_compute::Evaluator::space(&eval))?;
         let data = fit.data(&mut eval, observed, &options)?;
         let r = compute(&mut eval, data, &options)?;
-        Ok((r, measurement, poi))
+        Ok((r, header))
     };
     let run_point = |p: &PatchPoint| {
         let r = one(p).map_err(|e| format!("{e:#}"));
@@ -104,14 +112,28 @@ pub fn run<T: Send>(
     let points: Vec<Point<T>> = points
         .into_iter()
         .zip(results)
-        .map(|(patch, r)| Point {
-            patch,
-            result: r.map(|(t, measurement, poi)| {
+        .map(|(patch, r)| match r {
+            Ok((t, (measurement, poi, warnings))) => {
                 header.get_or_insert((measurement, poi));
-                t
-            }),
+                Point {
+                    patch,
+                    result: Ok(t),
+                    warnings,
+                }
+            }
+            Err(e) => Point {
+                patch,
+                result: Err(e),
+                warnings: Vec::new(),
+            },
         })
         .collect();
+    let warned = points.iter().filter(|p| !p.warnings.is_empty()).count();
+    if warned > 0 {
+        eprintln!(
+            "warning: the workspace of {warned} points compiled with warnings (their \"workspace_warnings\")"
+        );
+    }
     let failed = points.iter().filter(|p| p.result.is_err()).count();
     if failed > 0 {
         eprintln!(
@@ -152,6 +174,9 @@ impl<T: serde::Serialize> Grid<T> {
                         }
                     }
                     Err(e) => v["error"] = json!(e),
+                }
+                if !p.warnings.is_empty() {
+                    v["workspace_warnings"] = json!(p.warnings);
                 }
                 v
             })
@@ -230,7 +255,7 @@ fn value_text(v: &Value) -> String {
 
 /// A CSV field, quoted where it holds a comma, a quote or a line break.
 fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
+    if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
         s.to_owned()
@@ -243,13 +268,14 @@ pub fn glob_match(pattern: &str, name: &str) -> bool {
     // Greedy match with one backtrack point for the last `*`.
     let (mut i, mut j, mut star, mut mark) = (0, 0, None, 0);
     while j < n.len() {
-        if i < p.len() && (p[i] == '?' || p[i] == n[j]) {
-            i += 1;
-            j += 1;
-        } else if i < p.len() && p[i] == '*' {
+        // A `*` in the pattern is always a wildcard, even where the name has one too.
+        if i < p.len() && p[i] == '*' {
             star = Some(i);
             mark = j;
             i += 1;
+        } else if i < p.len() && (p[i] == '?' || p[i] == n[j]) {
+            i += 1;
+            j += 1;
         } else if let Some(s) = star {
             i = s + 1;
             mark += 1;
@@ -273,5 +299,7 @@ mod tests {
         assert!(glob_match("a?c*", "abcdef"));
         assert!(!glob_match("a?c", "abcd"));
         assert!(glob_match("*_*_*", "x_y_z"));
+        assert!(glob_match("a*", "a*b"));
+        assert!(glob_match("*", "*"));
     }
 }

@@ -110,7 +110,7 @@ pub fn parse_range(s: &str) -> Result<(f64, f64)> {
         a.trim().parse().map_err(|_| bad())?,
         b.trim().parse().map_err(|_| bad())?,
     );
-    if lo.partial_cmp(&hi) != Some(std::cmp::Ordering::Less) {
+    if !(lo.is_finite() && hi.is_finite() && lo < hi) {
         return Err(bad());
     }
     Ok((lo, hi))

@@ -32,7 +32,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let (model, source, data, mut eval, base) = a.model.prepare_fit(&a.fit)?;
     let range = super::parse_shard(a.shard.as_deref(), a.n_toys)?;
     let at = a.mu.map_or(GenPoint::FreeFit, GenPoint::ConditionalFit);
-    let gen = histfit_infer::generation_point(&mut eval, &data, &at)?;
+    let gen = histfit_infer::generation_point(&mut eval, &data, &at, &base)?;
     let bar = progress::Bar::new("toys", (range.end - range.start) as usize);
     let batcher = device::batcher(&eval);
     let fits = histfit_infer::toys::fit_toys_on(

@@ -34,6 +34,10 @@ pub fn digest(a: DigestArgs) -> Result<ExitCode> {
 pub struct SortArgs {
     /// pyhf JSON workspace.
     workspace: String,
+    /// Accepted for uniformity: the output is a workspace JSON document either way.
+    #[arg(long)]
+    #[allow(dead_code)]
+    json: bool,
     /// Write the workspace to this file instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<String>,
@@ -64,6 +68,10 @@ pub struct PruneArgs {
     /// A measurement to remove (repeatable).
     #[arg(long = "measurement", value_name = "NAME")]
     measurements: Vec<String>,
+    /// Accepted for uniformity: the output is a workspace JSON document either way.
+    #[arg(long)]
+    #[allow(dead_code)]
+    json: bool,
     /// Write the workspace to this file instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<String>,
@@ -101,6 +109,10 @@ pub struct RenameArgs {
     /// Rename a measurement: OLD NEW (repeatable).
     #[arg(long = "measurement", num_args = 2, value_names = ["OLD", "NEW"])]
     measurements: Vec<String>,
+    /// Accepted for uniformity: the output is a workspace JSON document either way.
+    #[arg(long)]
+    #[allow(dead_code)]
+    json: bool,
     /// Write the workspace to this file instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<String>,

@@ -51,7 +51,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
         for &(i, v) in &base.fix {
             p[i] = v;
         }
-        (p, prefit_covariance(&model))
+        let held: Vec<usize> = base.fix.iter().map(|f| f.0).collect();
+        (p, prefit_covariance(&model, &held))
     };
     let main = data.to_vec()[..model.n_main].to_vec();
     let table = yields(

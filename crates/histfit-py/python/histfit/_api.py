@@ -55,15 +55,17 @@ class Workspace:
     as is), a JSON string, or a path to a JSON file.
 
     ``patchset``/``patch``: apply the patch named ``patch`` from a pyhf patchset (dict, JSON
-    string or path), as published signal grids need.
+    string or path), as published signal grids need; a patchset that records the digest of
+    another workspace is refused unless ``force=True``.
     """
 
-    def __init__(self, spec: Union[dict, str, os.PathLike], patchset: Any = None, patch: Optional[str] = None):
+    def __init__(self, spec: Union[dict, str, os.PathLike], patchset: Any = None, patch: Optional[str] = None,
+                 force: bool = False):
         text, source = self._text(spec, "workspace")
         ps_text = None
         if patchset is not None:
             ps_text, _ = self._text(patchset, "patchset")
-        self._native = _native.NativeWorkspace(text, source, ps_text, patch)
+        self._native = _native.NativeWorkspace(text, source, ps_text, patch, bool(force))
 
     @staticmethod
     def _text(spec: Any, what: str) -> Tuple[str, str]:
