@@ -4,6 +4,7 @@ process, timed) and `histfit limit BKG --patch PS:NAME` for every point, compare
 (floats by repr: bit for bit).
 
     scripts/check_grid.py BINARY BKG.json PATCHSET.json [--command limit|hypotest] [--jobs N]
+                          [--extra "--bounds mu_SIG=0:10000"]
 
 Prints the grid's wall time, how many points were computed, failed (with the same error on both
 sides) and identical; exit status 1 if any point differs.
@@ -26,9 +27,11 @@ def main():
     ap.add_argument("patchset")
     ap.add_argument("--command", default="limit", choices=["limit", "hypotest"])
     ap.add_argument("--jobs", type=int, default=2, help="separate runs in parallel")
+    ap.add_argument("--extra", default="", help="further options for every run, e.g. '--bounds mu=0:100'")
     a = ap.parse_args()
     t0 = time.perf_counter()
-    p = subprocess.run([a.binary, a.command, a.workspace, "--patchset", a.patchset, "--json"],
+    extra = a.extra.split()
+    p = subprocess.run([a.binary, a.command, a.workspace, "--patchset", a.patchset, "--json", *extra],
                        capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if p.returncode not in (0, 3):
@@ -37,7 +40,7 @@ def main():
 
     def single(point):
         r = subprocess.run([a.binary, a.command, a.workspace, "--patch", f"{a.patchset}:{point['patch']}",
-                            "--json"], capture_output=True, text=True)
+                            "--json", *extra], capture_output=True, text=True)
         return point, r
 
     differ = same_error = identical = 0
