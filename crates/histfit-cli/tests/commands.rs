@@ -792,3 +792,61 @@ fn workflow_options_are_honoured_or_refused() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `patchset list|apply|verify`: the patches and values; the applied workspace fits as `--patch`
+/// does; a digest check that passes for the workspace recorded and fails for another.
+#[test]
+fn patchset_commands() {
+    let ws = fixture("simple_workspace.json");
+    let ps = fixture("simple_patchset.json");
+    let l = run_json(&["patchset", "list", &ps, "--json"]);
+    assert_eq!(l["labels"], serde_json::json!(["mass"]));
+    assert_eq!(l["patches"][1]["name"], "signal_200");
+    let dir = std::env::temp_dir().join(format!("histfit-patchset-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("signal_100.json");
+    let st = Command::new(env!("CARGO_BIN_EXE_histfit"))
+        .args([
+            "patchset",
+            "apply",
+            &ws,
+            &ps,
+            "signal_100",
+            "-o",
+            out.to_str().unwrap(),
+        ])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let a = run_json(&["fit", out.to_str().unwrap(), "--json"]);
+    let b = run_json(&["fit", &ws, "--patch", &format!("{ps}:signal_100"), "--json"]);
+    assert_eq!(a["twice_nll"], b["twice_nll"]);
+    let digest = |p: &str| -> String {
+        let o = Command::new(env!("CARGO_BIN_EXE_histfit"))
+            .args(["digest", p])
+            .output()
+            .unwrap();
+        String::from_utf8(o.stdout)
+            .unwrap()
+            .trim()
+            .trim_start_matches("sha256:")
+            .to_owned()
+    };
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&ps).unwrap()).unwrap();
+    v["metadata"]["digests"] = serde_json::json!({"sha256": digest(&ws)});
+    let recorded = dir.join("ps.json");
+    std::fs::write(&recorded, v.to_string()).unwrap();
+    let ok = Command::new(env!("CARGO_BIN_EXE_histfit"))
+        .args(["patchset", "verify", &ws, recorded.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let other = fixture("complex_workspace.json");
+    let bad = Command::new(env!("CARGO_BIN_EXE_histfit"))
+        .args(["patchset", "verify", &other, recorded.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("was made for the workspace with sha256"));
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -9,6 +9,7 @@ pub mod hypotest_toys;
 pub mod inspect;
 pub mod limit;
 pub mod merge_toys;
+pub mod patchset;
 pub mod ranking;
 pub mod scan;
 pub mod significance;
@@ -44,6 +45,8 @@ pub enum Command {
     Devices(devices::Args),
     /// List channels, bins, samples, parameters by type and the POI.
     Inspect(inspect::Args),
+    /// pyhf patchsets: list the patches, apply one (writing the workspace), verify the digest.
+    Patchset(patchset::Args),
     /// Pre-fit or post-fit yields per channel, sample and bin, with uncertainties.
     Yields(yields::Args),
     /// The workspace's SHA-256 digest, as pyhf computes it and patchsets record it.
@@ -70,6 +73,7 @@ impl Command {
             Command::MergeToys(a) => merge_toys::run(a),
             Command::Devices(a) => devices::run(a),
             Command::Inspect(a) => inspect::run(a),
+            Command::Patchset(a) => patchset::run(a),
             Command::Yields(a) => yields::run(a),
             Command::Digest(a) => workspace_tools::digest(a),
             Command::Sort(a) => workspace_tools::sort(a),
