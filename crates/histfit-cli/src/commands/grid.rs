@@ -151,9 +151,40 @@ pub fn run<T: Send>(
     })
 }
 
+/// The table's note on a point whose fits did not all converge.
+pub fn convergence_note(converged: bool) -> &'static str {
+    if converged {
+        ""
+    } else {
+        "  (a fit did not converge)"
+    }
+}
+
 impl<T: serde::Serialize> Grid<T> {
     pub fn failed(&self) -> usize {
         self.points.iter().filter(|p| p.result.is_err()).count()
+    }
+
+    /// 3 when some point failed (the others are still in the output), else success.
+    pub fn exit_code(&self) -> std::process::ExitCode {
+        if self.failed() > 0 {
+            std::process::ExitCode::from(3)
+        } else {
+            std::process::ExitCode::SUCCESS
+        }
+    }
+
+    /// Writes the CSV (see [`csv`](Self::csv)) where `--csv` asks for it.
+    pub fn write_csv(
+        &self,
+        grid: &GridArgs,
+        columns: &[&str],
+        row: impl Fn(&T) -> Vec<String>,
+    ) -> Result<()> {
+        match &grid.csv {
+            Some(path) => crate::output::emit(&self.csv(columns, row), Some(path)),
+            None => Ok(()),
+        }
     }
 
     /// The grid's document: the common header, then one entry per point (its patch name and

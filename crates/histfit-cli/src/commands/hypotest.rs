@@ -60,8 +60,9 @@ fn run_grid(a: &Args) -> Result<ExitCode> {
         let mut calc = AsymptoticCalculator::new(eval, data, a.test_stat, base.clone())?;
         Ok(calc.hypotest(a.mu)?)
     })?;
-    if let Some(path) = &a.grid.csv {
-        let columns = [
+    g.write_csv(
+        &a.grid,
+        &[
             "cls_obs",
             "cls_exp_minus2",
             "cls_exp_minus1",
@@ -69,16 +70,15 @@ fn run_grid(a: &Args) -> Result<ExitCode> {
             "cls_exp_plus1",
             "cls_exp_plus2",
             "converged",
-        ];
-        let text = g.csv(&columns, |r| {
+        ],
+        |r| {
             std::iter::once(r.cls_obs)
                 .chain(r.cls_exp)
                 .map(|v| format!("{v:e}"))
                 .chain([r.converged.to_string()])
                 .collect()
-        });
-        output::emit(&text, Some(path))?;
-    }
+        },
+    )?;
     let doc = g.json("hypotest_grid", &a.model, &a.grid)?;
     a.out.emit(
         || doc,
@@ -88,18 +88,10 @@ fn run_grid(a: &Args) -> Result<ExitCode> {
                     "{:.6e}  {:.6e}{}",
                     r.cls_obs,
                     r.cls_exp[2],
-                    if r.converged {
-                        ""
-                    } else {
-                        "  (a fit did not converge)"
-                    }
+                    grid::convergence_note(r.converged)
                 )
             })
         },
     )?;
-    Ok(if g.failed() > 0 {
-        ExitCode::from(3)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(g.exit_code())
 }

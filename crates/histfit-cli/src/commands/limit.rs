@@ -99,24 +99,25 @@ fn run_grid(a: &Args) -> Result<ExitCode> {
             histfit_infer::limits::DEFAULT_RTOL,
         )?)
     })?;
-    if let Some(path) = &a.grid.csv {
-        let columns = [
+    g.write_csv(
+        &a.grid,
+        &[
             "obs",
             "exp_minus2",
             "exp_minus1",
             "exp",
             "exp_plus1",
             "exp_plus2",
-        ];
-        let text = g.csv(&[&columns[..], &["converged"]].concat(), |r| {
+            "converged",
+        ],
+        |r| {
             std::iter::once(r.obs)
                 .chain(r.exp)
                 .map(|v| format!("{v:e}"))
                 .chain([r.converged.to_string()])
                 .collect()
-        });
-        output::emit(&text, Some(path))?;
-    }
+        },
+    )?;
     let doc = g.json("limit_grid", &a.model, &a.grid)?;
     a.out.emit(
         || doc,
@@ -132,19 +133,11 @@ fn run_grid(a: &Args) -> Result<ExitCode> {
                         r.exp[2],
                         r.exp[3],
                         r.exp[4],
-                        if r.converged {
-                            ""
-                        } else {
-                            "  (a fit did not converge)"
-                        }
+                        grid::convergence_note(r.converged)
                     )
                 },
             )
         },
     )?;
-    Ok(if g.failed() > 0 {
-        ExitCode::from(3)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(g.exit_code())
 }
