@@ -850,3 +850,50 @@ fn patchset_commands() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("was made for the workspace with sha256"));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `combine`: two workspaces with disjoint names make one whose fit has both channels; the same
+/// workspace twice is refused under the none join and kept once under the outer join.
+#[test]
+fn combine_joins_workspaces() {
+    let ws = fixture("simple_workspace.json");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_histfit"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["combine", &ws, &ws]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("in both workspaces"));
+    let once: Value =
+        serde_json::from_slice(&run(&["combine", &ws, &ws, "--join", "outer"]).stdout).unwrap();
+    assert_eq!(once["channels"].as_array().unwrap().len(), 1);
+    let dir = std::env::temp_dir().join(format!("histfit-combine-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let renamed = dir.join("renamed.json");
+    let r = run(&[
+        "rename",
+        &ws,
+        "-c",
+        "singlechannel",
+        "second",
+        "--measurement",
+        "GaussExample",
+        "other",
+        "-o",
+        renamed.to_str().unwrap(),
+    ]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let both = dir.join("both.json");
+    let c = run(&[
+        "combine",
+        &ws,
+        renamed.to_str().unwrap(),
+        "-o",
+        both.to_str().unwrap(),
+    ]);
+    assert!(c.status.success(), "{}", String::from_utf8_lossy(&c.stderr));
+    let i = run_json(&["inspect", both.to_str().unwrap(), "--json"]);
+    assert_eq!(i["channels"].as_array().unwrap().len(), 2);
+    std::fs::remove_dir_all(&dir).ok();
+}

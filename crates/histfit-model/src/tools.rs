@@ -417,3 +417,189 @@ mod tests {
         }
     }
 }
+
+/// How [`combine`] joins items of the same name (pyhf's joins).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Join {
+    /// No name may appear on both sides.
+    None,
+    /// Items of the same name must be identical (kept once); measurements of the same name are
+    /// merged (same POI; their parameter configs joined the same way).
+    Outer,
+    /// The left side's item wins where a name appears on both.
+    LeftOuter,
+    /// The right side's item wins where a name appears on both.
+    RightOuter,
+}
+
+impl std::str::FromStr for Join {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Join, String> {
+        match s {
+            "none" => Ok(Join::None),
+            "outer" => Ok(Join::Outer),
+            "left outer" | "left-outer" => Ok(Join::LeftOuter),
+            "right outer" | "right-outer" => Ok(Join::RightOuter),
+            other => Err(format!(
+                "join \"{other}\": expected none, outer, left outer or right outer"
+            )),
+        }
+    }
+}
+
+fn item_name(v: &Value) -> &str {
+    v["name"].as_str().unwrap_or_default()
+}
+
+/// Joins two lists of named items: the primary side (the right one for a right outer join)
+/// whole, then each item of the other side that the join lets in. With `deep`, an item whose name
+/// the primary side has gets the other's `deep` entries (samples) it lacks, by name.
+fn join_items(join: Join, left: &[Value], right: &[Value], deep: Option<&str>) -> Vec<Value> {
+    let (primary, secondary) = match join {
+        Join::RightOuter => (right, left),
+        _ => (left, right),
+    };
+    let mut joined = primary.to_vec();
+    let names: Vec<String> = primary.iter().map(|v| item_name(v).to_owned()).collect();
+    for item in secondary {
+        let at = names.iter().position(|n| n == item_name(item));
+        match (deep, at) {
+            (Some(key), Some(k)) => {
+                let mine = joined[k][key].as_array().cloned().unwrap_or_default();
+                let theirs = item[key].as_array().cloned().unwrap_or_default();
+                joined[k][key] = Value::Array(join_items(Join::LeftOuter, &mine, &theirs, None));
+            }
+            _ => {
+                let take = match join {
+                    Join::None => true,
+                    Join::Outer => !primary.contains(item),
+                    Join::LeftOuter | Join::RightOuter => at.is_none(),
+                };
+                if take {
+                    joined.push(item.clone());
+                }
+            }
+        }
+    }
+    joined
+}
+
+/// Refuses a name that appears twice after a join.
+fn refuse_duplicates(joined: &[Value], what: &str) -> Result<()> {
+    let mut seen = std::collections::HashSet::new();
+    if let Some(v) = joined.iter().find(|v| !seen.insert(item_name(v))) {
+        return Err(ModelError::new(
+            what,
+            format!(
+                "\"{}\" is on both sides with different contents (an outer join keeps only identical ones)",
+                item_name(v)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses a name on both sides (the `none` join).
+fn refuse_common(left: &[Value], right: &[Value], what: &str) -> Result<()> {
+    if let Some(v) = right
+        .iter()
+        .find(|r| left.iter().any(|l| item_name(l) == item_name(r)))
+    {
+        return Err(ModelError::new(
+            what,
+            format!(
+                "\"{}\" is in both workspaces (join none); rename one, or choose another join",
+                item_name(v)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn list(v: &Value, key: &str) -> Vec<Value> {
+    v[key].as_array().cloned().unwrap_or_default()
+}
+
+/// Combines two workspaces as pyhf does: channels, observations and measurements joined by name
+/// (`join`), channels of the same name merged sample by sample with `merge_channels` (outer
+/// joins only); the versions must agree. The result is validated as a workspace.
+pub fn combine(left: &Value, right: &Value, join: Join, merge_channels: bool) -> Result<Value> {
+    if merge_channels && join == Join::None {
+        return Err(ModelError::new(
+            "combine",
+            "merging channels needs an outer, left outer or right outer join",
+        ));
+    }
+    if left["version"] != right["version"] {
+        return Err(ModelError::new(
+            "version",
+            format!(
+                "workspaces of different versions cannot be combined: {} and {}",
+                left["version"], right["version"]
+            ),
+        ));
+    }
+    let (lc, rc) = (list(left, "channels"), list(right, "channels"));
+    let channels = join_items(join, &lc, &rc, merge_channels.then_some("samples"));
+    let (lo, ro) = (list(left, "observations"), list(right, "observations"));
+    let observations = join_items(join, &lo, &ro, None);
+    let (lm, rm) = (list(left, "measurements"), list(right, "measurements"));
+    let mut measurements = join_items(join, &lm, &rm, None);
+    match join {
+        Join::None => {
+            refuse_common(&lc, &rc, "channels")?;
+            refuse_common(&lo, &ro, "observations")?;
+            refuse_common(&lm, &rm, "measurements")?;
+        }
+        Join::Outer => {
+            refuse_duplicates(&channels, "channels")?;
+            refuse_duplicates(&observations, "observations")?;
+            // Measurements of one name: the same POI, their parameter configs joined.
+            let mut names: Vec<String> = Vec::new();
+            let mut groups: HashMap<String, Vec<Value>> = HashMap::new();
+            for m in measurements {
+                let n = item_name(&m).to_owned();
+                if !groups.contains_key(&n) {
+                    names.push(n.clone());
+                }
+                groups.entry(n).or_default().push(m);
+            }
+            measurements = Vec::new();
+            for n in names {
+                let group = &groups[&n];
+                if group.len() == 1 {
+                    measurements.push(group[0].clone());
+                    continue;
+                }
+                let poi = &group[0]["config"]["poi"];
+                if group.iter().any(|m| &m["config"]["poi"] != poi) {
+                    return Err(ModelError::new(
+                        "measurements",
+                        format!("measurement \"{n}\" has a different POI on each side"),
+                    ));
+                }
+                let params = join_items(
+                    Join::Outer,
+                    &list(&group[0]["config"], "parameters"),
+                    &list(&group[1]["config"], "parameters"),
+                    None,
+                );
+                refuse_duplicates(&params, &format!("measurement \"{n}\" parameters"))?;
+                measurements.push(serde_json::json!({
+                    "name": n,
+                    "config": {"poi": poi, "parameters": params},
+                }));
+            }
+        }
+        Join::LeftOuter | Join::RightOuter => {}
+    }
+    let mut out = serde_json::Map::new();
+    out.insert("channels".into(), Value::Array(channels));
+    out.insert("measurements".into(), Value::Array(measurements));
+    out.insert("observations".into(), Value::Array(observations));
+    out.insert("version".into(), left["version"].clone());
+    let w = Value::Object(out);
+    let ws = crate::Workspace::from_value(&w)?;
+    crate::compile::check_names(&ws)?;
+    Ok(w)
+}

@@ -715,6 +715,26 @@ fn workspace_value(text: &str) -> PyResult<serde_json::Value> {
     Ok(v)
 }
 
+/// Two workspaces (JSON text) combined as pyhf combines them; JSON text.
+#[pyfunction]
+#[pyo3(signature = (left, right, join = "none", merge_channels = false))]
+fn workspace_combine(
+    left: &str,
+    right: &str,
+    join: &str,
+    merge_channels: bool,
+) -> PyResult<String> {
+    let join: histfit_model::tools::Join = join.parse().map_err(bad)?;
+    let w = histfit_model::tools::combine(
+        &workspace_value(left)?,
+        &workspace_value(right)?,
+        join,
+        merge_channels,
+    )
+    .map_err(bad)?;
+    to_json(&w)
+}
+
 /// pyhf's digest (SHA-256 hex) of a workspace given as JSON text.
 #[pyfunction]
 fn workspace_digest(text: &str) -> PyResult<String> {
@@ -1084,6 +1104,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(minos, m)?)?;
     m.add_function(wrap_pyfunction!(yields, m)?)?;
     m.add_function(wrap_pyfunction!(workspace_digest, m)?)?;
+    m.add_function(wrap_pyfunction!(workspace_combine, m)?)?;
     m.add_function(wrap_pyfunction!(workspace_sorted, m)?)?;
     m.add_function(wrap_pyfunction!(workspace_prune_and_rename, m)?)?;
     m.add_function(wrap_pyfunction!(goodness_of_fit, m)?)?;

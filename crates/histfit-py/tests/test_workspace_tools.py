@@ -88,3 +88,31 @@ def test_pruned_measurements_and_a_patchset_for_another_workspace():
     assert histfit.Workspace(spec, patchset=ps, patch="signal_100", force=True).model()
     ps["metadata"]["digests"] = {"sha256": histfit.workspace_digest(spec)}
     assert histfit.Workspace(spec, patchset=ps, patch="signal_100").model()
+
+
+def test_combine_matches_pyhf():
+    import copy
+
+    a = shipped("simple_workspace")
+    other = pyhf.Workspace(a).rename(channels={"singlechannel": "other"}, measurements={
+        a["measurements"][0]["name"]: "other_measurement"})
+    b = dict(other)
+    ref = lambda l, r, **kw: dict(pyhf.Workspace.combine(pyhf.Workspace(l), pyhf.Workspace(r), **kw))  # noqa: E731
+    # Disjoint names: the none join.
+    assert histfit.combine_workspaces(a, b) == ref(a, b)
+    with pytest.raises(histfit.HistfitError, match="in both workspaces"):
+        histfit.combine_workspaces(a, a)
+    # Identical items kept once, measurements merged.
+    assert histfit.combine_workspaces(a, a, join="outer") == ref(a, a, join="outer")
+    # A changed copy: the outer join refuses it, the one-sided joins keep their side.
+    c = copy.deepcopy(a)
+    c["channels"][0]["samples"][0]["data"] = [x * 2 for x in c["channels"][0]["samples"][0]["data"]]
+    with pytest.raises(histfit.HistfitError, match="different contents"):
+        histfit.combine_workspaces(a, c, join="outer")
+    for join in ["left outer", "right outer"]:
+        assert histfit.combine_workspaces(a, c, join=join) == ref(a, c, join=join), join
+    # Channels of one name merged sample by sample.
+    d = copy.deepcopy(a)
+    d["channels"][0]["samples"] = [dict(d["channels"][0]["samples"][0], name="extra")]
+    assert histfit.combine_workspaces(a, d, join="outer", merge_channels=True) == ref(
+        a, d, join="outer", merge_channels=True)

@@ -51,6 +51,9 @@ pub enum Command {
     Yields(yields::Args),
     /// The workspace's SHA-256 digest, as pyhf computes it and patchsets record it.
     Digest(workspace_tools::DigestArgs),
+    /// Combine two workspaces, joining channels, observations and measurements by name (pyhf
+    /// combine).
+    Combine(workspace_tools::CombineArgs),
     /// Sort channels, samples, modifiers, measurements and observations by name (pyhf sort).
     Sort(workspace_tools::SortArgs),
     /// Remove channels, samples, modifiers (by name or type) or measurements (pyhf prune).
@@ -76,6 +79,7 @@ impl Command {
             Command::Patchset(a) => patchset::run(a),
             Command::Yields(a) => yields::run(a),
             Command::Digest(a) => workspace_tools::digest(a),
+            Command::Combine(a) => workspace_tools::combine(a),
             Command::Sort(a) => workspace_tools::sort(a),
             Command::Prune(a) => workspace_tools::prune(a),
             Command::Rename(a) => workspace_tools::rename(a),

@@ -148,3 +148,34 @@ fn write(v: &Value, output: Option<&str>) -> Result<ExitCode> {
     crate::output::emit(&(serde_json::to_string_pretty(v)? + "\n"), output)?;
     Ok(ExitCode::SUCCESS)
 }
+
+/// `histfit combine LEFT RIGHT`: one workspace from two, channels, observations and measurements
+/// joined by name as pyhf joins them.
+#[derive(clap::Args)]
+pub struct CombineArgs {
+    /// pyhf JSON workspace (the left side).
+    left: String,
+    /// pyhf JSON workspace (the right side).
+    right: String,
+    /// How names on both sides are joined: none (refused), outer (identical ones kept once,
+    /// measurements merged), left-outer or right-outer (that side wins).
+    #[arg(long, default_value = "none")]
+    join: tools::Join,
+    /// Merge channels of the same name sample by sample (outer joins only).
+    #[arg(long = "merge-channels")]
+    merge_channels: bool,
+    /// Accepted for uniformity: the output is a workspace JSON document either way.
+    #[arg(long)]
+    #[allow(dead_code)]
+    json: bool,
+    /// Write the workspace to this file instead of stdout.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: Option<String>,
+}
+
+pub fn combine(a: CombineArgs) -> Result<ExitCode> {
+    let (l, r) = (read(&a.left)?, read(&a.right)?);
+    let w = tools::combine(&l, &r, a.join, a.merge_channels)
+        .map_err(|e| anyhow::anyhow!("combining {} and {}: {e}", a.left, a.right))?;
+    write(&w, a.output.as_deref())
+}

@@ -21,6 +21,7 @@ __all__ = [
     "minos",
     "yields",
     "workspace_digest",
+    "combine_workspaces",
     "sort_workspace",
     "prune_workspace",
     "rename_workspace",
@@ -300,6 +301,15 @@ def workspace_digest(spec: Dict[str, Any]) -> str:
     """The workspace's SHA-256 digest as pyhf computes it (``pyhf.utils.digest``) and patchsets
     record it."""
     return _native.workspace_digest(json.dumps(spec))
+
+
+def combine_workspaces(left: Dict[str, Any], right: Dict[str, Any], join: str = "none",
+                       merge_channels: bool = False) -> Dict[str, Any]:
+    """Two workspaces as one (pyhf's ``Workspace.combine``): channels, observations and
+    measurements joined by name — ``join`` "none" (a name on both sides is refused), "outer"
+    (identical items kept once, measurements of one name merged), "left outer" or "right outer"
+    (that side wins); ``merge_channels`` merges channels of one name sample by sample."""
+    return json.loads(_native.workspace_combine(json.dumps(left), json.dumps(right), join, bool(merge_channels)))
 
 
 def sort_workspace(spec: Dict[str, Any]) -> Dict[str, Any]:
