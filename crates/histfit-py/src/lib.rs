@@ -604,14 +604,6 @@ impl NativeModel {
     }
 }
 
-fn fit_options(
-    model: &Model,
-    init: Option<PyReadonlyArray1<'_, f64>>,
-    fix: Vec<(usize, f64)>,
-) -> PyResult<FitOptions> {
-    fit_options_with_bounds(model, init, fix, None)
-}
-
 /// The fit options of a request: starting point, fixed parameters (checked against the bounds
 /// in force) and replacement bounds for every parameter.
 fn fit_options_with_bounds(
@@ -685,7 +677,7 @@ fn test_stat(s: &str) -> PyResult<TestStat> {
 
 /// Maximum likelihood fit; returns the result document (JSON).
 #[pyfunction]
-#[pyo3(signature = (model, data = None, init = None, fix = Vec::new(), uncertainties = true, device = "cpu", starts = None))]
+#[pyo3(signature = (model, data = None, init = None, fix = Vec::new(), uncertainties = true, device = "cpu", starts = None, bounds = None))]
 #[allow(clippy::too_many_arguments)]
 fn fit(
     py: Python<'_>,
@@ -696,9 +688,10 @@ fn fit(
     uncertainties: bool,
     device: &str,
     starts: Option<usize>,
+    bounds: Option<Vec<(f64, f64)>>,
 ) -> PyResult<String> {
     let d = model.dataset(data)?;
-    let mut o = fit_options(&model.model, init, fix)?;
+    let mut o = fit_options_with_bounds(&model.model, init, fix, bounds)?;
     o.uncertainties = uncertainties;
     o.starts = starts.map_or(Starts::Auto, Starts::Count);
     let mut ev = open(model.model.clone(), device)?;
@@ -787,7 +780,8 @@ fn workspace_prune_and_rename(
 
 /// MINOS intervals of the parameters `which` (indices) around the fit (JSON list).
 #[pyfunction]
-#[pyo3(signature = (model, which, data = None, fix = Vec::new(), device = "cpu"))]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (model, which, data = None, fix = Vec::new(), device = "cpu", init = None, bounds = None))]
 fn minos(
     py: Python<'_>,
     model: &NativeModel,
@@ -795,9 +789,11 @@ fn minos(
     data: Option<PyReadonlyArray1<'_, f64>>,
     fix: Vec<(usize, f64)>,
     device: &str,
+    init: Option<PyReadonlyArray1<'_, f64>>,
+    bounds: Option<Vec<(f64, f64)>>,
 ) -> PyResult<String> {
     let d = model.dataset(data)?;
-    let mut o = fit_options(&model.model, None, fix)?;
+    let mut o = fit_options_with_bounds(&model.model, init, fix, bounds)?;
     o.uncertainties = true;
     let mut ev = open(model.model.clone(), device)?;
     let r = py
@@ -811,7 +807,8 @@ fn minos(
 
 /// Pre-fit or post-fit yields per channel, sample and bin with propagated uncertainties (JSON).
 #[pyfunction]
-#[pyo3(signature = (model, postfit = false, data = None, fix = Vec::new(), device = "cpu"))]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (model, postfit = false, data = None, fix = Vec::new(), device = "cpu", init = None, bounds = None))]
 fn yields(
     py: Python<'_>,
     model: &NativeModel,
@@ -819,9 +816,11 @@ fn yields(
     data: Option<PyReadonlyArray1<'_, f64>>,
     fix: Vec<(usize, f64)>,
     device: &str,
+    init: Option<PyReadonlyArray1<'_, f64>>,
+    bounds: Option<Vec<(f64, f64)>>,
 ) -> PyResult<String> {
     let d = model.dataset(data)?;
-    let mut o = fit_options(&model.model, None, fix)?;
+    let mut o = fit_options_with_bounds(&model.model, init, fix, bounds)?;
     o.uncertainties = true;
     let m = model.model.clone();
     let mut ev = open(m.clone(), device)?;
@@ -836,7 +835,7 @@ fn yields(
                 })?;
                 (r.bestfit, c)
             } else {
-                let mut p = m.init();
+                let mut p = o.init.clone().unwrap_or_else(|| m.init());
                 for &(i, v) in &o.fix {
                     p[i] = v;
                 }
@@ -859,16 +858,19 @@ fn yields(
 
 /// Goodness of fit against the saturated model (JSON).
 #[pyfunction]
-#[pyo3(signature = (model, data = None, fix = Vec::new(), device = "cpu"))]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (model, data = None, fix = Vec::new(), device = "cpu", init = None, bounds = None))]
 fn goodness_of_fit(
     py: Python<'_>,
     model: &NativeModel,
     data: Option<PyReadonlyArray1<'_, f64>>,
     fix: Vec<(usize, f64)>,
     device: &str,
+    init: Option<PyReadonlyArray1<'_, f64>>,
+    bounds: Option<Vec<(f64, f64)>>,
 ) -> PyResult<String> {
     let d = model.dataset(data)?;
-    let o = fit_options(&model.model, None, fix)?;
+    let o = fit_options_with_bounds(&model.model, init, fix, bounds)?;
     let mut ev = open(model.model.clone(), device)?;
     let r = py
         .detach(|| {

@@ -140,3 +140,20 @@ def test_fit_options_on_every_inference_function():
         histfit.ranking(m, bounds={"mu": (3.0, 1.0)})
     with pytest.raises(histfit.HistfitError, match="outside its bounds"):
         histfit.hypotest(1.0, m, fixed={"uncorr_bkguncrt[0]": 20.0})
+
+
+def test_asimov_and_bounds_everywhere():
+    m = histfit.Workspace(fixture("simple_workspace.json")).model()
+    # The Asimov dataset of the pre-fit prediction: the fit returns the prediction's μ.
+    assert histfit.fit(m, asimov=True).bestfit[0] == pytest.approx(1.0, abs=1e-5)
+    assert histfit.fit(m, asimov=True, init={"mu": 2.0}).bestfit[0] == pytest.approx(2.0, abs=1e-5)
+    assert histfit.fit(m, bounds={"mu": (0.0, 0.3)}).bestfit[0] == pytest.approx(0.3, abs=1e-9)
+    s = histfit.significance(m, asimov=True)
+    assert s["mu_hat"] == pytest.approx(1.0, abs=1e-5)
+    g = histfit.goodness_of_fit(m, asimov=True)
+    assert g["statistic"] == pytest.approx(0.0, abs=1e-8)
+    signal = lambda t: next(x for x in t[0]["samples"] if x["name"] == "signal")["yields"][0]  # noqa: E731
+    assert signal(histfit.yields(m, init={"mu": 2.0})) == pytest.approx(2 * signal(histfit.yields(m)))
+    assert "mu" in histfit.minos(m, ["mu"], bounds={"mu": (0.0, 5.0)})
+    with pytest.raises(histfit.HistfitError, match="give one"):
+        histfit.hypotest(1.0, m, data=m.expected_data(m.suggested_init()), asimov=True)

@@ -203,6 +203,20 @@ def _data(model: Model, data: Any) -> Optional[np.ndarray]:
     return None if data is None else _array(data, "data")
 
 
+def _dataset(model: Model, data: Any, asimov: bool, opts: Dict[str, Any]) -> Optional[np.ndarray]:
+    """The data of a request: ``data`` (default the observed), or with ``asimov=True`` the Asimov
+    dataset of the pre-fit prediction — the initial parameters with ``init`` and ``fixed``
+    applied — as a blinded analysis fits."""
+    if not asimov:
+        return _data(model, data)
+    if data is not None:
+        raise HistfitError("data= and asimov=True: give one")
+    pars = np.array(model.suggested_init() if opts["init"] is None else opts["init"], dtype=np.float64)
+    for i, v in opts["fix"]:
+        pars[i] = v
+    return np.asarray(model._native.expected_data(pars, True), dtype=np.float64)
+
+
 def _options(model: Model, init: Any, fixed: Any, bounds: Any) -> Dict[str, Any]:
     """The fit options every inference function takes: ``init`` (all values, or ``{name:
     value}`` over the suggested start), ``fixed`` (``{name: value}`` or ``[(index, value)]``),
@@ -236,15 +250,16 @@ def _fixes(model: Model, fixed: Any) -> List[Tuple[int, float]]:
 
 
 def fit(model: Model, data: Any = None, init: Any = None, fixed: Any = None, device: str = "cpu",
-        starts: Optional[int] = None) -> FitResult:
+        starts: Optional[int] = None, bounds: Any = None, asimov: bool = False) -> FitResult:
     """Maximum likelihood fit with uncertainties, covariance and correlations (data: default the
     observed data; fixed: ``{"name": value}`` or ``[(index, value)]``). ``starts``: further
     starts searched for a lower minimum, per batch; batches go on (up to four) while they find
     different minima (default: by model size, 24 for up to 16 free parameters, none above 64;
     0 for a single search from ``init``)."""
+    o = _options(model, init, fixed, bounds)
     r = json.loads(
-        _native.fit(model._native, _data(model, data), None if init is None else _array(init, "init"),
-                    _fixes(model, fixed), True, device, None if starts is None else int(starts))
+        _native.fit(model._native, _dataset(model, data, asimov, o), o["init"], o["fix"], True, device,
+                    None if starts is None else int(starts), o["bounds"])
     )
     n = len(r["par_names"])
     mat = lambda v: None if v is None else np.asarray(v, dtype=np.float64).reshape(n, n)  # noqa: E731
@@ -268,13 +283,14 @@ def fit(model: Model, data: Any = None, init: Any = None, fixed: Any = None, dev
 
 
 def minos(model: Model, pars: Union[str, Sequence[str]] = "all", data: Any = None, fixed: Any = None,
-          device: str = "cpu") -> Dict[str, Dict[str, Any]]:
+          device: str = "cpu", init: Any = None, bounds: Any = None, asimov: bool = False) -> Dict[str, Dict[str, Any]]:
     """MINOS asymmetric intervals: for each parameter (names, or ``"all"`` free ones), where the
     profile likelihood rises by ½ from the minimum (2ΔNLL = 1). Per name: ``value``,
     ``lower_error`` (≤ 0), ``upper_error`` (≥ 0), ``lower_at_bound``/``upper_at_bound`` (the
     interval ends at the parameter's bound), ``converged`` and the number of conditional ``fits``."""
     names = model.par_names
-    fixes = _fixes(model, fixed)
+    o = _options(model, init, fixed, bounds)
+    fixes = o["fix"]
     if isinstance(pars, str) and pars == "all":
         held = {i for i, _ in fixes}
         which = [i for i, f in enumerate(model._native.fixed()) if not f and i not in held]
@@ -284,17 +300,20 @@ def minos(model: Model, pars: Union[str, Sequence[str]] = "all", data: Any = Non
         if unknown:
             raise HistfitError(f"minos: {unknown[0]!r} is not a parameter of the model")
         which = [names.index(p) for p in pars]
-    r = json.loads(_native.minos(model._native, which, _data(model, data), fixes, device))
+    r = json.loads(_native.minos(model._native, which, _dataset(model, data, asimov, o), fixes, device, o["init"],
+                                 o["bounds"]))
     return {m["name"]: m for m in r}
 
 
 def yields(model: Model, postfit: bool = False, data: Any = None, fixed: Any = None,
-           device: str = "cpu") -> List[Dict[str, Any]]:
+           device: str = "cpu", init: Any = None, bounds: Any = None, asimov: bool = False) -> List[Dict[str, Any]]:
     """Yields per channel (``name``, ``data``), sample (``samples``: ``name``, ``yields``,
     ``uncertainties`` per bin) and the channel ``total``, with standard deviations propagated
     through the full covariance: pre-fit the constraints' widths (free parameters taken as
     known), post-fit the fit's covariance; totals include the correlations between samples."""
-    return json.loads(_native.yields(model._native, bool(postfit), _data(model, data), _fixes(model, fixed), device))
+    o = _options(model, init, fixed, bounds)
+    return json.loads(_native.yields(model._native, bool(postfit), _dataset(model, data, asimov, o), o["fix"], device,
+                                     o["init"], o["bounds"]))
 
 
 def workspace_digest(spec: Dict[str, Any]) -> str:
@@ -337,12 +356,15 @@ def rename_workspace(spec: Dict[str, Any], channels: Optional[Dict[str, str]] = 
     return json.loads(_native.workspace_prune_and_rename(json.dumps(spec), {}, rename))
 
 
-def goodness_of_fit(model: Model, data: Any = None, fixed: Any = None, device: str = "cpu") -> Dict[str, Any]:
+def goodness_of_fit(model: Model, data: Any = None, fixed: Any = None, device: str = "cpu", init: Any = None,
+                    bounds: Any = None, asimov: bool = False) -> Dict[str, Any]:
     """Goodness of fit against the saturated model: ``statistic`` = −2 ln λ_sat at the best fit
     (every bin's expectation set to its count, the constraint terms at the fit), ``dof`` = bins −
     free parameters without a constraint, ``p_value`` = P(χ²_dof ≥ statistic), with the fit's
     ``twice_nll`` and ``converged``."""
-    return json.loads(_native.goodness_of_fit(model._native, _data(model, data), _fixes(model, fixed), device))
+    o = _options(model, init, fixed, bounds)
+    return json.loads(_native.goodness_of_fit(model._native, _dataset(model, data, asimov, o), o["fix"], device,
+                                              o["init"], o["bounds"]))
 
 
 def hypotest(
@@ -356,11 +378,11 @@ def hypotest(
     device: str = "cpu",
     init: Any = None,
     fixed: Any = None,
-    bounds: Any = None,
+    bounds: Any = None, asimov: bool = False,
 ):
     """Asymptotic CLs at ``poi_test``, returned as pyhf's ``infer.hypotest`` does: CLs, then
     optionally ``[CLs+b, CLb]``, the expected CLs and the expected set (−2σ … +2σ)."""
-    r = json.loads(_native.hypotest(model._native, float(poi_test), _data(model, data), test_stat, device,
+    r = json.loads(_native.hypotest(model._native, float(poi_test), _dataset(model, data, asimov, _options(model, init, fixed, bounds)), test_stat, device,
                                     **_options(model, init, fixed, bounds)))
     for w in r.get("warnings", []):
         warnings.warn(f"histfit.hypotest: {w}", stacklevel=2)
@@ -375,9 +397,9 @@ def hypotest(
 
 
 def upper_limit(model: Model, data: Any = None, alpha: float = 0.05, test_stat: str = "qtilde", device: str = "cpu",
-                init: Any = None, fixed: Any = None, bounds: Any = None):
+                init: Any = None, fixed: Any = None, bounds: Any = None, asimov: bool = False):
     """Observed and expected (−2σ … +2σ) upper limits on the POI at CLs = alpha."""
-    r = json.loads(_native.upper_limit(model._native, _data(model, data), float(alpha), test_stat, device,
+    r = json.loads(_native.upper_limit(model._native, _dataset(model, data, asimov, _options(model, init, fixed, bounds)), float(alpha), test_stat, device,
                                        **_options(model, init, fixed, bounds)))
     for w in r.get("warnings", []):
         warnings.warn(f"histfit.upper_limit: {w}", stacklevel=2)
@@ -385,27 +407,27 @@ def upper_limit(model: Model, data: Any = None, alpha: float = 0.05, test_stat: 
 
 
 def profile_scan(model: Model, values: Sequence[float], data: Any = None, device: str = "cpu",
-                 init: Any = None, fixed: Any = None, bounds: Any = None) -> Dict[str, Any]:
+                 init: Any = None, fixed: Any = None, bounds: Any = None, asimov: bool = False) -> Dict[str, Any]:
     """Profile likelihood scan of the POI: the scan document (points with 2ΔNLL and fits)."""
-    return json.loads(_native.profile_scan(model._native, [float(v) for v in values], _data(model, data), device,
+    return json.loads(_native.profile_scan(model._native, [float(v) for v in values], _dataset(model, data, asimov, _options(model, init, fixed, bounds)), device,
                                            **_options(model, init, fixed, bounds)))
 
 
 def significance(model: Model, data: Any = None, device: str = "cpu", init: Any = None, fixed: Any = None,
-                 bounds: Any = None) -> Dict[str, Any]:
+                 bounds: Any = None, asimov: bool = False) -> Dict[str, Any]:
     """Discovery significance (q0): observed and expected p0 and Z."""
-    return json.loads(_native.significance(model._native, _data(model, data), device,
+    return json.loads(_native.significance(model._native, _dataset(model, data, asimov, _options(model, init, fixed, bounds)), device,
                                            **_options(model, init, fixed, bounds)))
 
 
 def ranking(model: Model, data: Any = None, device: str = "cpu", init: Any = None, fixed: Any = None,
-            bounds: Any = None) -> Dict[str, Any]:
+            bounds: Any = None, asimov: bool = False) -> Dict[str, Any]:
     """Nuisance-parameter ranking by impact on the POI."""
-    return json.loads(_native.ranking(model._native, _data(model, data), device, **_options(model, init, fixed, bounds)))
+    return json.loads(_native.ranking(model._native, _dataset(model, data, asimov, _options(model, init, fixed, bounds)), device, **_options(model, init, fixed, bounds)))
 
 
 def fit_toys(model: Model, n_toys: int, gen_params: Any = None, seed: int = 0, device: str = "cpu",
-             data: Any = None, init: Any = None, fixed: Any = None, bounds: Any = None) -> Dict[str, Any]:
+             data: Any = None, init: Any = None, fixed: Any = None, bounds: Any = None, asimov: bool = False) -> Dict[str, Any]:
     """Generates and fits ``n_toys`` toys. They are drawn at ``gen_params``, or by default at the
     free fit of ``data`` (the observed data if None) — the default of ``histfit toys`` too, so
     the same seed gives the same ensemble in both; pass ``model.suggested_init()`` to draw at the
@@ -413,7 +435,7 @@ def fit_toys(model: Model, n_toys: int, gen_params: Any = None, seed: int = 0, d
     list ``reason`` (why each fit that did not converge stopped; empty for those that did),
     ``gen_params`` and the ``summary`` (counts, the fitted POI's mean and standard deviation)."""
     gen = None if gen_params is None else _array(gen_params, "gen_params")
-    doc = json.loads(_native.fit_toys(model._native, gen, int(n_toys), int(seed), device, _data(model, data),
+    doc = json.loads(_native.fit_toys(model._native, gen, int(n_toys), int(seed), device, _dataset(model, data, asimov, _options(model, init, fixed, bounds)),
                                        **_options(model, init, fixed, bounds)))
     toys = doc["toys"]
     return {
@@ -429,10 +451,10 @@ def fit_toys(model: Model, n_toys: int, gen_params: Any = None, seed: int = 0, d
 
 def hypotest_toys(poi_test: float, model: Model, n_toys: int, data: Any = None, seed: int = 0,
                   test_stat: str = "qtilde", device: str = "cpu", init: Any = None, fixed: Any = None,
-                  bounds: Any = None) -> Dict[str, Any]:
+                  bounds: Any = None, asimov: bool = False) -> Dict[str, Any]:
     """Toy-based CLs at ``poi_test``: the result document (summary with CLs, CLs+b, CLb,
     expected band and failed-fit counts; per-toy statistics)."""
-    return json.loads(_native.hypotest_toys(model._native, float(poi_test), int(n_toys), _data(model, data),
+    return json.loads(_native.hypotest_toys(model._native, float(poi_test), int(n_toys), _dataset(model, data, asimov, _options(model, init, fixed, bounds)),
                                             int(seed), test_stat, device, **_options(model, init, fixed, bounds)))
 
 
