@@ -156,19 +156,10 @@ impl ModelArgs {
 
 /// Parses NAME=VALUE into (parameter index, value), checking the bounds.
 pub fn parse_fix(space: &ParameterSpace, item: &str) -> Result<(usize, f64)> {
-    let (name, value) = item
-        .split_once('=')
-        .ok_or_else(|| anyhow!("--fix {item}: expected NAME=VALUE"))?;
-    let i = space.index(name.trim()).ok_or_else(|| {
-        anyhow!(
-            "--fix {item}: \"{}\" is not a parameter of the model",
-            name.trim()
-        )
-    })?;
+    let (i, value) = name_value(space, "--fix", item)?;
     let v: f64 = value
-        .trim()
         .parse()
-        .map_err(|_| anyhow!("--fix {item}: \"{}\" is not a number", value.trim()))?;
+        .map_err(|_| anyhow!("--fix {item}: \"{value}\" is not a number"))?;
     histfit_infer::check_fixed_value(space, i, v)?;
     Ok((i, v))
 }

@@ -262,22 +262,3 @@ pub fn yields(
     }
     Ok(out)
 }
-
-/// The pre-fit covariance: each constrained parameter's prior variance (σ², 1/τ) on the
-/// diagonal, zero for free ones, those the model fixes and those in `held` (their pre-fit
-/// values are taken as known).
-pub fn prefit_covariance(model: &Model, held: &[usize]) -> Vec<f64> {
-    let n = model.n_params();
-    let mut c = vec![0.0; n * n];
-    for (i, p) in model.parameters.iter().enumerate() {
-        if p.fixed || held.contains(&i) {
-            continue;
-        }
-        c[i * n + i] = match p.constraint {
-            Constraint::Gauss { sigma } => sigma * sigma,
-            Constraint::Poisson { tau } if tau > 0.0 => 1.0 / tau,
-            _ => 0.0,
-        };
-    }
-    c
-}

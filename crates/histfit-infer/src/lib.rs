@@ -10,6 +10,7 @@
 pub mod asymptotic;
 pub mod batch;
 pub mod differentiable;
+pub mod estimate;
 pub mod fit;
 pub mod gof;
 pub mod limits;
@@ -19,6 +20,7 @@ pub mod scan;
 pub mod toys;
 
 pub use asymptotic::{significance, AsymptoticCalculator, HypotestResult, Significance, TestStat};
+pub use estimate::{parameter_estimate, ParameterEstimate};
 pub use fit::{fit, FitOptions, FitResult, KinkState, Starts};
 pub use gof::{goodness_of_fit, GoodnessOfFit};
 pub use limits::{upper_limit, upper_limit_scan, UpperLimit};

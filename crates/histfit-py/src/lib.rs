@@ -820,35 +820,16 @@ fn yields(
     bounds: Option<Vec<(f64, f64)>>,
 ) -> PyResult<String> {
     let d = model.dataset(data)?;
-    let mut o = fit_options_with_bounds(&model.model, init, fix, bounds)?;
-    o.uncertainties = true;
+    let o = fit_options_with_bounds(&model.model, init, fix, bounds)?;
     let m = model.model.clone();
     let mut ev = open(m.clone(), device)?;
     let table = py
         .detach(|| -> histfit_infer::Result<_> {
-            let (params, cov) = if postfit {
-                let r = histfit_infer::fit(&mut ev, &d, &o)?;
-                let c = r.covariance.ok_or_else(|| {
-                    histfit_infer::InferError::Request(
-                        "the fit has no covariance (its Hessian is not positive definite)".into(),
-                    )
-                })?;
-                (r.bestfit, c)
-            } else {
-                let mut p = o.init.clone().unwrap_or_else(|| m.init());
-                for &(i, v) in &o.fix {
-                    p[i] = v;
-                }
-                let held: Vec<usize> = o.fix.iter().map(|f| f.0).collect();
-                (
-                    p,
-                    histfit_compute::histfactory::prefit_covariance(&m, &held),
-                )
-            };
+            let e = histfit_infer::parameter_estimate(&mut ev, &d, &o, postfit)?;
             Ok(histfit_compute::histfactory::yields(
                 &mut CpuEvaluator::new(m.clone()),
-                &params,
-                &cov,
+                &e.params,
+                &e.covariance,
                 &d.main,
             )?)
         })

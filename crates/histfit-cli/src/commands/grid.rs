@@ -151,6 +151,26 @@ pub fn run<T: Send>(
     })
 }
 
+/// CSV columns of a value with its expected band: `name`, `name_exp_minus2` … `name_exp_plus2`
+/// (`exp` alone for the median), then `converged`.
+pub fn band_columns(name: &str, exp: &str) -> Vec<String> {
+    let mut c = vec![name.to_owned()];
+    for s in ["_minus2", "_minus1", "", "_plus1", "_plus2"] {
+        c.push(format!("{exp}{s}"));
+    }
+    c.push("converged".into());
+    c
+}
+
+/// The CSV cells of [`band_columns`].
+pub fn band_row(value: f64, band: [f64; 5], converged: bool) -> Vec<String> {
+    std::iter::once(value)
+        .chain(band)
+        .map(|v| format!("{v:e}"))
+        .chain([converged.to_string()])
+        .collect()
+}
+
 /// The table's note on a point whose fits did not all converge.
 pub fn convergence_note(converged: bool) -> &'static str {
     if converged {
@@ -178,7 +198,7 @@ impl<T: serde::Serialize> Grid<T> {
     pub fn write_csv(
         &self,
         grid: &GridArgs,
-        columns: &[&str],
+        columns: &[String],
         row: impl Fn(&T) -> Vec<String>,
     ) -> Result<()> {
         match &grid.csv {
@@ -229,7 +249,7 @@ impl<T: serde::Serialize> Grid<T> {
 
     /// CSV rows: the patch, its values, then `columns` of each result (empty where the point
     /// failed, with its error in the last column).
-    pub fn csv(&self, columns: &[&str], row: impl Fn(&T) -> Vec<String>) -> String {
+    pub fn csv(&self, columns: &[String], row: impl Fn(&T) -> Vec<String>) -> String {
         let mut s = String::from("patch");
         for l in &self.labels {
             s.push_str(&format!(",{}", csv_field(l)));

@@ -60,25 +60,9 @@ fn run_grid(a: &Args) -> Result<ExitCode> {
         let mut calc = AsymptoticCalculator::new(eval, data, a.test_stat, base.clone())?;
         Ok(calc.hypotest(a.mu)?)
     })?;
-    g.write_csv(
-        &a.grid,
-        &[
-            "cls_obs",
-            "cls_exp_minus2",
-            "cls_exp_minus1",
-            "cls_exp",
-            "cls_exp_plus1",
-            "cls_exp_plus2",
-            "converged",
-        ],
-        |r| {
-            std::iter::once(r.cls_obs)
-                .chain(r.cls_exp)
-                .map(|v| format!("{v:e}"))
-                .chain([r.converged.to_string()])
-                .collect()
-        },
-    )?;
+    g.write_csv(&a.grid, &grid::band_columns("cls_obs", "cls_exp"), |r| {
+        grid::band_row(r.cls_obs, r.cls_exp, r.converged)
+    })?;
     let doc = g.json("hypotest_grid", &a.model, &a.grid)?;
     a.out.emit(
         || doc,

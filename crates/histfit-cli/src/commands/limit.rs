@@ -99,25 +99,9 @@ fn run_grid(a: &Args) -> Result<ExitCode> {
             histfit_infer::limits::DEFAULT_RTOL,
         )?)
     })?;
-    g.write_csv(
-        &a.grid,
-        &[
-            "obs",
-            "exp_minus2",
-            "exp_minus1",
-            "exp",
-            "exp_plus1",
-            "exp_plus2",
-            "converged",
-        ],
-        |r| {
-            std::iter::once(r.obs)
-                .chain(r.exp)
-                .map(|v| format!("{v:e}"))
-                .chain([r.converged.to_string()])
-                .collect()
-        },
-    )?;
+    g.write_csv(&a.grid, &grid::band_columns("obs", "exp"), |r| {
+        grid::band_row(r.obs, r.exp, r.converged)
+    })?;
     let doc = g.json("limit_grid", &a.model, &a.grid)?;
     a.out.emit(
         || doc,

@@ -5,10 +5,9 @@
 use super::OutputArgs;
 use crate::model_args::{FitArgs, ModelArgs};
 use crate::output;
-use anyhow::{bail, Result};
-use histfit_compute::histfactory::{prefit_covariance, yields, ChannelYields};
-use histfit_compute::{CpuEvaluator, Evaluator};
-use histfit_infer::{fit, FitOptions};
+use anyhow::Result;
+use histfit_compute::histfactory::{yields, ChannelYields};
+use histfit_compute::CpuEvaluator;
 use serde_json::json;
 use std::process::ExitCode;
 
@@ -27,38 +26,15 @@ pub struct Args {
 
 pub fn run(a: Args) -> Result<ExitCode> {
     let (model, source, data, mut eval, base) = a.model.prepare_fit(&a.fit)?;
-    let (params, covariance) = if a.postfit {
-        let r = fit(
-            &mut eval,
-            &data,
-            &FitOptions {
-                uncertainties: true,
-                ..base
-            },
-        )?;
-        if !r.converged {
-            eprintln!("warning: the fit did not converge: {}", r.reason);
-        }
-        match r.covariance {
-            Some(c) => (r.bestfit, c),
-            None => bail!("the fit has no covariance (its Hessian is not positive definite): no post-fit uncertainties"),
-        }
-    } else {
-        let mut p = base
-            .init
-            .clone()
-            .unwrap_or_else(|| eval.space().init.clone());
-        for &(i, v) in &base.fix {
-            p[i] = v;
-        }
-        let held: Vec<usize> = base.fix.iter().map(|f| f.0).collect();
-        (p, prefit_covariance(&model, &held))
-    };
+    let e = histfit_infer::parameter_estimate(&mut eval, &data, &base, a.postfit)?;
+    if let Some(r) = e.fit.as_ref().filter(|r| !r.converged) {
+        eprintln!("warning: the fit did not converge: {}", r.reason);
+    }
     let main = data.to_vec()[..model.n_main].to_vec();
     let table = yields(
         &mut CpuEvaluator::new(model.clone()),
-        &params,
-        &covariance,
+        &e.params,
+        &e.covariance,
         &main,
     )?;
     a.out.emit(
