@@ -6,11 +6,13 @@
 //! Inference (`histfit-infer`) is written against it only and treats a `Dataset` as opaque; the
 //! HistFactory model is one likelihood behind it ([`histfactory`]), the CUDA backend another
 //! device. Helpers built purely on the trait (Hessian) live here too, and the [`BatchEvaluator`]
-//! trait through which a device evaluates many problems per launch.
+//! trait through which a device evaluates many problems per launch, and [`resident`]: the seam
+//! through which a device fits whole toy ensembles itself.
 
 pub mod cpu;
 pub mod dataset;
 pub mod histfactory;
+pub mod resident;
 pub mod rng;
 pub mod space;
 pub mod yields;
@@ -18,6 +20,7 @@ pub mod yields;
 pub use cpu::CpuEvaluator;
 pub use dataset::Dataset;
 pub use histfactory::{check_batch, expected_aux, expected_data};
+pub use resident::{ResidentFit, ResidentFits, ResidentRequest, ResidentSettings, ResidentStatus};
 pub use space::{ParameterSpace, Prior};
 pub use yields::{AsimovTerm, YieldEvaluator, YieldGradTerms, YieldGradient};
 
@@ -213,6 +216,16 @@ pub trait BatchEvaluator: Send {
     /// [`Evaluator::expected_main`].
     fn expected_main_batch(&mut self, _params: &[f64], _out: &mut [f64]) -> Result<()> {
         Err(ComputeError::Unsupported("expected binned data"))
+    }
+    /// Whole fits of generated toys on the device ([`resident`]), where it runs them.
+    fn resident_fits(&mut self) -> Option<&mut dyn ResidentFits> {
+        None
+    }
+    /// An evaluator of the same likelihood on the host, for the few one-off fits around an
+    /// ensemble (a device answers one problem per launch far slower than a CPU core), where
+    /// the device has one.
+    fn host_evaluator(&self) -> Option<Box<dyn Evaluator + Send>> {
+        None
     }
 }
 

@@ -157,15 +157,20 @@ __device__ double fixed_sum(const double* v, int n, double* red) {
 #define NLL_GRAD_PASS tb, n_problems, params, data_index, data, out_nll, out_grad, out_lam, out_sbfac, \
     scratch, scratch_len
 
-__device__ __forceinline__ void nll_grad_body(NLL_GRAD_ARGS) {
-    extern __shared__ double smem[];
-    double* red = smem;
+// −ln L (without the dataset's constant) at the parameters in sc[0 .. n_params) against the row
+// `dat` (main counts, then auxiliary data), and its gradient into `out_grad` when that is not
+// null (expected counts into `out_lam`, ∂λ/∂(nominal yield) into `out_sbfac` when asked). `sc` is
+// the problem's scratch (scratch_len doubles, the parameters first), `red` 256 doubles of shared
+// memory. Every thread of the block calls it and gets the same value: +inf where the likelihood
+// is not defined (the gradient is then NaN). It starts with a barrier, so the caller's writes to
+// sc and dat need none.
+__device__ double eval_point(const Tables& tb, const double* __restrict__ dat, double* sc, double* red,
+                             double* __restrict__ out_grad, double* __restrict__ out_lam,
+                             double* __restrict__ out_sbfac) {
     __shared__ int invalid;
-    int p = blockIdx.x;
-    if (p >= n_problems) return;
     int t = threadIdx.x, T = blockDim.x;
     const int P = tb.n_params, M = tb.n_main;
-    double* x = scratch ? scratch + (long long)p * scratch_len : smem + (T > LANES ? T : LANES);
+    double* x = sc;
     double* kv = x + P;
     double* kd = kv + tb.n_ns;
     double* F = kd + tb.n_ns;
@@ -177,11 +182,10 @@ __device__ __forceinline__ void nll_grad_body(NLL_GRAD_ARGS) {
     double* wsamp = dlam + M;
     double* terms = wsamp + tb.n_samples;
     double* contrib = terms + tb.n_terms;
-    const double* dat = data + (long long)data_index[p] * (M + tb.n_aux);
     const double* aux = dat + M;
-    if (t == 0) invalid = 0;
-    for (int i = t; i < P; i += T) x[i] = params[(long long)p * P + i];
+    // (The previous call's last read of `invalid` and the caller's writes come before this.)
     __syncthreads();
+    if (t == 0) invalid = 0;
     // normsys factors
     for (int e = t; e < tb.n_ns; e += T) {
         int code = tb.ns_code[e];
@@ -228,7 +232,7 @@ __device__ __forceinline__ void nll_grad_body(NLL_GRAD_ARGS) {
     // ∂λ/∂(nominal yield) of every sample-bin without histosys: the yields-as-inputs gradients
     if (out_sbfac)
         for (int sb = t; sb < tb.n_sb; sb += T)
-            out_sbfac[(long long)p * tb.n_sb + sb] = binfac[sb] * F[tb.sb_sample[sb]];
+            out_sbfac[sb] = binfac[sb] * F[tb.sb_sample[sb]];
     // expected counts, Poisson terms, ∂NLL/∂λ
     for (int b = t; b < M; b += T) {
         double l = 0.0;
@@ -237,7 +241,7 @@ __device__ __forceinline__ void nll_grad_body(NLL_GRAD_ARGS) {
             l += base[sb] * binfac[sb] * F[tb.sb_sample[sb]];
         }
         lam[b] = l;
-        if (out_lam) out_lam[(long long)p * M + b] = l;
+        if (out_lam) out_lam[b] = l;
         double n = dat[b];
         if ((n > 0.0 && !(l > 0.0)) || isnan(l)) {
             invalid = 1;
@@ -279,13 +283,11 @@ __device__ __forceinline__ void nll_grad_body(NLL_GRAD_ARGS) {
     __syncthreads();
     double nll = fixed_sum(contrib, M + tb.n_aux, red); // invalid and dlam are visible after it
     if (invalid) {
-        if (t == 0) out_nll[p] = 1.0 / 0.0;
         if (out_grad)
-            for (int i = t; i < P; i += T) out_grad[(long long)p * P + i] = 0.0 / 0.0;
-        return;
+            for (int i = t; i < P; i += T) out_grad[i] = 0.0 / 0.0;
+        return 1.0 / 0.0;
     }
-    if (t == 0) out_nll[p] = nll;
-    if (!out_grad) return;
+    if (!out_grad) return nll;
     const int t_ns = tb.n_aux, t_sf = t_ns + tb.n_ns, t_hs = t_sf + tb.n_sf, t_bf = t_hs + tb.n_hs;
     // per sample-bin: ∂NLL/∂base without F; bin-factor terms
     for (int sb = t; sb < tb.n_sb; sb += T) {
@@ -349,8 +351,24 @@ __device__ __forceinline__ void nll_grad_body(NLL_GRAD_ARGS) {
     for (int i = t; i < P; i += T) {
         double g = 0.0;
         for (int j = tb.term_off[i]; j < tb.term_off[i + 1]; ++j) g += terms[tb.term_idx[j]];
-        out_grad[(long long)p * P + i] = g;
+        out_grad[i] = g;
     }
+    return nll;
+}
+
+__device__ __forceinline__ void nll_grad_body(NLL_GRAD_ARGS) {
+    extern __shared__ double smem[];
+    int p = blockIdx.x;
+    if (p >= n_problems) return;
+    int t = threadIdx.x, T = blockDim.x;
+    const int P = tb.n_params, M = tb.n_main;
+    double* sc = scratch ? scratch + (long long)p * scratch_len : smem + (T > LANES ? T : LANES);
+    for (int i = t; i < P; i += T) sc[i] = params[(long long)p * P + i];
+    const double* dat = data + (long long)data_index[p] * (M + tb.n_aux);
+    double nll = eval_point(tb, dat, sc, smem, out_grad ? out_grad + (long long)p * P : nullptr,
+                            out_lam ? out_lam + (long long)p * M : nullptr,
+                            out_sbfac ? out_sbfac + (long long)p * tb.n_sb : nullptr);
+    if (t == 0) out_nll[p] = nll;
 }
 
 extern "C" __global__ void __launch_bounds__(256, 8) nll_grad_batch(NLL_GRAD_ARGS) {
@@ -552,18 +570,11 @@ __device__ double poisson(Stream* s, double lam) {
     }
 }
 
-// Toy i (index first + i) of `seed`: main bins Poisson(λ_b) from stream 0; aux data from
-// stream 1: Gauss θ + σ·z, Poisson Poisson(θ·τ) (rate given).
-extern "C" __global__ void generate_toys(u64 seed, u64 first, int count, int n_main, int n_aux,
-                                         const double* __restrict__ lam_main,
-                                         const int* __restrict__ aux_kind,
-                                         const double* __restrict__ aux_center,
-                                         const double* __restrict__ aux_sigma,
-                                         double* __restrict__ out) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= count) return;
-    u64 toy = first + (u64)i;
-    double* o = out + (long long)i * (n_main + n_aux);
+// Toy `toy` of `seed` into `o` (main bins, then auxiliary data): main bins Poisson(λ_b) from
+// stream 0; aux data from stream 1: Gauss θ + σ·z, Poisson Poisson(θ·τ) (rate given).
+__device__ void draw_toy(u64 seed, u64 toy, int n_main, int n_aux, const double* __restrict__ lam_main,
+                         const int* __restrict__ aux_kind, const double* __restrict__ aux_center,
+                         const double* __restrict__ aux_sigma, double* __restrict__ o) {
     Stream s;
     stream_init(&s, seed, toy, STREAM_MAIN);
     for (int b = 0; b < n_main; ++b) {
@@ -574,5 +585,408 @@ extern "C" __global__ void generate_toys(u64 seed, u64 first, int count, int n_m
     for (int k = 0; k < n_aux; ++k) {
         if (aux_kind[k] == KIND_GAUSS) o[n_main + k] = aux_center[k] + aux_sigma[k] * normal01(&s);
         else o[n_main + k] = poisson(&s, aux_center[k]);
+    }
+}
+
+// Toys first .. first + count of `seed`, one thread per toy.
+extern "C" __global__ void generate_toys(u64 seed, u64 first, int count, int n_main, int n_aux,
+                                         const double* __restrict__ lam_main,
+                                         const int* __restrict__ aux_kind,
+                                         const double* __restrict__ aux_center,
+                                         const double* __restrict__ aux_sigma,
+                                         double* __restrict__ out) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= count) return;
+    draw_toy(seed, first + (u64)i, n_main, n_aux, lam_main, aux_kind, aux_center, aux_sigma,
+             out + (long long)i * (n_main + n_aux));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fits resident on the device (histfit-cuda's resident.rs): each block draws a toy and fits it
+// from start to end, then takes the next toy, so an ensemble is one launch and only per-toy
+// results leave the device.
+//
+// The fit is L-BFGS in the scaled coordinates z = θ/s the CPU fit uses (histfit-infer's
+// fit/problem.rs), bounded by projection: coordinates at a bound whose gradient pushes outwards
+// (and fixed ones, lower = upper) are held, the two-loop recursion acts on the others, and a step
+// ends at the first bound (or kink, as on the CPU) it would cross. The line search, the memory
+// update and the stopping rules are the CPU L-BFGS-B's (histfit-optim's lbfgsb.rs): strong Wolfe
+// bracketing and cubic zoom, a pair kept only where sᵀy > ε yᵀy, converged on the projected
+// gradient, the relative reduction of f or the model's predicted decrease (EDM). Scalars are
+// computed by every thread alike from block reductions, so control flow is uniform and a toy's
+// fit does not depend on which block runs it.
+
+// Sum over the block of one value per thread, in a fixed order (warps, then warp sums in turn):
+// every thread gets the same bits. Needs blockDim.x a multiple of 32, at most 256.
+__device__ double block_sum(double v, double* red) {
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+    int t = threadIdx.x;
+    if ((t & 31) == 0) red[t >> 5] = v;
+    __syncthreads();
+    double r = 0.0;
+    for (int w = 0; w < (int)(blockDim.x >> 5); ++w) r += red[w];
+    __syncthreads();
+    return r;
+}
+
+// NaN-propagating maximum (a NaN anywhere makes the result NaN).
+__device__ __forceinline__ double nan_max(double a, double b) { return (b > a || b != b) ? b : a; }
+
+__device__ double block_max(double v, double* red) {
+    for (int off = 16; off > 0; off >>= 1) v = nan_max(v, __shfl_down_sync(0xffffffffu, v, off));
+    int t = threadIdx.x;
+    if ((t & 31) == 0) red[t >> 5] = v;
+    __syncthreads();
+    double r = red[0];
+    for (int w = 1; w < (int)(blockDim.x >> 5); ++w) r = nan_max(r, red[w]);
+    __syncthreads();
+    return r;
+}
+
+__device__ double block_min(double v, double* red) { return -block_max(-v, red); }
+
+// Σ a_i b_i over i < n (element i read by thread i mod blockDim.x).
+__device__ double block_dot(const double* a, const double* b, int n, double* red) {
+    double s = 0.0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s += a[i] * b[i];
+    return block_sum(s, red);
+}
+
+struct FitArgs {
+    u64 seed, first;
+    int count, poi, memory, max_iterations, max_evaluations, want_x;
+    double pgtol, ftol, edm, c1, c2, gauss_const;
+    const double* lam_main;   // expected main counts at the generating point (M)
+    const int* aux_kind;      // generation: constraint kind of each auxiliary datum
+    const double* aux_center; // generation: θ (Gauss) or θ·τ (Poisson)
+    const double* aux_sigma;  // generation: σ (Gauss)
+    const double* z_init;     // start, scaled (fixed parameters: their value, scale 1)
+    const double* z_lo;       // bounds, scaled (fixed: lower = upper)
+    const double* z_hi;
+    const double* scale;      // θ = z·scale
+    const int* kink;          // 1 where −ln L has a kink at θ = 0
+    double* state;            // per block: state_len doubles
+    double* scratch;          // per block: scratch_len doubles
+    int* next_toy;            // work counter (0 at launch)
+    double* out;              // per toy: FIT_OUT values
+    double* out_x;            // per toy: the fitted parameters (when want_x)
+    double* out_data;         // per toy: the toy (main, aux), when not null
+    const double* unused;
+    long long state_len, scratch_len;
+};
+
+struct Trial {
+    double a, f, dg;
+};
+
+// The next trial inside [lo, hi]: a cubic through both ends, else a quadratic, kept within
+// 1–90 % of the interval (lbfgsb.rs's `interpolate`).
+__device__ double zoom_step(Trial lo, Trial hi) {
+    double a = lo.a, b = hi.a;
+    double x = 0.0 / 0.0;
+    if (isfinite(lo.f) && isfinite(hi.f) && isfinite(hi.dg)) {
+        double d1 = lo.dg + hi.dg - 3.0 * (lo.f - hi.f) / (a - b);
+        double disc = d1 * d1 - lo.dg * hi.dg;
+        if (disc >= 0.0) {
+            double d2 = (b - a > 0.0 ? 1.0 : -1.0) * sqrt(disc);
+            x = b - (b - a) * (hi.dg + d2 - d1) / (hi.dg - lo.dg + 2.0 * d2);
+        }
+    }
+    if (!isfinite(x) && isfinite(lo.f) && isfinite(hi.f)) {
+        double h = b - a;
+        double curvature = hi.f - lo.f - lo.dg * h;
+        if (curvature > 0.0) x = a - lo.dg * h * h / (2.0 * curvature);
+    }
+    double t;
+    if (isfinite(x)) t = fmin(fmax((x - a) / (b - a), 0.01), 0.9);
+    else if (isfinite(hi.f)) t = 0.5;
+    else t = 0.1;
+    return a + t * (b - a);
+}
+
+// f and ∇_z f at z (the gradient into g). The gradient of a fixed coordinate is 0: it never
+// moves, and its component in the curvature pairs (y = Δg with s = 0) would corrupt the
+// quasi-Newton model of the others (θ = yᵀy/sᵀy above all) — sixfold the iterations on tHu.
+__device__ double eval_z(const Tables& tb, const FitArgs& A, const double* z, double* g, const double* row,
+                         double* sc, double* red) {
+    int t = threadIdx.x, T = blockDim.x;
+    for (int i = t; i < tb.n_params; i += T) sc[i] = z[i] * A.scale[i];
+    double f = eval_point(tb, row, sc, red, g, nullptr, nullptr);
+    for (int i = t; i < tb.n_params; i += T) g[i] = A.z_lo[i] == A.z_hi[i] ? 0.0 : g[i] * A.scale[i];
+    return f;
+}
+
+// ‖P(z − g) − z‖∞, NaN where a gradient component is not finite.
+__device__ double projected_gradient(const FitArgs& A, const double* z, const double* g, int n, double* red) {
+    double m = 0.0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        double v = isfinite(g[i]) ? fabs(fmin(fmax(z[i] - g[i], A.z_lo[i]), A.z_hi[i]) - z[i]) : 0.0 / 0.0;
+        m = nan_max(m, v);
+    }
+    return block_max(m, red);
+}
+
+// One toy's fit against `row`; writes its FIT_OUT results at `o` (thread 0) and the fitted
+// parameters at `ox` when not null.
+__device__ void fit_one(const Tables& tb, const FitArgs& A, const double* row, double* st, double* sc,
+                        double* red, double* o, double* ox) {
+    const int t = threadIdx.x, T = blockDim.x, P = tb.n_params, m = A.memory;
+    double* z = st;
+    double* g = z + P;
+    double* d = g + P;
+    double* zt = d + P;
+    double* gt = zt + P;
+    double* zl = gt + P;
+    double* gl = zl + P;
+    double* S = gl + P;
+    double* Y = S + (long long)m * P;
+    const double* lo = A.z_lo;
+    const double* hi = A.z_hi;
+    for (int i = t; i < P; i += T) z[i] = fmin(fmax(A.z_init[i], lo[i]), hi[i]);
+    int evals = 1, iters = 0, status = 0;
+    double f = eval_z(tb, A, z, g, row, sc, red);
+    double pg = projected_gradient(A, z, g, P, red);
+    double rho[FIT_MAX_MEMORY], alpha[FIT_MAX_MEMORY];
+    int npairs = 0, head = 0;
+    double theta = 1.0;
+    bool fresh = true;
+    // Whether a free coordinate met a bound (this thread's share): there the CPU's L-BFGS-B takes
+    // its generalized Cauchy point, and its path may part from this one.
+    double bounded = 0.0;
+    if (!isfinite(f) || !(pg == pg)) status = FIT_FAILED_START;
+    else if (pg <= A.pgtol) status = FIT_CONVERGED;
+    while (status == 0) {
+        if (iters >= A.max_iterations) {
+            status = FIT_FAILED_LIMIT;
+            break;
+        }
+        // Direction: the two-loop recursion on the gradient of the coordinates not held.
+        for (int i = t; i < P; i += T) {
+            bool held = lo[i] == hi[i] || (z[i] <= lo[i] && g[i] > 0.0) || (z[i] >= hi[i] && g[i] < 0.0);
+            d[i] = held ? 0.0 : g[i];
+            if (lo[i] < hi[i] && (z[i] <= lo[i] || z[i] >= hi[i])) bounded = 1.0;
+        }
+        for (int j = 0; j < npairs; ++j) {
+            int s = (head - 1 - j + 2 * m) % m;
+            double a = rho[s] * block_dot(S + (long long)s * P, d, P, red);
+            alpha[s] = a;
+            const double* y = Y + (long long)s * P;
+            for (int i = t; i < P; i += T) d[i] -= a * y[i];
+        }
+        double gamma = 1.0 / theta;
+        for (int i = t; i < P; i += T) d[i] *= gamma;
+        for (int j = npairs - 1; j >= 0; --j) {
+            int s = (head - 1 - j + 2 * m) % m;
+            double b = rho[s] * block_dot(Y + (long long)s * P, d, P, red);
+            const double* sv = S + (long long)s * P;
+            double c = alpha[s] - b;
+            for (int i = t; i < P; i += T) d[i] += c * sv[i];
+        }
+        for (int i = t; i < P; i += T) {
+            bool held = lo[i] == hi[i] || (z[i] <= lo[i] && g[i] > 0.0) || (z[i] >= hi[i] && g[i] < 0.0);
+            double v = held ? 0.0 : -d[i];
+            // A coordinate at a bound stays there where the direction points outwards.
+            if ((z[i] <= lo[i] && v < 0.0) || (z[i] >= hi[i] && v > 0.0)) v = 0.0;
+            d[i] = v;
+        }
+        double dg0 = block_dot(d, g, P, red);
+        double dd = block_dot(d, d, P, red);
+        if (npairs > 0 && dg0 < 0.0 && -0.5 * dg0 <= A.edm) {
+            status = FIT_CONVERGED;
+            break;
+        }
+        if (dd == 0.0 || !(dg0 < 0.0)) {
+            if (npairs > 0 && !fresh) {
+                npairs = 0;
+                theta = 1.0;
+                fresh = true;
+                continue;
+            }
+            status = pg <= 1e3 * A.pgtol ? FIT_CONVERGED : FIT_FAILED_DIRECTION;
+            break;
+        }
+        // The largest step inside the box, and not across a kink (lbfgsb.rs's rule).
+        double amax = 1.0 / 0.0;
+        for (int i = t; i < P; i += T) {
+            double di = d[i];
+            if (di > 0.0) amax = fmin(amax, (hi[i] - z[i]) / di);
+            else if (di < 0.0) amax = fmin(amax, (lo[i] - z[i]) / di);
+            if (A.kink[i] && fabs(z[i]) > 1e-12 && di != 0.0 && (z[i] > 0.0) != (di > 0.0))
+                amax = fmin(amax, -z[i] / di);
+        }
+        amax = block_min(amax, red);
+        if (!(amax > 0.0)) amax = 1.0;
+        amax = fmin(amax, 1e10);
+        double a0 = npairs == 0 ? fmin(1.0, 1.0 / sqrt(dd)) : 1.0;
+        a0 = fmin(a0, amax);
+        // Line search along d (trial points clamped into the box).
+        Trial prev = {0.0, f, dg0}, tlo = prev, thi = prev;
+        for (int i = t; i < P; i += T) { zl[i] = z[i]; gl[i] = g[i]; }
+        int ls = 0;
+        bool zoom = false, accepted = false;
+        double at = a0, ft = 0.0;
+        for (;;) {
+            for (int i = t; i < P; i += T) zt[i] = fmin(fmax(z[i] + at * d[i], lo[i]), hi[i]);
+            ft = eval_z(tb, A, zt, gt, row, sc, red);
+            ++evals;
+            ++ls;
+            double dg = block_dot(gt, d, P, red);
+            bool fin = isfinite(ft) && isfinite(dg);
+            Trial cur = {at, fin ? ft : 1.0 / 0.0, fin ? dg : 0.0 / 0.0};
+            bool armijo = fin && ft <= f + A.c1 * at * dg0;
+            bool curvature = fin && fabs(dg) <= -A.c2 * dg0;
+            if (!zoom) {
+                if (!armijo || (ls > 1 && cur.f >= prev.f)) {
+                    thi = cur;
+                    zoom = true;
+                } else if (curvature) {
+                    accepted = true;
+                    break;
+                } else if (dg >= 0.0) {
+                    thi = prev;
+                    tlo = cur;
+                    for (int i = t; i < P; i += T) { zl[i] = zt[i]; gl[i] = gt[i]; }
+                    zoom = true;
+                } else if (at >= amax) {
+                    accepted = true;
+                    break;
+                } else {
+                    tlo = cur;
+                    for (int i = t; i < P; i += T) { zl[i] = zt[i]; gl[i] = gt[i]; }
+                    prev = cur;
+                    at = fmin(4.0 * at, amax);
+                    continue;
+                }
+            } else {
+                if (!armijo || cur.f >= tlo.f) {
+                    thi = cur;
+                } else {
+                    if (curvature) {
+                        accepted = true;
+                        break;
+                    }
+                    if (dg * (thi.a - tlo.a) >= 0.0) thi = tlo;
+                    tlo = cur;
+                    for (int i = t; i < P; i += T) { zl[i] = zt[i]; gl[i] = gt[i]; }
+                }
+            }
+            double width = fabs(thi.a - tlo.a);
+            if (ls >= 20 || width <= 1e-14 * fmax(fabs(thi.a), fabs(tlo.a))) break;
+            at = zoom_step(tlo, thi);
+        }
+        if (!accepted) {
+            // The line search ran out of room: the best point with sufficient decrease, else a
+            // fresh start from steepest descent, else stop.
+            if (tlo.a > 0.0 && tlo.f < f) {
+                for (int i = t; i < P; i += T) { zt[i] = zl[i]; gt[i] = gl[i]; }
+                ft = tlo.f;
+            } else if (!fresh) {
+                npairs = 0;
+                theta = 1.0;
+                fresh = true;
+                continue;
+            } else {
+                double edm = -0.5 * dg0;
+                double noise = 1e-12 * fmax(fabs(f), 1.0);
+                status = (pg <= A.pgtol * 1e3 || edm <= fmax(1e3 * A.edm, noise)) ? FIT_CONVERGED
+                                                                                  : FIT_FAILED_LINE_SEARCH;
+                break;
+            }
+        }
+        // Accept the trial point; keep (s, y) where the curvature is positive.
+        ++iters;
+        for (int i = t; i < P; i += T) {
+            // A coordinate held at a bound through the step has s = 0: its Δg says nothing of
+            // the curvature the free coordinates see (the CPU L-BFGS-B drops those rows too).
+            double s = zt[i] - z[i];
+            bool pinned = s == 0.0 && (zt[i] <= lo[i] || zt[i] >= hi[i]);
+            zl[i] = s;
+            gl[i] = pinned ? 0.0 : gt[i] - g[i];
+            z[i] = zt[i];
+            g[i] = gt[i];
+        }
+        double sy = block_dot(zl, gl, P, red);
+        double yy = block_dot(gl, gl, P, red);
+        double f_old = f;
+        f = ft;
+        if (sy > 2.220446049250313e-16 * yy && sy > 0.0) {
+            double* sd = S + (long long)head * P;
+            double* yd = Y + (long long)head * P;
+            for (int i = t; i < P; i += T) { sd[i] = zl[i]; yd[i] = gl[i]; }
+            rho[head] = 1.0 / sy;
+            head = (head + 1) % m;
+            npairs = npairs < m ? npairs + 1 : m;
+            theta = yy / sy;
+            fresh = false;
+        }
+        pg = projected_gradient(A, z, g, P, red);
+        if (pg <= A.pgtol) status = FIT_CONVERGED;
+        else if (f_old - f <= A.ftol * fmax(fmax(fabs(f_old), fabs(f)), 1.0)) status = FIT_CONVERGED;
+        else if (evals >= A.max_evaluations) status = FIT_FAILED_LIMIT;
+    }
+    // Coordinates the fit never moved, off kinks and bounds (the CPU fit probes them for a
+    // saddle): counted so the host can refit those toys. None where nothing moved.
+    double moved = 0.0, unmoved = 0.0;
+    for (int i = t; i < P; i += T) {
+        double z0 = fmin(fmax(A.z_init[i], lo[i]), hi[i]);
+        if (z[i] != z0) moved += 1.0;
+        else if (lo[i] < z0 && z0 < hi[i] && !A.kink[i]) unmoved += 1.0;
+    }
+    for (int i = t; i < P; i += T)
+        if (lo[i] < hi[i] && (z[i] <= lo[i] || z[i] >= hi[i])) bounded = 1.0;
+    moved = block_sum(moved, red);
+    unmoved = block_sum(unmoved, red);
+    bounded = block_max(bounded, red);
+    pg = projected_gradient(A, z, g, P, red);
+    // The dataset's constant (Dataset::constant): ln Γ(n+1) + n − n ln n over main bins and
+    // Poisson auxiliary data, plus the Gaussian normalisations (given).
+    const int M = tb.n_main, R = M + tb.n_aux;
+    double* v = sc + P;
+    for (int b = t; b < R; b += T) {
+        double n = row[b];
+        bool counted = b < M || A.aux_kind[b - M] == KIND_POISSON;
+        v[b] = counted ? lgamma(n + 1.0) + (n > 0.0 ? n - n * log(n) : 0.0) : 0.0;
+    }
+    __syncthreads();
+    double constant = fixed_sum(v, R, red) + A.gauss_const;
+    if (ox)
+        for (int i = t; i < P; i += T) ox[i] = z[i] * A.scale[i];
+    if (t == 0) {
+        o[0] = f;
+        o[1] = constant;
+        o[2] = A.poi >= 0 ? z[A.poi] * A.scale[A.poi] : 0.0;
+        o[3] = pg;
+        o[4] = (double)iters;
+        o[5] = (double)evals;
+        o[6] = (double)status;
+        o[7] = moved > 0.0 ? unmoved : 0.0;
+        o[8] = bounded;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256, FIT_MIN_BLOCKS) fit_toys(Tables tb, FitArgs A) {
+    extern __shared__ double smem[];
+    __shared__ int s_toy;
+    const int t = threadIdx.x, T = blockDim.x;
+    const int P = tb.n_params, M = tb.n_main, R = M + tb.n_aux;
+    double* st = A.state + (long long)blockIdx.x * A.state_len;
+    double* row = st + (7 + 2 * (long long)A.memory) * P;
+    double* sc = A.scratch + (long long)blockIdx.x * A.scratch_len;
+    for (;;) {
+        __syncthreads();
+        if (t == 0) s_toy = atomicAdd(A.next_toy, 1);
+        __syncthreads();
+        int k = s_toy;
+        if (k >= A.count) return;
+        if (t == 0)
+            draw_toy(A.seed, A.first + (u64)k, M, tb.n_aux, A.lam_main, A.aux_kind, A.aux_center,
+                     A.aux_sigma, row);
+        // (eval_point's barrier publishes the row before anyone reads it)
+        fit_one(tb, A, row, st, sc, smem, A.out + (long long)k * FIT_OUT,
+                A.want_x ? A.out_x + (long long)k * P : nullptr);
+        if (A.out_data) {
+            __syncthreads();
+            for (int b = t; b < R; b += T) A.out_data[(long long)k * R + b] = row[b];
+        }
     }
 }

@@ -705,6 +705,20 @@ impl BatchEvaluator for CudaBatch {
             .collect()
     }
 
+    fn resident_fits(&mut self) -> Option<&mut dyn histfit_compute::ResidentFits> {
+        Some(self)
+    }
+
+    fn host_evaluator(&self) -> Option<Box<dyn histfit_compute::Evaluator + Send>> {
+        let cpu = self
+            .session
+            .host_rates
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        Some(Box::new(cpu))
+    }
+
     fn nll_grad_batch(
         &mut self,
         params: &[f64],

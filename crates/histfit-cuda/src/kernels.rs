@@ -35,7 +35,8 @@ fn options(arch: &'static str) -> CompileOptions {
 
 /// The constants the kernels share with Rust, defined once there and passed as `-D` options:
 /// the empty-bin continuation, the interpolation code numbers, the constraint kinds of the
-/// tables, and the toy generator's Philox, ln 2, stream and Poisson-switch constants. (Floats
+/// tables, the resident fits' status codes and sizes, and the toy generator's Philox, ln 2,
+/// stream and Poisson-switch constants. (Floats
 /// print in their shortest round-trip form, so the kernels read the same bits.)
 pub fn shared_definitions() -> Vec<String> {
     use histfit_compute::rng;
@@ -63,6 +64,16 @@ pub fn shared_definitions() -> Vec<String> {
     ] {
         d.push(format!("-D{name}={v:#X}u"));
     }
+    // The resident fits' status codes, result width and memory limit.
+    for (name, code, _) in histfit_compute::ResidentStatus::CODES {
+        d.push(format!("-D{name}={code}"));
+    }
+    d.push(format!("-DFIT_OUT={}", crate::resident::FIT_OUT));
+    d.push(format!("-DFIT_MAX_MEMORY={}", crate::resident::MAX_MEMORY));
+    d.push(format!(
+        "-DFIT_MIN_BLOCKS={}",
+        crate::resident::min_blocks()
+    ));
     d.push(format!("-DSTREAM_MAIN={}u", rng::STREAM_MAIN));
     d.push(format!("-DSTREAM_AUX={}u", rng::STREAM_AUX));
     d.push(format!("-DLN2_HI={:e}", rng::LN2_HI));
@@ -108,6 +119,7 @@ pub struct Kernels {
     pub nll_grad_batch: CudaFunction,
     pub nll_grad_wide: CudaFunction,
     pub generate_toys: CudaFunction,
+    pub fit_toys: CudaFunction,
     pub yield_grad_sum: CudaFunction,
     pub check_yields: CudaFunction,
     pub main_constant: CudaFunction,
@@ -155,6 +167,9 @@ impl Kernels {
             nll_grad_wide: module
                 .load_function("nll_grad_wide")
                 .map_err(driver("cuModuleGetFunction(nll_grad_wide)"))?,
+            fit_toys: module
+                .load_function("fit_toys")
+                .map_err(driver("cuModuleGetFunction(fit_toys)"))?,
             generate_toys: module
                 .load_function("generate_toys")
                 .map_err(driver("cuModuleGetFunction(generate_toys)"))?,

@@ -7,7 +7,8 @@
 //! [`BatchEvaluator`](histfit_compute::BatchEvaluator) (many parameter vectors × datasets per
 //! launch) and, wrapped in [`OneAtATime`](histfit_compute::OneAtATime), the single-problem
 //! [`Evaluator`](histfit_compute::Evaluator) the fitting code uses. Toys are generated on the
-//! device with the CPU's counter-based generator, bit for bit ([`toys`]). Sample yields that live
+//! device with the CPU's counter-based generator, bit for bit ([`toys`]), and whole toy ensembles
+//! are drawn and fitted there in one launch ([`resident`]). Sample yields that live
 //! in GPU memory (PyTorch CUDA tensors) are read in place and differentiated there ([`yields`]).
 //!
 //! It depends on the model and the evaluator traits only: choosing a device and running
@@ -21,6 +22,7 @@ pub mod batch;
 pub mod device;
 pub mod kernels;
 pub mod layout;
+pub mod resident;
 pub mod toys;
 pub mod yields;
 

@@ -8,6 +8,36 @@ use crate::{driver, Result};
 use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 use histfit_model::{Constraint, Model};
 
+/// What the generator needs besides the expected main counts, per auxiliary datum: the
+/// constraint kind, the centre (θ for a Gaussian, θ·τ for a Poisson constraint) and σ.
+pub(crate) struct AuxInputs {
+    pub kind: Vec<i32>,
+    pub center: Vec<f64>,
+    pub sigma: Vec<f64>,
+}
+
+impl AuxInputs {
+    pub fn new(m: &Model, params: &[f64]) -> AuxInputs {
+        let n_aux = m.n_aux();
+        let mut a = AuxInputs {
+            kind: Vec::with_capacity(n_aux),
+            center: Vec::with_capacity(n_aux),
+            sigma: Vec::with_capacity(n_aux),
+        };
+        for &p in &m.aux_params {
+            let (kind, center, sigma) = match m.parameters[p].constraint {
+                Constraint::Gauss { sigma: s } => (KIND_GAUSS, params[p], s),
+                Constraint::Poisson { tau } => (crate::layout::KIND_POISSON, params[p] * tau, 0.0),
+                Constraint::None => (crate::layout::KIND_NONE, 0.0, 0.0),
+            };
+            a.kind.push(kind);
+            a.center.push(center);
+            a.sigma.push(sigma);
+        }
+        a
+    }
+}
+
 /// Toys `first .. first + count` of `seed`, generated at `params` whose expected main counts are
 /// `expected_main` (computed by the caller, so the CPU and GPU sample the same rates). Returns
 /// `count` rows of main bins followed by auxiliary data.
@@ -22,28 +52,11 @@ pub fn generate(
     let m: &Model = &session.model;
     let stream = session.gpu.ctx.default_stream();
     let (n_main, n_aux) = (m.n_main, m.n_aux());
-    let mut kind = Vec::with_capacity(n_aux);
-    let mut center = Vec::with_capacity(n_aux);
-    let mut sigma = Vec::with_capacity(n_aux);
-    for &p in &m.aux_params {
-        match m.parameters[p].constraint {
-            Constraint::Gauss { sigma: s } => {
-                kind.push(KIND_GAUSS);
-                center.push(params[p]);
-                sigma.push(s);
-            }
-            Constraint::Poisson { tau } => {
-                kind.push(crate::layout::KIND_POISSON);
-                center.push(params[p] * tau);
-                sigma.push(0.0);
-            }
-            Constraint::None => {
-                kind.push(0);
-                center.push(0.0);
-                sigma.push(0.0);
-            }
-        }
-    }
+    let AuxInputs {
+        kind,
+        center,
+        sigma,
+    } = AuxInputs::new(m, params);
     let pad = |v: Vec<f64>| if v.is_empty() { vec![0.0] } else { v };
     let lam_d = stream
         .clone_htod(&pad(expected_main.to_vec()))

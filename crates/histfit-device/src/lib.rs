@@ -128,7 +128,11 @@ impl<'a> AnyRunner<'a> {
     /// `batcher` must be [`batcher`]`(eval)` (kept by the caller, who outlives the runner).
     pub fn new(eval: &'a AnyEval, batcher: Option<&'a Batcher<CudaBatch>>) -> AnyRunner<'a> {
         match (eval, batcher) {
-            (AnyEval::Cuda(_), Some(b)) => AnyRunner::Cuda(Batched::new(b)),
+            // `HISTFIT_GPU_FITS=lockstep` drives every fit from the host (the reference path).
+            (AnyEval::Cuda(_), Some(b)) => AnyRunner::Cuda(Batched {
+                resident: std::env::var("HISTFIT_GPU_FITS").as_deref() != Ok("lockstep"),
+                ..Batched::new(b)
+            }),
             (AnyEval::Cpu(e), _) => AnyRunner::Cpu(OnCpu(e)),
             (AnyEval::Cuda(_), None) => unreachable!("a GPU evaluator always has a batcher"),
         }
@@ -152,12 +156,33 @@ impl ToyRunner for AnyRunner<'_> {
         &self,
         params: &[f64],
         seed: u64,
-        indices: std::ops::Range<u64>,
+        indices: &[u64],
         work: &'w (dyn Fn(EvalBox<'w>, u64, Dataset) -> Job<'w, T> + Sync),
     ) -> histfit_infer::Result<Vec<T>> {
         match self {
             AnyRunner::Cpu(r) => r.run_toys(params, seed, indices, work),
             AnyRunner::Cuda(r) => r.run_toys(params, seed, indices, work),
+        }
+    }
+    fn run_refits<'w, T: Send>(
+        &self,
+        params: &[f64],
+        seed: u64,
+        indices: &[u64],
+        work: &'w (dyn Fn(EvalBox<'w>, u64, Dataset) -> Job<'w, T> + Sync),
+    ) -> histfit_infer::Result<Vec<T>> {
+        match self {
+            AnyRunner::Cpu(r) => r.run_refits(params, seed, indices, work),
+            AnyRunner::Cuda(r) => r.run_refits(params, seed, indices, work),
+        }
+    }
+    fn resident(
+        &self,
+        req: &histfit_compute::ResidentRequest<'_>,
+    ) -> Option<histfit_infer::Result<Vec<histfit_compute::ResidentFit>>> {
+        match self {
+            AnyRunner::Cpu(r) => r.resident(req),
+            AnyRunner::Cuda(r) => r.resident(req),
         }
     }
     fn run<'w, T: Send>(

@@ -272,6 +272,7 @@ fn caller_datasets_fit_in_lockstep_like_the_cpu() {
         batcher: &batcher,
         window: 64,
         chunk: 64,
+        resident: false,
     };
     let o = FitOptions::default();
     let g = fit_datasets_on(&runner, &sets, Some(&inits), None, &o).unwrap();
@@ -481,5 +482,108 @@ fn yields_in_device_memory_match_the_cpu() {
             rel(got, want) <= 1e-12,
             "{name}: yields restored ({got} vs {want})"
         );
+    }
+}
+
+/// Toy fits resident on the device (drawn and fitted there, host refits of what it cannot
+/// certify) reach the CPU's fits of the same toys, and an ensemble split by toy index over any
+/// number of workers and launches gives the same bits.
+#[test]
+fn resident_toy_fits_match_the_cpu_and_split_bit_identically() {
+    if !gpu_or_skip("resident_toy_fits_match_the_cpu_and_split_bit_identically") {
+        return;
+    }
+    use histfit_compute::{ResidentFits, ResidentRequest, ResidentSettings, ResidentStatus};
+    use histfit_infer::batch::Batcher;
+    use histfit_infer::toys::{fit_toys, fit_toys_on, Batched};
+    for ws in ["workspace_tHu", "complex_workspace"] {
+        let (model, data) = load(ws, settings("smooth"));
+        let mut cpu = CpuEvaluator::new(model.clone());
+        let gen = fit(&mut cpu, &data, &FitOptions::default())
+            .unwrap()
+            .bestfit;
+        let o = FitOptions::default();
+        let n = 500;
+        let c = fit_toys(&cpu, &gen, 11, 0..n, &o, &|_, _| {}).unwrap();
+        let gpu = CudaBatch::new(model.clone(), 0).expect("GPU session");
+        let batcher = Batcher::new(gpu.clone());
+        let g = fit_toys_on(&Batched::new(&batcher), &gen, 11, 0..n, &o, &|_, _| {}).unwrap();
+        for (a, b) in c.iter().zip(&g) {
+            assert_eq!(a.index, b.index);
+            assert_eq!(
+                a.converged, b.converged,
+                "{ws} toy {}: {:?} vs {:?}",
+                a.index, a.reason, b.reason
+            );
+            assert!(
+                (a.twice_nll - b.twice_nll).abs() <= 1e-6,
+                "{ws} toy {}: twice_nll CPU {} GPU {}",
+                a.index,
+                a.twice_nll,
+                b.twice_nll
+            );
+            assert!(
+                (a.poi - b.poi).abs() <= 2e-4,
+                "{ws} toy {}: POI CPU {} GPU {}",
+                a.index,
+                a.poi,
+                b.poi
+            );
+        }
+        // The raw device fits: split over workers and launches, the same bits.
+        let space = Evaluator::space(&cpu).clone();
+        let lower: Vec<f64> = space.bounds.iter().map(|b| b.0).collect();
+        let upper: Vec<f64> = space.bounds.iter().map(|b| b.1).collect();
+        let od = histfit_infer::fit::FitOptions::default()
+            .optimizer
+            .unwrap_or_default();
+        let req = |indices: std::ops::Range<u64>| ResidentRequest {
+            gen_params: &gen,
+            seed: 11,
+            indices,
+            init: &gen,
+            fixed: &space.fixed,
+            lower: &lower,
+            upper: &upper,
+            scales: &space.scales,
+            kinks: &space.kinked,
+            settings: ResidentSettings {
+                memory: od.memory,
+                pgtol: od.pgtol,
+                ftol: od.ftol,
+                edm: od.edm,
+                max_iterations: od.max_iterations,
+                max_evaluations: od.max_evaluations,
+                c1: od.c1,
+                c2: od.c2,
+            },
+            report: model.poi,
+            want_params: true,
+        };
+        let whole = gpu.clone().fit_toys_resident(&req(0..n)).unwrap();
+        let mut parts = gpu.fit_toys_with_workers(&req(0..123), 1).unwrap();
+        parts.extend(gpu.fit_toys_with_workers(&req(123..n), 7).unwrap());
+        assert_eq!(whole, parts, "{ws}: split results differ");
+        let converged = whole
+            .iter()
+            .filter(|r| r.status == ResidentStatus::Converged)
+            .count();
+        println!("{ws}: {converged}/{n} device fits converged by the optimizer's rules");
+        // The toys the device drew are the CPU's: its fitted vector evaluated on the CPU's toy
+        // gives its −ln L.
+        for r in whole.iter().take(20) {
+            let toy = Evaluator::toys(&mut cpu, &gen, 11, r.index..r.index + 1)
+                .unwrap()
+                .pop()
+                .unwrap();
+            let f = cpu.nll(r.bestfit.as_ref().unwrap(), &toy).unwrap();
+            assert!(
+                (2.0 * f - r.twice_nll()).abs() <= 1e-8 * f.abs().max(1.0),
+                "{ws} toy {}: CPU {} device {}",
+                r.index,
+                2.0 * f,
+                r.twice_nll()
+            );
+        }
     }
 }

@@ -16,6 +16,7 @@ use crate::fit::{fit, fit_async, FitOptions, FitResult};
 use crate::{InferError, Result};
 use histfit_compute::{
     block_on, AsyncEvaluator, BatchEvaluator, Blocking, Dataset, Evaluator, ParameterSpace,
+    ResidentFit, ResidentRequest,
 };
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -54,14 +55,30 @@ pub trait ToyRunner: Sync {
     /// An evaluator for one-off fits (the observed-data fits of a toy hypotest).
     fn single(&self) -> Box<dyn Evaluator + '_>;
     /// Runs `work(evaluator, index, toy)` for toys `indices` of `seed` generated at `params`;
-    /// results in index order.
+    /// results in the order of `indices`.
     fn run_toys<'w, T: Send>(
         &self,
         params: &[f64],
         seed: u64,
-        indices: std::ops::Range<u64>,
+        indices: &[u64],
         work: &'w (dyn Fn(EvalBox<'w>, u64, Dataset) -> Job<'w, T> + Sync),
     ) -> Result<Vec<T>>;
+    /// As [`run_toys`](Self::run_toys), for the few toys a device's resident fits could not
+    /// certify: on the host's cores where the runner's device has a host evaluator.
+    fn run_refits<'w, T: Send>(
+        &self,
+        params: &[f64],
+        seed: u64,
+        indices: &[u64],
+        work: &'w (dyn Fn(EvalBox<'w>, u64, Dataset) -> Job<'w, T> + Sync),
+    ) -> Result<Vec<T>> {
+        self.run_toys(params, seed, indices, work)
+    }
+    /// Generates and fits toys whole on the device where it does that ([`ResidentFits`]); `None`
+    /// where it does not (the CPU, or a device whose resident fits are switched off).
+    fn resident(&self, _req: &ResidentRequest<'_>) -> Option<Result<Vec<ResidentFit>>> {
+        None
+    }
     /// Runs `work(evaluator, k)` for k in 0..n.
     fn run<'w, T: Send>(
         &self,
@@ -84,12 +101,12 @@ impl<E: Evaluator + Clone + Send + Sync + 'static> ToyRunner for OnCpu<'_, E> {
         &self,
         params: &[f64],
         seed: u64,
-        indices: std::ops::Range<u64>,
+        indices: &[u64],
         work: &'w (dyn Fn(EvalBox<'w>, u64, Dataset) -> Job<'w, T> + Sync),
     ) -> Result<Vec<T>> {
         let out: Vec<Result<T>> = indices
-            .into_par_iter()
-            .map(|i| {
+            .par_iter()
+            .map(|&i| {
                 // One toy per job, its rates computed again per toy: one expected-data pass,
                 // nothing next to the fit, and no ensemble-sized buffer of toys.
                 let mut ev = self.0.clone();
@@ -118,6 +135,9 @@ pub struct Batched<'a, B: BatchEvaluator> {
     pub batcher: &'a Batcher<B>,
     pub window: usize,
     pub chunk: u64,
+    /// Fit ensembles whole on the device where it can ([`crate::resident`]); off, every fit is
+    /// driven from the host in lockstep (the reference path).
+    pub resident: bool,
 }
 
 impl<'a, B: BatchEvaluator> Batched<'a, B> {
@@ -133,6 +153,7 @@ impl<'a, B: BatchEvaluator> Batched<'a, B> {
             batcher,
             window: Self::WINDOW,
             chunk: Self::CHUNK,
+            resident: true,
         }
     }
 }
@@ -141,26 +162,40 @@ impl<B: BatchEvaluator> ToyRunner for Batched<'_, B> {
     fn space(&self) -> &ParameterSpace {
         self.batcher.space()
     }
+    /// The device's host evaluator where it has one (baseline fits on the CPU), else the device
+    /// one problem at a time.
     fn single(&self) -> Box<dyn Evaluator + '_> {
-        Box::new(self.batcher.solo())
+        match self.batcher.with_eval(|b| b.host_evaluator()) {
+            Some(host) => host,
+            None => Box::new(self.batcher.solo()),
+        }
     }
     fn run_toys<'w, T: Send>(
         &self,
         params: &[f64],
         seed: u64,
-        indices: std::ops::Range<u64>,
+        indices: &[u64],
         work: &'w (dyn Fn(EvalBox<'w>, u64, Dataset) -> Job<'w, T> + Sync),
     ) -> Result<Vec<T>> {
-        let mut out = Vec::with_capacity((indices.end - indices.start) as usize);
-        let mut first = indices.start;
-        while first < indices.end {
-            let end = (first + self.chunk.max(1)).min(indices.end);
-            let toys: Vec<Mutex<Option<Dataset>>> = self
-                .batcher
-                .with_eval(|b| b.toys(params, seed, first..end))?
-                .into_iter()
-                .map(|t| Mutex::new(Some(t)))
-                .collect();
+        let mut out = Vec::with_capacity(indices.len());
+        for list in indices.chunks(self.chunk.max(1) as usize) {
+            // One generation call per run of consecutive indices.
+            let mut toys: Vec<Mutex<Option<Dataset>>> = Vec::with_capacity(list.len());
+            let mut k = 0;
+            while k < list.len() {
+                let mut end = k + 1;
+                while end < list.len() && list[end] == list[end - 1] + 1 {
+                    end += 1;
+                }
+                let range = list[k]..list[end - 1] + 1;
+                toys.extend(
+                    self.batcher
+                        .with_eval(|b| b.toys(params, seed, range))?
+                        .into_iter()
+                        .map(|t| Mutex::new(Some(t))),
+                );
+                k = end;
+            }
             let toys = &toys;
             let make = move |client: BatchClient, k: usize| -> Job<'_, T> {
                 let toy = toys[k]
@@ -168,12 +203,43 @@ impl<B: BatchEvaluator> ToyRunner for Batched<'_, B> {
                     .unwrap_or_else(|p| p.into_inner())
                     .take()
                     .expect("each toy is fitted once");
-                work(Box::new(client), first + k as u64, toy)
+                work(Box::new(client), list[k], toy)
             };
             out.extend(drive(self.batcher, toys.len(), self.window, &make)?);
-            first = end;
         }
         Ok(out)
+    }
+    fn run_refits<'w, T: Send>(
+        &self,
+        params: &[f64],
+        seed: u64,
+        indices: &[u64],
+        work: &'w (dyn Fn(EvalBox<'w>, u64, Dataset) -> Job<'w, T> + Sync),
+    ) -> Result<Vec<T>> {
+        let host = || self.batcher.with_eval(|b| b.host_evaluator());
+        if host().is_none() {
+            return self.run_toys(params, seed, indices, work);
+        }
+        // The host's generator draws the device's bits (see `toys`), so each refit sees the toy
+        // the device fitted.
+        let out: Vec<Result<T>> = indices
+            .par_iter()
+            .map(|&i| {
+                let mut ev = host().expect("checked above");
+                let toy = ev.toys(params, seed, i..i + 1)?.pop().expect("one toy");
+                block_on(work(Box::new(Blocking(ev)), i, toy))
+            })
+            .collect();
+        out.into_iter().collect()
+    }
+    fn resident(&self, req: &ResidentRequest<'_>) -> Option<Result<Vec<ResidentFit>>> {
+        if !self.resident {
+            return None;
+        }
+        self.batcher.with_eval(|b| {
+            b.resident_fits()
+                .map(|r| r.fit_toys_resident(req).map_err(InferError::from))
+        })
     }
     fn run<'w, T: Send>(
         &self,
@@ -197,7 +263,9 @@ pub fn fit_toys<E: Evaluator + Clone + Send + Sync + 'static>(
     fit_toys_on(&OnCpu(eval), gen_params, seed, indices, base, progress)
 }
 
-/// Fits toys `indices` generated at `gen_params` (each starts there) on `runner`.
+/// Fits toys `indices` generated at `gen_params` (each starts there) on `runner`: whole on its
+/// device where it runs them ([`ToyRunner::resident`]) and the fit qualifies, with the toys it
+/// could not certify fitted again from the host; else every fit driven from the host.
 pub fn fit_toys_on<R: ToyRunner>(
     runner: &R,
     gen_params: &[f64],
@@ -212,20 +280,132 @@ pub fn fit_toys_on<R: ToyRunner>(
     let mut o = base.clone();
     o.uncertainties = false;
     o.init = Some(gen_params.to_vec());
-    let (o, done) = (&o, &done);
-    runner.run_toys(gen_params, seed, indices, &move |mut ev, i, data| {
-        Box::pin(async move {
-            let r = fit_async(&mut *ev, &data, o).await?;
-            progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
-            Ok(ToyFit {
-                index: i,
-                twice_nll: r.twice_nll,
-                poi: r.bestfit[poi],
-                converged: r.converged,
-                reason: (!r.converged).then_some(r.reason),
+    let list: Vec<u64> = indices.clone().collect();
+    let Some(device) = device_fits(runner, gen_params, seed, indices, &o, Some(poi))? else {
+        return host_toy_fits(
+            runner, gen_params, seed, &list, &o, poi, &done, total, progress, false,
+        );
+    };
+    let redo: Vec<u64> = device
+        .iter()
+        .zip(&list)
+        .filter(|(d, _)| d.is_none())
+        .map(|(_, &i)| i)
+        .collect();
+    done.store(total - redo.len(), Ordering::Relaxed);
+    progress(total - redo.len(), total);
+    let mut refits = host_toy_fits(
+        runner, gen_params, seed, &redo, &o, poi, &done, total, progress, true,
+    )?
+    .into_iter();
+    Ok(device
+        .into_iter()
+        .map(|d| d.unwrap_or_else(|| refits.next().expect("one refit per uncertified toy")))
+        .collect())
+}
+
+/// Toy fits driven from the host (lockstep batches on a device, threads on the CPU).
+#[allow(clippy::too_many_arguments)]
+fn host_toy_fits<R: ToyRunner>(
+    runner: &R,
+    gen_params: &[f64],
+    seed: u64,
+    list: &[u64],
+    o: &FitOptions,
+    poi: usize,
+    done: &AtomicUsize,
+    total: usize,
+    progress: &(dyn Fn(usize, usize) + Sync),
+    refits: bool,
+) -> Result<Vec<ToyFit>> {
+    if list.is_empty() {
+        return Ok(Vec::new());
+    }
+    run_listed(
+        runner,
+        refits,
+        gen_params,
+        seed,
+        list,
+        &move |mut ev, i, data| {
+            Box::pin(async move {
+                let r = fit_async(&mut *ev, &data, o).await?;
+                progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
+                Ok(ToyFit {
+                    index: i,
+                    twice_nll: r.twice_nll,
+                    poi: r.bestfit[poi],
+                    converged: r.converged,
+                    reason: (!r.converged).then_some(r.reason),
+                })
             })
-        })
-    })
+        },
+    )
+}
+
+/// `work` on toys `list`: [`ToyRunner::run_refits`] for refits of toys a device could not
+/// certify, else [`ToyRunner::run_toys`].
+fn run_listed<'w, R: ToyRunner, T: Send>(
+    runner: &R,
+    refits: bool,
+    params: &[f64],
+    seed: u64,
+    list: &[u64],
+    work: &'w (dyn Fn(EvalBox<'w>, u64, Dataset) -> Job<'w, T> + Sync),
+) -> Result<Vec<T>> {
+    if refits {
+        runner.run_refits(params, seed, list, work)
+    } else {
+        runner.run_toys(params, seed, list, work)
+    }
+}
+
+/// Toys `indices` of `seed` drawn at `gen` and fitted with `o` whole on the runner's device:
+/// `None` where the runner does not run fits there or the fit does not qualify
+/// ([`crate::fit::device_plan`]); else per toy its fit, or `None` where the device's result is
+/// not certified ([`crate::fit::device_fit_certified`]) and the host must fit it.
+fn device_fits<R: ToyRunner>(
+    runner: &R,
+    gen: &[f64],
+    seed: u64,
+    indices: std::ops::Range<u64>,
+    o: &FitOptions,
+    report: Option<usize>,
+) -> Result<Option<Vec<Option<ToyFit>>>> {
+    let Some(plan) = crate::fit::device_plan(runner.space(), o)? else {
+        return Ok(None);
+    };
+    let req = ResidentRequest {
+        gen_params: gen,
+        seed,
+        indices,
+        init: &plan.init,
+        fixed: &plan.fixed,
+        lower: &plan.lower,
+        upper: &plan.upper,
+        scales: &plan.scales,
+        kinks: &plan.kinks,
+        settings: plan.settings,
+        report,
+        want_params: false,
+    };
+    let Some(results) = runner.resident(&req) else {
+        return Ok(None);
+    };
+    Ok(Some(
+        results?
+            .into_iter()
+            .map(|r| {
+                crate::fit::device_fit_certified(&r).then(|| ToyFit {
+                    index: r.index,
+                    twice_nll: r.twice_nll(),
+                    poi: r.poi,
+                    converged: true,
+                    reason: None,
+                })
+            })
+            .collect(),
+    ))
 }
 
 /// Fits caller-provided datasets (for example expected data of many signal hypotheses), each
@@ -317,23 +497,8 @@ async fn statistic<E: AsyncEvaluator + ?Sized>(
     init: &[f64],
 ) -> Result<(f64, Option<String>)> {
     let poi = eval.space().poi()?;
-    let mut o = base.clone();
-    o.uncertainties = false;
-    o.init = Some(init.to_vec());
-    if ts == TestStat::TmuTilde {
-        let mut b = o
-            .bounds
-            .clone()
-            .unwrap_or_else(|| eval.space().bounds.clone());
-        b[poi].0 = b[poi].0.max(0.0);
-        o.bounds = Some(b);
-    }
+    let (o, oc) = statistic_options(eval.space(), base, mu, ts, init, poi);
     let free = fit_async(eval, data, &o).await?;
-    let mut oc = o.clone();
-    let mut ci = init.to_vec();
-    ci[poi] = mu;
-    oc.init = Some(ci);
-    oc.fix.push((poi, mu));
     let cond = fit_async(eval, data, &oc).await?;
     let t = (cond.twice_nll - free.twice_nll).max(0.0);
     let mu_hat = free.bestfit[poi];
@@ -348,6 +513,32 @@ async fn statistic<E: AsyncEvaluator + ?Sized>(
         )),
     };
     Ok((q, reason))
+}
+
+/// The free and conditional fits of a test statistic at `mu`, from `init` (for q̃ the free fit's
+/// POI is bounded below by 0).
+fn statistic_options(
+    space: &ParameterSpace,
+    base: &FitOptions,
+    mu: f64,
+    ts: TestStat,
+    init: &[f64],
+    poi: usize,
+) -> (FitOptions, FitOptions) {
+    let mut o = base.clone();
+    o.uncertainties = false;
+    o.init = Some(init.to_vec());
+    if ts == TestStat::TmuTilde {
+        let mut b = o.bounds.clone().unwrap_or_else(|| space.bounds.clone());
+        b[poi].0 = b[poi].0.max(0.0);
+        o.bounds = Some(b);
+    }
+    let mut oc = o.clone();
+    let mut ci = init.to_vec();
+    ci[poi] = mu;
+    oc.init = Some(ci);
+    oc.fix.push((poi, mu));
+    (o, oc)
 }
 
 /// Toy-based CLs at `mu` on the CPU: baseline fits on the observed data, then `indices` of the
@@ -433,19 +624,67 @@ pub fn hypotest_toys_on<R: ToyRunner>(
     let total = 2 * (indices.end - indices.start) as usize;
     let done = AtomicUsize::new(0);
     let done = &done;
+    let host =
+        |gen: &[f64], stream_seed: u64, list: &[u64], refits: bool| -> Result<Vec<ToyStat>> {
+            if list.is_empty() {
+                return Ok(Vec::new());
+            }
+            run_listed(
+                runner,
+                refits,
+                gen,
+                stream_seed,
+                list,
+                &move |mut ev, i, toy| {
+                    Box::pin(async move {
+                        let (q, reason) =
+                            statistic(&mut *ev, &toy, mu, test_stat, base, gen).await?;
+                        progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
+                        Ok(ToyStat {
+                            index: i,
+                            q,
+                            converged: reason.is_none(),
+                            reason,
+                        })
+                    })
+                },
+            )
+        };
+    // Both fits of every toy whole on the device where it runs them; toys either of whose fits
+    // it could not certify get the host's statistic (both fits again).
     let run = |gen: &[f64], stream_seed: u64| -> Result<Vec<ToyStat>> {
-        runner.run_toys(gen, stream_seed, indices.clone(), &move |mut ev, i, toy| {
-            Box::pin(async move {
-                let (q, reason) = statistic(&mut *ev, &toy, mu, test_stat, base, gen).await?;
-                progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
-                Ok(ToyStat {
+        let list: Vec<u64> = indices.clone().collect();
+        let (o, oc) = statistic_options(runner.space(), base, mu, test_stat, gen, poi);
+        let free = device_fits(runner, gen, stream_seed, indices.clone(), &o, Some(poi))?;
+        let cond = match &free {
+            Some(_) => device_fits(runner, gen, stream_seed, indices.clone(), &oc, None)?,
+            None => None,
+        };
+        let (Some(free), Some(cond)) = (free, cond) else {
+            return host(gen, stream_seed, &list, false);
+        };
+        let redo: Vec<u64> = list
+            .iter()
+            .zip(free.iter().zip(&cond))
+            .filter(|(_, (f, c))| f.is_none() || c.is_none())
+            .map(|(&i, _)| i)
+            .collect();
+        done.fetch_add(list.len() - redo.len(), Ordering::Relaxed);
+        progress(done.load(Ordering::Relaxed), total);
+        let mut refits = host(gen, stream_seed, &redo, true)?.into_iter();
+        Ok(list
+            .iter()
+            .zip(free.into_iter().zip(cond))
+            .map(|(&i, fc)| match fc {
+                (Some(f), Some(c)) => ToyStat {
                     index: i,
-                    q,
-                    converged: reason.is_none(),
-                    reason,
-                })
+                    q: test_stat.from_ratio((c.twice_nll - f.twice_nll).max(0.0), f.poi, mu),
+                    converged: true,
+                    reason: None,
+                },
+                _ => refits.next().expect("one refit per uncertified toy"),
             })
-        })
+            .collect())
     };
     // Distinct seeds for the two ensembles, derived from the user's seed.
     let toys_sb = run(&params_sb, seed)?;

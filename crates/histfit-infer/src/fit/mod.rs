@@ -218,6 +218,81 @@ pub(crate) fn polish_minimum<E: Evaluator + ?Sized>(
     })
 }
 
+/// A fit a device may run whole ([`histfit_compute::ResidentFits`]): the request's parameters
+/// in the fitting code's terms. Given only where the fit rules come down to one descent from
+/// one start — no kinks (whose checks run on the host) and no further starts — so the device's
+/// end point, once certified ([`device_fit_certified`]), is what this fit would report.
+pub(crate) struct DevicePlan {
+    pub init: Vec<f64>,
+    pub fixed: Vec<bool>,
+    pub lower: Vec<f64>,
+    pub upper: Vec<f64>,
+    pub scales: Vec<f64>,
+    pub kinks: Vec<bool>,
+    pub settings: histfit_compute::ResidentSettings,
+}
+
+/// The device plan of a fit with `opts` on `space`, or `None` where the fit needs more than one
+/// descent (kinks, further starts) or uncertainties.
+pub(crate) fn device_plan(
+    space: &histfit_compute::ParameterSpace,
+    opts: &FitOptions,
+) -> Result<Option<DevicePlan>> {
+    let p = Problem::new(space, opts)?;
+    let extra = match opts.starts {
+        Starts::Auto => starts::auto_starts(p.free.len()),
+        Starts::Count(n) => n,
+    };
+    if p.has_kinks() || extra > 0 || opts.uncertainties || p.free.is_empty() {
+        return Ok(None);
+    }
+    let o = p.options;
+    Ok(Some(DevicePlan {
+        init: p.start.clone(),
+        fixed: p.fixed.clone(),
+        lower: opts
+            .bounds
+            .as_ref()
+            .unwrap_or(&space.bounds)
+            .iter()
+            .map(|b| b.0)
+            .collect(),
+        upper: opts
+            .bounds
+            .as_ref()
+            .unwrap_or(&space.bounds)
+            .iter()
+            .map(|b| b.1)
+            .collect(),
+        scales: space.scales.clone(),
+        kinks: space.kinked.clone(),
+        settings: histfit_compute::ResidentSettings {
+            memory: o.memory,
+            pgtol: o.pgtol,
+            ftol: o.ftol,
+            edm: o.edm,
+            max_iterations: o.max_iterations,
+            max_evaluations: o.max_evaluations,
+            c1: o.c1,
+            c2: o.c2,
+        },
+    }))
+}
+
+/// Whether a device fit made under a [`DevicePlan`] is this fit's result: stopped by one of the
+/// optimizer's rules, finite, with the certificate met ([`CERTIFY_PG`]), no coordinate left at
+/// its start (where the search would probe for a saddle) and no bound met on the way (where
+/// L-BFGS-B's generalized Cauchy point takes another path, which on multimodal likelihoods can
+/// end in another basin). Anything else is fitted again on the host, so the fit's rules — its
+/// path, polish, saddle probe and failure reasons — hold.
+pub(crate) fn device_fit_certified(r: &histfit_compute::ResidentFit) -> bool {
+    r.status == histfit_compute::ResidentStatus::Converged
+        && r.nll.is_finite()
+        && r.projected_gradient <= CERTIFY_PG
+        && r.unmoved == 0
+        && !r.bounded
+}
+
 /// The lowest minimum over the fit's starts (see [`starts`]) and how many searches ran.
 async fn search_starts<E: AsyncEvaluator + ?Sized>(
     s: &mut Search<'_, E>,

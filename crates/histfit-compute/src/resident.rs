@@ -1,0 +1,131 @@
+//! Whole fits on the device that holds the likelihood: the seam for toy ensembles whose fits
+//! run where the toys are drawn ([`ResidentFits`]), so an ensemble costs one launch instead of a
+//! host round trip per optimizer step.
+//!
+//! A request is stated in the fitting code's own terms (histfit-infer's `fit/problem.rs`): the
+//! scaled coordinates z = θ/s with their bounds, the fixed parameters, the kinks, and the
+//! optimizer's tolerances. What comes back per toy is small: −ln L at the end point (without
+//! and with the dataset's constant), the POI, the projected gradient, counts and a status — and
+//! the fitted vector only when asked. Everything a host refit needs to decide whether to trust
+//! a device result (a failed start, a stopped search, coordinates the fit never moved) is in
+//! [`ResidentFit`]; inference decides what to do with it.
+
+use crate::Result;
+
+/// The optimizer's settings for fits on the device (histfit-optim's `Options` fields that apply).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ResidentSettings {
+    pub memory: usize,
+    pub pgtol: f64,
+    pub ftol: f64,
+    pub edm: f64,
+    pub max_iterations: usize,
+    pub max_evaluations: usize,
+    pub c1: f64,
+    pub c2: f64,
+}
+
+/// An ensemble to generate and fit: toys `indices` of `seed` drawn at `gen_params`, each fitted
+/// from `init` with the parameters in `fixed` held (at their `init` values) within
+/// `lower`..`upper`, in the coordinates θ/`scales`.
+#[derive(Debug, Clone)]
+pub struct ResidentRequest<'a> {
+    pub gen_params: &'a [f64],
+    pub seed: u64,
+    pub indices: std::ops::Range<u64>,
+    pub init: &'a [f64],
+    pub fixed: &'a [bool],
+    pub lower: &'a [f64],
+    pub upper: &'a [f64],
+    pub scales: &'a [f64],
+    pub kinks: &'a [bool],
+    pub settings: ResidentSettings,
+    /// The parameter whose fitted value each result carries (the POI), if any.
+    pub report: Option<usize>,
+    /// Bring every fitted vector back.
+    pub want_params: bool,
+}
+
+/// How a fit on the device ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResidentStatus {
+    /// One of the optimizer's stopping rules was met (not yet certified: see the projected
+    /// gradient).
+    Converged,
+    /// −ln L or its gradient is not finite at the start.
+    FailedStart,
+    /// The line search found no decrease away from a minimum.
+    FailedLineSearch,
+    /// The iteration or evaluation limit was reached.
+    FailedLimit,
+    /// No descent direction away from a minimum.
+    FailedDirection,
+}
+
+impl ResidentStatus {
+    /// The codes the device writes (CUDA gets them as compiler definitions).
+    pub const CODES: [(&'static str, i32, ResidentStatus); 5] = [
+        ("FIT_CONVERGED", 1, ResidentStatus::Converged),
+        ("FIT_FAILED_START", 2, ResidentStatus::FailedStart),
+        (
+            "FIT_FAILED_LINE_SEARCH",
+            3,
+            ResidentStatus::FailedLineSearch,
+        ),
+        ("FIT_FAILED_LIMIT", 4, ResidentStatus::FailedLimit),
+        ("FIT_FAILED_DIRECTION", 5, ResidentStatus::FailedDirection),
+    ];
+
+    pub fn from_code(code: i32) -> Option<ResidentStatus> {
+        Self::CODES
+            .iter()
+            .find(|(_, c, _)| *c == code)
+            .map(|(_, _, s)| *s)
+    }
+
+    pub fn describe(&self) -> &'static str {
+        match self {
+            ResidentStatus::Converged => "converged",
+            ResidentStatus::FailedStart => "-ln L is not finite at the starting point",
+            ResidentStatus::FailedLineSearch => "line search failed to reduce f",
+            ResidentStatus::FailedLimit => "reached the iteration or evaluation limit",
+            ResidentStatus::FailedDirection => "no descent direction",
+        }
+    }
+}
+
+/// One toy's fit on the device.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResidentFit {
+    pub index: u64,
+    /// −ln L at the end point without the dataset's constant (what the fit minimised).
+    pub nll: f64,
+    /// The toy dataset's constant ([`crate::Dataset::constant_term`]).
+    pub constant: f64,
+    /// The reported parameter's fitted value (0 when none was asked).
+    pub poi: f64,
+    /// ‖P(z − ∇f) − z‖∞ at the end point, in scaled coordinates.
+    pub projected_gradient: f64,
+    pub iterations: usize,
+    pub evaluations: usize,
+    pub status: ResidentStatus,
+    /// Free coordinates off kinks and bounds that the fit left exactly at their start although
+    /// others moved (the CPU fit probes those for a saddle).
+    pub unmoved: usize,
+    /// A free coordinate met one of its bounds during the fit (the device's bounded steps are
+    /// not the CPU L-BFGS-B's generalized Cauchy point, so the paths may part there).
+    pub bounded: bool,
+    pub bestfit: Option<Vec<f64>>,
+}
+
+impl ResidentFit {
+    pub fn twice_nll(&self) -> f64 {
+        2.0 * (self.nll + self.constant)
+    }
+}
+
+/// A device that runs whole fits of the toys it draws.
+pub trait ResidentFits {
+    /// Generates and fits the toys of `req`; one result per toy, in index order.
+    fn fit_toys_resident(&mut self, req: &ResidentRequest<'_>) -> Result<Vec<ResidentFit>>;
+}

@@ -1,0 +1,350 @@
+//! Fits resident on the device ([`ResidentFits`] for [`CudaBatch`]): an ensemble of toys drawn
+//! and fitted by the `fit_toys` kernel in one launch, with only per-toy results coming back.
+//!
+//! The kernel runs a fixed number of worker blocks (as many as the device keeps resident at
+//! once); each takes the next toy index from a counter, draws the toy with the same Philox
+//! streams as the CPU (from the host's rates, as [`crate::toys`] does), fits it and writes
+//! [`FIT_OUT`] values. A toy's fit depends only on the toy, never on which worker ran it, so
+//! results are the same for any number of workers, launches or devices an ensemble is split
+//! into. Worker state lives in global memory: where it does not fit, fewer workers run (the
+//! ensemble is chunked, never aborted).
+
+use crate::batch::Session;
+use crate::toys::AuxInputs;
+use crate::{driver, CudaBatch, CudaError, Result};
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, DeviceRepr, LaunchConfig, PushKernelArg};
+use histfit_compute::{
+    ComputeError, Evaluator, ResidentFit, ResidentFits, ResidentRequest, ResidentStatus,
+};
+use histfit_model::Constraint;
+
+/// Values per toy in the kernel's result rows: f, constant, POI, projected gradient,
+/// iterations, evaluations, status, unmoved coordinates, whether a bound was met.
+pub const FIT_OUT: usize = 9;
+/// The most correction pairs a resident fit keeps (its per-thread arrays are this long).
+pub const MAX_MEMORY: usize = 16;
+/// Toys per launch: bounds the result buffers (and the fitted vectors when asked).
+const TOYS_PER_LAUNCH: usize = 1 << 16;
+
+/// Threads per fit (`HISTFIT_CUDA_FIT_THREADS`: a multiple of 32 up to 256).
+fn fit_threads() -> u32 {
+    static T: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *T.get_or_init(|| {
+        std::env::var("HISTFIT_CUDA_FIT_THREADS")
+            .ok()
+            .and_then(|v| v.parse::<u32>().ok())
+            .filter(|t| (32..=256).contains(t) && t % 32 == 0)
+            .unwrap_or(128)
+    })
+}
+
+/// The fit kernel's minimum resident blocks per SM (its launch bounds; `HISTFIT_CUDA_FIT_BLOCKS`,
+/// read when the kernels are compiled): a higher count caps its registers per thread. 4 ran
+/// tHu's ensembles twice as fast as the compiler's own choice on an H100 (64–256 threads alike;
+/// BENCHMARKS.md).
+pub fn min_blocks() -> u32 {
+    std::env::var("HISTFIT_CUDA_FIT_BLOCKS")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .filter(|&b| (1..=32).contains(&b))
+        .unwrap_or(4)
+}
+
+/// Worker blocks per launch when set (`HISTFIT_CUDA_FIT_WORKERS`), else what the device keeps
+/// resident at once.
+fn workers_wanted() -> Option<usize> {
+    std::env::var("HISTFIT_CUDA_FIT_WORKERS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&w| w > 0)
+}
+
+/// The kernel's `FitArgs` (layout matches the C struct: two u64, six ints, six doubles, sixteen
+/// pointers, two lengths).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct FitArg {
+    seed: u64,
+    first: u64,
+    ints: [i32; 6],
+    reals: [f64; 6],
+    ptrs: [u64; 16],
+    lens: [i64; 2],
+}
+
+// SAFETY: plain old data whose layout matches `struct FitArgs` in histfit.cu.
+unsafe impl DeviceRepr for FitArg {}
+
+fn request_error(msg: String) -> ComputeError {
+    ComputeError::InvalidData {
+        place: "resident toy fits".into(),
+        rule: msg,
+    }
+}
+
+impl ResidentFits for CudaBatch {
+    fn fit_toys_resident(
+        &mut self,
+        req: &ResidentRequest<'_>,
+    ) -> histfit_compute::Result<Vec<ResidentFit>> {
+        fit_toys(self.session(), req, workers_wanted())
+    }
+}
+
+impl CudaBatch {
+    /// [`ResidentFits::fit_toys_resident`] with `workers` worker blocks (at most; fewer where
+    /// their memory does not fit): results do not depend on it (the split tests use it).
+    pub fn fit_toys_with_workers(
+        &self,
+        req: &ResidentRequest<'_>,
+        workers: usize,
+    ) -> histfit_compute::Result<Vec<ResidentFit>> {
+        fit_toys(self.session(), req, Some(workers.max(1)))
+    }
+}
+
+fn fit_toys(
+    session: &Session,
+    req: &ResidentRequest<'_>,
+    workers: Option<usize>,
+) -> histfit_compute::Result<Vec<ResidentFit>> {
+    let m = &session.model;
+    let n = m.n_params();
+    for (what, len) in [
+        ("generating parameters", req.gen_params.len()),
+        ("init", req.init.len()),
+        ("fixed", req.fixed.len()),
+        ("lower bounds", req.lower.len()),
+        ("upper bounds", req.upper.len()),
+        ("scales", req.scales.len()),
+        ("kinks", req.kinks.len()),
+    ] {
+        if len != n {
+            return Err(request_error(format!(
+                "{what}: {len} values for {n} parameters"
+            )));
+        }
+    }
+    if req.report.is_some_and(|p| p >= n) {
+        return Err(request_error("reported parameter out of range".into()));
+    }
+    histfit_compute::rng::check_generation_params(req.gen_params)?;
+    let total = (req.indices.end - req.indices.start) as usize;
+    if total == 0 {
+        return Ok(Vec::new());
+    }
+    let mut lam = vec![0.0; m.n_main];
+    session
+        .host_rates
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .expected_main(req.gen_params, &mut lam)?;
+    let aux = AuxInputs::new(m, req.gen_params);
+    let half_ln_2pi = 0.5 * (2.0 * std::f64::consts::PI).ln();
+    let gauss_const: f64 = m
+        .aux_params
+        .iter()
+        .filter_map(|&p| match m.parameters[p].constraint {
+            Constraint::Gauss { sigma } => Some(sigma.ln() + half_ln_2pi),
+            _ => None,
+        })
+        .sum();
+    // The fitting code's coordinates (histfit-infer's fit/problem.rs): z = θ/s, fixed
+    // parameters held at their value (scale 1, lower = upper).
+    let mut z_init = vec![0.0; n];
+    let (mut z_lo, mut z_hi, mut scale) = (vec![0.0; n], vec![0.0; n], vec![1.0; n]);
+    for i in 0..n {
+        if req.fixed[i] {
+            (z_init[i], z_lo[i], z_hi[i]) = (req.init[i], req.init[i], req.init[i]);
+        } else {
+            let s = req.scales[i];
+            scale[i] = s;
+            (z_init[i], z_lo[i], z_hi[i]) = (req.init[i] / s, req.lower[i] / s, req.upper[i] / s);
+        }
+    }
+    let kink: Vec<i32> = req.kinks.iter().map(|&k| i32::from(k)).collect();
+    let memory = req.settings.memory.clamp(1, MAX_MEMORY);
+
+    let stream = session
+        .gpu
+        .ctx
+        .new_stream()
+        .map_err(driver("cuStreamCreate"))?;
+    let up_f = |v: &[f64]| -> Result<CudaSlice<f64>> {
+        stream
+            .clone_htod(if v.is_empty() { &[0.0][..] } else { v })
+            .map_err(driver("upload of a resident fit's inputs"))
+    };
+    let up_i = |v: &[i32]| -> Result<CudaSlice<i32>> {
+        stream
+            .clone_htod(if v.is_empty() { &[0][..] } else { v })
+            .map_err(driver("upload of a resident fit's inputs"))
+    };
+    let inputs_f = [
+        up_f(&lam)?,
+        up_f(&aux.center)?,
+        up_f(&aux.sigma)?,
+        up_f(&z_init)?,
+        up_f(&z_lo)?,
+        up_f(&z_hi)?,
+        up_f(&scale)?,
+    ];
+    let inputs_i = [up_i(&aux.kind)?, up_i(&kink)?];
+
+    let threads = fit_threads();
+    let shared = (threads.max(256) as usize * 8) as u32;
+    let row = m.n_main + m.n_aux();
+    let state_len = (7 + 2 * memory) * n + row;
+    let scratch_len = session.tables.host.scratch_len;
+    let func = &session.kernels.fit_toys;
+    let sms = session
+        .gpu
+        .ctx
+        .attribute(
+            cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+        )
+        .map_err(driver("cuDeviceGetAttribute"))? as usize;
+    let per_sm = func
+        .occupancy_max_active_blocks_per_multiprocessor(threads, shared as usize, None)
+        .map_err(driver("cuOccupancyMaxActiveBlocksPerMultiprocessor"))?
+        .max(1) as usize;
+    let mut workers = workers
+        .unwrap_or(sms.max(1) * per_sm)
+        .min(total.min(TOYS_PER_LAUNCH));
+    // Worker memory: halve the workers until it fits.
+    let (mut state, mut scratch) = loop {
+        let alloc = |len: usize| -> Result<CudaSlice<f64>> {
+            stream
+                .alloc_zeros::<f64>((workers * len).max(1))
+                .map_err(driver("cuMemAlloc (resident fits)"))
+        };
+        match (alloc(state_len), alloc(scratch_len)) {
+            (Ok(a), Ok(b)) => break (a, b),
+            (Err(CudaError::OutOfMemory(msg)), _) | (_, Err(CudaError::OutOfMemory(msg))) => {
+                if workers == 1 {
+                    return Err(CudaError::OutOfMemory(format!(
+                        "one resident fit needs {} bytes: {msg}",
+                        (state_len + scratch_len) * 8
+                    ))
+                    .into());
+                }
+                workers = workers.div_ceil(2);
+            }
+            (Err(e), _) | (_, Err(e)) => return Err(e.into()),
+        }
+    };
+    let mut counter = stream
+        .alloc_zeros::<i32>(1)
+        .map_err(driver("cuMemAlloc (resident fits)"))?;
+    let chunk_cap = total.min(TOYS_PER_LAUNCH);
+    let mut out_d = stream
+        .alloc_zeros::<f64>(chunk_cap * FIT_OUT)
+        .map_err(driver("cuMemAlloc (resident fit results)"))?;
+    let mut x_d = stream
+        .alloc_zeros::<f64>(if req.want_params { chunk_cap * n } else { 1 })
+        .map_err(driver("cuMemAlloc (resident fit results)"))?;
+
+    let mut results = Vec::with_capacity(total);
+    let mut first = req.indices.start;
+    while first < req.indices.end {
+        let count = ((req.indices.end - first) as usize).min(TOYS_PER_LAUNCH);
+        stream
+            .memset_zeros(&mut counter)
+            .map_err(driver("cuMemsetD32 (resident fits)"))?;
+        let f = |s: &CudaSlice<f64>| s.device_ptr(&stream).0;
+        let arg = FitArg {
+            seed: req.seed,
+            first,
+            ints: [
+                count as i32,
+                req.report.map_or(-1, |p| p as i32),
+                memory as i32,
+                i32::try_from(req.settings.max_iterations).unwrap_or(i32::MAX),
+                i32::try_from(req.settings.max_evaluations).unwrap_or(i32::MAX),
+                i32::from(req.want_params),
+            ],
+            reals: [
+                req.settings.pgtol,
+                req.settings.ftol,
+                req.settings.edm,
+                req.settings.c1,
+                req.settings.c2,
+                gauss_const,
+            ],
+            ptrs: [
+                f(&inputs_f[0]),
+                inputs_i[0].device_ptr(&stream).0,
+                f(&inputs_f[1]),
+                f(&inputs_f[2]),
+                f(&inputs_f[3]),
+                f(&inputs_f[4]),
+                f(&inputs_f[5]),
+                f(&inputs_f[6]),
+                inputs_i[1].device_ptr(&stream).0,
+                state.device_ptr_mut(&stream).0,
+                scratch.device_ptr_mut(&stream).0,
+                counter.device_ptr_mut(&stream).0,
+                out_d.device_ptr_mut(&stream).0,
+                if req.want_params {
+                    x_d.device_ptr_mut(&stream).0
+                } else {
+                    0
+                },
+                0,
+                0,
+            ],
+            lens: [state_len as i64, scratch_len as i64],
+        };
+        let cfg = LaunchConfig {
+            grid_dim: (workers.min(count) as u32, 1, 1),
+            block_dim: (threads, 1, 1),
+            shared_mem_bytes: shared,
+        };
+        let mut l = stream.launch_builder(func);
+        l.arg(&session.tables.arg).arg(&arg);
+        // SAFETY: the arguments match `fit_toys(Tables, FitArgs)`; every buffer holds what the
+        // kernel indexes: workers × state_len and × scratch_len, count × FIT_OUT results and
+        // count × n fitted parameters when asked.
+        unsafe { l.launch(cfg) }.map_err(driver("launch of fit_toys"))?;
+        let out = stream
+            .clone_dtoh(&out_d.slice(0..count * FIT_OUT))
+            .map_err(driver("download of resident fit results"))?;
+        let xs = if req.want_params {
+            Some(
+                stream
+                    .clone_dtoh(&x_d.slice(0..count * n))
+                    .map_err(driver("download of resident fit results"))?,
+            )
+        } else {
+            None
+        };
+        stream.synchronize().map_err(driver("fit_toys"))?;
+        for k in 0..count {
+            let o = &out[k * FIT_OUT..(k + 1) * FIT_OUT];
+            let status =
+                ResidentStatus::from_code(o[6] as i32).ok_or_else(|| CudaError::Driver {
+                    call: "fit_toys".into(),
+                    message: format!(
+                        "toy {} came back without a status ({})",
+                        first + k as u64,
+                        o[6]
+                    ),
+                })?;
+            results.push(ResidentFit {
+                index: first + k as u64,
+                nll: o[0],
+                constant: o[1],
+                poi: o[2],
+                projected_gradient: o[3],
+                iterations: o[4] as usize,
+                evaluations: o[5] as usize,
+                status,
+                unmoved: o[7] as usize,
+                bounded: o[8] != 0.0,
+                bestfit: xs.as_ref().map(|x| x[k * n..(k + 1) * n].to_vec()),
+            });
+        }
+        first += count as u64;
+    }
+    Ok(results)
+}
