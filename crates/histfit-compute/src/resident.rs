@@ -112,8 +112,7 @@ pub struct ResidentFit {
     /// Free coordinates off kinks and bounds that the fit left exactly at their start although
     /// others moved (the CPU fit probes those for a saddle).
     pub unmoved: usize,
-    /// A free coordinate met one of its bounds during the fit (the device's bounded steps are
-    /// not the CPU L-BFGS-B's generalized Cauchy point, so the paths may part there).
+    /// A free coordinate sat at one of its bounds at some iterate.
     pub bounded: bool,
     pub bestfit: Option<Vec<f64>>,
 }

@@ -726,8 +726,466 @@ __device__ double projected_gradient(const FitArgs& A, const double* z, const do
     return block_max(m, red);
 }
 
+// ---- The L-BFGS-B direction (histfit-optim's lbfgsb.rs, `direction`), ported step for step:
+// the generalized Cauchy point along the projected steepest descent path, then the minimisation
+// of the quadratic model over the coordinates free there (x − H·g where every coordinate is
+// free), projected into the box. The limited memory is the compact form B = θI − W M Wᵀ with
+// W = [Y, θS]. n-vectors are spread over the block; the k×k and 2k×2k algebra (k ≤ FIT_MAX_MEMORY
+// pairs) runs on thread 0 in the block's `Small` area, its results published by a barrier.
+
+struct Small {
+    double *sts, *sty, *yty;          // m×m each, stride m, logical pair order (oldest first)
+    double *mm;                       // 2k×2k, stride 2k
+    double *p, *c, *mp, *mc, *mw, *wrow, *v, *mv, *sol, *dinv; // 2m (dinv: m)
+    double *scm, *sci, *gm;           // m×m work (stride k)
+    double *wzw, *nm, *ni;            // 2k×2k work
+    double *scal;                     // scalars handed from thread 0 to the block
+};
+
+__device__ Small small_of(double* base, int m) {
+    Small q;
+    int m2 = 2 * m;
+    q.sts = base; q.sty = q.sts + m * m; q.yty = q.sty + m * m;
+    q.mm = q.yty + m * m;
+    q.p = q.mm + m2 * m2; q.c = q.p + m2; q.mp = q.c + m2; q.mc = q.mp + m2; q.mw = q.mc + m2;
+    q.wrow = q.mw + m2; q.v = q.wrow + m2; q.mv = q.v + m2; q.sol = q.mv + m2; q.dinv = q.sol + m2;
+    q.scm = q.dinv + m; q.sci = q.scm + m * m; q.gm = q.sci + m * m;
+    q.wzw = q.gm + m * m; q.nm = q.wzw + m2 * m2; q.ni = q.nm + m2 * m2;
+    q.scal = q.ni + m2 * m2;
+    return q;
+}
+
+// Doubles of the Small area for memory m (resident.rs sizes the state with the same formula).
+#define SMALL_LEN(m) (3 * (m) * (m) + 4 * (2 * (m)) * (2 * (m)) + 9 * 2 * (m) + (m) + 3 * (m) * (m) + 16)
+
+// The pairs in logical order: pair j (0 = oldest) of k lives in ring slot (head − k + j) mod m.
+__device__ __forceinline__ int slot_of(int j, int k, int head, int m) { return (head - k + j + 2 * m) % m; }
+
+// out[j] = Y_j·v, out[k + j] = θ S_j·v (j < k): one barrier for all 2k sums.
+__device__ void wt_times(const double* S, const double* Y, int k, int head, int m, int P, double theta,
+                         const double* v, double* out, double* red) {
+    int t = threadIdx.x, T = blockDim.x, W = T >> 5;
+    for (int q = 0; q < 2 * k; ++q) {
+        int j = q < k ? q : q - k;
+        const double* a = (q < k ? Y : S) + (long long)slot_of(j, k, head, m) * P;
+        double s = 0.0;
+        for (int i = t; i < P; i += T) s += a[i] * v[i];
+        for (int off = 16; off > 0; off >>= 1) s += __shfl_down_sync(0xffffffffu, s, off);
+        if ((t & 31) == 0) red[q * W + (t >> 5)] = s;
+    }
+    __syncthreads();
+    if (t < 2 * k) {
+        double r = 0.0;
+        for (int w = 0; w < W; ++w) r += red[t * W + w];
+        out[t] = t < k ? r : theta * r;
+    }
+    __syncthreads();
+}
+
+// (W·a)_i for one coordinate i.
+__device__ __forceinline__ double w_times_at(const double* S, const double* Y, int k, int head, int m, int P,
+                                             double theta, const double* a, int i) {
+    double r = 0.0;
+    for (int j = 0; j < k; ++j) {
+        long long o = (long long)slot_of(j, k, head, m) * P + i;
+        r += a[j] * Y[o] + theta * a[k + j] * S[o];
+    }
+    return r;
+}
+
+// Thread 0: out = M·v (2k).
+__device__ void m_times(const Small& q, int k, const double* v, double* out) {
+    int n2 = 2 * k;
+    for (int i = 0; i < n2; ++i) {
+        double r = 0.0;
+        for (int j = 0; j < n2; ++j) r += q.mm[i * n2 + j] * v[j];
+        out[i] = r;
+    }
+}
+
+// Thread 0: M = [[−D, Lᵀ], [L, θSᵀS]]⁻¹ by block elimination through the Schur complement
+// (lbfgsb.rs's build_m); false where Sc is not positive definite.
+__device__ bool build_m(const Small& q, int k, int m, double theta) {
+    int n2 = 2 * k;
+    for (int i = 0; i < k; ++i) {
+        double d = 1.0 / q.sty[i * m + i];
+        if (!isfinite(d) || d <= 0.0) return false;
+        q.dinv[i] = d;
+    }
+    // L_ij = s_i·y_j for i > j.
+#define LL(i, j) ((i) > (j) ? q.sty[(i) * m + (j)] : 0.0)
+    for (int i = 0; i < k; ++i)
+        for (int j = 0; j <= i; ++j) {
+            double v = theta * q.sts[i * m + j];
+            int jm = j < i ? j : i;
+            for (int r = 0; r < jm; ++r) v += LL(i, r) * q.dinv[r] * LL(j, r);
+            q.scm[i * k + j] = v;
+            q.scm[j * k + i] = v;
+        }
+    // Cholesky of Sc, then its inverse (linalg.rs's invert_symmetric, positive definite only).
+    double* l = q.gm; // the factor, then G below
+    for (int j = 0; j < k; ++j) {
+        double d = q.scm[j * k + j];
+        for (int r = 0; r < j; ++r) d -= l[j * k + r] * l[j * k + r];
+        if (d <= 0.0 || !isfinite(d)) return false;
+        d = sqrt(d);
+        l[j * k + j] = d;
+        for (int i = j + 1; i < k; ++i) {
+            double s = q.scm[i * k + j];
+            for (int r = 0; r < j; ++r) s -= l[i * k + r] * l[j * k + r];
+            l[i * k + j] = s / d;
+        }
+        for (int i = 0; i < j; ++i) l[i * k + j] = 0.0;
+    }
+    double* li = q.sci; // inv(L) first, in place of Sc⁻¹'s storage? no: use nm as scratch
+    double* linv = q.nm;
+    for (int i = 0; i < k; ++i) {
+        linv[i * k + i] = 1.0 / l[i * k + i];
+        for (int j = 0; j < i; ++j) {
+            double s = 0.0;
+            for (int r = j; r < i; ++r) s -= l[i * k + r] * linv[r * k + j];
+            linv[i * k + j] = s / l[i * k + i];
+        }
+        for (int j = i + 1; j < k; ++j) linv[i * k + j] = 0.0;
+    }
+    for (int i = 0; i < k; ++i)
+        for (int j = 0; j <= i; ++j) {
+            double s = 0.0;
+            for (int r = i; r < k; ++r) s += linv[r * k + i] * linv[r * k + j];
+            li[i * k + j] = s;
+            li[j * k + i] = s;
+        }
+    // G = Sc⁻¹ L D⁻¹.
+    for (int i = 0; i < k; ++i)
+        for (int j = 0; j < k; ++j) {
+            double v = 0.0;
+            for (int r = j + 1; r < k; ++r) v += q.sci[i * k + r] * LL(r, j);
+            q.gm[i * k + j] = v * q.dinv[j];
+        }
+    for (int i = 0; i < k; ++i)
+        for (int j = 0; j < k; ++j) {
+            double v = 0.0;
+            for (int r = i + 1; r < k; ++r) v += LL(r, i) * q.gm[r * k + j];
+            v *= q.dinv[i];
+            if (i == j) v -= q.dinv[i];
+            q.mm[i * n2 + j] = v;
+            q.mm[(k + i) * n2 + j] = q.gm[i * k + j];
+            q.mm[j * n2 + k + i] = q.gm[i * k + j];
+            q.mm[(k + i) * n2 + k + j] = q.sci[i * k + j];
+        }
+#undef LL
+    return true;
+}
+
+// Thread 0: the inverse of the n×n matrix a into inv by Gauss–Jordan with partial pivoting
+// (linalg.rs's invert; a is overwritten); false where it is singular.
+__device__ bool invert_gj(double* a, double* inv, int n) {
+    double scale = 0.0;
+    for (int i = 0; i < n * n; ++i) scale = fmax(scale, fabs(a[i]));
+    scale = fmax(scale, 2.2250738585072014e-308);
+    for (int i = 0; i < n * n; ++i) inv[i] = 0.0;
+    for (int i = 0; i < n; ++i) inv[i * n + i] = 1.0;
+    for (int col = 0; col < n; ++col) {
+        int piv = col;
+        for (int i = col + 1; i < n; ++i)
+            if (fabs(a[i * n + col]) >= fabs(a[piv * n + col])) piv = i;
+        if (!(fabs(a[piv * n + col]) > 1e-14 * scale)) return false;
+        if (piv != col)
+            for (int r = 0; r < n; ++r) {
+                double x = a[piv * n + r]; a[piv * n + r] = a[col * n + r]; a[col * n + r] = x;
+                x = inv[piv * n + r]; inv[piv * n + r] = inv[col * n + r]; inv[col * n + r] = x;
+            }
+        double d = 1.0 / a[col * n + col];
+        for (int r = 0; r < n; ++r) { a[col * n + r] *= d; inv[col * n + r] *= d; }
+        for (int row = 0; row < n; ++row)
+            if (row != col) {
+                double f = a[row * n + col];
+                if (f != 0.0)
+                    for (int r = 0; r < n; ++r) {
+                        a[row * n + r] -= f * a[col * n + r];
+                        inv[row * n + r] -= f * inv[col * n + r];
+                    }
+            }
+    }
+    return true;
+}
+
+// The smallest (t, i) over the block (ties: the lower index); every thread gets it.
+__device__ void block_argmin(double tv, int ti, double* red, int* out_i, double* out_t) {
+    for (int off = 16; off > 0; off >>= 1) {
+        double ot = __shfl_down_sync(0xffffffffu, tv, off);
+        int oi = __shfl_down_sync(0xffffffffu, ti, off);
+        if (ot < tv || (ot == tv && oi < ti)) { tv = ot; ti = oi; }
+    }
+    int t = threadIdx.x, W = blockDim.x >> 5;
+    int* redi = (int*)(red + W);
+    if ((t & 31) == 0) { red[t >> 5] = tv; redi[t >> 5] = ti; }
+    __syncthreads();
+    double bt = red[0];
+    int bi = redi[0];
+    for (int w = 1; w < W; ++w)
+        if (red[w] < bt || (red[w] == bt && redi[w] < bi)) { bt = red[w]; bi = redi[w]; }
+    __syncthreads();
+    *out_i = bi;
+    *out_t = bt;
+}
+
+// Everything the direction reads and writes.
+struct Dir {
+    const double *x, *g, *lo, *hi;
+    const int* kink;
+    double *S, *Y;
+    int P, k, head, m;
+    double theta;
+    bool any_kink;  // a free coordinate has a kink
+    int n_movable;  // coordinates with lower < upper
+    double *tbuf, *dc, *xcp, *flag, *dhat, *rfull, *d;
+};
+
+// d = x̄ − x, x̄ the L-BFGS-B point; false where the compact matrices are singular (the caller
+// then starts the memory afresh, as lbfgsb.rs does).
+__device__ bool lbfgsb_direction(const Dir& D, const Small& q, double* red) {
+    const int t = threadIdx.x, T = blockDim.x, P = D.P, k = D.k, m = D.m;
+    const double theta = D.theta;
+    if (!D.any_kink) {
+        // The usual case, without M: x̄ = x − H·g (two-loop recursion) wherever the Cauchy point
+        // would leave every coordinate free — no coordinate at a bound and the first breakpoint
+        // beyond the model's minimum along −g, dt* = gᵀg / gᵀBg ≤ gᵀHg / gᵀg (Cauchy–Schwarz
+        // for positive definite B = H⁻¹) — and x − H·g strictly inside the box: there
+        // lbfgsb.rs's fast path gives this point whatever the Cauchy point is.
+        for (int i = t; i < P; i += T) D.rfull[i] = D.g[i];
+        for (int j = k - 1; j >= 0; --j) {
+            int s = slot_of(j, k, D.head, m);
+            double a = block_dot(D.S + (long long)s * P, D.rfull, P, red) / q.sty[j * m + j];
+            if (t == 0) q.sol[j] = a;
+            const double* y = D.Y + (long long)s * P;
+            for (int i = t; i < P; i += T) D.rfull[i] -= a * y[i];
+        }
+        for (int i = t; i < P; i += T) D.rfull[i] /= theta;
+        __syncthreads(); // q.sol
+        for (int j = 0; j < k; ++j) {
+            int s = slot_of(j, k, D.head, m);
+            double b = block_dot(D.Y + (long long)s * P, D.rfull, P, red) / q.sty[j * m + j];
+            double c = q.sol[j] - b;
+            const double* sv = D.S + (long long)s * P;
+            for (int i = t; i < P; i += T) D.rfull[i] += c * sv[i];
+        }
+        double ghg = 0.0, gg = 0.0, tmin = 1.0 / 0.0, off = 0.0;
+        for (int i = t; i < P; i += T) {
+            double gi = D.g[i], xi = D.x[i];
+            ghg += gi * D.rfull[i];
+            gg += gi * gi;
+            if (!(D.lo[i] < D.hi[i])) continue;
+            double xb = xi - D.rfull[i];
+            if (xi <= D.lo[i] || xi >= D.hi[i] || !(xb > D.lo[i] && xb < D.hi[i])) off = 1.0;
+            if (gi < 0.0 && isfinite(D.hi[i])) tmin = fmin(tmin, (xi - D.hi[i]) / gi);
+            else if (gi > 0.0 && isfinite(D.lo[i])) tmin = fmin(tmin, (xi - D.lo[i]) / gi);
+        }
+        ghg = block_sum(ghg, red);
+        gg = block_sum(gg, red);
+        tmin = block_min(tmin, red);
+        off = block_max(off, red);
+        if (off == 0.0 && ghg > 0.0 && gg > 0.0 && tmin > (ghg / gg) * (1.0 + 1e-9)) {
+            for (int i = t; i < P; i += T) D.d[i] = (D.x[i] - D.rfull[i]) - D.x[i];
+            return true;
+        }
+    }
+    __shared__ int s_ok;
+    if (t == 0) s_ok = k > 0 ? (int)build_m(q, k, m, theta) : 1;
+    __syncthreads();
+    if (!s_ok) return false;
+    // Breakpoints of the projected steepest descent path.
+    double dd = 0.0;
+    for (int i = t; i < P; i += T) {
+        double gi = D.g[i], ti = 1.0 / 0.0;
+        if (gi < 0.0) ti = isfinite(D.hi[i]) ? (D.x[i] - D.hi[i]) / gi : 1.0 / 0.0;
+        else if (gi > 0.0) ti = isfinite(D.lo[i]) ? (D.x[i] - D.lo[i]) / gi : 1.0 / 0.0;
+        D.tbuf[i] = ti;
+        double di = ti == 0.0 ? 0.0 : -gi;
+        D.dc[i] = di;
+        D.xcp[i] = D.x[i];
+        D.flag[i] = ti == 0.0 ? 1.0 : 0.0;
+        dd += di * di;
+    }
+    dd = block_sum(dd, red);
+    wt_times(D.S, D.Y, k, D.head, m, P, theta, D.dc, q.p, red);
+    double* sc = q.scal; // 0 fp, 1 fpp, 2 fpp0, 3 dt_min, 4 t_old, 5 stop
+    if (t == 0) {
+        for (int j = 0; j < 2 * k; ++j) q.c[j] = 0.0;
+        m_times(q, k, q.p, q.mp);
+        double pmp = 0.0;
+        for (int j = 0; j < 2 * k; ++j) pmp += q.p[j] * q.mp[j];
+        sc[0] = -dd;
+        sc[1] = theta * dd - pmp;
+        sc[2] = fmax(fabs(sc[1]), 2.2250738585072014e-308);
+        sc[3] = sc[1] > 0.0 ? -sc[0] / sc[1] : 1.0 / 0.0;
+        sc[4] = 0.0;
+    }
+    __syncthreads();
+    // Breakpoints in increasing order until the model's minimum along the path comes first.
+    for (;;) {
+        double bt = 1.0 / 0.0;
+        int bi = 0x7fffffff;
+        for (int i = t; i < P; i += T) {
+            double ti = D.tbuf[i];
+            if (D.flag[i] == 0.0 && ti > 0.0 && isfinite(ti) && (ti < bt || (ti == bt && i < bi))) { bt = ti; bi = i; }
+        }
+        int b;
+        double tb;
+        block_argmin(bt, bi, red, &b, &tb);
+        if (b == 0x7fffffff) break;
+        double dt = tb - sc[4];
+        if (sc[3] < dt) break;
+        if (t == 0) {
+            int n2 = 2 * k;
+            double xb = D.dc[b] > 0.0 ? D.hi[b] : D.lo[b];
+            D.xcp[b] = xb;
+            D.flag[b] = 1.0;
+            double zb = xb - D.x[b];
+            for (int j = 0; j < n2; ++j) q.c[j] += dt * q.p[j];
+            double gb = D.g[b];
+            for (int j = 0; j < k; ++j) {
+                long long o = (long long)slot_of(j, k, D.head, m) * P + b;
+                q.wrow[j] = D.Y[o];
+                q.wrow[k + j] = theta * D.S[o];
+            }
+            m_times(q, k, q.c, q.mc);
+            m_times(q, k, q.wrow, q.mw);
+            double wmc = 0.0, wmp = 0.0, wmw = 0.0;
+            for (int j = 0; j < n2; ++j) { wmc += q.wrow[j] * q.mc[j]; wmp += q.wrow[j] * q.mp[j]; wmw += q.wrow[j] * q.mw[j]; }
+            double fp = sc[0], fpp = sc[1];
+            fp += dt * fpp + gb * gb + theta * gb * zb - gb * wmc;
+            fpp += -theta * gb * gb - 2.0 * gb * wmp - gb * gb * wmw;
+            for (int j = 0; j < n2; ++j) q.p[j] += gb * q.wrow[j];
+            m_times(q, k, q.p, q.mp);
+            D.dc[b] = 0.0;
+            fpp = fmax(fpp, 2.220446049250313e-16 * sc[2]);
+            sc[0] = fp;
+            sc[1] = fpp;
+            sc[3] = -fp / fpp;
+            sc[4] = tb;
+        }
+        __syncthreads();
+    }
+    double dt_min = fmax(sc[3], 0.0);
+    double t_cp = sc[4] + dt_min;
+    double nfree = 0.0;
+    for (int i = t; i < P; i += T) {
+        if (D.flag[i] == 0.0) D.xcp[i] = fmin(fmax(D.x[i] + t_cp * D.dc[i], D.lo[i]), D.hi[i]);
+        bool fr = D.xcp[i] > D.lo[i] && D.xcp[i] < D.hi[i];
+        D.tbuf[i] = fr ? 1.0 : 0.0; // from here: whether coordinate i is free at the Cauchy point
+        nfree += fr ? 1.0 : 0.0;
+    }
+    nfree = block_sum(nfree, red);
+    if (t == 0)
+        for (int j = 0; j < 2 * k; ++j) q.c[j] += dt_min * q.p[j];
+    if (nfree == 0.0) {
+        for (int i = t; i < P; i += T) D.d[i] = D.xcp[i] - D.x[i];
+        return true;
+    }
+    if ((int)nfree == D.n_movable && !D.any_kink) {
+        // Every coordinate free: x − H·g by the two-loop recursion (lbfgsb.rs's fast path).
+        for (int i = t; i < P; i += T) D.rfull[i] = D.g[i];
+        for (int j = k - 1; j >= 0; --j) {
+            int s = slot_of(j, k, D.head, m);
+            double a = block_dot(D.S + (long long)s * P, D.rfull, P, red) / q.sty[j * m + j];
+            if (t == 0) q.sol[j] = a;
+            const double* y = D.Y + (long long)s * P;
+            for (int i = t; i < P; i += T) D.rfull[i] -= a * y[i];
+        }
+        for (int i = t; i < P; i += T) D.rfull[i] /= theta;
+        __syncthreads(); // q.sol
+        for (int j = 0; j < k; ++j) {
+            int s = slot_of(j, k, D.head, m);
+            double b = block_dot(D.Y + (long long)s * P, D.rfull, P, red) / q.sty[j * m + j];
+            double c = q.sol[j] - b;
+            const double* sv = D.S + (long long)s * P;
+            for (int i = t; i < P; i += T) D.rfull[i] += c * sv[i];
+        }
+        for (int i = t; i < P; i += T) D.dhat[i] = D.x[i] - D.rfull[i] - D.xcp[i];
+    } else {
+        // The model's minimiser over the free coordinates from the Cauchy point.
+        if (t == 0) m_times(q, k, q.c, q.mc);
+        __syncthreads();
+        for (int i = t; i < P; i += T) {
+            bool fr = D.tbuf[i] != 0.0;
+            double wmc = k > 0 ? w_times_at(D.S, D.Y, k, D.head, m, P, theta, q.mc, i) : 0.0;
+            double r = fr ? D.g[i] + theta * (D.xcp[i] - D.x[i]) - wmc : 0.0;
+            D.rfull[i] = r;
+            D.dhat[i] = fr ? -r / theta : 0.0;
+        }
+        if (k > 0) {
+            wt_times(D.S, D.Y, k, D.head, m, P, theta, D.rfull, q.v, red);
+            __shared__ int s_inv;
+            if (t == 0) {
+                int n2 = 2 * k;
+                for (int i = 0; i < k; ++i)
+                    for (int j = 0; j < k; ++j) {
+                        q.wzw[i * n2 + j] = q.yty[i * m + j];
+                        double ys = q.sty[j * m + i];
+                        q.wzw[i * n2 + k + j] = theta * ys;
+                        q.wzw[(k + j) * n2 + i] = theta * ys;
+                        q.wzw[(k + i) * n2 + k + j] = theta * theta * q.sts[i * m + j];
+                    }
+                for (int i = 0; i < P; ++i) {
+                    if (D.tbuf[i] != 0.0 || !(D.lo[i] < D.hi[i])) continue;
+                    for (int j = 0; j < k; ++j) {
+                        long long o = (long long)slot_of(j, k, D.head, m) * P + i;
+                        q.wrow[j] = D.Y[o];
+                        q.wrow[k + j] = theta * D.S[o];
+                    }
+                    for (int a = 0; a < n2; ++a)
+                        for (int b = 0; b < n2; ++b) q.wzw[a * n2 + b] -= q.wrow[a] * q.wrow[b];
+                }
+                m_times(q, k, q.v, q.mv);
+                for (int a = 0; a < n2; ++a)
+                    for (int b = 0; b < n2; ++b) {
+                        double mw = 0.0;
+                        for (int j = 0; j < n2; ++j) mw += q.mm[a * n2 + j] * q.wzw[j * n2 + b];
+                        q.nm[a * n2 + b] = (a == b ? 1.0 : 0.0) - mw / theta;
+                    }
+                s_inv = (int)invert_gj(q.nm, q.ni, n2);
+                if (s_inv)
+                    for (int a = 0; a < n2; ++a) {
+                        double r = 0.0;
+                        for (int b = 0; b < n2; ++b) r += q.ni[a * n2 + b] * q.mv[b];
+                        q.sol[a] = r;
+                    }
+            }
+            __syncthreads();
+            if (!s_inv) return false;
+            for (int i = t; i < P; i += T)
+                if (D.tbuf[i] != 0.0)
+                    D.dhat[i] -= w_times_at(D.S, D.Y, k, D.head, m, P, theta, q.sol, i) / (theta * theta);
+        }
+    }
+    // x̄ = P(x_cp + d̂) over the free coordinates; where that is no descent from x, the step is
+    // cut at the first bound instead (lbfgsb.rs's project_step).
+    double descent = 0.0;
+    for (int i = t; i < P; i += T) {
+        double xb = D.tbuf[i] != 0.0 ? fmin(fmax(D.xcp[i] + D.dhat[i], D.lo[i]), D.hi[i]) : D.xcp[i];
+        D.d[i] = xb;
+        descent += (xb - D.x[i]) * D.g[i];
+    }
+    descent = block_sum(descent, red);
+    if (descent >= 0.0) {
+        double alpha = 1.0;
+        for (int i = t; i < P; i += T) {
+            if (D.tbuf[i] == 0.0) continue;
+            double dh = D.dhat[i];
+            if (dh > 0.0) alpha = fmin(alpha, (D.hi[i] - D.xcp[i]) / dh);
+            else if (dh < 0.0) alpha = fmin(alpha, (D.lo[i] - D.xcp[i]) / dh);
+        }
+        alpha = fmax(block_min(alpha, red), 0.0);
+        for (int i = t; i < P; i += T)
+            if (D.tbuf[i] != 0.0) D.d[i] = fmin(fmax(D.xcp[i] + alpha * D.dhat[i], D.lo[i]), D.hi[i]);
+    }
+    for (int i = t; i < P; i += T) D.d[i] -= D.x[i];
+    return true;
+}
+
 // One toy's fit against `row`; writes its FIT_OUT results at `o` (thread 0) and the fitted
-// parameters at `ox` when not null.
+// parameters at `ox` when not null. `st`: the block's state (see fit_toys for its layout).
 __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* row, double* st, double* sc,
                         double* red, double* o, double* ox) {
     const int t = threadIdx.x, T = blockDim.x, P = tb.n_params, m = A.memory;
@@ -738,20 +1196,32 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* row, d
     double* gt = zt + P;
     double* zl = gt + P;
     double* gl = zl + P;
-    double* S = gl + P;
+    double* S = gl + 5 * (long long)P;
     double* Y = S + (long long)m * P;
+    const Small q = small_of(Y + (long long)m * P, m);
     const double* lo = A.z_lo;
     const double* hi = A.z_hi;
-    for (int i = t; i < P; i += T) z[i] = fmin(fmax(A.z_init[i], lo[i]), hi[i]);
+    Dir D;
+    D.x = z; D.g = g; D.lo = lo; D.hi = hi; D.kink = A.kink; D.S = S; D.Y = Y; D.P = P; D.m = m;
+    D.tbuf = gl + P; D.dc = D.tbuf + P; D.xcp = D.dc + P; D.flag = D.xcp + P;
+    D.dhat = zl; D.rfull = gl; D.d = d;
+    double movable = 0.0, kinked = 0.0;
+    for (int i = t; i < P; i += T) {
+        z[i] = fmin(fmax(A.z_init[i], lo[i]), hi[i]);
+        if (lo[i] < hi[i]) {
+            movable += 1.0;
+            if (A.kink[i]) kinked = 1.0;
+        }
+    }
+    D.n_movable = (int)block_sum(movable, red);
+    D.any_kink = block_max(kinked, red) > 0.0;
     int evals = 1, iters = 0, status = 0;
     double f = eval_z(tb, A, z, g, row, sc, red);
     double pg = projected_gradient(A, z, g, P, red);
-    double rho[FIT_MAX_MEMORY], alpha[FIT_MAX_MEMORY];
-    int npairs = 0, head = 0;
+    int k = 0, head = 0;
     double theta = 1.0;
     bool fresh = true;
-    // Whether a free coordinate met a bound (this thread's share): there the CPU's L-BFGS-B takes
-    // its generalized Cauchy point, and its path may part from this one.
+    // Whether a free coordinate met a bound (this thread's share; reported, not acted on).
     double bounded = 0.0;
     if (!isfinite(f) || !(pg == pg)) status = FIT_FAILED_START;
     else if (pg <= A.pgtol) status = FIT_CONVERGED;
@@ -760,64 +1230,46 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* row, d
             status = FIT_FAILED_LIMIT;
             break;
         }
-        // Direction: the two-loop recursion on the gradient of the coordinates not held.
-        for (int i = t; i < P; i += T) {
-            bool held = lo[i] == hi[i] || (z[i] <= lo[i] && g[i] > 0.0) || (z[i] >= hi[i] && g[i] < 0.0);
-            d[i] = held ? 0.0 : g[i];
+        for (int i = t; i < P; i += T)
             if (lo[i] < hi[i] && (z[i] <= lo[i] || z[i] >= hi[i])) bounded = 1.0;
-        }
-        for (int j = 0; j < npairs; ++j) {
-            int s = (head - 1 - j + 2 * m) % m;
-            double a = rho[s] * block_dot(S + (long long)s * P, d, P, red);
-            alpha[s] = a;
-            const double* y = Y + (long long)s * P;
-            for (int i = t; i < P; i += T) d[i] -= a * y[i];
-        }
-        double gamma = 1.0 / theta;
-        for (int i = t; i < P; i += T) d[i] *= gamma;
-        for (int j = npairs - 1; j >= 0; --j) {
-            int s = (head - 1 - j + 2 * m) % m;
-            double b = rho[s] * block_dot(Y + (long long)s * P, d, P, red);
-            const double* sv = S + (long long)s * P;
-            double c = alpha[s] - b;
-            for (int i = t; i < P; i += T) d[i] += c * sv[i];
-        }
-        for (int i = t; i < P; i += T) {
-            bool held = lo[i] == hi[i] || (z[i] <= lo[i] && g[i] > 0.0) || (z[i] >= hi[i] && g[i] < 0.0);
-            double v = held ? 0.0 : -d[i];
-            // A coordinate at a bound stays there where the direction points outwards.
-            if ((z[i] <= lo[i] && v < 0.0) || (z[i] >= hi[i] && v > 0.0)) v = 0.0;
-            d[i] = v;
+        D.k = k; D.head = head; D.theta = theta;
+        if (!lbfgsb_direction(D, q, red)) {
+            if (k > 0) {
+                k = 0; theta = 1.0; fresh = true;
+                continue;
+            }
+            status = FIT_FAILED_DIRECTION;
+            break;
         }
         double dg0 = block_dot(d, g, P, red);
         double dd = block_dot(d, d, P, red);
-        if (npairs > 0 && dg0 < 0.0 && -0.5 * dg0 <= A.edm) {
+        if (k > 0 && dg0 < 0.0 && -0.5 * dg0 <= A.edm) {
             status = FIT_CONVERGED;
             break;
         }
         if (dd == 0.0 || !(dg0 < 0.0)) {
-            if (npairs > 0 && !fresh) {
-                npairs = 0;
-                theta = 1.0;
-                fresh = true;
+            if (k > 0 && !fresh) {
+                k = 0; theta = 1.0; fresh = true;
                 continue;
             }
             status = pg <= 1e3 * A.pgtol ? FIT_CONVERGED : FIT_FAILED_DIRECTION;
             break;
         }
-        // The largest step inside the box, and not across a kink (lbfgsb.rs's rule).
-        double amax = 1.0 / 0.0;
+        // The largest step that keeps z + αd in the box (≥ 1: x̄ is feasible), and not across
+        // a kink (lbfgsb.rs's rule).
+        double amax = 1.0 / 0.0, akink = 1.0 / 0.0;
         for (int i = t; i < P; i += T) {
             double di = d[i];
             if (di > 0.0) amax = fmin(amax, (hi[i] - z[i]) / di);
             else if (di < 0.0) amax = fmin(amax, (lo[i] - z[i]) / di);
             if (A.kink[i] && fabs(z[i]) > 1e-12 && di != 0.0 && (z[i] > 0.0) != (di > 0.0))
-                amax = fmin(amax, -z[i] / di);
+                akink = fmin(akink, -z[i] / di);
         }
         amax = block_min(amax, red);
-        if (!(amax > 0.0)) amax = 1.0;
-        amax = fmin(amax, 1e10);
-        double a0 = npairs == 0 ? fmin(1.0, 1.0 / sqrt(dd)) : 1.0;
+        akink = block_min(akink, red);
+        amax = amax != amax ? 1.0 : fmin(fmax(amax, 1.0), 1e10);
+        amax = fmin(amax, akink);
+        double a0 = k == 0 ? fmin(1.0, 1.0 / sqrt(dd)) : 1.0;
         a0 = fmin(a0, amax);
         // Line search along d (trial points clamped into the box).
         Trial prev = {0.0, f, dg0}, tlo = prev, thi = prev;
@@ -881,9 +1333,7 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* row, d
                 for (int i = t; i < P; i += T) { zt[i] = zl[i]; gt[i] = gl[i]; }
                 ft = tlo.f;
             } else if (!fresh) {
-                npairs = 0;
-                theta = 1.0;
-                fresh = true;
+                k = 0; theta = 1.0; fresh = true;
                 continue;
             } else {
                 double edm = -0.5 * dg0;
@@ -896,12 +1346,8 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* row, d
         // Accept the trial point; keep (s, y) where the curvature is positive.
         ++iters;
         for (int i = t; i < P; i += T) {
-            // A coordinate held at a bound through the step has s = 0: its Δg says nothing of
-            // the curvature the free coordinates see (the CPU L-BFGS-B drops those rows too).
-            double s = zt[i] - z[i];
-            bool pinned = s == 0.0 && (zt[i] <= lo[i] || zt[i] >= hi[i]);
-            zl[i] = s;
-            gl[i] = pinned ? 0.0 : gt[i] - g[i];
+            zl[i] = zt[i] - z[i];
+            gl[i] = gt[i] - g[i];
             z[i] = zt[i];
             g[i] = gt[i];
         }
@@ -910,12 +1356,65 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* row, d
         double f_old = f;
         f = ft;
         if (sy > 2.220446049250313e-16 * yy && sy > 0.0) {
+            // push_pair: drop the oldest pair when full (the k×k blocks shift up-left), then
+            // the new pair's rows of SᵀS, SᵀY and YᵀY.
+            if (k == m) {
+                if (t == 0)
+                    for (int i = 0; i < m - 1; ++i)
+                        for (int j = 0; j < m - 1; ++j) {
+                            q.sts[i * m + j] = q.sts[(i + 1) * m + j + 1];
+                            q.sty[i * m + j] = q.sty[(i + 1) * m + j + 1];
+                            q.yty[i * m + j] = q.yty[(i + 1) * m + j + 1];
+                        }
+                --k;
+            }
             double* sd = S + (long long)head * P;
             double* yd = Y + (long long)head * P;
             for (int i = t; i < P; i += T) { sd[i] = zl[i]; yd[i] = gl[i]; }
-            rho[head] = 1.0 / sy;
             head = (head + 1) % m;
-            npairs = npairs < m ? npairs + 1 : m;
+            ++k;
+            int last = k - 1;
+            int W = T >> 5;
+            for (int j = 0; j < k; ++j) {
+                const double* sj = S + (long long)slot_of(j, k, head, m) * P;
+                const double* yj = Y + (long long)slot_of(j, k, head, m) * P;
+                double a0s = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
+                for (int i = t; i < P; i += T) {
+                    a0s += sj[i] * zl[i];
+                    a1 += sj[i] * gl[i];
+                    a2 += zl[i] * yj[i];
+                    a3 += yj[i] * gl[i];
+                }
+                for (int off = 16; off > 0; off >>= 1) {
+                    a0s += __shfl_down_sync(0xffffffffu, a0s, off);
+                    a1 += __shfl_down_sync(0xffffffffu, a1, off);
+                    a2 += __shfl_down_sync(0xffffffffu, a2, off);
+                    a3 += __shfl_down_sync(0xffffffffu, a3, off);
+                }
+                if ((t & 31) == 0) {
+                    int w = t >> 5;
+                    red[(4 * j + 0) * W + w] = a0s;
+                    red[(4 * j + 1) * W + w] = a1;
+                    red[(4 * j + 2) * W + w] = a2;
+                    red[(4 * j + 3) * W + w] = a3;
+                }
+            }
+            __syncthreads();
+            if (t == 0)
+                for (int j = 0; j < k; ++j) {
+                    double r[4];
+                    for (int u = 0; u < 4; ++u) {
+                        r[u] = 0.0;
+                        for (int w = 0; w < W; ++w) r[u] += red[(4 * j + u) * W + w];
+                    }
+                    q.sts[j * m + last] = r[0];
+                    q.sts[last * m + j] = r[0];
+                    q.sty[j * m + last] = r[1];
+                    q.sty[last * m + j] = r[2];
+                    q.yty[j * m + last] = r[3];
+                    q.yty[last * m + j] = r[3];
+                }
+            __syncthreads();
             theta = yy / sy;
             fresh = false;
         }
@@ -931,9 +1430,8 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* row, d
         double z0 = fmin(fmax(A.z_init[i], lo[i]), hi[i]);
         if (z[i] != z0) moved += 1.0;
         else if (lo[i] < z0 && z0 < hi[i] && !A.kink[i]) unmoved += 1.0;
-    }
-    for (int i = t; i < P; i += T)
         if (lo[i] < hi[i] && (z[i] <= lo[i] || z[i] >= hi[i])) bounded = 1.0;
+    }
     moved = block_sum(moved, red);
     unmoved = block_sum(unmoved, red);
     bounded = block_max(bounded, red);
@@ -970,7 +1468,9 @@ extern "C" __global__ void __launch_bounds__(256, FIT_MIN_BLOCKS) fit_toys(Table
     const int t = threadIdx.x, T = blockDim.x;
     const int P = tb.n_params, M = tb.n_main, R = M + tb.n_aux;
     double* st = A.state + (long long)blockIdx.x * A.state_len;
-    double* row = st + (7 + 2 * (long long)A.memory) * P;
+    // State: z g d zt gt zl gl, four n-vectors of the direction, S and Y (m × n each), the
+    // Small area, then the toy's row.
+    double* row = st + (11 + 2 * (long long)A.memory) * P + SMALL_LEN(A.memory);
     double* sc = A.scratch + (long long)blockIdx.x * A.scratch_len;
     for (;;) {
         __syncthreads();

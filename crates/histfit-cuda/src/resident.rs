@@ -192,9 +192,14 @@ fn fit_toys(
     let inputs_i = [up_i(&aux.kind)?, up_i(&kink)?];
 
     let threads = fit_threads();
-    let shared = (threads.max(256) as usize * 8) as u32;
+    // Reductions: 256 doubles (the likelihood's fixed-order sums), and 4 per pair and warp (the
+    // new pair's rows of the compact matrices, summed in one pass).
+    let shared = (256.max(4 * memory * threads as usize / 32) * 8) as u32;
     let row = m.n_main + m.n_aux();
-    let state_len = (7 + 2 * memory) * n + row;
+    // Per worker: 11 n-vectors, S and Y, the small dense algebra (`SMALL_LEN` in histfit.cu)
+    // and the toy's row.
+    let small = 22 * memory * memory + 19 * memory + 16;
+    let state_len = (11 + 2 * memory) * n + small + row;
     let scratch_len = session.tables.host.scratch_len;
     let func = &session.kernels.fit_toys;
     let sms = session

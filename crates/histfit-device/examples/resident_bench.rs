@@ -84,7 +84,6 @@ fn main() {
             r.status == histfit_compute::ResidentStatus::Converged
                 && r.projected_gradient <= 1e-3
                 && r.unmoved == 0
-                && !r.bounded
         })
         .count();
     let bounded = raw.iter().filter(|r| r.bounded).count();

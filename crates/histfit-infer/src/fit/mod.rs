@@ -280,17 +280,15 @@ pub(crate) fn device_plan(
 }
 
 /// Whether a device fit made under a [`DevicePlan`] is this fit's result: stopped by one of the
-/// optimizer's rules, finite, with the certificate met ([`CERTIFY_PG`]), no coordinate left at
-/// its start (where the search would probe for a saddle) and no bound met on the way (where
-/// L-BFGS-B's generalized Cauchy point takes another path, which on multimodal likelihoods can
-/// end in another basin). Anything else is fitted again on the host, so the fit's rules — its
-/// path, polish, saddle probe and failure reasons — hold.
+/// optimizer's rules (the device runs the same L-BFGS-B, so it takes the same path to the same
+/// minimum), finite, with the certificate met ([`CERTIFY_PG`]) and no coordinate left at its
+/// start (where the search would probe for a saddle). Anything else is fitted again on the
+/// host, so the fit's rules — its polish, saddle probe and failure reasons — hold.
 pub(crate) fn device_fit_certified(r: &histfit_compute::ResidentFit) -> bool {
     r.status == histfit_compute::ResidentStatus::Converged
         && r.nll.is_finite()
         && r.projected_gradient <= CERTIFY_PG
         && r.unmoved == 0
-        && !r.bounded
 }
 
 /// The lowest minimum over the fit's starts (see [`starts`]) and how many searches ran.
