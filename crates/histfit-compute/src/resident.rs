@@ -23,6 +23,9 @@ pub struct ResidentSettings {
     pub max_evaluations: usize,
     pub c1: f64,
     pub c2: f64,
+    /// The fit's certificate: the largest projected gradient a converged fit may keep (above
+    /// it, the device finishes the minimum by Newton steps as the host fit does).
+    pub certify: f64,
 }
 
 /// An ensemble to generate and fit: toys `indices` of `seed` drawn at `gen_params`, each fitted
@@ -49,8 +52,7 @@ pub struct ResidentRequest<'a> {
 /// How a fit on the device ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResidentStatus {
-    /// One of the optimizer's stopping rules was met (not yet certified: see the projected
-    /// gradient).
+    /// One of the optimizer's stopping rules was met and the certificate holds.
     Converged,
     /// −ln L or its gradient is not finite at the start.
     FailedStart,
@@ -60,11 +62,14 @@ pub enum ResidentStatus {
     FailedLimit,
     /// No descent direction away from a minimum.
     FailedDirection,
+    /// The optimizer stopped, but the projected gradient stayed above the certificate after
+    /// the Newton steps.
+    Uncertified,
 }
 
 impl ResidentStatus {
     /// The codes the device writes (CUDA gets them as compiler definitions).
-    pub const CODES: [(&'static str, i32, ResidentStatus); 5] = [
+    pub const CODES: [(&'static str, i32, ResidentStatus); 6] = [
         ("FIT_CONVERGED", 1, ResidentStatus::Converged),
         ("FIT_FAILED_START", 2, ResidentStatus::FailedStart),
         (
@@ -74,6 +79,7 @@ impl ResidentStatus {
         ),
         ("FIT_FAILED_LIMIT", 4, ResidentStatus::FailedLimit),
         ("FIT_FAILED_DIRECTION", 5, ResidentStatus::FailedDirection),
+        ("FIT_UNCERTIFIED", 6, ResidentStatus::Uncertified),
     ];
 
     pub fn from_code(code: i32) -> Option<ResidentStatus> {
@@ -90,6 +96,7 @@ impl ResidentStatus {
             ResidentStatus::FailedLineSearch => "line search failed to reduce f",
             ResidentStatus::FailedLimit => "reached the iteration or evaluation limit",
             ResidentStatus::FailedDirection => "no descent direction",
+            ResidentStatus::Uncertified => "stopped above the certificate's projected gradient",
         }
     }
 }

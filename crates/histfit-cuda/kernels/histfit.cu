@@ -655,7 +655,7 @@ __device__ double block_dot(const double* a, const double* b, int n, double* red
 struct FitArgs {
     u64 seed, first;
     int count, poi, memory, max_iterations, max_evaluations, want_x;
-    double pgtol, ftol, edm, c1, c2, gauss_const;
+    double pgtol, ftol, edm, c1, c2, gauss_const, certify;
     const double* lam_main;   // expected main counts at the generating point (M)
     const int* aux_kind;      // generation: constraint kind of each auxiliary datum
     const double* aux_center; // generation: θ (Gauss) or θ·τ (Poisson)
@@ -730,8 +730,9 @@ __device__ double projected_gradient(const FitArgs& A, const double* z, const do
 // the generalized Cauchy point along the projected steepest descent path, then the minimisation
 // of the quadratic model over the coordinates free there (x − H·g where every coordinate is
 // free), projected into the box. The limited memory is the compact form B = θI − W M Wᵀ with
-// W = [Y, θS]. n-vectors are spread over the block; the k×k and 2k×2k algebra (k ≤ FIT_MAX_MEMORY
-// pairs) runs on thread 0 in the block's `Small` area, its results published by a barrier.
+// W = [Y, θS]. n-vectors are spread over the block, and so are the entries of the k×k and
+// 2k×2k algebra (k ≤ FIT_MAX_MEMORY pairs) in the block's `Small` area; the few scalar steps
+// between them run on thread 0 and are published by a barrier.
 
 struct Small {
     double *sts, *sty, *yty;          // m×m each, stride m, logical pair order (oldest first)
@@ -793,119 +794,152 @@ __device__ __forceinline__ double w_times_at(const double* S, const double* Y, i
     return r;
 }
 
-// Thread 0: out = M·v (2k).
+// out = M·v (2k), one row per thread; ends with a barrier. `out` must not be `v`.
 __device__ void m_times(const Small& q, int k, const double* v, double* out) {
     int n2 = 2 * k;
-    for (int i = 0; i < n2; ++i) {
+    for (int i = threadIdx.x; i < n2; i += blockDim.x) {
         double r = 0.0;
         for (int j = 0; j < n2; ++j) r += q.mm[i * n2 + j] * v[j];
         out[i] = r;
     }
+    __syncthreads();
 }
 
-// Thread 0: M = [[−D, Lᵀ], [L, θSᵀS]]⁻¹ by block elimination through the Schur complement
-// (lbfgsb.rs's build_m); false where Sc is not positive definite.
+// M = [[−D, Lᵀ], [L, θSᵀS]]⁻¹ by block elimination through the Schur complement
+// Sc = θSᵀS + L D⁻¹ Lᵀ (lbfgsb.rs's build_m), the entries spread over the block; false (every
+// thread alike) where Sc is not positive definite.
 __device__ bool build_m(const Small& q, int k, int m, double theta) {
-    int n2 = 2 * k;
-    for (int i = 0; i < k; ++i) {
+    __shared__ int s_bad;
+    const int t = threadIdx.x, T = blockDim.x, n2 = 2 * k;
+    if (t == 0) s_bad = 0;
+    __syncthreads();
+    for (int i = t; i < k; i += T) {
         double d = 1.0 / q.sty[i * m + i];
-        if (!isfinite(d) || d <= 0.0) return false;
+        if (!isfinite(d) || d <= 0.0) s_bad = 1;
         q.dinv[i] = d;
     }
+    __syncthreads();
+    if (s_bad) return false;
     // L_ij = s_i·y_j for i > j.
 #define LL(i, j) ((i) > (j) ? q.sty[(i) * m + (j)] : 0.0)
-    for (int i = 0; i < k; ++i)
-        for (int j = 0; j <= i; ++j) {
-            double v = theta * q.sts[i * m + j];
-            int jm = j < i ? j : i;
-            for (int r = 0; r < jm; ++r) v += LL(i, r) * q.dinv[r] * LL(j, r);
-            q.scm[i * k + j] = v;
-            q.scm[j * k + i] = v;
-        }
-    // Cholesky of Sc, then its inverse (linalg.rs's invert_symmetric, positive definite only).
-    double* l = q.gm; // the factor, then G below
+    for (int e = t; e < k * k; e += T) {
+        int i = e / k, j = e % k;
+        if (j > i) continue;
+        double v = theta * q.sts[i * m + j];
+        for (int r = 0; r < j; ++r) v += LL(i, r) * q.dinv[r] * LL(j, r);
+        q.scm[i * k + j] = v;
+        q.scm[j * k + i] = v;
+    }
+    __syncthreads();
+    // Cholesky factor of Sc (in gm), column by column (linalg.rs's cholesky).
+    double* l = q.gm;
     for (int j = 0; j < k; ++j) {
-        double d = q.scm[j * k + j];
-        for (int r = 0; r < j; ++r) d -= l[j * k + r] * l[j * k + r];
-        if (d <= 0.0 || !isfinite(d)) return false;
-        d = sqrt(d);
-        l[j * k + j] = d;
-        for (int i = j + 1; i < k; ++i) {
+        if (t == 0) {
+            double d = q.scm[j * k + j];
+            for (int r = 0; r < j; ++r) d -= l[j * k + r] * l[j * k + r];
+            if (d <= 0.0 || !isfinite(d)) s_bad = 1;
+            else l[j * k + j] = sqrt(d);
+        }
+        __syncthreads();
+        if (s_bad) return false;
+        for (int i = j + 1 + t; i < k; i += T) {
             double s = q.scm[i * k + j];
             for (int r = 0; r < j; ++r) s -= l[i * k + r] * l[j * k + r];
-            l[i * k + j] = s / d;
+            l[i * k + j] = s / l[j * k + j];
         }
-        for (int i = 0; i < j; ++i) l[i * k + j] = 0.0;
+        for (int i = t; i < j; i += T) l[i * k + j] = 0.0;
+        __syncthreads();
     }
-    double* li = q.sci; // inv(L) first, in place of Sc⁻¹'s storage? no: use nm as scratch
+    // L⁻¹ (in nm), one column per thread; then Sc⁻¹ = L⁻ᵀ L⁻¹ (in sci).
     double* linv = q.nm;
-    for (int i = 0; i < k; ++i) {
-        linv[i * k + i] = 1.0 / l[i * k + i];
-        for (int j = 0; j < i; ++j) {
-            double s = 0.0;
-            for (int r = j; r < i; ++r) s -= l[i * k + r] * linv[r * k + j];
-            linv[i * k + j] = s / l[i * k + i];
+    for (int j = t; j < k; j += T)
+        for (int i = 0; i < k; ++i) {
+            if (i < j) {
+                linv[i * k + j] = 0.0;
+            } else if (i == j) {
+                linv[i * k + i] = 1.0 / l[i * k + i];
+            } else {
+                double s = 0.0;
+                for (int r = j; r < i; ++r) s -= l[i * k + r] * linv[r * k + j];
+                linv[i * k + j] = s / l[i * k + i];
+            }
         }
-        for (int j = i + 1; j < k; ++j) linv[i * k + j] = 0.0;
+    __syncthreads();
+    for (int e = t; e < k * k; e += T) {
+        int i = e / k, j = e % k;
+        if (j > i) continue;
+        double s = 0.0;
+        for (int r = i; r < k; ++r) s += linv[r * k + i] * linv[r * k + j];
+        q.sci[i * k + j] = s;
+        q.sci[j * k + i] = s;
     }
-    for (int i = 0; i < k; ++i)
-        for (int j = 0; j <= i; ++j) {
-            double s = 0.0;
-            for (int r = i; r < k; ++r) s += linv[r * k + i] * linv[r * k + j];
-            li[i * k + j] = s;
-            li[j * k + i] = s;
-        }
-    // G = Sc⁻¹ L D⁻¹.
-    for (int i = 0; i < k; ++i)
-        for (int j = 0; j < k; ++j) {
-            double v = 0.0;
-            for (int r = j + 1; r < k; ++r) v += q.sci[i * k + r] * LL(r, j);
-            q.gm[i * k + j] = v * q.dinv[j];
-        }
-    for (int i = 0; i < k; ++i)
-        for (int j = 0; j < k; ++j) {
-            double v = 0.0;
-            for (int r = i + 1; r < k; ++r) v += LL(r, i) * q.gm[r * k + j];
-            v *= q.dinv[i];
-            if (i == j) v -= q.dinv[i];
-            q.mm[i * n2 + j] = v;
-            q.mm[(k + i) * n2 + j] = q.gm[i * k + j];
-            q.mm[j * n2 + k + i] = q.gm[i * k + j];
-            q.mm[(k + i) * n2 + k + j] = q.sci[i * k + j];
-        }
+    __syncthreads();
+    // G = Sc⁻¹ L D⁻¹ (in gm), then M.
+    for (int e = t; e < k * k; e += T) {
+        int i = e / k, j = e % k;
+        double v = 0.0;
+        for (int r = j + 1; r < k; ++r) v += q.sci[i * k + r] * LL(r, j);
+        q.gm[i * k + j] = v * q.dinv[j];
+    }
+    __syncthreads();
+    for (int e = t; e < k * k; e += T) {
+        int i = e / k, j = e % k;
+        double v = 0.0;
+        for (int r = i + 1; r < k; ++r) v += LL(r, i) * q.gm[r * k + j];
+        v *= q.dinv[i];
+        if (i == j) v -= q.dinv[i];
+        q.mm[i * n2 + j] = v;
+        q.mm[(k + i) * n2 + j] = q.gm[i * k + j];
+        q.mm[j * n2 + k + i] = q.gm[i * k + j];
+        q.mm[(k + i) * n2 + k + j] = q.sci[i * k + j];
+    }
+    __syncthreads();
 #undef LL
     return true;
 }
 
-// Thread 0: the inverse of the n×n matrix a into inv by Gauss–Jordan with partial pivoting
-// (linalg.rs's invert; a is overwritten); false where it is singular.
-__device__ bool invert_gj(double* a, double* inv, int n) {
+// The inverse of the n×n matrix a into inv by Gauss–Jordan with partial pivoting (linalg.rs's
+// invert; a is overwritten; `col` holds n doubles of work), rows and entries spread over the
+// block; false (every thread alike) where it is singular.
+__device__ bool invert_gj(double* a, double* inv, double* fcol, int n, double* red) {
+    __shared__ int s_piv;
+    const int t = threadIdx.x, T = blockDim.x;
     double scale = 0.0;
-    for (int i = 0; i < n * n; ++i) scale = fmax(scale, fabs(a[i]));
-    scale = fmax(scale, 2.2250738585072014e-308);
-    for (int i = 0; i < n * n; ++i) inv[i] = 0.0;
-    for (int i = 0; i < n; ++i) inv[i * n + i] = 1.0;
+    for (int e = t; e < n * n; e += T) {
+        scale = fmax(scale, fabs(a[e]));
+        inv[e] = (e / n == e % n) ? 1.0 : 0.0;
+    }
+    scale = fmax(block_max(scale, red), 2.2250738585072014e-308);
     for (int col = 0; col < n; ++col) {
-        int piv = col;
-        for (int i = col + 1; i < n; ++i)
-            if (fabs(a[i * n + col]) >= fabs(a[piv * n + col])) piv = i;
-        if (!(fabs(a[piv * n + col]) > 1e-14 * scale)) return false;
+        if (t == 0) {
+            int piv = col;
+            for (int i = col + 1; i < n; ++i)
+                if (fabs(a[i * n + col]) >= fabs(a[piv * n + col])) piv = i;
+            s_piv = fabs(a[piv * n + col]) > 1e-14 * scale ? piv : -1;
+        }
+        __syncthreads();
+        int piv = s_piv;
+        if (piv < 0) return false;
         if (piv != col)
-            for (int r = 0; r < n; ++r) {
+            for (int r = t; r < n; r += T) {
                 double x = a[piv * n + r]; a[piv * n + r] = a[col * n + r]; a[col * n + r] = x;
                 x = inv[piv * n + r]; inv[piv * n + r] = inv[col * n + r]; inv[col * n + r] = x;
             }
+        __syncthreads();
         double d = 1.0 / a[col * n + col];
-        for (int r = 0; r < n; ++r) { a[col * n + r] *= d; inv[col * n + r] *= d; }
-        for (int row = 0; row < n; ++row)
-            if (row != col) {
-                double f = a[row * n + col];
-                if (f != 0.0)
-                    for (int r = 0; r < n; ++r) {
-                        a[row * n + r] -= f * a[col * n + r];
-                        inv[row * n + r] -= f * inv[col * n + r];
-                    }
+        for (int row = t; row < n; row += T) fcol[row] = a[row * n + col];
+        __syncthreads();
+        for (int r = t; r < n; r += T) { a[col * n + r] *= d; inv[col * n + r] *= d; }
+        __syncthreads();
+        for (int e = t; e < n * n; e += T) {
+            int row = e / n, r = e % n;
+            double f = fcol[row];
+            if (row != col && f != 0.0) {
+                a[row * n + r] -= f * a[col * n + r];
+                inv[row * n + r] -= f * inv[col * n + r];
             }
+        }
+        __syncthreads();
     }
     return true;
 }
@@ -990,10 +1024,7 @@ __device__ bool lbfgsb_direction(const Dir& D, const Small& q, double* red) {
             return true;
         }
     }
-    __shared__ int s_ok;
-    if (t == 0) s_ok = k > 0 ? (int)build_m(q, k, m, theta) : 1;
-    __syncthreads();
-    if (!s_ok) return false;
+    if (k > 0 && !build_m(q, k, m, theta)) return false;
     // Breakpoints of the projected steepest descent path.
     double dd = 0.0;
     for (int i = t; i < P; i += T) {
@@ -1009,10 +1040,10 @@ __device__ bool lbfgsb_direction(const Dir& D, const Small& q, double* red) {
     }
     dd = block_sum(dd, red);
     wt_times(D.S, D.Y, k, D.head, m, P, theta, D.dc, q.p, red);
-    double* sc = q.scal; // 0 fp, 1 fpp, 2 fpp0, 3 dt_min, 4 t_old, 5 stop
+    double* sc = q.scal; // 0 fp, 1 fpp, 2 fpp0, 3 dt_min, 4 t_old, 6 zb, 8 count
+    m_times(q, k, q.p, q.mp);
     if (t == 0) {
         for (int j = 0; j < 2 * k; ++j) q.c[j] = 0.0;
-        m_times(q, k, q.p, q.mp);
         double pmp = 0.0;
         for (int j = 0; j < 2 * k; ++j) pmp += q.p[j] * q.mp[j];
         sc[0] = -dd;
@@ -1036,33 +1067,40 @@ __device__ bool lbfgsb_direction(const Dir& D, const Small& q, double* red) {
         if (b == 0x7fffffff) break;
         double dt = tb - sc[4];
         if (sc[3] < dt) break;
+        const int n2 = 2 * k;
         if (t == 0) {
-            int n2 = 2 * k;
             double xb = D.dc[b] > 0.0 ? D.hi[b] : D.lo[b];
             D.xcp[b] = xb;
             D.flag[b] = 1.0;
-            double zb = xb - D.x[b];
+            sc[6] = xb - D.x[b];
             for (int j = 0; j < n2; ++j) q.c[j] += dt * q.p[j];
-            double gb = D.g[b];
             for (int j = 0; j < k; ++j) {
                 long long o = (long long)slot_of(j, k, D.head, m) * P + b;
                 q.wrow[j] = D.Y[o];
                 q.wrow[k + j] = theta * D.S[o];
             }
-            m_times(q, k, q.c, q.mc);
-            m_times(q, k, q.wrow, q.mw);
+        }
+        __syncthreads();
+        m_times(q, k, q.c, q.mc);
+        m_times(q, k, q.wrow, q.mw);
+        if (t == 0) {
+            double gb = D.g[b], zb = sc[6];
             double wmc = 0.0, wmp = 0.0, wmw = 0.0;
             for (int j = 0; j < n2; ++j) { wmc += q.wrow[j] * q.mc[j]; wmp += q.wrow[j] * q.mp[j]; wmw += q.wrow[j] * q.mw[j]; }
             double fp = sc[0], fpp = sc[1];
             fp += dt * fpp + gb * gb + theta * gb * zb - gb * wmc;
             fpp += -theta * gb * gb - 2.0 * gb * wmp - gb * gb * wmw;
             for (int j = 0; j < n2; ++j) q.p[j] += gb * q.wrow[j];
-            m_times(q, k, q.p, q.mp);
             D.dc[b] = 0.0;
-            fpp = fmax(fpp, 2.220446049250313e-16 * sc[2]);
             sc[0] = fp;
             sc[1] = fpp;
-            sc[3] = -fp / fpp;
+        }
+        __syncthreads();
+        m_times(q, k, q.p, q.mp);
+        if (t == 0) {
+            double fpp = fmax(sc[1], 2.220446049250313e-16 * sc[2]);
+            sc[1] = fpp;
+            sc[3] = -sc[0] / fpp;
             sc[4] = tb;
         }
         __syncthreads();
@@ -1079,6 +1117,7 @@ __device__ bool lbfgsb_direction(const Dir& D, const Small& q, double* red) {
     nfree = block_sum(nfree, red);
     if (t == 0)
         for (int j = 0; j < 2 * k; ++j) q.c[j] += dt_min * q.p[j];
+    __syncthreads();
     if (nfree == 0.0) {
         for (int i = t; i < P; i += T) D.d[i] = D.xcp[i] - D.x[i];
         return true;
@@ -1105,8 +1144,7 @@ __device__ bool lbfgsb_direction(const Dir& D, const Small& q, double* red) {
         for (int i = t; i < P; i += T) D.dhat[i] = D.x[i] - D.rfull[i] - D.xcp[i];
     } else {
         // The model's minimiser over the free coordinates from the Cauchy point.
-        if (t == 0) m_times(q, k, q.c, q.mc);
-        __syncthreads();
+        m_times(q, k, q.c, q.mc);
         for (int i = t; i < P; i += T) {
             bool fr = D.tbuf[i] != 0.0;
             double wmc = k > 0 ? w_times_at(D.S, D.Y, k, D.head, m, P, theta, q.mc, i) : 0.0;
@@ -1115,45 +1153,52 @@ __device__ bool lbfgsb_direction(const Dir& D, const Small& q, double* red) {
             D.dhat[i] = fr ? -r / theta : 0.0;
         }
         if (k > 0) {
+            const int n2 = 2 * k;
             wt_times(D.S, D.Y, k, D.head, m, P, theta, D.rfull, q.v, red);
-            __shared__ int s_inv;
+            // The coordinates not free at the Cauchy point (usually few), listed in dc.
             if (t == 0) {
-                int n2 = 2 * k;
-                for (int i = 0; i < k; ++i)
-                    for (int j = 0; j < k; ++j) {
-                        q.wzw[i * n2 + j] = q.yty[i * m + j];
-                        double ys = q.sty[j * m + i];
-                        q.wzw[i * n2 + k + j] = theta * ys;
-                        q.wzw[(k + j) * n2 + i] = theta * ys;
-                        q.wzw[(k + i) * n2 + k + j] = theta * theta * q.sts[i * m + j];
-                    }
-                for (int i = 0; i < P; ++i) {
-                    if (D.tbuf[i] != 0.0 || !(D.lo[i] < D.hi[i])) continue;
-                    for (int j = 0; j < k; ++j) {
-                        long long o = (long long)slot_of(j, k, D.head, m) * P + i;
-                        q.wrow[j] = D.Y[o];
-                        q.wrow[k + j] = theta * D.S[o];
-                    }
-                    for (int a = 0; a < n2; ++a)
-                        for (int b = 0; b < n2; ++b) q.wzw[a * n2 + b] -= q.wrow[a] * q.wrow[b];
-                }
-                m_times(q, k, q.v, q.mv);
-                for (int a = 0; a < n2; ++a)
-                    for (int b = 0; b < n2; ++b) {
-                        double mw = 0.0;
-                        for (int j = 0; j < n2; ++j) mw += q.mm[a * n2 + j] * q.wzw[j * n2 + b];
-                        q.nm[a * n2 + b] = (a == b ? 1.0 : 0.0) - mw / theta;
-                    }
-                s_inv = (int)invert_gj(q.nm, q.ni, n2);
-                if (s_inv)
-                    for (int a = 0; a < n2; ++a) {
-                        double r = 0.0;
-                        for (int b = 0; b < n2; ++b) r += q.ni[a * n2 + b] * q.mv[b];
-                        q.sol[a] = r;
-                    }
+                int cnt = 0;
+                for (int i = 0; i < P; ++i)
+                    if (D.tbuf[i] == 0.0 && D.lo[i] < D.hi[i]) D.dc[cnt++] = (double)i;
+                sc[8] = (double)cnt;
             }
             __syncthreads();
-            if (!s_inv) return false;
+            // WᶻᵀWᶻ = WᵀW minus the rows of the coordinates at a bound.
+            const int cnt = (int)sc[8];
+            for (int e = t; e < n2 * n2; e += T) {
+                int a = e / n2, b = e % n2;
+                double v;
+                if (a < k && b < k) v = q.yty[a * m + b];
+                else if (a < k) v = theta * q.sty[(b - k) * m + a];
+                else if (b < k) v = theta * q.sty[(a - k) * m + b];
+                else v = theta * theta * q.sts[(a - k) * m + (b - k)];
+                int ja = a < k ? a : a - k, jb = b < k ? b : b - k;
+                const double* va = (a < k ? D.Y : D.S) + (long long)slot_of(ja, k, D.head, m) * P;
+                const double* vb = (b < k ? D.Y : D.S) + (long long)slot_of(jb, k, D.head, m) * P;
+                double fa = a < k ? 1.0 : theta, fb = b < k ? 1.0 : theta;
+                for (int r = 0; r < cnt; ++r) {
+                    int i = (int)D.dc[r];
+                    v -= (fa * va[i]) * (fb * vb[i]);
+                }
+                q.wzw[e] = v;
+            }
+            __syncthreads();
+            m_times(q, k, q.v, q.mv);
+            // N = I − (1/θ) M WᶻᵀWᶻ
+            for (int e = t; e < n2 * n2; e += T) {
+                int a = e / n2, b = e % n2;
+                double mw = 0.0;
+                for (int j = 0; j < n2; ++j) mw += q.mm[a * n2 + j] * q.wzw[j * n2 + b];
+                q.nm[e] = (a == b ? 1.0 : 0.0) - mw / theta;
+            }
+            __syncthreads();
+            if (!invert_gj(q.nm, q.ni, q.wrow, n2, red)) return false;
+            for (int a = t; a < n2; a += T) {
+                double r = 0.0;
+                for (int b = 0; b < n2; ++b) r += q.ni[a * n2 + b] * q.mv[b];
+                q.sol[a] = r;
+            }
+            __syncthreads();
             for (int i = t; i < P; i += T)
                 if (D.tbuf[i] != 0.0)
                     D.dhat[i] -= w_times_at(D.S, D.Y, k, D.head, m, P, theta, q.sol, i) / (theta * theta);
@@ -1184,49 +1229,37 @@ __device__ bool lbfgsb_direction(const Dir& D, const Small& q, double* red) {
     return true;
 }
 
-// One toy's fit against `row`; writes its FIT_OUT results at `o` (thread 0) and the fitted
-// parameters at `ox` when not null. `st`: the block's state (see fit_toys for its layout).
-__device__ void fit_one(const Tables& tb, const FitArgs& A, const double* row, double* st, double* sc,
-                        double* red, double* o, double* ox) {
+// One toy's fit: its pointers and the block's shares of work (fit_one sets it up).
+struct Fit {
+    const Tables* tb;
+    const FitArgs* A;
+    const double* row;
+    double *z, *g, *d, *zt, *gt, *zl, *gl, *zb4, *S, *Y, *sc, *red;
+    Small q;
+    Dir D;
+};
+
+// L-BFGS-B from z (f and g there given) with fresh memory, to one of its stopping rules
+// (lbfgsb.rs): returns the status, leaves the end point in z, f, g.
+__device__ int descend(Fit& F, double& f, int& iters, int& evals, double& bounded) {
+    const Tables& tb = *F.tb;
+    const FitArgs& A = *F.A;
+    const double* row = F.row;
+    double *z = F.z, *g = F.g, *d = F.d, *zt = F.zt, *gt = F.gt, *zl = F.zl, *gl = F.gl, *S = F.S,
+           *Y = F.Y, *sc = F.sc, *red = F.red;
+    const Small& q = F.q;
+    Dir& D = F.D;
     const int t = threadIdx.x, T = blockDim.x, P = tb.n_params, m = A.memory;
-    double* z = st;
-    double* g = z + P;
-    double* d = g + P;
-    double* zt = d + P;
-    double* gt = zt + P;
-    double* zl = gt + P;
-    double* gl = zl + P;
-    double* S = gl + 5 * (long long)P;
-    double* Y = S + (long long)m * P;
-    const Small q = small_of(Y + (long long)m * P, m);
     const double* lo = A.z_lo;
     const double* hi = A.z_hi;
-    Dir D;
-    D.x = z; D.g = g; D.lo = lo; D.hi = hi; D.kink = A.kink; D.S = S; D.Y = Y; D.P = P; D.m = m;
-    D.tbuf = gl + P; D.dc = D.tbuf + P; D.xcp = D.dc + P; D.flag = D.xcp + P;
-    D.dhat = zl; D.rfull = gl; D.d = d;
-    double movable = 0.0, kinked = 0.0;
-    for (int i = t; i < P; i += T) {
-        z[i] = fmin(fmax(A.z_init[i], lo[i]), hi[i]);
-        if (lo[i] < hi[i]) {
-            movable += 1.0;
-            if (A.kink[i]) kinked = 1.0;
-        }
-    }
-    D.n_movable = (int)block_sum(movable, red);
-    D.any_kink = block_max(kinked, red) > 0.0;
-    int evals = 1, iters = 0, status = 0;
-    double f = eval_z(tb, A, z, g, row, sc, red);
     double pg = projected_gradient(A, z, g, P, red);
-    int k = 0, head = 0;
+    int k = 0, head = 0, status = 0, iter0 = iters;
     double theta = 1.0;
     bool fresh = true;
-    // Whether a free coordinate met a bound (this thread's share; reported, not acted on).
-    double bounded = 0.0;
-    if (!isfinite(f) || !(pg == pg)) status = FIT_FAILED_START;
-    else if (pg <= A.pgtol) status = FIT_CONVERGED;
+    if (!isfinite(f) || !(pg == pg)) return FIT_FAILED_START;
+    if (pg <= A.pgtol) return FIT_CONVERGED;
     while (status == 0) {
-        if (iters >= A.max_iterations) {
+        if (iters - iter0 >= A.max_iterations) {
             status = FIT_FAILED_LIMIT;
             break;
         }
@@ -1423,6 +1456,180 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* row, d
         else if (f_old - f <= A.ftol * fmax(fmax(fabs(f_old), fabs(f)), 1.0)) status = FIT_CONVERGED;
         else if (evals >= A.max_evaluations) status = FIT_FAILED_LIMIT;
     }
+    return status;
+}
+
+// Up to six Newton steps over the coordinates off their bounds (polish.rs): conjugate gradients
+// on Hessian–vector products from gradient differences, then the full step or shorter ones,
+// each judged against the f polishing started from. z, f move; g is left at z's gradient only
+// where a step was taken (the caller evaluates again).
+__device__ void polish(Fit& F, double& f, int& evals) {
+    const Tables& tb = *F.tb;
+    const FitArgs& A = *F.A;
+    const int t = threadIdx.x, T = blockDim.x, P = tb.n_params;
+    const double *lo = A.z_lo, *hi = A.z_hi;
+    double *z = F.z, *red = F.red;
+    double* act = F.D.flag;   // 1 where the coordinate takes part
+    double* g0 = F.D.tbuf;    // gradient at z over the active coordinates (0 elsewhere)
+    double* gw = F.gt;        // gradients of the probes and trial points
+    double* v = F.zl;         // the Newton step
+    double* r = F.gl;         // CG residual
+    double* dv = F.d;         // CG direction
+    double* hd = F.D.dc;      // Hessian times dv
+    double* zp = F.zt;        // probe and trial points
+    const double margin = 1e-5;
+    double na = 0.0;
+    for (int i = t; i < P; i += T) {
+        bool a = z[i] > lo[i] + margin && z[i] < hi[i] - margin && !(A.kink[i] && fabs(z[i]) <= margin);
+        act[i] = a ? 1.0 : 0.0;
+        na += a ? 1.0 : 0.0;
+    }
+    int n_active = (int)block_sum(na, red);
+    if (n_active == 0) return;
+    eval_z(tb, A, z, gw, F.row, F.sc, red);
+    ++evals;
+    for (int i = t; i < P; i += T) g0[i] = act[i] != 0.0 ? gw[i] : 0.0;
+    const double f_start = f;
+    int cg_max = 2 * (n_active < 50 ? n_active : 50);
+    for (int outer = 0; outer < 6; ++outer) {
+        double g0n = sqrt(block_dot(g0, g0, P, red));
+        if (!isfinite(g0n) || g0n <= 0.0) break;
+        double dmax = 0.0;
+        for (int i = t; i < P; i += T) {
+            v[i] = 0.0;
+            r[i] = -g0[i];
+            dv[i] = r[i];
+            dmax = fmax(dmax, fabs(dv[i]));
+        }
+        double rr = block_dot(r, r, P, red);
+        for (int it = 0; it < cg_max; ++it) {
+            dmax = block_max(dmax, red);
+            double eps = 1e-8 / dmax;
+            for (int i = t; i < P; i += T) zp[i] = act[i] != 0.0 ? z[i] + eps * dv[i] : z[i];
+            eval_z(tb, A, zp, gw, F.row, F.sc, red);
+            ++evals;
+            for (int i = t; i < P; i += T) hd[i] = act[i] != 0.0 ? (gw[i] - g0[i]) / eps : 0.0;
+            double dhd = block_dot(dv, hd, P, red);
+            if (!isfinite(dhd) || dhd <= 0.0) break;
+            double alpha = rr / dhd;
+            for (int i = t; i < P; i += T) {
+                v[i] += alpha * dv[i];
+                r[i] -= alpha * hd[i];
+            }
+            double rr_new = block_dot(r, r, P, red);
+            if (sqrt(rr_new) <= 1e-6 * g0n) break;
+            dmax = 0.0;
+            for (int i = t; i < P; i += T) {
+                dv[i] = r[i] + rr_new / rr * dv[i];
+                dmax = fmax(dmax, fabs(dv[i]));
+            }
+            rr = rr_new;
+        }
+        double vmax = 0.0;
+        for (int i = t; i < P; i += T) vmax = fmax(vmax, fabs(v[i]));
+        if (block_max(vmax, red) == 0.0) break;
+        // The full step, else shorter ones: past a change of curvature (an empty bin's wall)
+        // the quadratic model overshoots.
+        double noise = 1e-12 * fmax(fabs(f), 1.0);
+        double step = 1.0;
+        bool taken = false;
+        double fn = 0.0;
+        for (int tries = 0; tries < 8; ++tries) {
+            for (int i = t; i < P; i += T)
+                zp[i] = act[i] != 0.0 ? fmin(fmax(z[i] + step * v[i], lo[i]), hi[i]) : z[i];
+            fn = eval_z(tb, A, zp, gw, F.row, F.sc, red);
+            ++evals;
+            double gn = 0.0;
+            for (int i = t; i < P; i += T)
+                if (act[i] != 0.0) gn += gw[i] * gw[i];
+            gn = sqrt(block_sum(gn, red));
+            bool no_higher = fn <= f + noise && fn <= f_start + noise;
+            if (fn < f - noise || (no_higher && gn < 0.5 * g0n)) {
+                taken = true;
+                break;
+            }
+            step *= 0.25;
+        }
+        if (!taken) break;
+        for (int i = t; i < P; i += T) {
+            z[i] = zp[i];
+            g0[i] = act[i] != 0.0 ? gw[i] : 0.0;
+        }
+        f = fn;
+    }
+}
+
+// One toy's fit against `row`, as histfit-infer's fit does it for a model without kinks and
+// further starts: L-BFGS-B from the start, then its finish (polish.rs's `finish`): where the
+// search stopped with the certificate unmet (projected gradient above `certify`) or its line
+// search found no decrease, Newton steps (and from the second round a fresh descent), up to
+// five rounds. Writes the FIT_OUT results at `o` (thread 0) and the fitted parameters at `ox`
+// when not null. `st`: the block's state (see fit_toys for its layout).
+__device__ void fit_one(const Tables& tb, const FitArgs& A, const double* row, double* st, double* sc,
+                        double* red, double* o, double* ox) {
+    const int t = threadIdx.x, T = blockDim.x, P = tb.n_params, m = A.memory;
+    Fit F;
+    F.tb = &tb; F.A = &A; F.row = row; F.sc = sc; F.red = red;
+    F.z = st; F.g = F.z + P; F.d = F.g + P; F.zt = F.d + P; F.gt = F.zt + P; F.zl = F.gt + P;
+    F.gl = F.zl + P;
+    F.zb4 = F.gl + 5 * (long long)P; // after the direction's four n-vectors
+    F.S = F.zb4 + P;
+    F.Y = F.S + (long long)m * P;
+    F.q = small_of(F.Y + (long long)m * P, m);
+    double* z = F.z;
+    double* g = F.g;
+    const double* lo = A.z_lo;
+    const double* hi = A.z_hi;
+    Dir& D = F.D;
+    D.x = z; D.g = g; D.lo = lo; D.hi = hi; D.kink = A.kink; D.S = F.S; D.Y = F.Y; D.P = P; D.m = m;
+    D.tbuf = F.gl + P; D.dc = D.tbuf + P; D.xcp = D.dc + P; D.flag = D.xcp + P;
+    D.dhat = F.zl; D.rfull = F.gl; D.d = F.d;
+    double movable = 0.0, kinked = 0.0;
+    for (int i = t; i < P; i += T) {
+        z[i] = fmin(fmax(A.z_init[i], lo[i]), hi[i]);
+        if (lo[i] < hi[i]) {
+            movable += 1.0;
+            if (A.kink[i]) kinked = 1.0;
+        }
+    }
+    D.n_movable = (int)block_sum(movable, red);
+    D.any_kink = block_max(kinked, red) > 0.0;
+    int evals = 1, iters = 0;
+    // Whether a free coordinate met a bound (this thread's share; reported, not acted on).
+    double bounded = 0.0;
+    double f = eval_z(tb, A, z, g, row, sc, red);
+    int status = descend(F, f, iters, evals, bounded);
+    double pg = projected_gradient(A, z, g, P, red);
+    if (status != FIT_FAILED_START && isfinite(f)) {
+        for (int round = 0; round < 5; ++round) {
+            bool stalled = status == FIT_FAILED_LINE_SEARCH;
+            if (!((status == FIT_CONVERGED && pg > A.certify) || stalled)) break;
+            for (int i = t; i < P; i += T) F.zb4[i] = z[i];
+            if (round > 0 || stalled) {
+                // A fresh descent from here, kept where it converges no higher.
+                double f2 = f;
+                int s2 = descend(F, f2, iters, evals, bounded);
+                if (s2 == FIT_CONVERGED && f2 <= f + 1e-12 * fmax(fabs(f), 1.0)) {
+                    f = f2;
+                    status = s2;
+                } else {
+                    for (int i = t; i < P; i += T) z[i] = F.zb4[i];
+                }
+            }
+            polish(F, f, evals);
+            int same = 1;
+            for (int i = t; i < P; i += T)
+                if (z[i] != F.zb4[i]) same = 0;
+            if (block_min((double)same, red) == 1.0) break;
+            eval_z(tb, A, z, g, row, sc, red);
+            ++evals;
+            pg = projected_gradient(A, z, g, P, red);
+        }
+    }
+    // The verdict (fit/mod.rs): a stopped line search whose point meets the certificate is a
+    // minimum to f's resolution; a converged search that does not meet it is not.
+    if (status == FIT_FAILED_LINE_SEARCH && pg <= A.certify) status = FIT_CONVERGED;
+    else if (status == FIT_CONVERGED && !(pg <= A.certify)) status = FIT_UNCERTIFIED;
     // Coordinates the fit never moved, off kinks and bounds (the CPU fit probes them for a
     // saddle): counted so the host can refit those toys. None where nothing moved.
     double moved = 0.0, unmoved = 0.0;
@@ -1435,7 +1642,6 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* row, d
     moved = block_sum(moved, red);
     unmoved = block_sum(unmoved, red);
     bounded = block_max(bounded, red);
-    pg = projected_gradient(A, z, g, P, red);
     // The dataset's constant (Dataset::constant): ln Γ(n+1) + n − n ln n over main bins and
     // Poisson auxiliary data, plus the Gaussian normalisations (given).
     const int M = tb.n_main, R = M + tb.n_aux;
@@ -1468,9 +1674,9 @@ extern "C" __global__ void __launch_bounds__(256, FIT_MIN_BLOCKS) fit_toys(Table
     const int t = threadIdx.x, T = blockDim.x;
     const int P = tb.n_params, M = tb.n_main, R = M + tb.n_aux;
     double* st = A.state + (long long)blockIdx.x * A.state_len;
-    // State: z g d zt gt zl gl, four n-vectors of the direction, S and Y (m × n each), the
-    // Small area, then the toy's row.
-    double* row = st + (11 + 2 * (long long)A.memory) * P + SMALL_LEN(A.memory);
+    // State: z g d zt gt zl gl, four n-vectors of the direction, the point before a finishing
+    // round, S and Y (m × n each), the Small area, then the toy's row.
+    double* row = st + (12 + 2 * (long long)A.memory) * P + SMALL_LEN(A.memory);
     double* sc = A.scratch + (long long)blockIdx.x * A.scratch_len;
     for (;;) {
         __syncthreads();

@@ -59,15 +59,15 @@ fn workers_wanted() -> Option<usize> {
         .filter(|&w| w > 0)
 }
 
-/// The kernel's `FitArgs` (layout matches the C struct: two u64, six ints, six doubles, sixteen
-/// pointers, two lengths).
+/// The kernel's `FitArgs` (layout matches the C struct: two u64, six ints, seven doubles,
+/// sixteen pointers, two lengths).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 struct FitArg {
     seed: u64,
     first: u64,
     ints: [i32; 6],
-    reals: [f64; 6],
+    reals: [f64; 7],
     ptrs: [u64; 16],
     lens: [i64; 2],
 }
@@ -196,10 +196,10 @@ fn fit_toys(
     // new pair's rows of the compact matrices, summed in one pass).
     let shared = (256.max(4 * memory * threads as usize / 32) * 8) as u32;
     let row = m.n_main + m.n_aux();
-    // Per worker: 11 n-vectors, S and Y, the small dense algebra (`SMALL_LEN` in histfit.cu)
+    // Per worker: 12 n-vectors, S and Y, the small dense algebra (`SMALL_LEN` in histfit.cu)
     // and the toy's row.
     let small = 22 * memory * memory + 19 * memory + 16;
-    let state_len = (11 + 2 * memory) * n + small + row;
+    let state_len = (12 + 2 * memory) * n + small + row;
     let scratch_len = session.tables.host.scratch_len;
     let func = &session.kernels.fit_toys;
     let sms = session
@@ -275,6 +275,7 @@ fn fit_toys(
                 req.settings.c1,
                 req.settings.c2,
                 gauss_const,
+                req.settings.certify,
             ],
             ptrs: [
                 f(&inputs_f[0]),

@@ -65,6 +65,7 @@ fn main() {
             max_evaluations: od.max_evaluations,
             c1: od.c1,
             c2: od.c2,
+            certify: 1e-3,
         },
         report: model.poi,
         want_params: false,

@@ -556,6 +556,7 @@ fn resident_toy_fits_match_the_cpu_and_split_bit_identically() {
                 max_evaluations: od.max_evaluations,
                 c1: od.c1,
                 c2: od.c2,
+                certify: 1e-3,
             },
             report: model.poi,
             want_params: true,

@@ -275,6 +275,7 @@ pub(crate) fn device_plan(
             max_evaluations: o.max_evaluations,
             c1: o.c1,
             c2: o.c2,
+            certify: CERTIFY_PG,
         },
     }))
 }
