@@ -23,8 +23,11 @@ use histfit_model::Constraint;
 pub const FIT_OUT: usize = 9;
 /// The most correction pairs a resident fit keeps (its per-thread arrays are this long).
 pub const MAX_MEMORY: usize = 16;
-/// Toys per launch: bounds the result buffers (and the fitted vectors when asked).
-const TOYS_PER_LAUNCH: usize = 1 << 16;
+/// Toys per launch: bounds the result buffers (9 doubles a toy), and with the fitted vectors
+/// asked for, their buffer (n doubles a toy). Each launch ends in a tail of its slowest fits, so
+/// fewer, longer launches are faster.
+const TOYS_PER_LAUNCH: usize = 1 << 20;
+const TOYS_PER_LAUNCH_WITH_PARAMS: usize = 1 << 16;
 
 /// Threads per fit (`HISTFIT_CUDA_FIT_THREADS`: a multiple of 32 up to 256).
 fn fit_threads() -> u32 {
@@ -213,9 +216,14 @@ fn fit_toys(
         .occupancy_max_active_blocks_per_multiprocessor(threads, shared as usize, None)
         .map_err(driver("cuOccupancyMaxActiveBlocksPerMultiprocessor"))?
         .max(1) as usize;
+    let per_launch = if req.want_params {
+        TOYS_PER_LAUNCH_WITH_PARAMS
+    } else {
+        TOYS_PER_LAUNCH
+    };
     let mut workers = workers
         .unwrap_or(sms.max(1) * per_sm)
-        .min(total.min(TOYS_PER_LAUNCH));
+        .min(total.min(per_launch));
     // Worker memory: halve the workers until it fits.
     let (mut state, mut scratch) = loop {
         let alloc = |len: usize| -> Result<CudaSlice<f64>> {
@@ -241,7 +249,7 @@ fn fit_toys(
     let mut counter = stream
         .alloc_zeros::<i32>(1)
         .map_err(driver("cuMemAlloc (resident fits)"))?;
-    let chunk_cap = total.min(TOYS_PER_LAUNCH);
+    let chunk_cap = total.min(per_launch);
     let mut out_d = stream
         .alloc_zeros::<f64>(chunk_cap * FIT_OUT)
         .map_err(driver("cuMemAlloc (resident fit results)"))?;
@@ -252,7 +260,7 @@ fn fit_toys(
     let mut results = Vec::with_capacity(total);
     let mut first = req.indices.start;
     while first < req.indices.end {
-        let count = ((req.indices.end - first) as usize).min(TOYS_PER_LAUNCH);
+        let count = ((req.indices.end - first) as usize).min(per_launch);
         stream
             .memset_zeros(&mut counter)
             .map_err(driver("cuMemsetD32 (resident fits)"))?;

@@ -5,6 +5,7 @@ use super::OutputArgs;
 use crate::model_args::{FitArgs, ModelArgs};
 use crate::{device, output, progress};
 use anyhow::Result;
+use histfit_infer::toys::ToyRunner;
 use histfit_infer::{GenPoint, ToyEnsemble};
 use std::process::ExitCode;
 
@@ -29,20 +30,17 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
-    let (model, source, data, mut eval, base) = a.model.prepare_fit(&a.fit)?;
+    let (model, source, data, eval, base) = a.model.prepare_fit(&a.fit)?;
     let range = super::parse_shard(a.shard.as_deref(), a.n_toys)?;
     let at = a.mu.map_or(GenPoint::FreeFit, GenPoint::ConditionalFit);
-    let gen = histfit_infer::generation_point(&mut eval, &data, &at, &base)?;
-    let bar = progress::Bar::new("toys", (range.end - range.start) as usize);
     let batcher = device::batcher(&eval);
-    let fits = histfit_infer::toys::fit_toys_on(
-        &device::AnyRunner::new(&eval, batcher.as_ref()),
-        &gen,
-        a.seed,
-        range,
-        &base,
-        &|d, _| bar.set(d),
-    )?;
+    let runner = device::AnyRunner::new(&eval, batcher.as_ref());
+    // The generating point from the runner's one-off evaluator (the host's on a GPU, as every
+    // baseline fit around an ensemble): the same point, hence the same toys, on every device.
+    let gen = histfit_infer::generation_point(&mut *runner.single(), &data, &at, &base)?;
+    let bar = progress::Bar::new("toys", (range.end - range.start) as usize);
+    let fits =
+        histfit_infer::toys::fit_toys_on(&runner, &gen, a.seed, range, &base, &|d, _| bar.set(d))?;
     bar.finish();
     let doc = ToyEnsemble::new(a.seed, a.n_toys, gen, fits);
     if doc.summary.failed > 0 {
