@@ -423,8 +423,14 @@ extern "C" __global__ void check_yields(Tables tb, int* flag) {
     else if (total < 0.0) atomicMin(flag, tb.n_sb + b);
 }
 
-// Σ_b [ln Γ(n_b + 1) + n_b − n_b ln n_b] over the main counts at `main` (Dataset::constant's
-// main part), for a dataset made on the device. One block.
+// The part of −ln L of one count n that depends on the data alone (Dataset::constant):
+// ln Γ(n + 1) + n − n ln n.
+__device__ __forceinline__ double count_constant(double n) {
+    return lgamma(n + 1.0) + (n > 0.0 ? n - n * log(n) : 0.0);
+}
+
+// Σ_b count_constant(n_b) over the main counts at `main` (Dataset::constant's main part), for a
+// dataset made on the device. One block.
 extern "C" __global__ void main_constant(const double* __restrict__ main, int n, double* __restrict__ out) {
     __shared__ double red[LANES];
     __shared__ double v[1024];
@@ -433,7 +439,7 @@ extern "C" __global__ void main_constant(const double* __restrict__ main, int n,
         int m = n - b0 < 1024 ? n - b0 : 1024;
         for (int i = threadIdx.x; i < m; i += blockDim.x) {
             double x = main[b0 + i];
-            v[i] = lgamma(x + 1.0) + (x > 0.0 ? x - x * log(x) : 0.0);
+            v[i] = count_constant(x);
         }
         __syncthreads();
         s += fixed_sum(v, m, red);
@@ -606,15 +612,14 @@ extern "C" __global__ void generate_toys(u64 seed, u64 first, int count, int n_m
 // from start to end, then takes the next toy, so an ensemble is one launch and only per-toy
 // results leave the device.
 //
-// The fit is L-BFGS in the scaled coordinates z = θ/s the CPU fit uses (histfit-infer's
-// fit/problem.rs), bounded by projection: coordinates at a bound whose gradient pushes outwards
-// (and fixed ones, lower = upper) are held, the two-loop recursion acts on the others, and a step
-// ends at the first bound (or kink, as on the CPU) it would cross. The line search, the memory
-// update and the stopping rules are the CPU L-BFGS-B's (histfit-optim's lbfgsb.rs): strong Wolfe
-// bracketing and cubic zoom, a pair kept only where sᵀy > ε yᵀy, converged on the projected
-// gradient, the relative reduction of f or the model's predicted decrease (EDM). Scalars are
-// computed by every thread alike from block reductions, so control flow is uniform and a toy's
-// fit does not depend on which block runs it.
+// The fit is the host's, ported: L-BFGS-B (histfit-optim's lbfgsb.rs — generalized Cauchy point,
+// subspace minimisation, strong Wolfe line search with cubic zoom, a pair kept only where
+// sᵀy > ε yᵀy, converged on the projected gradient, the relative reduction of f or the model's
+// predicted decrease) in the scaled coordinates z = θ/s of histfit-infer's fit/problem.rs (fixed
+// parameters: lower = upper, gradient 0), then the fit's finish (polish.rs). Scalars are computed
+// by every thread alike from block reductions, so control flow is uniform and a toy's fit does not
+// depend on which block runs it. The block has a fixed size (resident.rs's FIT_THREADS): the
+// reductions' order, and so the results' last bits, depend on it.
 
 // Sum over the block of one value per thread, in a fixed order (warps, then warp sums in turn):
 // every thread gets the same bits. Needs blockDim.x a multiple of 32, at most 256.
@@ -670,9 +675,11 @@ struct FitArgs {
     int* next_toy;            // work counter (0 at launch)
     double* out;              // per toy: FIT_OUT values
     double* out_x;            // per toy: the fitted parameters (when want_x)
-    double* out_data;         // per toy: the toy (main, aux), when not null
-    const double* unused;
-    long long state_len, scratch_len;
+    const double* unused0;
+    const double* unused1;
+    // Per block: doubles of state, of scratch, and where in the state S (then Y), the Small
+    // area and the toy's row begin (resident.rs lays the state out).
+    long long state_len, scratch_len, s_off, small_off, row_off, unused2;
 };
 
 struct Trial {
@@ -731,7 +738,7 @@ __device__ double projected_gradient(const FitArgs& A, const double* z, const do
 // of the quadratic model over the coordinates free there (x − H·g where every coordinate is
 // free), projected into the box. The limited memory is the compact form B = θI − W M Wᵀ with
 // W = [Y, θS]. n-vectors are spread over the block, and so are the entries of the k×k and
-// 2k×2k algebra (k ≤ FIT_MAX_MEMORY pairs) in the block's `Small` area; the few scalar steps
+// 2k×2k algebra (k ≤ 16 pairs: resident.rs's MAX_MEMORY) in the block's `Small` area; the few scalar steps
 // between them run on thread 0 and are published by a barrier.
 
 struct Small {
@@ -756,8 +763,7 @@ __device__ Small small_of(double* base, int m) {
     return q;
 }
 
-// Doubles of the Small area for memory m (resident.rs sizes the state with the same formula).
-#define SMALL_LEN(m) (3 * (m) * (m) + 4 * (2 * (m)) * (2 * (m)) + 9 * 2 * (m) + (m) + 3 * (m) * (m) + 16)
+// (Its length, 22m² + 19m + 16 doubles, is resident.rs's `small_len`.)
 
 // The pairs in logical order: pair j (0 = oldest) of k lives in ring slot (head − k + j) mod m.
 __device__ __forceinline__ int slot_of(int j, int k, int head, int m) { return (head - k + j + 2 * m) % m; }
@@ -986,7 +992,10 @@ __device__ bool lbfgsb_direction(const Dir& D, const Small& q, double* red) {
         // would leave every coordinate free — no coordinate at a bound and the first breakpoint
         // beyond the model's minimum along −g, dt* = gᵀg / gᵀBg ≤ gᵀHg / gᵀg (Cauchy–Schwarz
         // for positive definite B = H⁻¹) — and x − H·g strictly inside the box: there
-        // lbfgsb.rs's fast path gives this point whatever the Cauchy point is.
+        // lbfgsb.rs's fast path gives this point whatever the Cauchy point is. (Where the host
+        // would find the Schur complement of M not positive definite and start its memory
+        // afresh, this takes x − H·g: a rare difference, caught by the certificate if it
+        // matters.)
         for (int i = t; i < P; i += T) D.rfull[i] = D.g[i];
         for (int j = k - 1; j >= 0; --j) {
             int s = slot_of(j, k, D.head, m);
@@ -1253,7 +1262,7 @@ __device__ int descend(Fit& F, double& f, int& iters, int& evals, double& bounde
     const double* lo = A.z_lo;
     const double* hi = A.z_hi;
     double pg = projected_gradient(A, z, g, P, red);
-    int k = 0, head = 0, status = 0, iter0 = iters;
+    int k = 0, head = 0, status = 0, iter0 = iters, eval0 = evals;
     double theta = 1.0;
     bool fresh = true;
     if (!isfinite(f) || !(pg == pg)) return FIT_FAILED_START;
@@ -1454,7 +1463,7 @@ __device__ int descend(Fit& F, double& f, int& iters, int& evals, double& bounde
         pg = projected_gradient(A, z, g, P, red);
         if (pg <= A.pgtol) status = FIT_CONVERGED;
         else if (f_old - f <= A.ftol * fmax(fmax(fabs(f_old), fabs(f)), 1.0)) status = FIT_CONVERGED;
-        else if (evals >= A.max_evaluations) status = FIT_FAILED_LIMIT;
+        else if (evals - eval0 >= A.max_evaluations) status = FIT_FAILED_LIMIT;
     }
     return status;
 }
@@ -1573,9 +1582,9 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* row, d
     F.z = st; F.g = F.z + P; F.d = F.g + P; F.zt = F.d + P; F.gt = F.zt + P; F.zl = F.gt + P;
     F.gl = F.zl + P;
     F.zb4 = F.gl + 5 * (long long)P; // after the direction's four n-vectors
-    F.S = F.zb4 + P;
+    F.S = st + A.s_off;
     F.Y = F.S + (long long)m * P;
-    F.q = small_of(F.Y + (long long)m * P, m);
+    F.q = small_of(st + A.small_off, m);
     double* z = F.z;
     double* g = F.g;
     const double* lo = A.z_lo;
@@ -1599,6 +1608,17 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* row, d
     double bounded = 0.0;
     double f = eval_z(tb, A, z, g, row, sc, red);
     int status = descend(F, f, iters, evals, bounded);
+    // Coordinates the first descent never moved, off kinks and bounds (the host fit probes them
+    // for a saddle, search.rs's leave_saddle): counted so the host refits those toys. None
+    // where nothing moved.
+    double moved = 0.0, unmoved = 0.0;
+    for (int i = t; i < P; i += T) {
+        double z0 = fmin(fmax(A.z_init[i], lo[i]), hi[i]);
+        if (z[i] != z0) moved += 1.0;
+        else if (lo[i] < z0 && z0 < hi[i] && !A.kink[i]) unmoved += 1.0;
+    }
+    moved = block_sum(moved, red);
+    unmoved = block_sum(unmoved, red);
     double pg = projected_gradient(A, z, g, P, red);
     if (status != FIT_FAILED_START && isfinite(f)) {
         for (int round = 0; round < 5; ++round) {
@@ -1630,26 +1650,17 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* row, d
     // minimum to f's resolution; a converged search that does not meet it is not.
     if (status == FIT_FAILED_LINE_SEARCH && pg <= A.certify) status = FIT_CONVERGED;
     else if (status == FIT_CONVERGED && !(pg <= A.certify)) status = FIT_UNCERTIFIED;
-    // Coordinates the fit never moved, off kinks and bounds (the CPU fit probes them for a
-    // saddle): counted so the host can refit those toys. None where nothing moved.
-    double moved = 0.0, unmoved = 0.0;
-    for (int i = t; i < P; i += T) {
-        double z0 = fmin(fmax(A.z_init[i], lo[i]), hi[i]);
-        if (z[i] != z0) moved += 1.0;
-        else if (lo[i] < z0 && z0 < hi[i] && !A.kink[i]) unmoved += 1.0;
+    for (int i = t; i < P; i += T)
         if (lo[i] < hi[i] && (z[i] <= lo[i] || z[i] >= hi[i])) bounded = 1.0;
-    }
-    moved = block_sum(moved, red);
-    unmoved = block_sum(unmoved, red);
     bounded = block_max(bounded, red);
-    // The dataset's constant (Dataset::constant): ln Γ(n+1) + n − n ln n over main bins and
-    // Poisson auxiliary data, plus the Gaussian normalisations (given).
+    // The dataset's constant (Dataset::constant): count_constant over main bins and Poisson
+    // auxiliary data, plus the Gaussian normalisations (given).
     const int M = tb.n_main, R = M + tb.n_aux;
     double* v = sc + P;
     for (int b = t; b < R; b += T) {
         double n = row[b];
         bool counted = b < M || A.aux_kind[b - M] == KIND_POISSON;
-        v[b] = counted ? lgamma(n + 1.0) + (n > 0.0 ? n - n * log(n) : 0.0) : 0.0;
+        v[b] = counted ? count_constant(n) : 0.0;
     }
     __syncthreads();
     double constant = fixed_sum(v, R, red) + A.gauss_const;
@@ -1676,7 +1687,7 @@ extern "C" __global__ void __launch_bounds__(256, FIT_MIN_BLOCKS) fit_toys(Table
     double* st = A.state + (long long)blockIdx.x * A.state_len;
     // State: z g d zt gt zl gl, four n-vectors of the direction, the point before a finishing
     // round, S and Y (m × n each), the Small area, then the toy's row.
-    double* row = st + (12 + 2 * (long long)A.memory) * P + SMALL_LEN(A.memory);
+    double* row = st + A.row_off;
     double* sc = A.scratch + (long long)blockIdx.x * A.scratch_len;
     for (;;) {
         __syncthreads();
@@ -1690,9 +1701,5 @@ extern "C" __global__ void __launch_bounds__(256, FIT_MIN_BLOCKS) fit_toys(Table
         // (eval_point's barrier publishes the row before anyone reads it)
         fit_one(tb, A, row, st, sc, smem, A.out + (long long)k * FIT_OUT,
                 A.want_x ? A.out_x + (long long)k * P : nullptr);
-        if (A.out_data) {
-            __syncthreads();
-            for (int b = t; b < R; b += T) A.out_data[(long long)k * R + b] = row[b];
-        }
     }
 }

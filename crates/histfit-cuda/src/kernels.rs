@@ -35,7 +35,8 @@ fn options(arch: &'static str) -> CompileOptions {
 
 /// The constants the kernels share with Rust, defined once there and passed as `-D` options:
 /// the empty-bin continuation, the interpolation code numbers, the constraint kinds of the
-/// tables, the resident fits' status codes and sizes, and the toy generator's Philox, ln 2,
+/// tables, the resident fits' status codes, result width and launch bounds, and the toy
+/// generator's Philox, ln 2,
 /// stream and Poisson-switch constants. (Floats
 /// print in their shortest round-trip form, so the kernels read the same bits.)
 pub fn shared_definitions() -> Vec<String> {
@@ -64,16 +65,12 @@ pub fn shared_definitions() -> Vec<String> {
     ] {
         d.push(format!("-D{name}={v:#X}u"));
     }
-    // The resident fits' status codes, result width and memory limit.
+    // The resident fits' status codes, result width and launch bounds.
     for (name, code, _) in histfit_compute::ResidentStatus::CODES {
         d.push(format!("-D{name}={code}"));
     }
     d.push(format!("-DFIT_OUT={}", crate::resident::FIT_OUT));
-    d.push(format!("-DFIT_MAX_MEMORY={}", crate::resident::MAX_MEMORY));
-    d.push(format!(
-        "-DFIT_MIN_BLOCKS={}",
-        crate::resident::min_blocks()
-    ));
+    d.push(format!("-DFIT_MIN_BLOCKS={}", crate::resident::MIN_BLOCKS));
     d.push(format!("-DSTREAM_MAIN={}u", rng::STREAM_MAIN));
     d.push(format!("-DSTREAM_AUX={}u", rng::STREAM_AUX));
     d.push(format!("-DLN2_HI={:e}", rng::LN2_HI));

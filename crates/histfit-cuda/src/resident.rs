@@ -21,7 +21,8 @@ use histfit_model::Constraint;
 /// Values per toy in the kernel's result rows: f, constant, POI, projected gradient,
 /// iterations, evaluations, status, unmoved coordinates, whether a bound was met.
 pub const FIT_OUT: usize = 9;
-/// The most correction pairs a resident fit keeps (its per-thread arrays are this long).
+/// The most correction pairs a resident fit keeps: more is refused (`Unsupported`), and the
+/// host fits instead.
 pub const MAX_MEMORY: usize = 16;
 /// Toys per launch: bounds the result buffers (9 doubles a toy), and with the fitted vectors
 /// asked for, their buffer (n doubles a toy). Each launch ends in a tail of its slowest fits, so
@@ -29,41 +30,43 @@ pub const MAX_MEMORY: usize = 16;
 const TOYS_PER_LAUNCH: usize = 1 << 20;
 const TOYS_PER_LAUNCH_WITH_PARAMS: usize = 1 << 16;
 
-/// Threads per fit (`HISTFIT_CUDA_FIT_THREADS`: a multiple of 32 up to 256).
-fn fit_threads() -> u32 {
-    static T: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *T.get_or_init(|| {
-        std::env::var("HISTFIT_CUDA_FIT_THREADS")
-            .ok()
-            .and_then(|v| v.parse::<u32>().ok())
-            .filter(|t| (32..=256).contains(t) && t % 32 == 0)
-            .unwrap_or(128)
-    })
+/// Threads per fit. Fixed: the kernel's block reductions run in an order set by the block size,
+/// so a fit's last bits depend on it (64, 128 and 256 threads measured alike on an H100).
+pub const FIT_THREADS: u32 = 128;
+
+/// The fit kernel's minimum resident blocks per SM (its launch bounds): a higher count caps its
+/// registers per thread. 4 ran tHu's ensembles twice as fast as the compiler's own choice on an
+/// H100 (BENCHMARKS.md, issue 23).
+pub const MIN_BLOCKS: u32 = 4;
+
+/// Where the kernel finds each part of a worker's state (doubles from its start): seven
+/// n-vectors of the descent (z, g, d, trial z and g, saved z and g), four of the direction
+/// (breakpoints, Cauchy direction and point, flags), the point before a finishing round, S and Y
+/// (m × n each), the small dense algebra (`Small` in histfit.cu), then the toy's row.
+struct StateLayout {
+    s_off: usize,
+    small_off: usize,
+    row_off: usize,
+    len: usize,
 }
 
-/// The fit kernel's minimum resident blocks per SM (its launch bounds; `HISTFIT_CUDA_FIT_BLOCKS`,
-/// read when the kernels are compiled): a higher count caps its registers per thread. 4 ran
-/// tHu's ensembles twice as fast as the compiler's own choice on an H100 (64–256 threads alike;
-/// BENCHMARKS.md).
-pub fn min_blocks() -> u32 {
-    std::env::var("HISTFIT_CUDA_FIT_BLOCKS")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-        .filter(|&b| (1..=32).contains(&b))
-        .unwrap_or(4)
-}
-
-/// Worker blocks per launch when set (`HISTFIT_CUDA_FIT_WORKERS`), else what the device keeps
-/// resident at once.
-fn workers_wanted() -> Option<usize> {
-    std::env::var("HISTFIT_CUDA_FIT_WORKERS")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .filter(|&w| w > 0)
+impl StateLayout {
+    fn new(n: usize, memory: usize, row: usize) -> StateLayout {
+        let s_off = 12 * n;
+        let small_off = s_off + 2 * memory * n;
+        let small_len = 22 * memory * memory + 19 * memory + 16;
+        let row_off = small_off + small_len;
+        StateLayout {
+            s_off,
+            small_off,
+            row_off,
+            len: row_off + row,
+        }
+    }
 }
 
 /// The kernel's `FitArgs` (layout matches the C struct: two u64, six ints, seven doubles,
-/// sixteen pointers, two lengths).
+/// sixteen pointers, six lengths and offsets).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 struct FitArg {
@@ -72,7 +75,7 @@ struct FitArg {
     ints: [i32; 6],
     reals: [f64; 7],
     ptrs: [u64; 16],
-    lens: [i64; 2],
+    lens: [i64; 6],
 }
 
 // SAFETY: plain old data whose layout matches `struct FitArgs` in histfit.cu.
@@ -90,7 +93,7 @@ impl ResidentFits for CudaBatch {
         &mut self,
         req: &ResidentRequest<'_>,
     ) -> histfit_compute::Result<Vec<ResidentFit>> {
-        fit_toys(self.session(), req, workers_wanted())
+        fit_toys(self.session(), req, None)
     }
 }
 
@@ -132,9 +135,14 @@ fn fit_toys(
         return Err(request_error("reported parameter out of range".into()));
     }
     histfit_compute::rng::check_generation_params(req.gen_params)?;
-    let total = (req.indices.end - req.indices.start) as usize;
+    let total = req.indices.end.saturating_sub(req.indices.start) as usize;
     if total == 0 {
         return Ok(Vec::new());
+    }
+    if req.settings.memory == 0 || req.settings.memory > MAX_MEMORY {
+        return Err(ComputeError::Unsupported(
+            "resident fits with no or more than 16 correction pairs",
+        ));
     }
     let mut lam = vec![0.0; m.n_main];
     session
@@ -166,7 +174,7 @@ fn fit_toys(
         }
     }
     let kink: Vec<i32> = req.kinks.iter().map(|&k| i32::from(k)).collect();
-    let memory = req.settings.memory.clamp(1, MAX_MEMORY);
+    let memory = req.settings.memory;
 
     let stream = session
         .gpu
@@ -194,15 +202,13 @@ fn fit_toys(
     ];
     let inputs_i = [up_i(&aux.kind)?, up_i(&kink)?];
 
-    let threads = fit_threads();
+    let threads = FIT_THREADS;
     // Reductions: 256 doubles (the likelihood's fixed-order sums), and 4 per pair and warp (the
     // new pair's rows of the compact matrices, summed in one pass).
     let shared = (256.max(4 * memory * threads as usize / 32) * 8) as u32;
     let row = m.n_main + m.n_aux();
-    // Per worker: 12 n-vectors, S and Y, the small dense algebra (`SMALL_LEN` in histfit.cu)
-    // and the toy's row.
-    let small = 22 * memory * memory + 19 * memory + 16;
-    let state_len = (12 + 2 * memory) * n + small + row;
+    let layout = StateLayout::new(n, memory, row);
+    let state_len = layout.len;
     let scratch_len = session.tables.host.scratch_len;
     let func = &session.kernels.fit_toys;
     let sms = session
@@ -221,9 +227,29 @@ fn fit_toys(
     } else {
         TOYS_PER_LAUNCH
     };
-    let mut workers = workers
-        .unwrap_or(sms.max(1) * per_sm)
-        .min(total.min(per_launch));
+    let mut per_launch = per_launch.min(total);
+    // Result buffers first, the launch shortened until they fit.
+    let (mut out_d, mut x_d) = loop {
+        let alloc = |len: usize| -> Result<CudaSlice<f64>> {
+            stream
+                .alloc_zeros::<f64>(len.max(1))
+                .map_err(driver("cuMemAlloc (resident fit results)"))
+        };
+        let want_x = if req.want_params { per_launch * n } else { 1 };
+        match (alloc(per_launch * FIT_OUT), alloc(want_x)) {
+            (Ok(a), Ok(b)) => break (a, b),
+            (Err(CudaError::OutOfMemory(msg)), _) | (_, Err(CudaError::OutOfMemory(msg))) => {
+                if per_launch == 1 {
+                    return Err(
+                        CudaError::OutOfMemory(format!("resident fit results: {msg}")).into(),
+                    );
+                }
+                per_launch = per_launch.div_ceil(2);
+            }
+            (Err(e), _) | (_, Err(e)) => return Err(e.into()),
+        }
+    };
+    let mut workers = workers.unwrap_or(sms.max(1) * per_sm).min(per_launch);
     // Worker memory: halve the workers until it fits.
     let (mut state, mut scratch) = loop {
         let alloc = |len: usize| -> Result<CudaSlice<f64>> {
@@ -249,13 +275,6 @@ fn fit_toys(
     let mut counter = stream
         .alloc_zeros::<i32>(1)
         .map_err(driver("cuMemAlloc (resident fits)"))?;
-    let chunk_cap = total.min(per_launch);
-    let mut out_d = stream
-        .alloc_zeros::<f64>(chunk_cap * FIT_OUT)
-        .map_err(driver("cuMemAlloc (resident fit results)"))?;
-    let mut x_d = stream
-        .alloc_zeros::<f64>(if req.want_params { chunk_cap * n } else { 1 })
-        .map_err(driver("cuMemAlloc (resident fit results)"))?;
 
     let mut results = Vec::with_capacity(total);
     let mut first = req.indices.start;
@@ -307,7 +326,14 @@ fn fit_toys(
                 0,
                 0,
             ],
-            lens: [state_len as i64, scratch_len as i64],
+            lens: [
+                state_len as i64,
+                scratch_len as i64,
+                layout.s_off as i64,
+                layout.small_off as i64,
+                layout.row_off as i64,
+                0,
+            ],
         };
         let cfg = LaunchConfig {
             grid_dim: (workers.min(count) as u32, 1, 1),

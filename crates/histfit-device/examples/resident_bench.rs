@@ -6,7 +6,7 @@
 //! smooth or pyhf, `N` toys on the GPU, the first `CPU_N` (default min(N, 10000)) also on the
 //! CPU and compared toy by toy, `LOCKSTEP_N` (default 0) in lockstep. Prints a table last.
 
-use histfit_compute::{CpuEvaluator, ResidentFits, ResidentRequest, ResidentSettings};
+use histfit_compute::{CpuEvaluator, ResidentFits, ResidentRequest};
 use histfit_cuda::CudaBatch;
 use histfit_infer::asymptotic::TestStat;
 use histfit_infer::batch::Batcher;
@@ -56,17 +56,7 @@ fn main() {
         upper: &upper,
         scales: &space.scales,
         kinks: &space.kinked,
-        settings: ResidentSettings {
-            memory: od.memory,
-            pgtol: od.pgtol,
-            ftol: od.ftol,
-            edm: od.edm,
-            max_iterations: od.max_iterations,
-            max_evaluations: od.max_evaluations,
-            c1: od.c1,
-            c2: od.c2,
-            certify: 1e-3,
-        },
+        settings: histfit_infer::fit::resident_settings(&od),
         report: model.poi,
         want_params: false,
     };

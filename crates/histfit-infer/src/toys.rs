@@ -74,8 +74,9 @@ pub trait ToyRunner: Sync {
     ) -> Result<Vec<T>> {
         self.run_toys(params, seed, indices, work)
     }
-    /// Generates and fits toys whole on the device where it does that ([`ResidentFits`]); `None`
-    /// where it does not (the CPU, or a device whose resident fits are switched off).
+    /// Generates and fits toys whole on the device where it does that
+    /// ([`histfit_compute::ResidentFits`]); `None` where it does not (the CPU, or a device whose
+    /// resident fits are switched off).
     fn resident(&self, _req: &ResidentRequest<'_>) -> Option<Result<Vec<ResidentFit>>> {
         None
     }
@@ -135,8 +136,8 @@ pub struct Batched<'a, B: BatchEvaluator> {
     pub batcher: &'a Batcher<B>,
     pub window: usize,
     pub chunk: u64,
-    /// Fit ensembles whole on the device where it can ([`crate::resident`]); off, every fit is
-    /// driven from the host in lockstep (the reference path).
+    /// Fit ensembles whole on the device where it can ([`ToyRunner::resident`]); off, every fit
+    /// is driven from the host in lockstep (the reference path).
     pub resident: bool,
 }
 
@@ -281,7 +282,12 @@ pub fn fit_toys_on<R: ToyRunner>(
     o.uncertainties = false;
     o.init = Some(gen_params.to_vec());
     let list: Vec<u64> = indices.clone().collect();
-    let Some(device) = device_fits(runner, gen_params, seed, indices, &o, Some(poi))? else {
+    let plan = crate::fit::device_plan(runner.space(), &o)?;
+    let device = match plan {
+        Some(plan) => device_fits(runner, &plan, gen_params, seed, indices, Some(poi))?,
+        None => None,
+    };
+    let Some(device) = device else {
         return host_toy_fits(
             runner, gen_params, seed, &list, &o, poi, &done, total, progress, false,
         );
@@ -360,21 +366,20 @@ fn run_listed<'w, R: ToyRunner, T: Send>(
     }
 }
 
-/// Toys `indices` of `seed` drawn at `gen` and fitted with `o` whole on the runner's device:
-/// `None` where the runner does not run fits there or the fit does not qualify
-/// ([`crate::fit::device_plan`]); else per toy its fit, or `None` where the device's result is
-/// not certified ([`crate::fit::device_fit_certified`]) and the host must fit it.
+/// Toys `indices` of `seed` drawn at `gen` and fitted by `plan` (a fit's
+/// [`crate::fit::device_plan`]) whole on the runner's device: `None` where the runner does not
+/// run fits there (or not these: a device may refuse settings it cannot follow); else per toy
+/// its fit, or `None` where the device's result is not certified
+/// ([`crate::fit::device_fit_certified`]) and the host must fit it.
 fn device_fits<R: ToyRunner>(
     runner: &R,
+    plan: &crate::fit::DevicePlan,
     gen: &[f64],
     seed: u64,
     indices: std::ops::Range<u64>,
-    o: &FitOptions,
     report: Option<usize>,
 ) -> Result<Option<Vec<Option<ToyFit>>>> {
-    let Some(plan) = crate::fit::device_plan(runner.space(), o)? else {
-        return Ok(None);
-    };
+    let expected: Vec<u64> = indices.clone().collect();
     let req = ResidentRequest {
         gen_params: gen,
         seed,
@@ -389,11 +394,24 @@ fn device_fits<R: ToyRunner>(
         report,
         want_params: false,
     };
-    let Some(results) = runner.resident(&req) else {
-        return Ok(None);
+    let results = match runner.resident(&req) {
+        None | Some(Err(InferError::Compute(histfit_compute::ComputeError::Unsupported(_)))) => {
+            return Ok(None)
+        }
+        Some(r) => r?,
     };
+    if results.len() != expected.len() || results.iter().zip(&expected).any(|(r, &i)| r.index != i)
+    {
+        return Err(InferError::Compute(histfit_compute::ComputeError::Device(
+            format!(
+                "the device returned {} resident fits for {} toys, or out of order",
+                results.len(),
+                expected.len()
+            ),
+        )));
+    }
     Ok(Some(
-        results?
+        results
             .into_iter()
             .map(|r| {
                 crate::fit::device_fit_certified(&r).then(|| ToyFit {
@@ -655,9 +673,23 @@ pub fn hypotest_toys_on<R: ToyRunner>(
     let run = |gen: &[f64], stream_seed: u64| -> Result<Vec<ToyStat>> {
         let list: Vec<u64> = indices.clone().collect();
         let (o, oc) = statistic_options(runner.space(), base, mu, test_stat, gen, poi);
-        let free = device_fits(runner, gen, stream_seed, indices.clone(), &o, Some(poi))?;
+        // Both fits must qualify before either ensemble is launched.
+        let (Some(plan_free), Some(plan_cond)) = (
+            crate::fit::device_plan(runner.space(), &o)?,
+            crate::fit::device_plan(runner.space(), &oc)?,
+        ) else {
+            return host(gen, stream_seed, &list, false);
+        };
+        let free = device_fits(
+            runner,
+            &plan_free,
+            gen,
+            stream_seed,
+            indices.clone(),
+            Some(poi),
+        )?;
         let cond = match &free {
-            Some(_) => device_fits(runner, gen, stream_seed, indices.clone(), &oc, None)?,
+            Some(_) => device_fits(runner, &plan_cond, gen, stream_seed, indices.clone(), None)?,
             None => None,
         };
         let (Some(free), Some(cond)) = (free, cond) else {

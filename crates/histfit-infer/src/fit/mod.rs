@@ -266,18 +266,23 @@ pub(crate) fn device_plan(
             .collect(),
         scales: space.scales.clone(),
         kinks: space.kinked.clone(),
-        settings: histfit_compute::ResidentSettings {
-            memory: o.memory,
-            pgtol: o.pgtol,
-            ftol: o.ftol,
-            edm: o.edm,
-            max_iterations: o.max_iterations,
-            max_evaluations: o.max_evaluations,
-            c1: o.c1,
-            c2: o.c2,
-            certify: CERTIFY_PG,
-        },
+        settings: resident_settings(&o),
     }))
+}
+
+/// A device fit's settings: the optimizer's options and the fit's certificate.
+pub fn resident_settings(o: &Options) -> histfit_compute::ResidentSettings {
+    histfit_compute::ResidentSettings {
+        memory: o.memory,
+        pgtol: o.pgtol,
+        ftol: o.ftol,
+        edm: o.edm,
+        max_iterations: o.max_iterations,
+        max_evaluations: o.max_evaluations,
+        c1: o.c1,
+        c2: o.c2,
+        certify: CERTIFY_PG,
+    }
 }
 
 /// Whether a device fit made under a [`DevicePlan`] is this fit's result: stopped by one of the
