@@ -982,6 +982,29 @@ struct Dir {
     double *tbuf, *dc, *xcp, *flag, *dhat, *rfull, *d;
 };
 
+// rfull = H·g, H the limited-memory inverse Hessian with H₀ = I/θ, by the two-loop recursion
+// (lbfgsb.rs's h_times; ρ_j = 1/s_jᵀy_j from the stored SᵀY).
+__device__ void two_loop(const Dir& D, const Small& q, double* red) {
+    const int t = threadIdx.x, T = blockDim.x, P = D.P, k = D.k, m = D.m;
+    for (int i = t; i < P; i += T) D.rfull[i] = D.g[i];
+    for (int j = k - 1; j >= 0; --j) {
+        int s = slot_of(j, k, D.head, m);
+        double a = block_dot(D.S + (long long)s * P, D.rfull, P, red) / q.sty[j * m + j];
+        if (t == 0) q.sol[j] = a;
+        const double* y = D.Y + (long long)s * P;
+        for (int i = t; i < P; i += T) D.rfull[i] -= a * y[i];
+    }
+    for (int i = t; i < P; i += T) D.rfull[i] /= D.theta;
+    __syncthreads(); // q.sol
+    for (int j = 0; j < k; ++j) {
+        int s = slot_of(j, k, D.head, m);
+        double b = block_dot(D.Y + (long long)s * P, D.rfull, P, red) / q.sty[j * m + j];
+        double c = q.sol[j] - b;
+        const double* sv = D.S + (long long)s * P;
+        for (int i = t; i < P; i += T) D.rfull[i] += c * sv[i];
+    }
+}
+
 // d = x̄ − x, x̄ the L-BFGS-B point; false where the compact matrices are singular (the caller
 // then starts the memory afresh, as lbfgsb.rs does).
 __device__ bool lbfgsb_direction(const Dir& D, const Small& q, double* red) {
@@ -996,23 +1019,7 @@ __device__ bool lbfgsb_direction(const Dir& D, const Small& q, double* red) {
         // would find the Schur complement of M not positive definite and start its memory
         // afresh, this takes x − H·g: a rare difference, caught by the certificate if it
         // matters.)
-        for (int i = t; i < P; i += T) D.rfull[i] = D.g[i];
-        for (int j = k - 1; j >= 0; --j) {
-            int s = slot_of(j, k, D.head, m);
-            double a = block_dot(D.S + (long long)s * P, D.rfull, P, red) / q.sty[j * m + j];
-            if (t == 0) q.sol[j] = a;
-            const double* y = D.Y + (long long)s * P;
-            for (int i = t; i < P; i += T) D.rfull[i] -= a * y[i];
-        }
-        for (int i = t; i < P; i += T) D.rfull[i] /= theta;
-        __syncthreads(); // q.sol
-        for (int j = 0; j < k; ++j) {
-            int s = slot_of(j, k, D.head, m);
-            double b = block_dot(D.Y + (long long)s * P, D.rfull, P, red) / q.sty[j * m + j];
-            double c = q.sol[j] - b;
-            const double* sv = D.S + (long long)s * P;
-            for (int i = t; i < P; i += T) D.rfull[i] += c * sv[i];
-        }
+        two_loop(D, q, red);
         double ghg = 0.0, gg = 0.0, tmin = 1.0 / 0.0, off = 0.0;
         for (int i = t; i < P; i += T) {
             double gi = D.g[i], xi = D.x[i];
@@ -1133,23 +1140,7 @@ __device__ bool lbfgsb_direction(const Dir& D, const Small& q, double* red) {
     }
     if ((int)nfree == D.n_movable && !D.any_kink) {
         // Every coordinate free: x − H·g by the two-loop recursion (lbfgsb.rs's fast path).
-        for (int i = t; i < P; i += T) D.rfull[i] = D.g[i];
-        for (int j = k - 1; j >= 0; --j) {
-            int s = slot_of(j, k, D.head, m);
-            double a = block_dot(D.S + (long long)s * P, D.rfull, P, red) / q.sty[j * m + j];
-            if (t == 0) q.sol[j] = a;
-            const double* y = D.Y + (long long)s * P;
-            for (int i = t; i < P; i += T) D.rfull[i] -= a * y[i];
-        }
-        for (int i = t; i < P; i += T) D.rfull[i] /= theta;
-        __syncthreads(); // q.sol
-        for (int j = 0; j < k; ++j) {
-            int s = slot_of(j, k, D.head, m);
-            double b = block_dot(D.Y + (long long)s * P, D.rfull, P, red) / q.sty[j * m + j];
-            double c = q.sol[j] - b;
-            const double* sv = D.S + (long long)s * P;
-            for (int i = t; i < P; i += T) D.rfull[i] += c * sv[i];
-        }
+        two_loop(D, q, red);
         for (int i = t; i < P; i += T) D.dhat[i] = D.x[i] - D.rfull[i] - D.xcp[i];
     } else {
         // The model's minimiser over the free coordinates from the Cauchy point.

@@ -324,9 +324,6 @@ fn host_toy_fits<R: ToyRunner>(
     progress: &(dyn Fn(usize, usize) + Sync),
     refits: bool,
 ) -> Result<Vec<ToyFit>> {
-    if list.is_empty() {
-        return Ok(Vec::new());
-    }
     run_listed(
         runner,
         refits,
@@ -349,8 +346,8 @@ fn host_toy_fits<R: ToyRunner>(
     )
 }
 
-/// `work` on toys `list`: [`ToyRunner::run_refits`] for refits of toys a device could not
-/// certify, else [`ToyRunner::run_toys`].
+/// `work` on toys `list` (nothing to do for none): [`ToyRunner::run_refits`] for refits of toys
+/// a device could not certify, else [`ToyRunner::run_toys`].
 fn run_listed<'w, R: ToyRunner, T: Send>(
     runner: &R,
     refits: bool,
@@ -359,6 +356,9 @@ fn run_listed<'w, R: ToyRunner, T: Send>(
     list: &[u64],
     work: &'w (dyn Fn(EvalBox<'w>, u64, Dataset) -> Job<'w, T> + Sync),
 ) -> Result<Vec<T>> {
+    if list.is_empty() {
+        return Ok(Vec::new());
+    }
     if refits {
         runner.run_refits(params, seed, list, work)
     } else {
@@ -644,9 +644,6 @@ pub fn hypotest_toys_on<R: ToyRunner>(
     let done = &done;
     let host =
         |gen: &[f64], stream_seed: u64, list: &[u64], refits: bool| -> Result<Vec<ToyStat>> {
-            if list.is_empty() {
-                return Ok(Vec::new());
-            }
             run_listed(
                 runner,
                 refits,
