@@ -29,8 +29,10 @@ pub struct ModelArgs {
     /// Override one modifier type's code: normsys=code1, histosys=code2, ... (repeatable).
     #[arg(long = "interp", value_name = "TYPE=CODE")]
     pub interp: Vec<String>,
-    /// Evaluate on a GPU: cuda (device 0) or cuda:N. Default: the CPU.
-    #[arg(long = "gpu", value_name = "cuda[:N]")]
+    /// Evaluate on a GPU: cuda (device 0) or cuda:N; cuda:N,M,… or cuda:all split toy ensembles by
+    /// toy index over those devices (an ordinal may repeat), everything else on the first. Default:
+    /// the CPU.
+    #[arg(long = "gpu", value_name = "cuda[:N[,M…]|:all]")]
     pub gpu: Option<Device>,
     /// Apply a patch even when the patchset's recorded digest is not this workspace's.
     #[arg(long)]
@@ -67,7 +69,7 @@ impl ModelArgs {
     }
 
     pub fn device(&self) -> Device {
-        self.gpu.unwrap_or(Device::Cpu)
+        self.gpu.clone().unwrap_or(Device::Cpu)
     }
 
     /// [`load`](Self::load), plus the observed data and an evaluator on the chosen device: what

@@ -220,6 +220,9 @@ pub struct CudaBatch {
     resident: Option<(u64, CudaSlice<f64>)>,
     /// The resolved problems read the resident row, not the cache.
     use_resident: bool,
+    /// Sessions of the same model on further devices (or the same one again): resident toy
+    /// ensembles are split over this session and these by toy index ([`crate::resident`]).
+    pub(crate) peers: Vec<Arc<Session>>,
 }
 
 impl Clone for CudaBatch {
@@ -233,6 +236,7 @@ impl Clone for CudaBatch {
             host_index: Vec::new(),
             resident: None,
             use_resident: false,
+            peers: self.peers.clone(),
         }
     }
 }
@@ -254,7 +258,18 @@ impl CudaBatch {
             host_index: Vec::new(),
             resident: None,
             use_resident: false,
+            peers: Vec::new(),
         }
+    }
+
+    /// This evaluator with sessions of its model on the devices `ordinals` too (an ordinal may
+    /// repeat), over which resident toy ensembles are split.
+    pub fn with_peers(mut self, ordinals: &[usize]) -> Result<CudaBatch> {
+        for &n in ordinals {
+            self.peers
+                .push(Session::new(self.session.model.clone(), n)?);
+        }
+        Ok(self)
     }
 
     pub fn session(&self) -> &Arc<Session> {

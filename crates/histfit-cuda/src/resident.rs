@@ -17,6 +17,7 @@ use histfit_compute::{
     ComputeError, Evaluator, ResidentFit, ResidentFits, ResidentRequest, ResidentStatus,
 };
 use histfit_model::Constraint;
+use std::sync::Arc;
 
 /// Values per toy in the kernel's result rows: f, constant, POI, projected gradient,
 /// iterations, evaluations, status, unmoved coordinates, whether a bound was met.
@@ -89,11 +90,52 @@ fn request_error(msg: String) -> ComputeError {
 }
 
 impl ResidentFits for CudaBatch {
+    /// On this session alone, or split by toy index into contiguous blocks over it and its peers
+    /// (one thread each): a toy's fit does not depend on where it runs, so the results are those
+    /// of one device.
     fn fit_toys_resident(
         &mut self,
         req: &ResidentRequest<'_>,
     ) -> histfit_compute::Result<Vec<ResidentFit>> {
-        fit_toys(self.session(), req, None)
+        if self.peers.is_empty() {
+            return fit_toys(self.session(), req, None);
+        }
+        let sessions: Vec<&Arc<Session>> =
+            std::iter::once(self.session()).chain(&self.peers).collect();
+        let (start, total) = (
+            req.indices.start,
+            req.indices.end.saturating_sub(req.indices.start),
+        );
+        let n = sessions.len() as u64;
+        let parts: Vec<histfit_compute::Result<Vec<ResidentFit>>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = sessions
+                .iter()
+                .enumerate()
+                .map(|(j, session)| {
+                    let j = j as u64;
+                    let part = ResidentRequest {
+                        indices: start + total * j / n..start + total * (j + 1) / n,
+                        ..req.clone()
+                    };
+                    scope.spawn(move || fit_toys(session, &part, None))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(ComputeError::Device(
+                            "a resident fit worker panicked".into(),
+                        ))
+                    })
+                })
+                .collect()
+        });
+        let mut out = Vec::with_capacity(total as usize);
+        for p in parts {
+            out.extend(p?);
+        }
+        Ok(out)
     }
 }
 

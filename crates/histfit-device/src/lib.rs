@@ -14,26 +14,42 @@ use histfit_model::Model;
 use std::sync::Arc;
 
 /// Where the likelihood is evaluated.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Device {
     Cpu,
     Cuda(usize),
+    /// Several CUDA devices (an ordinal may repeat: two workers on one GPU): toy ensembles fitted
+    /// on the device are split by toy index, one worker per entry, with the same results as on
+    /// one; everything else runs on the first.
+    CudaSplit(Vec<usize>),
+    /// Every CUDA device of the host, as [`Device::CudaSplit`].
+    CudaAll,
 }
 
 impl std::str::FromStr for Device {
     type Err = String;
-    /// "cpu", "cuda" (device 0) or "cuda:N".
+    /// "cpu", "cuda" (device 0), "cuda:N", "cuda:N,M,…" or "cuda:all".
     fn from_str(s: &str) -> Result<Device, String> {
         let s = s.trim().to_ascii_lowercase();
+        let unknown = || {
+            format!("unknown device \"{s}\" (expected cpu, cuda, cuda:N, cuda:N,M,… or cuda:all)")
+        };
         match s.as_str() {
             "cpu" => Ok(Device::Cpu),
             "cuda" => Ok(Device::Cuda(0)),
-            _ => match s.strip_prefix("cuda:").map(str::parse::<usize>) {
-                Some(Ok(n)) => Ok(Device::Cuda(n)),
-                _ => Err(format!(
-                    "unknown device \"{s}\" (expected cuda, cuda:N or cpu)"
-                )),
-            },
+            "cuda:all" => Ok(Device::CudaAll),
+            _ => {
+                let list = s.strip_prefix("cuda:").ok_or_else(unknown)?;
+                let ordinals = list
+                    .split(',')
+                    .map(|n| n.trim().parse::<usize>())
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|_| unknown())?;
+                Ok(match ordinals.as_slice() {
+                    [n] => Device::Cuda(*n),
+                    _ => Device::CudaSplit(ordinals),
+                })
+            }
         }
     }
 }
@@ -48,12 +64,18 @@ pub enum AnyEval {
 impl AnyEval {
     /// Opens the device (for CUDA: context, kernels, model upload).
     pub fn new(model: Arc<Model>, device: Device) -> Result<AnyEval, CudaError> {
-        Ok(match device {
-            Device::Cpu => AnyEval::Cpu(CpuEvaluator::new(model)),
-            Device::Cuda(n) => AnyEval::Cuda(OneAtATime {
-                batch: CudaBatch::new(model, n)?,
-            }),
-        })
+        let ordinals = match device {
+            Device::Cpu => return Ok(AnyEval::Cpu(CpuEvaluator::new(model))),
+            Device::Cuda(n) => vec![n],
+            Device::CudaSplit(list) => list,
+            Device::CudaAll => (0..histfit_cuda::devices()?.len()).collect(),
+        };
+        let (&first, rest) = ordinals
+            .split_first()
+            .ok_or_else(|| CudaError::Unavailable("no CUDA device".into()))?;
+        Ok(AnyEval::Cuda(OneAtATime {
+            batch: CudaBatch::new(model, first)?.with_peers(rest)?,
+        }))
     }
 
     /// The HistFactory model this evaluator evaluates (for front ends' tables; inference sees
@@ -225,4 +247,27 @@ pub fn devices_document() -> serde_json::Value {
         "cuda": gpus,
         "cuda_unavailable_reason": cuda.err().map(|e| e.to_string()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Device;
+
+    #[test]
+    fn devices_parse() {
+        let p = |s: &str| s.parse::<Device>();
+        assert_eq!(p("cpu"), Ok(Device::Cpu));
+        assert_eq!(p("CUDA"), Ok(Device::Cuda(0)));
+        assert_eq!(p("cuda:2"), Ok(Device::Cuda(2)));
+        assert_eq!(p("cuda:0,0"), Ok(Device::CudaSplit(vec![0, 0])));
+        assert_eq!(p("cuda:1, 0,3"), Ok(Device::CudaSplit(vec![1, 0, 3])));
+        assert_eq!(p("cuda:all"), Ok(Device::CudaAll));
+        for bad in ["gpu", "cuda:", "cuda:x", "cuda:0,", "cuda:-1", "cuda:0;1"] {
+            let e = p(bad).unwrap_err();
+            assert!(
+                e.contains("unknown device") && e.contains("cuda:all"),
+                "{bad}: {e}"
+            );
+        }
+    }
 }

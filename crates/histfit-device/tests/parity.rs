@@ -585,3 +585,43 @@ fn resident_toy_fits_match_the_cpu_and_split_bit_identically() {
         }
     }
 }
+
+/// `cuda:0,0`: an ensemble split by toy index over two workers on one GPU gives the toys of one
+/// worker, bit for bit, through the whole inference path (runner, certification, refits).
+#[test]
+fn split_over_two_workers_is_bit_identical() {
+    if !gpu_or_skip("split_over_two_workers_is_bit_identical") {
+        return;
+    }
+    use histfit_device::{batcher, AnyEval, AnyRunner, Device};
+    use histfit_infer::toys::fit_toys_on;
+    let (model, data) = load("workspace_tHu", settings("smooth"));
+    let gen = fit(
+        &mut CpuEvaluator::new(model.clone()),
+        &data,
+        &FitOptions::default(),
+    )
+    .unwrap()
+    .bestfit;
+    let o = FitOptions::default();
+    let run = |device: Device| {
+        let eval = AnyEval::new(model.clone(), device).expect("GPU");
+        let b = batcher(&eval);
+        let runner = AnyRunner::new(&eval, b.as_ref());
+        fit_toys_on(&runner, &gen, 3, 100..2100, &o, &|_, _| {}).unwrap()
+    };
+    let one = run(Device::Cuda(0));
+    let two = run(Device::CudaSplit(vec![0, 0]));
+    assert_eq!(one.len(), 2000);
+    for (a, b) in one.iter().zip(&two) {
+        assert_eq!(a.index, b.index);
+        assert_eq!(
+            a.twice_nll.to_bits(),
+            b.twice_nll.to_bits(),
+            "toy {}",
+            a.index
+        );
+        assert_eq!(a.poi.to_bits(), b.poi.to_bits(), "toy {}", a.index);
+        assert_eq!(a.converged, b.converged, "toy {}", a.index);
+    }
+}

@@ -304,10 +304,11 @@ impl NativeModel {
             YieldSource::Device(d) => {
                 let ordinal = match parse_device(&d.device)? {
                     Device::Cuda(n) => n,
-                    Device::Cpu => {
-                        return Err(bad(
-                            "yields in device memory: expected a CUDA device (cuda:N), got cpu",
-                        ))
+                    Device::Cpu | Device::CudaSplit(_) | Device::CudaAll => {
+                        return Err(bad(format!(
+                            "yields in device memory: expected the one CUDA device they live on (cuda:N), got {}",
+                            d.device
+                        )))
                     }
                 };
                 Ok(YieldInputs::Device {

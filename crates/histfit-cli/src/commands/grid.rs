@@ -90,7 +90,7 @@ pub fn run<T: Send>(
             m.warnings.clone(),
         );
         let observed = Dataset::observed(&m);
-        let mut eval = crate::device::open(Arc::new(m), device)?;
+        let mut eval = crate::device::open(Arc::new(m), device.clone())?;
         let options = fit.options(histfit_compute::Evaluator::space(&eval))?;
         let data = fit.data(&mut eval, observed, &options)?;
         let r = compute(&mut eval, data, &options)?;
@@ -103,7 +103,7 @@ pub fn run<T: Send>(
     };
     // A GPU evaluates one point at a time (each point has its own model on the device); the
     // CPU runs points in parallel, each single-threaded inside.
-    let results: Vec<_> = match device {
+    let results: Vec<_> = match &device {
         Device::Cpu => points.par_iter().map(run_point).collect(),
         _ => points.iter().map(run_point).collect(),
     };

@@ -10,7 +10,8 @@ A thin Python front end of the Rust engine (no statistics here)::
     cls = histfit.hypotest(1.0, model, data)        # pyhf-compatible return options
     obs, exp = histfit.upper_limit(model, data)
 
-Every function takes ``device="cpu"`` (default) or ``"cuda"`` / ``"cuda:N"``. Arrays come back as
+Every function takes ``device="cpu"`` (default) or ``"cuda"`` / ``"cuda:N"`` (``"cuda:N,M"`` /
+``"cuda:all"`` split toy ensembles over several GPUs). Arrays come back as
 NumPy float64 arrays. Bad input raises :class:`HistfitError` (a ``ValueError``) with a message
 naming the place and the rule; an unavailable or failing GPU raises :class:`DeviceError` (a
 ``RuntimeError``). The computation runs with the GIL released.
