@@ -374,7 +374,7 @@ fn lockstep_runner_gives_the_cpu_ensembles() {
         batcher: &batcher,
         window: 64,
         chunk: 100,
-        resident: true,
+        resident: false,
     };
     let lockstep = fit_toys_on(&runner, &gen, 11, 0..300, &o, &|_, _| {}).unwrap();
     assert_eq!(cpu, lockstep);

@@ -211,7 +211,7 @@ fn lockstep_batches_give_the_per_thread_result() {
         batcher: &batcher,
         window: 16,
         chunk: 20,
-        resident: true,
+        resident: false,
     };
     let batched = fit_toys_on(&runner, &gen, 5, 0..50, &o, &|_, _| {}).unwrap();
     assert_eq!(cpu, batched);
@@ -309,7 +309,7 @@ fn lockstep_failures_become_errors() {
             batcher: &batcher,
             window: 8,
             chunk: 16,
-            resident: true,
+            resident: false,
         };
         let err = fit_toys_on(
             &runner,
