@@ -1253,7 +1253,8 @@ __device__ int descend(Fit& F, double& f, int& iters, int& evals, double& bounde
     const double* lo = A.z_lo;
     const double* hi = A.z_hi;
     double pg = projected_gradient(A, z, g, P, red);
-    int k = 0, head = 0, status = 0, iter0 = iters, eval0 = evals;
+    // (The host's L-BFGS-B counts the evaluation at its start among its own.)
+    int k = 0, head = 0, status = 0, iter0 = iters, eval0 = evals - 1;
     double theta = 1.0;
     bool fresh = true;
     if (!isfinite(f) || !(pg == pg)) return FIT_FAILED_START;
@@ -1572,7 +1573,7 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* row, d
     F.tb = &tb; F.A = &A; F.row = row; F.sc = sc; F.red = red;
     F.z = st; F.g = F.z + P; F.d = F.g + P; F.zt = F.d + P; F.gt = F.zt + P; F.zl = F.gt + P;
     F.gl = F.zl + P;
-    F.zb4 = F.gl + 5 * (long long)P; // after the direction's four n-vectors
+    F.zb4 = F.gl + 5 * (long long)P; // after the direction's four n-vectors; S at 12 n (s_off)
     F.S = st + A.s_off;
     F.Y = F.S + (long long)m * P;
     F.q = small_of(st + A.small_off, m);
@@ -1670,6 +1671,8 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* row, d
     }
 }
 
+// (Launch bounds for 256 threads, though blocks have 128: the register cap they set, with 4 blocks
+// per SM, ran fastest in the sweep of BENCHMARKS.md, issue 23.)
 extern "C" __global__ void __launch_bounds__(256, FIT_MIN_BLOCKS) fit_toys(Tables tb, FitArgs A) {
     extern __shared__ double smem[];
     __shared__ int s_toy;

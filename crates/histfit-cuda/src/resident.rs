@@ -53,6 +53,7 @@ struct StateLayout {
 
 impl StateLayout {
     fn new(n: usize, memory: usize, row: usize) -> StateLayout {
+        // (The kernel places the first 12 n-vectors itself, in this order; S must follow them.)
         let s_off = 12 * n;
         let small_off = s_off + 2 * memory * n;
         let small_len = 22 * memory * memory + 19 * memory + 16;
@@ -81,6 +82,10 @@ struct FitArg {
 
 // SAFETY: plain old data whose layout matches `struct FitArgs` in histfit.cu.
 unsafe impl DeviceRepr for FitArg {}
+const _: () = assert!(
+    std::mem::size_of::<FitArg>() == 272,
+    "FitArgs is 272 bytes in histfit.cu"
+);
 
 fn request_error(msg: String) -> ComputeError {
     ComputeError::InvalidData {
@@ -113,8 +118,10 @@ impl ResidentFits for CudaBatch {
                 .enumerate()
                 .map(|(j, session)| {
                     let j = j as u64;
+                    // (u128: total · (j + 1) may exceed u64 for huge ensembles.)
+                    let at = |j: u64| start + (total as u128 * j as u128 / n as u128) as u64;
                     let part = ResidentRequest {
-                        indices: start + total * j / n..start + total * (j + 1) / n,
+                        indices: at(j)..at(j + 1),
                         ..req.clone()
                     };
                     scope.spawn(move || fit_toys(session, &part, None))

@@ -306,7 +306,7 @@ impl NativeModel {
                     Device::Cuda(n) => n,
                     Device::Cpu | Device::CudaSplit(_) | Device::CudaAll => {
                         return Err(bad(format!(
-                            "yields in device memory: expected the one CUDA device they live on (cuda:N), got {}",
+                            "yields in device memory: expected a CUDA device (cuda:N, the one they live on), got {}",
                             d.device
                         )))
                     }
