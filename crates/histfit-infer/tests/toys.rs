@@ -350,3 +350,148 @@ fn lockstep_failures_become_errors() {
     let err = drive(&batcher, 6, 4, &make).unwrap_err().to_string();
     assert!(err.contains("could not make job 2"), "{err}");
 }
+
+/// A stand-in for a device that fits whole ensembles ([`histfit_compute::ResidentFits`]), on
+/// the CPU: it refuses, answers short, or fits every toy itself and reports the odd ones as
+/// stopped line searches — so inference's use of resident fits (plan, certification, host
+/// refits in index order, refusal) is checked on every machine.
+mod resident_stand_in {
+    use histfit_compute::{
+        BatchEvaluator, ComputeError, CpuEvaluator, Dataset, Evaluator, ParameterSpace,
+        ResidentFit, ResidentFits, ResidentRequest, ResidentStatus,
+    };
+    use histfit_infer::{fit, FitOptions, Starts};
+
+    /// Ensembles the stand-in was asked to fit.
+    pub static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    #[derive(Clone, Copy, PartialEq)]
+    pub enum Mode {
+        Refuse,
+        Short,
+        Emulate,
+    }
+
+    pub struct Device {
+        pub cpu: CpuEvaluator,
+        pub mode: Mode,
+    }
+
+    impl BatchEvaluator for Device {
+        fn space(&self) -> &ParameterSpace {
+            Evaluator::space(&self.cpu)
+        }
+        fn nll_grad_batch(
+            &mut self,
+            params: &[f64],
+            data: &[&Dataset],
+            nll: &mut [f64],
+            grad: &mut [f64],
+        ) -> histfit_compute::Result<()> {
+            BatchEvaluator::nll_grad_batch(&mut self.cpu, params, data, nll, grad)
+        }
+        fn asimov(&mut self, params: &[f64]) -> histfit_compute::Result<Dataset> {
+            Evaluator::asimov(&mut self.cpu, params)
+        }
+        fn toys(
+            &mut self,
+            params: &[f64],
+            seed: u64,
+            indices: std::ops::Range<u64>,
+        ) -> histfit_compute::Result<Vec<Dataset>> {
+            Evaluator::toys(&mut self.cpu, params, seed, indices)
+        }
+        fn resident_fits(&mut self) -> Option<&mut dyn ResidentFits> {
+            Some(self)
+        }
+    }
+
+    impl ResidentFits for Device {
+        fn fit_toys_resident(
+            &mut self,
+            req: &ResidentRequest<'_>,
+        ) -> histfit_compute::Result<Vec<ResidentFit>> {
+            CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            match self.mode {
+                Mode::Refuse => Err(ComputeError::Unsupported("this stand-in's fits")),
+                Mode::Short => Ok(Vec::new()),
+                Mode::Emulate => req
+                    .indices
+                    .clone()
+                    .map(|i| {
+                        let toy =
+                            Evaluator::toys(&mut self.cpu, req.gen_params, req.seed, i..i + 1)?
+                                .pop()
+                                .expect("one toy");
+                        let o = FitOptions {
+                            init: Some(req.init.to_vec()),
+                            starts: Starts::Count(0),
+                            ..Default::default()
+                        };
+                        let r = fit(&mut self.cpu, &toy, &o).expect("a fit");
+                        Ok(ResidentFit {
+                            index: i,
+                            nll: r.twice_nll / 2.0,
+                            constant: 0.0,
+                            poi: req.report.map_or(0.0, |p| r.bestfit[p]),
+                            projected_gradient: r.projected_gradient_norm,
+                            iterations: r.iterations,
+                            evaluations: r.evaluations,
+                            status: if i % 2 == 0 && r.converged {
+                                ResidentStatus::Converged
+                            } else {
+                                ResidentStatus::FailedLineSearch
+                            },
+                            unmoved: 0,
+                            bounded: false,
+                            bestfit: None,
+                        })
+                    })
+                    .collect(),
+            }
+        }
+    }
+}
+
+#[test]
+fn resident_fits_are_taken_where_certified_and_refitted_elsewhere() {
+    use histfit_infer::batch::Batcher;
+    use histfit_infer::toys::{fit_toys_on, Batched};
+    use histfit_infer::Starts;
+    use resident_stand_in::{Device, Mode};
+    let (model, _) = simple();
+    let ev = CpuEvaluator::new(model.clone());
+    let gen = model.init();
+    // One descent per fit (no further starts): what a device may run whole.
+    let o = FitOptions {
+        starts: Starts::Count(0),
+        ..Default::default()
+    };
+    let cpu = fit_toys(&ev, &gen, 9, 0..24, &o, &|_, _| {}).unwrap();
+    let run = |mode: Mode| {
+        let batcher = Batcher::new(Device {
+            cpu: CpuEvaluator::new(model.clone()),
+            mode,
+        });
+        let runner = Batched::new(&batcher);
+        fit_toys_on(&runner, &gen, 9, 0..24, &o, &|_, _| {})
+    };
+    let calls = || resident_stand_in::CALLS.load(std::sync::atomic::Ordering::Relaxed);
+    // Refused: every toy fitted from the host, as without the device.
+    assert_eq!(run(Mode::Refuse).unwrap(), cpu);
+    assert_eq!(calls(), 1, "the device was asked");
+    // Certified toys (even indices) taken from the device, the rest refitted: the host's fits,
+    // in index order.
+    let emulated = run(Mode::Emulate).unwrap();
+    assert_eq!(calls(), 2, "the device was asked");
+    assert_eq!(emulated.len(), cpu.len());
+    for (a, b) in emulated.iter().zip(&cpu) {
+        assert_eq!(a.index, b.index);
+        assert_eq!(a.converged, b.converged, "toy {}", a.index);
+        assert!((a.twice_nll - b.twice_nll).abs() <= 1e-9, "toy {}", a.index);
+        assert!((a.poi - b.poi).abs() <= 1e-6, "toy {}", a.index);
+    }
+    // A device that answers for the wrong toys is an error, not a silent loss of toys.
+    let e = run(Mode::Short).unwrap_err().to_string();
+    assert!(e.contains("resident fits"), "{e}");
+}
