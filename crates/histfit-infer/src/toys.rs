@@ -379,11 +379,10 @@ fn device_fits<R: ToyRunner>(
     indices: std::ops::Range<u64>,
     report: Option<usize>,
 ) -> Result<Option<Vec<Option<ToyFit>>>> {
-    let expected: Vec<u64> = indices.clone().collect();
     let req = ResidentRequest {
         gen_params: gen,
         seed,
-        indices,
+        indices: indices.clone(),
         init: &plan.init,
         fixed: &plan.fixed,
         lower: &plan.lower,
@@ -400,13 +399,13 @@ fn device_fits<R: ToyRunner>(
         }
         Some(r) => r?,
     };
-    if results.len() != expected.len() || results.iter().zip(&expected).any(|(r, &i)| r.index != i)
-    {
+    let expected = indices.end - indices.start;
+    if results.len() as u64 != expected || results.iter().zip(indices).any(|(r, i)| r.index != i) {
         return Err(InferError::Compute(histfit_compute::ComputeError::Device(
             format!(
                 "the device returned {} resident fits for {} toys, or out of order",
                 results.len(),
-                expected.len()
+                expected
             ),
         )));
     }

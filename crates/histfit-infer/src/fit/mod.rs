@@ -48,6 +48,16 @@ pub enum Starts {
     Count(usize),
 }
 
+impl Starts {
+    /// Further starts per batch for a problem with `n_free` free parameters.
+    fn per_batch(self, n_free: usize) -> usize {
+        match self {
+            Starts::Auto => starts::auto_starts(n_free),
+            Starts::Count(n) => n,
+        }
+    }
+}
+
 /// What to fit and how.
 #[derive(Debug, Clone, Default)]
 pub struct FitOptions {
@@ -239,34 +249,29 @@ pub(crate) fn device_plan(
     opts: &FitOptions,
 ) -> Result<Option<DevicePlan>> {
     let p = Problem::new(space, opts)?;
-    let extra = match opts.starts {
-        Starts::Auto => starts::auto_starts(p.free.len()),
-        Starts::Count(n) => n,
-    };
-    if p.has_kinks() || extra > 0 || opts.uncertainties || p.free.is_empty() {
+    if p.has_kinks()
+        || opts.starts.per_batch(p.free.len()) > 0
+        || opts.uncertainties
+        || p.free.is_empty()
+    {
         return Ok(None);
     }
-    let o = p.options;
+    // Bounds in θ (Problem holds the free ones in z): the device scales them itself.
+    let (lower, upper) = opts
+        .bounds
+        .as_ref()
+        .unwrap_or(&space.bounds)
+        .iter()
+        .copied()
+        .unzip();
     Ok(Some(DevicePlan {
-        init: p.start.clone(),
-        fixed: p.fixed.clone(),
-        lower: opts
-            .bounds
-            .as_ref()
-            .unwrap_or(&space.bounds)
-            .iter()
-            .map(|b| b.0)
-            .collect(),
-        upper: opts
-            .bounds
-            .as_ref()
-            .unwrap_or(&space.bounds)
-            .iter()
-            .map(|b| b.1)
-            .collect(),
+        settings: resident_settings(&p.options),
+        init: p.start,
+        fixed: p.fixed,
+        lower,
+        upper,
         scales: space.scales.clone(),
         kinks: space.kinked.clone(),
-        settings: resident_settings(&o),
     }))
 }
 
@@ -316,10 +321,7 @@ async fn search_starts<E: AsyncEvaluator + ?Sized>(
     }
     let mut best = s.local_minimum(&z_first).await?;
     let first_f = best.f;
-    let extra = match policy {
-        Starts::Auto => starts::auto_starts(p.free.len()),
-        Starts::Count(n) => n,
-    };
+    let extra = policy.per_batch(p.free.len());
     let (mut searches, mut tried) = (1, 1 + usize::from(fell_back));
     // Where the starts find more than one minimum the likelihood is multimodal, and a basin a
     // few starts in a hundred reach may still be missed: the starts go on in batches of the
