@@ -11,6 +11,7 @@
 
 pub mod cpu;
 pub mod dataset;
+pub mod flat;
 pub mod histfactory;
 pub mod resident;
 pub mod rng;

@@ -109,3 +109,41 @@ pub fn thu_with_network_signal(settings: Settings) -> (Arc<Model>, Dataset) {
     let data = Dataset::observed(&model);
     (model, data)
 }
+
+/// `count` parameter vectors (flattened) around `centre`: the model's init, [`off_init_point`],
+/// `centre` itself, then points that move every parameter that is not fixed by up to ± its
+/// scale (the constraint's width, else 1) about `centre`, clamped to the bounds. A fixed
+/// generator: the same points on every machine.
+pub fn points_around(model: &Model, centre: &[f64], count: usize) -> Vec<f64> {
+    let space = histfit_compute::histfactory::parameter_space(model);
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut uniform = move || {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        ((state >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+    };
+    let mut out = Vec::with_capacity(count * centre.len());
+    for k in 0..count {
+        let p: Vec<f64> = match k {
+            0 => model.init(),
+            1 => off_init_point(model),
+            2 => centre.to_vec(),
+            _ => centre
+                .iter()
+                .enumerate()
+                .map(|(i, &c)| {
+                    let u = uniform();
+                    if space.fixed[i] {
+                        c
+                    } else {
+                        let (lo, hi) = space.bounds[i];
+                        (c + u * space.scales[i]).clamp(lo, hi)
+                    }
+                })
+                .collect(),
+        };
+        out.extend(p);
+    }
+    out
+}

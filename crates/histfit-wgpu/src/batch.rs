@@ -1,0 +1,499 @@
+//! [`WgpuBatch`]: batched −ln L and gradient of a HistFactory model on a wgpu adapter.
+//!
+//! A [`Session`] (device, pipeline, model tables) is made once per model, adapter and
+//! precision and shared by every clone; each clone has its own launch buffers. A call packs the
+//! parameter vectors and the distinct datasets as double-float pairs (hi = the f32 nearest the
+//! f64 value, lo = the f32 nearest the rest), dispatches one workgroup per problem in launches
+//! of at most [`Session::chunk`] problems, and reads back per problem either the finished value
+//! and gradient or, for [`Precision::HostReduced`], the per-bin terms and gradient term slots,
+//! which are summed here in f64. Data generation (Asimov data, toys) and the one-off fits around
+//! an ensemble run on the host in f64, as on the CUDA device.
+
+use crate::adapter::{as_bytes, staging_buffer, storage_buffer as storage, Backend, Gpu};
+use crate::{Precision, Result};
+use histfit_compute::flat::{HostTables, KIND_GAUSS, KIND_NONE, KIND_POISSON};
+use histfit_compute::{
+    check_batch, BatchEvaluator, ComputeError, CpuEvaluator, Dataset, Evaluator, ParameterSpace,
+};
+use histfit_model::Model;
+use std::sync::{Arc, Mutex};
+
+const SHADER: &str = include_str!("histfit.wgsl");
+const DOUBLE_FLOAT: &str = include_str!("df.wgsl");
+
+/// Problems per launch at most.
+pub const MAX_LAUNCH: usize = 4096;
+
+/// The constants the kernel shares with Rust, written as WGSL declarations ahead of its source.
+fn shared_header() -> String {
+    let mut h = String::new();
+    for c in histfit_model::InterpCode::ALL {
+        h += &format!("const {}: i32 = {};\n", c.macro_name(), c.id());
+    }
+    for (name, v) in [
+        ("KIND_NONE", KIND_NONE),
+        ("KIND_GAUSS", KIND_GAUSS),
+        ("KIND_POISSON", KIND_POISSON),
+    ] {
+        h += &format!("const {name}: i32 = {v};\n");
+    }
+    h += &format!(
+        "const EMPTY_BIN_WALL: f32 = {:e};\n",
+        histfit_compute::EMPTY_BIN_WALL
+    );
+    h
+}
+
+/// An f64 as a double-float pair (hi, lo) of f32.
+fn split(v: f64, out: &mut Vec<f32>) {
+    let hi = v as f32;
+    out.push(hi);
+    out.push(if hi.is_finite() {
+        (v - hi as f64) as f32
+    } else {
+        0.0
+    });
+}
+
+/// Integer tables concatenated, with each table's offset.
+fn pack_ints(t: &HostTables) -> (Vec<i32>, Vec<(&'static str, u32)>) {
+    let tables: [(&str, &[i32]); 20] = [
+        ("O_SMP", &t.smp),
+        ("O_SB_SAMPLE", &t.sb_sample),
+        ("O_SB_BIN", &t.sb_bin),
+        ("O_BF_OFF", &t.bf_off),
+        ("O_BF_PAR", &t.bf_par),
+        ("O_SF_PAR", &t.sf_par),
+        ("O_SF_SAMPLE", &t.sf_sample),
+        ("O_NS_PAR", &t.ns_par),
+        ("O_NS_CODE", &t.ns_code),
+        ("O_NS_SAMPLE", &t.ns_sample),
+        ("O_HS_PAR", &t.hs_par),
+        ("O_HS_CODE", &t.hs_code),
+        ("O_HS_SAMPLE", &t.hs_sample),
+        ("O_HS_ROW", &t.hs_row),
+        ("O_BIN_OFF", &t.bin_off),
+        ("O_BIN_SB", &t.bin_sb),
+        ("O_AUX_PAR", &t.aux_par),
+        ("O_AUX_KIND", &t.aux_kind),
+        ("O_TERM_OFF", &t.term_off),
+        ("O_TERM_IDX", &t.term_idx),
+    ];
+    let mut all = Vec::new();
+    let mut offsets = Vec::new();
+    for (name, v) in tables {
+        offsets.push((name, all.len() as u32));
+        all.extend_from_slice(v);
+    }
+    offsets.push(("O_ZERO", all.len() as u32));
+    all.push(0); // the kernel's opaque zero (and never empty)
+    (all, offsets)
+}
+
+/// Real tables concatenated as double-float pairs, with each table's offset (in pairs).
+fn pack_reals(t: &HostTables) -> (Vec<f32>, Vec<(&'static str, u32)>) {
+    let tables: [(&str, &[f64]); 5] = [
+        ("O_NOMINAL", &t.nominal),
+        ("O_NS_COEF", &t.ns_coef),
+        ("O_HS_COEF", &t.hs_coef),
+        ("O_HS_POLY", &t.hs_poly),
+        ("O_AUX_CONST", &t.aux_const),
+    ];
+    let mut all = Vec::new();
+    let mut offsets = Vec::new();
+    for (name, v) in tables {
+        offsets.push((name, (all.len() / 2) as u32));
+        for &x in v {
+            split(x, &mut all);
+        }
+    }
+    split(0.0, &mut all);
+    (all, offsets)
+}
+
+/// Everything one model needs on one adapter, shared by all clones of a [`WgpuBatch`].
+#[derive(Debug)]
+pub struct Session {
+    pub gpu: Gpu,
+    pub precision: Precision,
+    pub model: Arc<Model>,
+    pub space: ParameterSpace,
+    tables: HostTables,
+    pipeline: wgpu::ComputePipeline,
+    ints: wgpu::Buffer,
+    reals: wgpu::Buffer,
+    /// Scratch slots (double-float pairs) and output slots (f32) per problem.
+    scratch_len: usize,
+    out_len: usize,
+    /// Problems per launch (bounded by the adapter's largest storage binding).
+    pub chunk: usize,
+    /// The host evaluator: data generation and the one-off fits around an ensemble in f64.
+    host: Mutex<CpuEvaluator>,
+}
+
+impl Session {
+    /// Opens the adapter, compiles the kernel for `model` and uploads the model's tables.
+    pub fn new(
+        model: Arc<Model>,
+        backend: Backend,
+        index: Option<usize>,
+        precision: Precision,
+    ) -> Result<Arc<Session>> {
+        let gpu = Gpu::open(backend, index)?;
+        let tables = HostTables::new(&model);
+        let (ints, int_offsets) = pack_ints(&tables);
+        let (reals, real_offsets) = pack_reals(&tables);
+        let [n_params, n_main, n_aux, n_samples, n_sb, n_ns, n_sf, n_hs, n_bf, n_terms] =
+            tables.dims.map(|d| d as usize);
+        let scratch_len = tables.scratch_len;
+        let out_len = 1 + (n_main + n_aux + n_terms).max(2 + n_params);
+        let max_binding = gpu.limits.max_storage_buffer_binding_size as usize;
+        let per_problem = (scratch_len * 8).max(out_len * 4).max(n_params * 8);
+        let chunk = MAX_LAUNCH
+            .min(max_binding / per_problem.max(1))
+            .min(gpu.limits.max_compute_workgroups_per_dimension as usize);
+        if chunk == 0 || ints.len() * 4 > max_binding || reals.len() * 4 > max_binding {
+            return Err(crate::WgpuError::Limits {
+                adapter: gpu.info.name.clone(),
+                rule: format!(
+                    "the model needs storage bindings of {} bytes, the adapter allows {max_binding}",
+                    per_problem.max(ints.len() * 4).max(reals.len() * 4)
+                ),
+            });
+        }
+        // Double-float products: with the adapter's fma where it is fused, else split.
+        let fused = match precision {
+            Precision::DoubleFloat => crate::probe::fused_fma(&gpu)?,
+            _ => true,
+        };
+        let mut constants: Vec<(String, f64)> = vec![
+            ("STRATEGY".into(), precision.code() as f64),
+            ("DF_FMA".into(), if fused { 1.0 } else { 0.0 }),
+            ("SCRATCH".into(), scratch_len as f64),
+            ("OUT_LEN".into(), out_len as f64),
+        ];
+        for (name, v) in [
+            ("N_PARAMS", n_params),
+            ("N_MAIN", n_main),
+            ("N_AUX", n_aux),
+            ("N_SAMPLES", n_samples),
+            ("N_SB", n_sb),
+            ("N_NS", n_ns),
+            ("N_SF", n_sf),
+            ("N_HS", n_hs),
+            ("N_BF", n_bf),
+            ("N_TERMS", n_terms),
+        ] {
+            constants.push((name.into(), v as f64));
+        }
+        for (name, o) in int_offsets.iter().chain(&real_offsets) {
+            constants.push(((*name).into(), *o as f64));
+        }
+        let device = &gpu.device;
+        let source = format!("{}\n{DOUBLE_FLOAT}\n{SHADER}", shared_header());
+        let (pipeline, ints_buf, reals_buf) = gpu.checked("compiling the kernel", || {
+            let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some("histfit.wgsl"),
+                source: wgpu::ShaderSource::Wgsl(source.into()),
+            });
+            let constants: Vec<(&str, f64)> =
+                constants.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+            let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some("nll_grad"),
+                layout: None,
+                module: &module,
+                entry_point: Some("nll_grad"),
+                compilation_options: wgpu::PipelineCompilationOptions {
+                    constants: &constants,
+                    zero_initialize_workgroup_memory: false,
+                },
+                cache: None,
+            });
+            let ints_buf = storage(device, "model ints", (ints.len() * 4) as u64);
+            gpu.queue.write_buffer(&ints_buf, 0, as_bytes(&ints));
+            let reals_buf = storage(device, "model reals", (reals.len() * 4) as u64);
+            gpu.queue.write_buffer(&reals_buf, 0, as_bytes(&reals));
+            (pipeline, ints_buf, reals_buf)
+        })?;
+        Ok(Arc::new(Session {
+            space: histfit_compute::histfactory::parameter_space(&model),
+            host: Mutex::new(CpuEvaluator::new(model.clone())),
+            gpu,
+            precision,
+            model,
+            tables,
+            pipeline,
+            ints: ints_buf,
+            reals: reals_buf,
+            scratch_len,
+            out_len,
+            chunk,
+        }))
+    }
+
+    fn host(&self) -> std::sync::MutexGuard<'_, CpuEvaluator> {
+        self.host.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A clone's launch buffers, grown as calls need.
+#[derive(Debug)]
+struct Buffers {
+    params: wgpu::Buffer,
+    data: wgpu::Buffer,
+    index: wgpu::Buffer,
+    scratch: wgpu::Buffer,
+    outs: wgpu::Buffer,
+    staging: wgpu::Buffer,
+    /// Capacities: problems (params, index, scratch, outs) and data pairs.
+    problems: usize,
+    data_pairs: usize,
+}
+
+/// The batched evaluator on one wgpu adapter.
+#[derive(Debug)]
+pub struct WgpuBatch {
+    session: Arc<Session>,
+    bufs: Option<Buffers>,
+}
+
+impl Clone for WgpuBatch {
+    /// The same session (device, pipeline, model), its own launch buffers.
+    fn clone(&self) -> Self {
+        WgpuBatch {
+            session: self.session.clone(),
+            bufs: None,
+        }
+    }
+}
+
+impl WgpuBatch {
+    /// Opens adapter `index` of `backend` (`None`: the first discrete GPU) for `model`.
+    pub fn new(
+        model: Arc<Model>,
+        backend: Backend,
+        index: Option<usize>,
+        precision: Precision,
+    ) -> Result<WgpuBatch> {
+        Ok(WgpuBatch {
+            session: Session::new(model, backend, index, precision)?,
+            bufs: None,
+        })
+    }
+
+    pub fn session(&self) -> &Arc<Session> {
+        &self.session
+    }
+
+    fn buffers(&mut self, problems: usize, data_pairs: usize) -> &Buffers {
+        let s = &self.session;
+        let fits = self
+            .bufs
+            .as_ref()
+            .is_some_and(|b| b.problems >= problems && b.data_pairs >= data_pairs);
+        if !fits {
+            let (problems, data_pairs) = match &self.bufs {
+                Some(b) => (problems.max(b.problems), data_pairs.max(b.data_pairs)),
+                None => (problems, data_pairs),
+            };
+            let d = &s.gpu.device;
+            let p = s.model.n_params();
+            let outs = (problems * s.out_len * 4) as u64;
+            self.bufs = Some(Buffers {
+                params: storage(d, "params", (problems * p * 8) as u64),
+                data: storage(d, "data", (data_pairs * 8) as u64),
+                index: storage(d, "data index", (problems * 4) as u64),
+                scratch: storage(d, "scratch", (problems * s.scratch_len * 8) as u64),
+                outs: storage(d, "outputs", outs),
+                staging: staging_buffer(d, outs),
+                problems,
+                data_pairs,
+            });
+        }
+        self.bufs.as_ref().expect("buffers were just made")
+    }
+
+    /// One launch of at most `chunk` problems: writes −ln L without the datasets' constants and
+    /// the gradients.
+    fn launch(
+        &mut self,
+        params: &[f64],
+        data: &[&Dataset],
+        nll: &mut [f64],
+        grad: &mut [f64],
+    ) -> Result<()> {
+        let s = self.session.clone();
+        let (b, n) = (data.len(), s.model.n_params());
+        let row_len = s.model.n_main + s.model.n_aux();
+        // Distinct datasets (by address: a fit's problems share theirs) as double-float rows.
+        let mut rows: Vec<f32> = Vec::new();
+        let mut index: Vec<u32> = Vec::with_capacity(b);
+        let mut seen: Vec<*const Dataset> = Vec::new();
+        for d in data {
+            let ptr: *const Dataset = *d;
+            let k = match seen.iter().position(|&q| q == ptr) {
+                Some(k) => k,
+                None => {
+                    for &v in d.main.iter().chain(&d.aux) {
+                        split(v, &mut rows);
+                    }
+                    seen.push(ptr);
+                    seen.len() - 1
+                }
+            };
+            index.push(k as u32);
+        }
+        let mut packed = Vec::with_capacity(b * n * 2);
+        for &v in params {
+            split(v, &mut packed);
+        }
+        let bufs = self.buffers(b, seen.len() * row_len);
+        let gpu = &s.gpu;
+        let out_bytes = (b * s.out_len * 4) as u64;
+        gpu.checked("evaluating the likelihood", || {
+            gpu.queue.write_buffer(&bufs.params, 0, as_bytes(&packed));
+            gpu.queue.write_buffer(&bufs.data, 0, as_bytes(&rows));
+            gpu.queue.write_buffer(&bufs.index, 0, as_bytes(&index));
+            let layout = s.pipeline.get_bind_group_layout(0);
+            let buffers = [
+                &s.ints,
+                &s.reals,
+                &bufs.params,
+                &bufs.data,
+                &bufs.index,
+                &bufs.scratch,
+                &bufs.outs,
+            ];
+            let entries: Vec<wgpu::BindGroupEntry> = buffers
+                .iter()
+                .enumerate()
+                .map(|(k, buf)| wgpu::BindGroupEntry {
+                    binding: k as u32,
+                    resource: buf.as_entire_binding(),
+                })
+                .collect();
+            let group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("nll_grad"),
+                layout: &layout,
+                entries: &entries,
+            });
+            let mut enc = gpu
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+            {
+                let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+                pass.set_pipeline(&s.pipeline);
+                pass.set_bind_group(0, &group, &[]);
+                pass.dispatch_workgroups(b as u32, 1, 1);
+            }
+            enc.copy_buffer_to_buffer(&bufs.outs, 0, &bufs.staging, 0, out_bytes);
+            gpu.queue.submit([enc.finish()]);
+        })?;
+        let out = gpu.read_back(&bufs.staging, out_bytes)?;
+        finish(&s, &out, nll, grad);
+        Ok(())
+    }
+}
+
+/// Values and gradients from the read-back outputs.
+fn finish(s: &Session, out: &[f32], nll: &mut [f64], grad: &mut [f64]) {
+    let n = s.model.n_params();
+    let m = s.model.n_main + s.model.n_aux();
+    let t = &s.tables;
+    for (p, o) in out.chunks(s.out_len).take(nll.len()).enumerate() {
+        let g = &mut grad[p * n..(p + 1) * n];
+        if o[0] != 0.0 {
+            nll[p] = f64::INFINITY;
+            g.fill(f64::NAN);
+            continue;
+        }
+        match s.precision {
+            Precision::HostReduced => {
+                nll[p] = o[1..1 + m].iter().map(|&v| v as f64).sum();
+                let terms = &o[1 + m..];
+                for (i, gi) in g.iter_mut().enumerate() {
+                    let (a, b) = (t.term_off[i] as usize, t.term_off[i + 1] as usize);
+                    *gi = t.term_idx[a..b]
+                        .iter()
+                        .map(|&k| terms[k as usize] as f64)
+                        .sum();
+                }
+            }
+            _ => {
+                nll[p] = o[1] as f64 + o[2] as f64;
+                for (gi, &v) in g.iter_mut().zip(&o[3..3 + n]) {
+                    *gi = v as f64;
+                }
+            }
+        }
+    }
+}
+
+impl BatchEvaluator for WgpuBatch {
+    fn space(&self) -> &ParameterSpace {
+        &self.session.space
+    }
+
+    fn nll_grad_batch(
+        &mut self,
+        params: &[f64],
+        data: &[&Dataset],
+        nll: &mut [f64],
+        grad: &mut [f64],
+    ) -> histfit_compute::Result<()> {
+        check_batch(&self.session.model, params, data, nll, grad)?;
+        if data.iter().any(|d| d.resident.is_some()) {
+            return Err(ComputeError::Unsupported(
+                "data kept in another device's memory on a wgpu adapter",
+            ));
+        }
+        let n = self.session.model.n_params();
+        let chunk = self.session.chunk;
+        for start in (0..data.len()).step_by(chunk) {
+            let end = (start + chunk).min(data.len());
+            self.launch(
+                &params[start * n..end * n],
+                &data[start..end],
+                &mut nll[start..end],
+                &mut grad[start * n..end * n],
+            )?;
+        }
+        for (v, d) in nll.iter_mut().zip(data) {
+            *v += d.constant;
+        }
+        Ok(())
+    }
+
+    /// From the host's f64 rates: Asimov data are data, made at full precision.
+    fn asimov(&mut self, params: &[f64]) -> histfit_compute::Result<Dataset> {
+        Evaluator::asimov(&mut *self.session.host(), params)
+    }
+
+    /// Drawn on the host (the CPU's Philox streams and bits).
+    fn toys(
+        &mut self,
+        params: &[f64],
+        seed: u64,
+        indices: std::ops::Range<u64>,
+    ) -> histfit_compute::Result<Vec<Dataset>> {
+        Evaluator::toys(&mut *self.session.host(), params, seed, indices)
+    }
+
+    fn expected_main_batch(
+        &mut self,
+        params: &[f64],
+        out: &mut [f64],
+    ) -> histfit_compute::Result<()> {
+        let n = self.session.model.n_params();
+        let m = self.session.model.n_main;
+        let mut host = self.session.host();
+        for (p, o) in params.chunks(n.max(1)).zip(out.chunks_mut(m.max(1))) {
+            host.expected_main(p, o)?;
+        }
+        Ok(())
+    }
+
+    fn host_evaluator(&self) -> Option<Box<dyn Evaluator + Send>> {
+        Some(Box::new(self.session.host().clone()))
+    }
+}
