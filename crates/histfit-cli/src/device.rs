@@ -10,11 +10,13 @@ pub use histfit_device::{batcher, AnyEval, AnyRunner, Device};
 
 /// [`AnyEval::new`] with the CLI's wording of a device failure.
 pub fn open(model: Arc<Model>, device: Device) -> Result<AnyEval> {
-    AnyEval::new(model, device).map_err(|e| anyhow!("--gpu cuda: {e}"))
+    let name = device.to_string();
+    AnyEval::new(model, device).map_err(|e| anyhow!("--gpu {name}: {e}"))
 }
 
-/// `histfit devices`: the CPU and every CUDA device, or why there is none — the one devices
-/// document of `histfit-device` (also Python's `histfit.devices()`), as JSON or a table.
+/// `histfit devices`: the CPU, every CUDA device and every wgpu adapter, or why there is none —
+/// the one devices document of `histfit-device` (also Python's `histfit.devices()`), as JSON or
+/// a table.
 pub fn list(json: bool) -> String {
     let mut doc = histfit_device::devices_document();
     if json {
@@ -39,6 +41,23 @@ pub fn list(json: bool) -> String {
         Some(why) => s.push_str(&format!("cuda       none: {why}\n")),
         None if gpus.is_empty() => s.push_str("cuda       none: the driver reports no device\n"),
         None => {}
+    }
+    for a in doc["wgpu"].as_array().cloned().unwrap_or_default() {
+        s.push_str(&format!(
+            "{:<10} {} ({}, {}, f32{})\n",
+            a["device"].as_str().unwrap_or("wgpu"),
+            a["name"].as_str().unwrap_or("?"),
+            a["backend"].as_str().unwrap_or("?"),
+            a["kind"].as_str().unwrap_or("?"),
+            if a["f64"].as_bool() == Some(true) {
+                "; the adapter has f64"
+            } else {
+                ""
+            }
+        ));
+    }
+    if let Some(why) = doc["wgpu_unavailable_reason"].as_str() {
+        s.push_str(&format!("wgpu       none: {why}\n"));
     }
     s
 }

@@ -1,16 +1,18 @@
 //! `histfit-device`: the device as a value.
 //!
-//! [`Device`] (parsed once from `--gpu cuda` or `device="cuda"`), [`AnyEval`], the evaluator of
-//! one model on whichever device was chosen, [`AnyRunner`], the toy runner that goes with it, and
-//! the devices document. Front ends (CLI, Python) hand these to the inference code, which never
-//! branches on the device. This crate is where the device backends meet inference: the backends
-//! (`histfit-cuda`) depend on the model and the evaluator traits only.
+//! [`Device`] (parsed once from `--gpu cuda`, `--gpu wgpu` or `device="cuda"`), [`AnyEval`],
+//! the evaluator of one model on whichever device was chosen, [`AnyRunner`], the toy runner that
+//! goes with it, and the devices document. Front ends (CLI, Python) hand these to the inference
+//! code, which never branches on the device. This crate is where the device backends meet
+//! inference: the backends (`histfit-cuda`, `histfit-wgpu`) depend on the model and the
+//! evaluator traits only.
 
 use histfit_compute::{CpuEvaluator, Dataset, Evaluator, OneAtATime, ParameterSpace};
 use histfit_cuda::{CudaBatch, CudaError};
 use histfit_infer::batch::{Batcher, EvalBox, Job};
 use histfit_infer::toys::{Batched, OnCpu, ToyRunner};
 use histfit_model::Model;
+use histfit_wgpu::{adapter::Backend, WgpuBatch, WgpuError};
 use std::sync::Arc;
 
 /// Where the likelihood is evaluated.
@@ -24,16 +26,103 @@ pub enum Device {
     CudaSplit(Vec<usize>),
     /// Every CUDA device of the host, as [`Device::CudaSplit`].
     CudaAll,
+    /// The portable f32 evaluator on a wgpu adapter: any backend (`wgpu`) or one (`vulkan`,
+    /// `metal`, `dx12`), the first discrete GPU or adapter N of that backend.
+    Wgpu {
+        backend: Backend,
+        adapter: Option<usize>,
+    },
+}
+
+impl std::fmt::Display for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let list = |v: &[usize]| {
+            v.iter()
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        match self {
+            Device::Cpu => write!(f, "cpu"),
+            Device::Cuda(n) => write!(f, "cuda:{n}"),
+            Device::CudaSplit(v) => write!(f, "cuda:{}", list(v)),
+            Device::CudaAll => write!(f, "cuda:all"),
+            Device::Wgpu { backend, adapter } => {
+                let name = match backend {
+                    Backend::Any => "wgpu",
+                    Backend::Vulkan => "vulkan",
+                    Backend::Metal => "metal",
+                    Backend::Dx12 => "dx12",
+                };
+                match adapter {
+                    Some(n) => write!(f, "{name}:{n}"),
+                    None => write!(f, "{name}"),
+                }
+            }
+        }
+    }
+}
+
+/// Why a device could not be opened.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DeviceError {
+    Cuda(CudaError),
+    Wgpu(WgpuError),
+}
+
+impl std::fmt::Display for DeviceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeviceError::Cuda(e) => e.fmt(f),
+            DeviceError::Wgpu(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for DeviceError {}
+
+impl From<CudaError> for DeviceError {
+    fn from(e: CudaError) -> Self {
+        DeviceError::Cuda(e)
+    }
+}
+
+impl From<WgpuError> for DeviceError {
+    fn from(e: WgpuError) -> Self {
+        DeviceError::Wgpu(e)
+    }
 }
 
 impl std::str::FromStr for Device {
     type Err = String;
-    /// "cpu", "cuda" (device 0), "cuda:N", "cuda:N,M,…" or "cuda:all".
+    /// "cpu", "cuda" (device 0), "cuda:N", "cuda:N,M,…", "cuda:all", "wgpu", "wgpu:N", and
+    /// "vulkan", "metal", "dx12" (each with ":N") for one wgpu backend.
     fn from_str(s: &str) -> Result<Device, String> {
         let s = s.trim().to_ascii_lowercase();
         let unknown = || {
-            format!("unknown device \"{s}\" (expected cpu, cuda, cuda:N, cuda:N,M,… or cuda:all)")
+            format!(
+                "unknown device \"{s}\" (expected cpu, cuda, cuda:N, cuda:N,M,…, cuda:all, \
+                 wgpu, wgpu:N, vulkan[:N], metal[:N] or dx12[:N])"
+            )
         };
+        let (name, index) = match s.split_once(':') {
+            Some((a, b)) => (a, Some(b)),
+            None => (s.as_str(), None),
+        };
+        let backend = match name {
+            "wgpu" => Some(Backend::Any),
+            "vulkan" => Some(Backend::Vulkan),
+            "metal" => Some(Backend::Metal),
+            "dx12" => Some(Backend::Dx12),
+            _ => None,
+        };
+        if let Some(backend) = backend {
+            let adapter = match index {
+                None => None,
+                Some(n) => Some(n.trim().parse::<usize>().map_err(|_| unknown())?),
+            };
+            return Ok(Device::Wgpu { backend, adapter });
+        }
         match s.as_str() {
             "cpu" => Ok(Device::Cpu),
             "cuda" => Ok(Device::Cuda(0)),
@@ -59,13 +148,19 @@ impl std::str::FromStr for Device {
 pub enum AnyEval {
     Cpu(CpuEvaluator),
     Cuda(OneAtATime<CudaBatch>),
+    Wgpu(OneAtATime<WgpuBatch>),
 }
 
 impl AnyEval {
-    /// Opens the device (for CUDA: context, kernels, model upload).
-    pub fn new(model: Arc<Model>, device: Device) -> Result<AnyEval, CudaError> {
+    /// Opens the device (for a GPU: context or adapter, kernels, model upload).
+    pub fn new(model: Arc<Model>, device: Device) -> Result<AnyEval, DeviceError> {
         let ordinals = match device {
             Device::Cpu => return Ok(AnyEval::Cpu(CpuEvaluator::new(model))),
+            Device::Wgpu { backend, adapter } => {
+                return Ok(AnyEval::Wgpu(OneAtATime {
+                    batch: WgpuBatch::new(model, backend, adapter, Default::default())?,
+                }))
+            }
             Device::Cuda(n) => vec![n],
             Device::CudaSplit(list) => list,
             Device::CudaAll => (0..histfit_cuda::devices()?.len()).collect(),
@@ -84,6 +179,7 @@ impl AnyEval {
         match self {
             AnyEval::Cpu(e) => e.shared_model(),
             AnyEval::Cuda(e) => &e.batch.session().model,
+            AnyEval::Wgpu(e) => &e.batch.session().model,
         }
     }
 }
@@ -93,12 +189,14 @@ impl Evaluator for AnyEval {
         match self {
             AnyEval::Cpu(e) => e.space(),
             AnyEval::Cuda(e) => e.space(),
+            AnyEval::Wgpu(e) => e.space(),
         }
     }
     fn asimov(&mut self, p: &[f64]) -> histfit_compute::Result<Dataset> {
         match self {
             AnyEval::Cpu(e) => e.asimov(p),
             AnyEval::Cuda(e) => e.asimov(p),
+            AnyEval::Wgpu(e) => e.asimov(p),
         }
     }
     fn toys(
@@ -110,33 +208,46 @@ impl Evaluator for AnyEval {
         match self {
             AnyEval::Cpu(e) => e.toys(p, seed, indices),
             AnyEval::Cuda(e) => e.toys(p, seed, indices),
+            AnyEval::Wgpu(e) => e.toys(p, seed, indices),
         }
     }
     fn nll(&mut self, p: &[f64], d: &Dataset) -> histfit_compute::Result<f64> {
         match self {
             AnyEval::Cpu(e) => e.nll(p, d),
             AnyEval::Cuda(e) => e.nll(p, d),
+            AnyEval::Wgpu(e) => e.nll(p, d),
         }
     }
     fn nll_grad(&mut self, p: &[f64], d: &Dataset, g: &mut [f64]) -> histfit_compute::Result<f64> {
         match self {
             AnyEval::Cpu(e) => e.nll_grad(p, d, g),
             AnyEval::Cuda(e) => e.nll_grad(p, d, g),
+            AnyEval::Wgpu(e) => e.nll_grad(p, d, g),
         }
     }
     fn expected_main(&mut self, p: &[f64], out: &mut [f64]) -> histfit_compute::Result<()> {
         match self {
             AnyEval::Cpu(e) => e.expected_main(p, out),
             AnyEval::Cuda(e) => e.expected_main(p, out),
+            AnyEval::Wgpu(e) => e.expected_main(p, out),
         }
     }
 }
 
+/// The batcher a GPU's ensembles run through.
+// One batcher per command, made once: the size difference does not matter.
+#[allow(clippy::large_enum_variant)]
+pub enum AnyBatcher {
+    Cuda(Batcher<CudaBatch>),
+    Wgpu(Batcher<WgpuBatch>),
+}
+
 /// The batcher GPU ensembles run through (none on the CPU).
-pub fn batcher(eval: &AnyEval) -> Option<Batcher<CudaBatch>> {
+pub fn batcher(eval: &AnyEval) -> Option<AnyBatcher> {
     match eval {
         AnyEval::Cpu(_) => None,
-        AnyEval::Cuda(e) => Some(Batcher::new(e.batch.clone())),
+        AnyEval::Cuda(e) => Some(AnyBatcher::Cuda(Batcher::new(e.batch.clone()))),
+        AnyEval::Wgpu(e) => Some(AnyBatcher::Wgpu(Batcher::new(e.batch.clone()))),
     }
 }
 
@@ -144,19 +255,25 @@ pub fn batcher(eval: &AnyEval) -> Option<Batcher<CudaBatch>> {
 pub enum AnyRunner<'a> {
     Cpu(OnCpu<'a, CpuEvaluator>),
     Cuda(Batched<'a, CudaBatch>),
+    Wgpu(Batched<'a, WgpuBatch>),
 }
 
 impl<'a> AnyRunner<'a> {
     /// `batcher` must be [`batcher`]`(eval)` (kept by the caller, who outlives the runner).
-    pub fn new(eval: &'a AnyEval, batcher: Option<&'a Batcher<CudaBatch>>) -> AnyRunner<'a> {
+    pub fn new(eval: &'a AnyEval, batcher: Option<&'a AnyBatcher>) -> AnyRunner<'a> {
         match (eval, batcher) {
             // `HISTFIT_GPU_FITS=lockstep` drives every fit from the host (the reference path).
-            (AnyEval::Cuda(_), Some(b)) => AnyRunner::Cuda(Batched {
+            (AnyEval::Cuda(_), Some(AnyBatcher::Cuda(b))) => AnyRunner::Cuda(Batched {
                 resident: std::env::var("HISTFIT_GPU_FITS").as_deref() != Ok("lockstep"),
                 ..Batched::new(b)
             }),
+            // The f32 evaluator has no resident fits: every fit is driven in lockstep.
+            (AnyEval::Wgpu(_), Some(AnyBatcher::Wgpu(b))) => AnyRunner::Wgpu(Batched {
+                resident: false,
+                ..Batched::new(b)
+            }),
             (AnyEval::Cpu(e), _) => AnyRunner::Cpu(OnCpu(e)),
-            (AnyEval::Cuda(_), None) => unreachable!("a GPU evaluator always has a batcher"),
+            _ => unreachable!("a GPU evaluator goes with its own batcher"),
         }
     }
 }
@@ -166,12 +283,14 @@ impl ToyRunner for AnyRunner<'_> {
         match self {
             AnyRunner::Cpu(r) => r.space(),
             AnyRunner::Cuda(r) => r.space(),
+            AnyRunner::Wgpu(r) => r.space(),
         }
     }
     fn single(&self) -> Box<dyn Evaluator + '_> {
         match self {
             AnyRunner::Cpu(r) => r.single(),
             AnyRunner::Cuda(r) => r.single(),
+            AnyRunner::Wgpu(r) => r.single(),
         }
     }
     fn run_toys<'w, T: Send>(
@@ -184,6 +303,7 @@ impl ToyRunner for AnyRunner<'_> {
         match self {
             AnyRunner::Cpu(r) => r.run_toys(params, seed, indices, work),
             AnyRunner::Cuda(r) => r.run_toys(params, seed, indices, work),
+            AnyRunner::Wgpu(r) => r.run_toys(params, seed, indices, work),
         }
     }
     fn run_refits<'w, T: Send>(
@@ -196,6 +316,7 @@ impl ToyRunner for AnyRunner<'_> {
         match self {
             AnyRunner::Cpu(r) => r.run_refits(params, seed, indices, work),
             AnyRunner::Cuda(r) => r.run_refits(params, seed, indices, work),
+            AnyRunner::Wgpu(r) => r.run_refits(params, seed, indices, work),
         }
     }
     fn resident(
@@ -205,6 +326,7 @@ impl ToyRunner for AnyRunner<'_> {
         match self {
             AnyRunner::Cpu(r) => r.resident(req),
             AnyRunner::Cuda(r) => r.resident(req),
+            AnyRunner::Wgpu(r) => r.resident(req),
         }
     }
     fn run<'w, T: Send>(
@@ -215,12 +337,14 @@ impl ToyRunner for AnyRunner<'_> {
         match self {
             AnyRunner::Cpu(r) => r.run(n, work),
             AnyRunner::Cuda(r) => r.run(n, work),
+            AnyRunner::Wgpu(r) => r.run(n, work),
         }
     }
 }
 
 /// What `histfit devices --json` and `histfit.devices()` report: the CPU, every CUDA device,
-/// and why there is none where there is none.
+/// every wgpu adapter (backend, kind, whether it has f64), and why there is none where there is
+/// none.
 pub fn devices_document() -> serde_json::Value {
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
@@ -242,16 +366,36 @@ pub fn devices_document() -> serde_json::Value {
                 .collect()
         })
         .unwrap_or_default();
+    let adapters: Vec<serde_json::Value> = histfit_wgpu::adapters()
+        .into_iter()
+        .map(|a| {
+            serde_json::json!({
+                "device": format!("wgpu:{}", a.index),
+                "name": a.name,
+                "backend": a.backend,
+                "kind": a.kind,
+                "driver": a.driver,
+                "f64": a.f64,
+                "max_storage_binding_bytes": a.max_storage_binding,
+            })
+        })
+        .collect();
+    let wgpu_none = adapters.is_empty().then_some(
+        "wgpu finds no Vulkan, Metal or DX12 adapter (on Linux: libvulkan1 and a driver such as \
+         mesa-vulkan-drivers)",
+    );
     serde_json::json!({
         "cpu": {"device": "cpu", "threads": threads},
         "cuda": gpus,
         "cuda_unavailable_reason": cuda.err().map(|e| e.to_string()),
+        "wgpu": adapters,
+        "wgpu_unavailable_reason": wgpu_none,
     })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::Device;
+    use super::{Backend, Device};
 
     #[test]
     fn devices_parse() {
@@ -262,7 +406,21 @@ mod tests {
         assert_eq!(p("cuda:0,0"), Ok(Device::CudaSplit(vec![0, 0])));
         assert_eq!(p("cuda:1, 0,3"), Ok(Device::CudaSplit(vec![1, 0, 3])));
         assert_eq!(p("cuda:all"), Ok(Device::CudaAll));
-        for bad in ["gpu", "cuda:", "cuda:x", "cuda:0,", "cuda:-1", "cuda:0;1"] {
+        let wgpu = |backend, adapter| Device::Wgpu { backend, adapter };
+        assert_eq!(p("wgpu"), Ok(wgpu(Backend::Any, None)));
+        assert_eq!(p("wgpu:1"), Ok(wgpu(Backend::Any, Some(1))));
+        assert_eq!(p("Vulkan"), Ok(wgpu(Backend::Vulkan, None)));
+        assert_eq!(p("metal:0"), Ok(wgpu(Backend::Metal, Some(0))));
+        assert_eq!(p("dx12"), Ok(wgpu(Backend::Dx12, None)));
+        for d in [
+            "cpu", "cuda:2", "cuda:0,0", "cuda:all", "wgpu", "wgpu:1", "vulkan:0",
+        ] {
+            assert_eq!(p(d).unwrap().to_string(), d);
+        }
+        for bad in [
+            "gpu", "cuda:", "cuda:x", "cuda:0,", "cuda:-1", "cuda:0;1", "wgpu:", "wgpu:x",
+            "metal:-1",
+        ] {
             let e = p(bad).unwrap_err();
             assert!(
                 e.contains("unknown device") && e.contains("cuda:all"),

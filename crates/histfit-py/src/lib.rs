@@ -304,7 +304,7 @@ impl NativeModel {
             YieldSource::Device(d) => {
                 let ordinal = match parse_device(&d.device)? {
                     Device::Cuda(n) => n,
-                    Device::Cpu | Device::CudaSplit(_) | Device::CudaAll => {
+                    Device::Cpu | Device::CudaSplit(_) | Device::CudaAll | Device::Wgpu { .. } => {
                         return Err(bad(format!(
                             "yields in device memory: expected a CUDA device (cuda:N, the one they live on), got {}",
                             d.device

@@ -146,7 +146,7 @@ impl Session {
         let [n_params, n_main, n_aux, n_samples, n_sb, n_ns, n_sf, n_hs, n_bf, n_terms] =
             tables.dims.map(|d| d as usize);
         let scratch_len = tables.scratch_len;
-        let out_len = 1 + (n_main + n_aux + n_terms).max(2 + n_params);
+        let out_len = 1 + (n_main + n_aux + n_terms).max(2 + 2 * n_params);
         let max_binding = gpu.limits.max_storage_buffer_binding_size as usize;
         let per_problem = (scratch_len * 8).max(out_len * 4).max(n_params * 8);
         let chunk = MAX_LAUNCH
@@ -421,8 +421,8 @@ fn finish(s: &Session, out: &[f32], nll: &mut [f64], grad: &mut [f64]) {
             }
             _ => {
                 nll[p] = o[1] as f64 + o[2] as f64;
-                for (gi, &v) in g.iter_mut().zip(&o[3..3 + n]) {
-                    *gi = v as f64;
+                for (gi, v) in g.iter_mut().zip(o[3..3 + 2 * n].chunks(2)) {
+                    *gi = v[0] as f64 + v[1] as f64;
                 }
             }
         }

@@ -11,8 +11,8 @@
 //             out and reduced in f64 on the host;
 //   1 (compensated): plain f32 values; sums carry a Neumaier compensation in .y;
 //   2 (double-float): .x + .y is one value of about 48 bits (an unevaluated sum of two f32),
-//             used for the expected counts, their logarithm near the data, the constraint terms
-//             and every sum; the gradient's products stay in f32.
+//             used throughout: the expected counts, their logarithm near the data, the
+//             constraint terms, the reverse pass and every sum.
 // The header the host prepends defines the constants shared with Rust: interpolation codes,
 // constraint kinds, the empty-bin wall.
 
@@ -159,16 +159,17 @@ fn poisson_term(l: vec2<f32>, n: vec2<f32>) -> vec4<f32> {
             return vec4<f32>(v, 0.0, 1.0 - n.x / l.x, 0.0);
         }
         let d = df_add(l, -n);
-        let r = d.x / n.x;
         let dl = d.x / l.x;
-        if (abs(r) < 0.05) {
-            // n (r − ln(1 + r)) with u = r/(2 + r): r − ln(1 + r) = u r − 2(u³/3 + u⁵/5 + …),
-            // a series with no cancellation near the data, where f32's logarithm has only an
-            // absolute accuracy.
-            let u = r / (2.0 + r);
-            let u2 = u * u;
-            let g = u * r - 2.0 * u * u2 * (1.0 / 3.0 + u2 * (1.0 / 5.0 + u2 * (1.0 / 7.0 + u2 / 9.0)));
-            let t = df_mul(n, rv(g));
+        if (abs(d.x) < 0.05 * n.x) {
+            // n (r − ln(1 + r)) with r = d/n and u = r/(2 + r): r − ln(1 + r) =
+            // u r − 2(u³/3 + u⁵/5 + …), a series with no cancellation near the data (where
+            // f32's logarithm has only an absolute accuracy). The leading u r = d²/(n(2n + d))
+            // in double-float; the rest, under 2 % of it, in f32.
+            let u = df_div(d, df_add(df_add(n, n), d));
+            let r = d.x / n.x;
+            let u2 = u.x * u.x;
+            let rest = 2.0 * u.x * u2 * (1.0 / 3.0 + u2 * (1.0 / 5.0 + u2 * (1.0 / 7.0 + u2 / 9.0)));
+            let t = df_add(df_mul(u, d), -df_mul(n, rv(rest)));
             return vec4<f32>(t.x, t.y, dl, 0.0);
         }
         let t = df_add(d, -df_mul(n, df_log(df_div(l, n))));
@@ -188,67 +189,80 @@ fn poisson_term(l: vec2<f32>, n: vec2<f32>) -> vec4<f32> {
 // Interpolation (histfit_model::interp): additive weights (codes 0, 2, 4p), multiplicative
 // values (codes 1, 4).
 
+// The four weights of an additive code at α = a and their derivatives, as reals under the
+// strategy (double-float where it applies, so Δ and its slope keep the parameter's precision).
 struct Weights {
-    w: vec4<f32>,
-    dw: vec4<f32>,
+    w: array<vec2<f32>, 4>,
+    dw: array<vec2<f32>, 4>,
 }
 
-fn additive_weights(code: i32, a: f32) -> Weights {
-    var r: Weights;
-    r.w = vec4<f32>(0.0);
-    r.dw = vec4<f32>(0.0);
+fn additive_weights(code: i32, a: vec2<f32>) -> Weights {
+    let zero = rv(0.0);
+    var r = Weights(array<vec2<f32>, 4>(zero, zero, zero, zero), array<vec2<f32>, 4>(zero, zero, zero, zero));
+    let x = a.x;
     if (code == CODE0) {
-        if (a > 0.0) {
-            r.w.x = a;
-            r.dw.x = 1.0;
-        } else if (a < 0.0) {
-            r.w.y = a;
-            r.dw.y = 1.0;
+        if (x > 0.0) {
+            r.w[0] = a;
+            r.dw[0] = rv(1.0);
+        } else if (x < 0.0) {
+            r.w[1] = a;
+            r.dw[1] = rv(1.0);
         } else {
-            r.dw = vec4<f32>(0.5, 0.5, 0.0, 0.0);
+            r.dw[0] = rv(0.5);
+            r.dw[1] = rv(0.5);
         }
     } else if (code == CODE2) {
-        if (a > 1.0) {
-            let t = a - 1.0;
-            r.w = vec4<f32>(2.0 * t, t, 1.0, 0.0);
-            r.dw = vec4<f32>(2.0, 1.0, 0.0, 0.0);
-        } else if (a < -1.0) {
-            let t = a + 1.0;
-            r.w = vec4<f32>(-2.0 * t, t, 0.0, -1.0);
-            r.dw = vec4<f32>(-2.0, 1.0, 0.0, 0.0);
+        if (x > 1.0) {
+            let t = radd(a, rv(-1.0));
+            r.w[0] = t * 2.0;
+            r.w[1] = t;
+            r.w[2] = rv(1.0);
+            r.dw[0] = rv(2.0);
+            r.dw[1] = rv(1.0);
+        } else if (x < -1.0) {
+            let t = radd(a, rv(1.0));
+            r.w[0] = t * -2.0;
+            r.w[1] = t;
+            r.w[3] = rv(-1.0);
+            r.dw[0] = rv(-2.0);
+            r.dw[1] = rv(1.0);
         } else {
-            r.w = vec4<f32>(a * a, a, 0.0, 0.0);
-            r.dw = vec4<f32>(2.0 * a, 1.0, 0.0, 0.0);
+            r.w[0] = rmul(a, a);
+            r.w[1] = a;
+            r.dw[0] = a * 2.0;
+            r.dw[1] = rv(1.0);
         }
     } else if (code == CODE4P) {
-        if (a > 1.0) {
-            r.w.z = a;
-            r.dw.z = 1.0;
-        } else if (a < -1.0) {
-            r.w.w = a;
-            r.dw.w = 1.0;
+        if (x > 1.0) {
+            r.w[2] = a;
+            r.dw[2] = rv(1.0);
+        } else if (x < -1.0) {
+            r.w[3] = a;
+            r.dw[3] = rv(1.0);
         } else {
-            let a2 = a * a;
-            r.w.x = a;
-            r.dw.x = 1.0;
-            r.w.y = a2 * (15.0 + a2 * (3.0 * a2 - 10.0));
-            r.dw.y = a * (30.0 + a2 * (18.0 * a2 - 40.0));
+            // w1 = a² (15 + a² (3a² − 10)), w1' = a (30 + a² (18a² − 40))
+            let a2 = rmul(a, a);
+            r.w[0] = a;
+            r.dw[0] = rv(1.0);
+            r.w[1] = rmul(a2, radd(rv(15.0), rmul(a2, radd(a2 * 3.0, rv(-10.0)))));
+            r.dw[1] = rmul(a, radd(rv(30.0), rmul(a2, radd(a2 * 18.0, rv(-40.0)))));
         }
     }
     return r;
 }
 
-// Σ w_i c_i of four table reals from `at` (the additive Δ or factor − 1) and its derivative.
+// Σ w_i c_i of four table reals from `at` (the additive Δ or factor − 1) in .xy and its
+// derivative in .zw.
 fn additive(code: i32, a: vec2<f32>, at: u32) -> vec4<f32> {
-    let wt = additive_weights(code, a.x);
+    let wt = additive_weights(code, a);
     var v = rv(0.0);
-    var d = 0.0;
+    var d = rv(0.0);
     for (var i = 0u; i < 4u; i++) {
         let c = ld(reals[at + i]);
-        v = radd(v, rmul(rv(wt.w[i]), c));
-        d += wt.dw[i] * c.x;
+        v = radd(v, rmul(wt.w[i], c));
+        d = radd(d, rmul(wt.dw[i], c));
     }
-    return vec4<f32>(v.x, v.y, d, 0.0);
+    return vec4<f32>(v, d);
 }
 
 fn is_mult(code: i32) -> bool {
@@ -256,31 +270,31 @@ fn is_mult(code: i32) -> bool {
 }
 
 // The multiplicative factor at α = a from [ln up, ln dn] at `lnc` and the six polynomial
-// coefficients at `poly` (code 4 inside |α| < 1), with its derivative in .z.
+// coefficients at `poly` (code 4 inside |α| < 1) in .xy, its derivative in .zw.
 fn multiplicative(code: i32, a: vec2<f32>, lnc: u32, poly: u32) -> vec4<f32> {
     let lu = ld(reals[lnc]);
     let ld_ = ld(reals[lnc + 1u]);
     if (a.x >= 1.0 || (code == CODE1 && a.x > 0.0)) {
         let k = rexp(rmul(a, lu));
-        return vec4<f32>(k.x, k.y, k.x * lu.x, 0.0);
+        return vec4<f32>(k, rmul(k, lu));
     }
     if (a.x <= -1.0 || (code == CODE1 && a.x < 0.0)) {
         let k = rexp(rmul(-a, ld_));
-        return vec4<f32>(k.x, k.y, -k.x * ld_.x, 0.0);
+        return vec4<f32>(k, -rmul(k, ld_));
     }
     if (code == CODE1) {
-        return vec4<f32>(1.0, 0.0, 0.5 * (lu.x - ld_.x), 0.0);
+        return vec4<f32>(rv(1.0), radd(lu, -ld_) * 0.5);
     }
     // 1 + a(p1 + a(p2 + … + a p6)), Horner from the inside.
     var v = ld(reals[poly + 5u]);
-    var d = 6.0 * v.x;
+    var d = v * 6.0;
     for (var i = 4; i >= 0; i--) {
         let p = ld(reals[poly + u32(i)]);
         v = radd(p, rmul(a, v));
-        d = f32(i + 1) * p.x + a.x * d;
+        d = radd(p * f32(i + 1), rmul(a, d));
     }
     let k = radd(rv(1.0), rmul(a, v));
-    return vec4<f32>(k.x, k.y, d, 0.0);
+    return vec4<f32>(k, d);
 }
 
 // Δ and dΔ/dα of histosys entry `e` in row `r` (the entry's first row + the bin).
@@ -290,8 +304,8 @@ fn histo_row(code: i32, a: vec2<f32>, r: u32) -> vec4<f32> {
         // coefficients [nominal, ln up, ln dn, –] and the polynomial row.
         let k = multiplicative(code, a, O_HS_COEF + c0 + 1u, O_HS_POLY + 6u * r);
         let nom = ld(reals[O_HS_COEF + c0]);
-        let dl = rmul(nom, radd(vec2<f32>(k.x, k.y), rv(-1.0)));
-        return vec4<f32>(dl.x, dl.y, nom.x * k.z, 0.0);
+        let dl = rmul(nom, radd(k.xy, rv(-1.0)));
+        return vec4<f32>(dl, rmul(nom, k.zw));
     }
     return additive(code, a, O_HS_COEF + c0);
 }
@@ -357,11 +371,10 @@ fn nll_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id)
             k = multiplicative(code, a, c, c + 2u);
         } else {
             k = additive(code, a, c);
-            let one = radd(rv(1.0), vec2<f32>(k.x, k.y));
-            k = vec4<f32>(one.x, one.y, k.z, 0.0);
+            k = vec4<f32>(radd(rv(1.0), k.xy), k.zw);
         }
-        scratch[kv + e] = vec2<f32>(k.x, k.y);
-        scratch[kd + e] = rv(k.z);
+        scratch[kv + e] = k.xy;
+        scratch[kd + e] = k.zw;
     }
     // sample-bin yields (nominal + Δ) and bin factors
     for (var sb = t; sb < N_SB; sb += WG) {
@@ -370,7 +383,7 @@ fn nll_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id)
         var b = ld(reals[O_NOMINAL + sb]);
         for (var e = I(sm, 7u); e < I(sm, 8u); e++) {
             let h = histo_row(ints[O_HS_CODE + e], scratch[x + I(O_HS_PAR, e)], I(O_HS_ROW, e) + k);
-            b = radd(b, vec2<f32>(h.x, h.y));
+            b = radd(b, h.xy);
         }
         scratch[base + sb] = b;
         var bf = rv(1.0);
@@ -403,12 +416,17 @@ fn nll_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id)
         }
         l = fin(l);
         scratch[lam + b] = l;
-        let pt = poisson_term(l, ld(data[row + b]));
+        let n = ld(data[row + b]);
+        let pt = poisson_term(l, n);
         if (pt.w != 0.0) {
             atomicOr(&invalid, 1u);
         }
-        scratch[contrib + b] = vec2<f32>(pt.x, pt.y);
-        scratch[dlam + b] = rv(pt.z);
+        scratch[contrib + b] = pt.xy;
+        if (STRATEGY == 2u && n.x > 0.0 && l.x > 0.0) {
+            scratch[dlam + b] = df_div(df_add(l, -n), l);
+        } else {
+            scratch[dlam + b] = rv(pt.z);
+        }
     }
     // constraint terms
     for (var k = t; k < N_AUX; k += WG) {
@@ -416,28 +434,41 @@ fn nll_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id)
         let xv = scratch[x + par];
         let a = ld(data[row + M + k]);
         let c = ld(reals[O_AUX_CONST + k]);
-        var g = 0.0;
+        var g = rv(0.0);
         var v = rv(0.0);
         let kind = ints[O_AUX_KIND + k];
         if (kind == KIND_GAUSS) {
             let d = radd(xv, -a);
-            let z = d.x / c.x;
-            v = rv(0.5 * z * z);
-            g = d.x / (c.x * c.x);
+            if (STRATEGY == 2u) {
+                let z = df_div(d, c);
+                v = df_mul(z, z) * 0.5;
+            } else {
+                let z = d.x / c.x;
+                v = rv(0.5 * z * z);
+            }
+            if (STRATEGY == 2u) {
+                g = df_div(df_div(d, c), c);
+            } else {
+                g = rv(d.x / (c.x * c.x));
+            }
         } else if (kind == KIND_POISSON) {
             let rate = rmul(xv, c);
             if (rate.x < 0.0 || (rate.x == 0.0 && a.x > 0.0)) {
                 atomicOr(&invalid, 1u);
             } else if (a.x > 0.0) {
                 let pt = poisson_term(rate, a);
-                v = vec2<f32>(pt.x, pt.y);
-                g = c.x - a.x / xv.x;
+                v = pt.xy;
+                if (STRATEGY == 2u) {
+                    g = df_add(c, -df_div(a, xv));
+                } else {
+                    g = rv(c.x - a.x / xv.x);
+                }
             } else {
                 v = rate;
-                g = c.x;
+                g = c;
             }
         }
-        scratch[terms + k] = rv(g);
+        scratch[terms + k] = g;
         scratch[contrib + M + k] = v;
     }
     workgroupBarrier();
@@ -464,69 +495,69 @@ fn nll_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id)
     let t_bf = t_hs + N_HS;
     for (var sb = t; sb < N_SB; sb += WG) {
         let s = I(O_SB_SAMPLE, sb);
-        let dl = scratch[dlam + I(O_SB_BIN, sb)].x;
-        scratch[gb + sb] = rv(dl * scratch[binfac + sb].x);
-        let outer = dl * scratch[base + sb].x * scratch[F + s].x;
+        let dl = scratch[dlam + I(O_SB_BIN, sb)];
+        scratch[gb + sb] = rmul(dl, scratch[binfac + sb]);
+        let outer = rmul(rmul(dl, scratch[base + sb]), scratch[F + s]);
         let j0 = I(O_BF_OFF, sb);
         let j1 = I(O_BF_OFF, sb + 1u);
         for (var j = j0; j < j1; j++) {
-            var others = 1.0;
+            var others = outer;
             for (var q = j0; q < j1; q++) {
                 if (q != j) {
-                    others *= scratch[x + I(O_BF_PAR, q)].x;
+                    others = rmul(others, scratch[x + I(O_BF_PAR, q)]);
                 }
             }
-            scratch[terms + t_bf + j] = rv(outer * others);
+            scratch[terms + t_bf + j] = others;
         }
     }
     for (var s = t; s < N_SAMPLES; s += WG) {
         let sm = O_SMP + 9u * s;
-        var w = 0.0;
+        var w = rv(0.0);
         for (var k = 0u; k < I(sm, 1u); k++) {
             let sb = I(sm, 2u) + k;
-            w += scratch[dlam + I(sm, 0u) + k].x * scratch[base + sb].x * scratch[binfac + sb].x;
+            w = acc(w, rmul(rmul(scratch[dlam + I(sm, 0u) + k], scratch[base + sb]), scratch[binfac + sb]));
         }
-        scratch[wsamp + s] = rv(w);
+        scratch[wsamp + s] = fin(w);
     }
     workgroupBarrier();
     for (var e = t; e < N_NS; e += WG) {
         let s = I(O_NS_SAMPLE, e);
         let sm = O_SMP + 9u * s;
-        var others = 1.0;
+        var others = rmul(scratch[wsamp + s], scratch[kd + e]);
         for (var j = I(sm, 3u); j < I(sm, 4u); j++) {
-            others *= scratch[x + I(O_SF_PAR, j)].x;
+            others = rmul(others, scratch[x + I(O_SF_PAR, j)]);
         }
         for (var q = I(sm, 5u); q < I(sm, 6u); q++) {
             if (q != e) {
-                others *= scratch[kv + q].x;
+                others = rmul(others, scratch[kv + q]);
             }
         }
-        scratch[terms + t_ns + e] = rv(scratch[wsamp + s].x * others * scratch[kd + e].x);
+        scratch[terms + t_ns + e] = others;
     }
     for (var j = t; j < N_SF; j += WG) {
         let s = I(O_SF_SAMPLE, j);
         let sm = O_SMP + 9u * s;
-        var others = 1.0;
+        var others = scratch[wsamp + s];
         for (var q = I(sm, 3u); q < I(sm, 4u); q++) {
             if (q != j) {
-                others *= scratch[x + I(O_SF_PAR, q)].x;
+                others = rmul(others, scratch[x + I(O_SF_PAR, q)]);
             }
         }
         for (var q = I(sm, 5u); q < I(sm, 6u); q++) {
-            others *= scratch[kv + q].x;
+            others = rmul(others, scratch[kv + q]);
         }
-        scratch[terms + t_sf + j] = rv(scratch[wsamp + s].x * others);
+        scratch[terms + t_sf + j] = others;
     }
     for (var e = t; e < N_HS; e += WG) {
         let s = I(O_HS_SAMPLE, e);
         let sm = O_SMP + 9u * s;
         let a = scratch[x + I(O_HS_PAR, e)];
-        var g = 0.0;
+        var g = rv(0.0);
         for (var k = 0u; k < I(sm, 1u); k++) {
             let h = histo_row(ints[O_HS_CODE + e], a, I(O_HS_ROW, e) + k);
-            g += scratch[gb + I(sm, 2u) + k].x * h.z;
+            g = acc(g, rmul(scratch[gb + I(sm, 2u) + k], h.zw));
         }
-        scratch[terms + t_hs + e] = rv(g * scratch[F + s].x);
+        scratch[terms + t_hs + e] = rmul(fin(g), scratch[F + s]);
     }
     workgroupBarrier();
     if (STRATEGY == 0u) {
@@ -540,7 +571,8 @@ fn nll_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id)
                 g = acc(g, scratch[terms + I(O_TERM_IDX, j)]);
             }
             g = fin(g);
-            outs[out + 3u + i] = g.x + g.y;
+            outs[out + 3u + 2u * i] = g.x;
+            outs[out + 4u + 2u * i] = g.y;
         }
     }
     workgroupBarrier();
