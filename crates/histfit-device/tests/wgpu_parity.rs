@@ -127,3 +127,56 @@ fn toy_fits_match_the_cpu() {
         assert!((a.poi - b.poi).abs() <= 1e-3, "toy {}: POI", a.index);
     }
 }
+
+/// The interpolation codes the two reference settings leave out (code 2 on both modifiers, code
+/// 0 on normsys with code 1 on histosys, code 4p on normsys with the multiplicative code 4 on
+/// histosys): −ln L and gradient at the tiers on every shipped workspace they compile for.
+#[test]
+fn every_interpolation_code_meets_the_tiers() {
+    use histfit_model::{InterpCode, Settings};
+    let mut checked = 0;
+    for ws in WORKSPACES {
+        let text = std::fs::read_to_string(histfit_testutil::fixture(&format!("{ws}.json")))
+            .expect("fixture");
+        let spec = histfit_model::Workspace::from_str(&text, ws).expect("valid workspace");
+        for (normsys, histosys) in [
+            (InterpCode::Code2, InterpCode::Code2),
+            (InterpCode::Code0, InterpCode::Code1),
+            (InterpCode::Code4p, InterpCode::Code4),
+        ] {
+            let s = Settings { normsys, histosys };
+            // (Multiplicative histosys needs positive variations, which tHu does not have.)
+            let Ok(m) = histfit_model::compile(&spec, None, &s) else {
+                continue;
+            };
+            let model = std::sync::Arc::new(m);
+            let data = Dataset::observed(&model);
+            let Some(mut gpu) = open(&model, "every_interpolation_code_meets_the_tiers") else {
+                return;
+            };
+            let mut cpu = CpuEvaluator::new(model.clone());
+            let (n, count) = (model.n_params(), 16);
+            let points = points_around(&model, &model.init(), count);
+            let (mut want, mut want_g) = (vec![0.0; count], vec![0.0; count * n]);
+            for (k, p) in points.chunks(n).enumerate() {
+                want[k] = cpu
+                    .nll_grad(p, &data, &mut want_g[k * n..(k + 1) * n])
+                    .unwrap();
+            }
+            let refs: Vec<&Dataset> = vec![&data; count];
+            let (mut got, mut got_g) = (vec![0.0; count], vec![0.0; count * n]);
+            gpu.nll_grad_batch(&points, &refs, &mut got, &mut got_g)
+                .unwrap();
+            let (dn, dg) = (max_abs(&got, &want), max_abs(&got_g, &want_g));
+            let case = format!("{ws} (normsys {normsys}, histosys {histosys})");
+            assert!(dn <= 1e-4, "{case}: −ln L off by {dn:.2e}");
+            assert!(dg <= 1e-3, "{case}: gradient off by {dg:.2e}");
+            println!("{case}: −ln L {dn:.2e}, gradient {dg:.2e}");
+            checked += 1;
+        }
+    }
+    assert!(
+        checked >= 9,
+        "only {checked} workspace × code cases compiled"
+    );
+}

@@ -29,7 +29,8 @@ impl Backend {
 /// One adapter as the devices document lists it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AdapterInfo {
-    /// Index among the adapters of [`Backend::Any`] (`wgpu:N`).
+    /// Index among the adapters of the backend it was listed for: every backend for
+    /// `histfit devices` and `wgpu:N`, one backend for `vulkan:N`, `metal:N`, `dx12:N`.
     pub index: usize,
     pub name: String,
     /// "vulkan", "metal" or "dx12".
@@ -120,9 +121,16 @@ impl Gpu {
                     all.len()
                 )))
             }
-            None => all
-                .iter()
-                .position(|a| a.get_info().device_type == wgpu::DeviceType::DiscreteGpu)
+            // The best kind first: a discrete GPU, then integrated, virtual, other, and a
+            // software rasteriser (lavapipe) last.
+            None => (0..all.len())
+                .min_by_key(|&k| match all[k].get_info().device_type {
+                    wgpu::DeviceType::DiscreteGpu => 0,
+                    wgpu::DeviceType::IntegratedGpu => 1,
+                    wgpu::DeviceType::VirtualGpu => 2,
+                    wgpu::DeviceType::Other => 3,
+                    wgpu::DeviceType::Cpu => 4,
+                })
                 .unwrap_or(0),
         };
         let adapter = &all[k];

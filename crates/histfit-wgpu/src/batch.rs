@@ -6,8 +6,8 @@
 //! f64 value, lo = the f32 nearest the rest), dispatches one workgroup per problem in launches
 //! of at most [`Session::chunk`] problems, and reads back per problem either the finished value
 //! and gradient or, for [`Precision::HostReduced`], the per-bin terms and gradient term slots,
-//! which are summed here in f64. Data generation (Asimov data, toys) and the one-off fits around
-//! an ensemble run on the host in f64, as on the CUDA device.
+//! which are summed here in f64. Data generation (Asimov data, toys: the CPU's Philox bits) and
+//! the one-off fits around an ensemble run on the host in f64.
 
 use crate::adapter::{as_bytes, staging_buffer, storage_buffer as storage, Backend, Gpu};
 use crate::{Precision, Result};
@@ -143,7 +143,7 @@ impl Session {
         let tables = HostTables::new(&model);
         let (ints, int_offsets) = pack_ints(&tables);
         let (reals, real_offsets) = pack_reals(&tables);
-        let [n_params, n_main, n_aux, n_samples, n_sb, n_ns, n_sf, n_hs, n_bf, n_terms] =
+        let [n_params, n_main, n_aux, n_samples, n_sb, n_ns, n_sf, n_hs, _, n_terms] =
             tables.dims.map(|d| d as usize);
         let scratch_len = tables.scratch_len;
         let out_len = 1 + (n_main + n_aux + n_terms).max(2 + 2 * n_params);
@@ -181,7 +181,6 @@ impl Session {
             ("N_NS", n_ns),
             ("N_SF", n_sf),
             ("N_HS", n_hs),
-            ("N_BF", n_bf),
             ("N_TERMS", n_terms),
         ] {
             constants.push((name.into(), v as f64));
@@ -285,7 +284,8 @@ impl WgpuBatch {
         &self.session
     }
 
-    fn buffers(&mut self, problems: usize, data_pairs: usize) -> &Buffers {
+    /// Grows the launch buffers to hold `problems` problems and `data_pairs` data values.
+    fn ensure_buffers(&mut self, problems: usize, data_pairs: usize) {
         let s = &self.session;
         let fits = self
             .bufs
@@ -310,7 +310,6 @@ impl WgpuBatch {
                 data_pairs,
             });
         }
-        self.bufs.as_ref().expect("buffers were just made")
     }
 
     /// One launch of at most `chunk` problems: writes −ln L without the datasets' constants and
@@ -347,8 +346,16 @@ impl WgpuBatch {
         for &v in params {
             split(v, &mut packed);
         }
-        let bufs = self.buffers(b, seen.len() * row_len);
         let gpu = &s.gpu;
+        // Allocation failures are caught here (and forget the buffers), not left to poison the
+        // session's device.
+        if let Err(e) = gpu.checked("allocating launch buffers", || {
+            self.ensure_buffers(b, seen.len() * row_len)
+        }) {
+            self.bufs = None;
+            return Err(e);
+        }
+        let bufs = self.bufs.as_ref().expect("buffers were just made");
         let out_bytes = (b * s.out_len * 4) as u64;
         gpu.checked("evaluating the likelihood", || {
             gpu.queue.write_buffer(&bufs.params, 0, as_bytes(&packed));

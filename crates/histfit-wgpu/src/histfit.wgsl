@@ -26,7 +26,6 @@ override N_SB: u32;
 override N_NS: u32;
 override N_SF: u32;
 override N_HS: u32;
-override N_BF: u32;
 override N_TERMS: u32;
 // Offsets of the integer tables in `ints` and of the real tables in `reals`.
 override O_SMP: u32;
@@ -146,12 +145,19 @@ fn ld(v: vec2<f32>) -> vec2<f32> {
     return vec2<f32>(v.x, 0.0);
 }
 
+// Whether x is NaN or ±inf, by its bits: compilers may assume floats are finite (and SPIR-V's
+// ordered comparisons make x != x false for NaN). An expected count that overflows f32 is
+// treated as where the likelihood is not defined, as a NaN one is.
+fn not_finite(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7fffffffu) >= 0x7f800000u;
+}
+
 // −ln L of a Poisson count n at mean l relative to its saturated value, l − n − n ln(l/n),
 // and its derivative 1 − n/l in .z; .w = 1 where the likelihood is zero. Below λ = 0 an empty
 // bin continues as histfit_compute::EMPTY_BIN_WALL says.
 fn poisson_term(l: vec2<f32>, n: vec2<f32>) -> vec4<f32> {
     if (n.x > 0.0) {
-        if (!(l.x > 0.0)) {
+        if (!(l.x > 0.0) || not_finite(l.x)) {
             return vec4<f32>(0.0, 0.0, 0.0, 1.0);
         }
         if (STRATEGY != 2u) {
@@ -178,7 +184,7 @@ fn poisson_term(l: vec2<f32>, n: vec2<f32>) -> vec4<f32> {
     if (l.x >= 0.0) {
         return vec4<f32>(l.x, l.y, 1.0, 0.0);
     }
-    if (l.x != l.x) {
+    if (not_finite(l.x)) {
         return vec4<f32>(0.0, 0.0, 0.0, 1.0);
     }
     let t = radd(l, rv(l.x * l.x / (2.0 * EMPTY_BIN_WALL)));
@@ -244,8 +250,8 @@ fn additive_weights(code: i32, a: vec2<f32>) -> Weights {
             let a2 = rmul(a, a);
             r.w[0] = a;
             r.dw[0] = rv(1.0);
-            r.w[1] = rmul(a2, radd(rv(15.0), rmul(a2, radd(a2 * 3.0, rv(-10.0)))));
-            r.dw[1] = rmul(a, radd(rv(30.0), rmul(a2, radd(a2 * 18.0, rv(-40.0)))));
+            r.w[1] = rmul(a2, radd(rv(15.0), rmul(a2, radd(rmul(a2, rv(3.0)), rv(-10.0)))));
+            r.dw[1] = rmul(a, radd(rv(30.0), rmul(a2, radd(rmul(a2, rv(18.0)), rv(-40.0)))));
         }
     }
     return r;
@@ -287,11 +293,11 @@ fn multiplicative(code: i32, a: vec2<f32>, lnc: u32, poly: u32) -> vec4<f32> {
     }
     // 1 + a(p1 + a(p2 + … + a p6)), Horner from the inside.
     var v = ld(reals[poly + 5u]);
-    var d = v * 6.0;
+    var d = rmul(v, rv(6.0));
     for (var i = 4; i >= 0; i--) {
         let p = ld(reals[poly + u32(i)]);
         v = radd(p, rmul(a, v));
-        d = radd(p * f32(i + 1), rmul(a, d));
+        d = radd(rmul(p, rv(f32(i + 1))), rmul(a, d));
     }
     let k = radd(rv(1.0), rmul(a, v));
     return vec4<f32>(k, d);
@@ -331,6 +337,13 @@ fn reduce(v: vec2<f32>, t: u32) -> vec2<f32> {
     return r;
 }
 
+// Ends a phase: scratch lives in a storage buffer, so its writes need a storage barrier besides
+// the workgroup barrier to be seen by the other invocations of the workgroup.
+fn phase() {
+    storageBarrier();
+    workgroupBarrier();
+}
+
 @compute @workgroup_size(64)
 fn nll_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let p = wid.x;
@@ -360,7 +373,7 @@ fn nll_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id)
     for (var i = t; i < P; i += WG) {
         scratch[x + i] = ld(params[p * P + i]);
     }
-    workgroupBarrier();
+    phase();
     // normsys factors
     for (var e = t; e < N_NS; e += WG) {
         let code = ints[O_NS_CODE + e];
@@ -392,7 +405,7 @@ fn nll_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id)
         }
         scratch[binfac + sb] = bf;
     }
-    workgroupBarrier();
+    phase();
     // sample factors
     for (var s = t; s < N_SAMPLES; s += WG) {
         let sm = O_SMP + 9u * s;
@@ -405,7 +418,7 @@ fn nll_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id)
         }
         scratch[F + s] = f;
     }
-    workgroupBarrier();
+    phase();
     // expected counts, Poisson terms, ∂NLL/∂λ
     for (var b = t; b < M; b += WG) {
         var l = rv(0.0);
@@ -471,7 +484,7 @@ fn nll_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id)
         scratch[terms + k] = g;
         scratch[contrib + M + k] = v;
     }
-    workgroupBarrier();
+    phase();
     // The likelihood: on the host (strategy 0) or reduced here.
     if (STRATEGY == 0u) {
         for (var i = t; i < M + N_AUX; i += WG) {
@@ -519,7 +532,7 @@ fn nll_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id)
         }
         scratch[wsamp + s] = fin(w);
     }
-    workgroupBarrier();
+    phase();
     for (var e = t; e < N_NS; e += WG) {
         let s = I(O_NS_SAMPLE, e);
         let sm = O_SMP + 9u * s;
@@ -559,7 +572,7 @@ fn nll_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id)
         }
         scratch[terms + t_hs + e] = rmul(fin(g), scratch[F + s]);
     }
-    workgroupBarrier();
+    phase();
     if (STRATEGY == 0u) {
         for (var i = t; i < N_TERMS; i += WG) {
             outs[out + 1u + M + N_AUX + i] = scratch[terms + i].x;
@@ -575,7 +588,7 @@ fn nll_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id)
             outs[out + 4u + 2u * i] = g.y;
         }
     }
-    workgroupBarrier();
+    phase();
     if (t == 0u) {
         outs[out] = f32(atomicLoad(&invalid));
     }

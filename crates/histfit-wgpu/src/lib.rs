@@ -13,7 +13,7 @@
 //! dataset's constant is summed on the host in f64.
 //!
 //! Modules: [`adapter`] (instance, adapters, the devices listing, opening a device),
-//! [`batch`] (the evaluator).
+//! [`batch`] (the evaluator), [`probe`] (whether an adapter's compiler keeps double-float exact).
 
 pub mod adapter;
 pub mod batch;

@@ -1,5 +1,5 @@
-//! The double-float functions on the adapter at hand (lavapipe in CI): they must keep about
-//! 44 bits, or the double-float strategy is f32 in disguise.
+//! The double-float functions on the adapter at hand (lavapipe in CI): they must be good to
+//! `probe::TOLERANCE` (1e-11, against f32's 6e-8), or the double-float strategy is f32 in disguise.
 
 use histfit_wgpu::adapter::{Backend, Gpu};
 
