@@ -2,6 +2,7 @@
 GPU raises DeviceError (a RuntimeError)."""
 
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -64,7 +65,14 @@ def test_unknown_interp_and_device():
     ws = histfit.Workspace(spec())
     with pytest.raises(histfit.HistfitError, match="interp"):
         ws.model(interp="linear")
-    with pytest.raises(histfit.HistfitError, match="device"):
+    with pytest.raises(histfit.HistfitError, match="unknown device"):
+        histfit.fit(ws.model(), device="tpu")
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="Metal exists here")
+def test_a_backend_without_an_adapter_is_a_device_error():
+    ws = histfit.Workspace(spec())
+    with pytest.raises(histfit.DeviceError, match="no wgpu adapter.*Metal"):
         histfit.fit(ws.model(), device="metal")
 
 

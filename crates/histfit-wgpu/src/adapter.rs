@@ -103,13 +103,19 @@ impl Gpu {
         let all = enumerate(backend);
         if all.is_empty() {
             return Err(WgpuError::Unavailable(format!(
-                "wgpu finds no {} adapter (no Vulkan driver or loader installed? on Linux: \
-                 libvulkan1 and a driver such as mesa-vulkan-drivers)",
+                "wgpu finds no {} adapter ({})",
                 match backend {
                     Backend::Any => "Vulkan, Metal or DX12",
                     Backend::Vulkan => "Vulkan",
                     Backend::Metal => "Metal",
                     Backend::Dx12 => "DX12",
+                },
+                match backend {
+                    Backend::Metal => "Metal exists on Apple systems only",
+                    Backend::Dx12 => "DX12 exists on Windows only",
+                    _ =>
+                        "no Vulkan driver or loader installed? on Linux: libvulkan1 and a driver \
+                          such as mesa-vulkan-drivers",
                 }
             )));
         }
