@@ -30,6 +30,30 @@ fn max_abs(a: &[f64], b: &[f64]) -> f64 {
         .fold(0.0, f64::max)
 }
 
+/// The worst |Δ(−ln L)| and |Δgradient| of `gpu` against `cpu` over 16 points around `centre`
+/// ([`points_around`]), evaluated in one batch.
+fn worst_at_points(
+    cpu: &mut CpuEvaluator,
+    gpu: &mut WgpuBatch,
+    data: &Dataset,
+    centre: &[f64],
+) -> (f64, f64) {
+    let model = cpu.shared_model().clone();
+    let (n, count) = (model.n_params(), 16);
+    let points = points_around(&model, centre, count);
+    let (mut want, mut want_g) = (vec![0.0; count], vec![0.0; count * n]);
+    for (k, p) in points.chunks(n).enumerate() {
+        want[k] = cpu
+            .nll_grad(p, data, &mut want_g[k * n..(k + 1) * n])
+            .unwrap();
+    }
+    let refs: Vec<&Dataset> = vec![data; count];
+    let (mut got, mut got_g) = (vec![0.0; count], vec![0.0; count * n]);
+    gpu.nll_grad_batch(&points, &refs, &mut got, &mut got_g)
+        .unwrap();
+    (max_abs(&got, &want), max_abs(&got_g, &want_g))
+}
+
 #[test]
 fn nll_gradient_and_fits_meet_the_tiers() {
     let (mut worst_nll, mut worst_grad, mut worst_fit, mut worst_x) = (0.0, 0.0, 0.0, 0.0f64);
@@ -42,19 +66,7 @@ fn nll_gradient_and_fits_meet_the_tiers() {
             };
             let mut cpu = CpuEvaluator::new(model.clone());
             let best = fit(&mut cpu, &data, &FitOptions::default()).unwrap();
-            let (n, count) = (model.n_params(), 16);
-            let points = points_around(&model, &best.bestfit, count);
-            let (mut want, mut want_g) = (vec![0.0; count], vec![0.0; count * n]);
-            for (k, p) in points.chunks(n).enumerate() {
-                want[k] = cpu
-                    .nll_grad(p, &data, &mut want_g[k * n..(k + 1) * n])
-                    .unwrap();
-            }
-            let refs: Vec<&Dataset> = vec![&data; count];
-            let (mut got, mut got_g) = (vec![0.0; count], vec![0.0; count * n]);
-            gpu.nll_grad_batch(&points, &refs, &mut got, &mut got_g)
-                .unwrap();
-            let (dn, dg) = (max_abs(&got, &want), max_abs(&got_g, &want_g));
+            let (dn, dg) = worst_at_points(&mut cpu, &mut gpu, &data, &best.bestfit);
             assert!(dn <= 1e-4, "{case}: −ln L off by {dn:.2e}");
             assert!(dg <= 1e-3, "{case}: gradient off by {dg:.2e}");
             worst_nll = f64::max(worst_nll, dn);
@@ -155,19 +167,7 @@ fn every_interpolation_code_meets_the_tiers() {
                 return;
             };
             let mut cpu = CpuEvaluator::new(model.clone());
-            let (n, count) = (model.n_params(), 16);
-            let points = points_around(&model, &model.init(), count);
-            let (mut want, mut want_g) = (vec![0.0; count], vec![0.0; count * n]);
-            for (k, p) in points.chunks(n).enumerate() {
-                want[k] = cpu
-                    .nll_grad(p, &data, &mut want_g[k * n..(k + 1) * n])
-                    .unwrap();
-            }
-            let refs: Vec<&Dataset> = vec![&data; count];
-            let (mut got, mut got_g) = (vec![0.0; count], vec![0.0; count * n]);
-            gpu.nll_grad_batch(&points, &refs, &mut got, &mut got_g)
-                .unwrap();
-            let (dn, dg) = (max_abs(&got, &want), max_abs(&got_g, &want_g));
+            let (dn, dg) = worst_at_points(&mut cpu, &mut gpu, &data, &model.init());
             let case = format!("{ws} (normsys {normsys}, histosys {histosys})");
             assert!(dn <= 1e-4, "{case}: −ln L off by {dn:.2e}");
             assert!(dg <= 1e-3, "{case}: gradient off by {dg:.2e}");
