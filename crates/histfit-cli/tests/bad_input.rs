@@ -333,3 +333,60 @@ fn gpu_requested_without_cuda() {
         &["--gpu metal:3", "no wgpu adapter"],
     );
 }
+
+#[test]
+fn xml_import_errors_name_the_file_and_the_object() {
+    let dir = std::env::temp_dir().join(format!("histfit-bad-xml-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("config")).unwrap();
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    let source = fixture("xml/multibin_histfactory");
+    std::fs::copy(
+        format!("{source}/data/data.root"),
+        dir.join("data/data.root"),
+    )
+    .unwrap();
+    let top = std::fs::read_to_string(format!("{source}/config/example.xml")).unwrap();
+    let channel = std::fs::read_to_string(format!("{source}/config/example_channel.xml")).unwrap();
+    std::fs::write(dir.join("config/example.xml"), &top).unwrap();
+    let base = dir.to_str().unwrap();
+    let config = dir.join("config/example.xml");
+    let config = config.to_str().unwrap();
+    let case = |channel_xml: String, needles: &[&str]| {
+        std::fs::write(dir.join("config/example_channel.xml"), channel_xml).unwrap();
+        expect_error(&["xml2json", config, "--basedir", base], needles);
+    };
+    case(
+        channel.replace("</Channel>", "</Chanel>"),
+        &["example_channel.xml", "malformed XML"],
+    );
+    case(
+        channel.replace("HistoName=\"bkgerr\"", "HistoName=\"absent\""),
+        &[
+            "data.root",
+            "no histogram \"absent\"",
+            "<ShapeSys Name=\"uncorrshape\">",
+        ],
+    );
+    case(
+        channel.replace("./data/data.root", "./data/missing.root"),
+        &["missing.root", "cannot open"],
+    );
+    std::fs::write(dir.join("data/text.root"), "not root").unwrap();
+    case(
+        channel.replace("./data/data.root", "./data/text.root"),
+        &["text.root", "not a ROOT file"],
+    );
+    // The data histogram from another file, with 300 bins: every sample's 2 bins disagree.
+    let other = fixture("xml/generated/zlib.root");
+    case(
+        channel.replace(
+            "<Data HistoName=\"data\" HistoPath=\"\" />",
+            &format!("<Data HistoName=\"weighted\" InputFile=\"{other}\" />"),
+        ),
+        &[
+            "data.root: object \"sig\"",
+            "2 bins where the channel's data has 300",
+        ],
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -897,3 +897,41 @@ fn combine_joins_workspaces() {
     assert_eq!(i["channels"].as_array().unwrap().len(), 2);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn xml2json_writes_pyhf_s_workspace_and_it_fits() {
+    // pyhf 0.7.6's xml2json of the same configuration (tests/fixtures/xml/goldens).
+    let goldens: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("xml/goldens/xml_imports.json")).unwrap(),
+    )
+    .unwrap();
+    let case = &goldens["xmlimport_input/config/example.xml"];
+    let basedir = fixture("xml/xmlimport_input");
+    let out = std::env::temp_dir().join(format!("histfit-xml2json-{}.json", std::process::id()));
+    let status = Command::new(env!("CARGO_BIN_EXE_histfit"))
+        .args(["xml2json", "config/example.xml", "--basedir", ".", "-o"])
+        .arg(&out)
+        .current_dir(&basedir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&status.stderr);
+    assert!(status.status.success(), "{stderr}");
+    // What pyhf ignores is said: the Gamma and LogNormal constraint terms, Poisson stat errors.
+    assert!(stderr.contains("ConstraintTerm Type=\"Gamma\""), "{stderr}");
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(written, case["workspace"]);
+    let fitted = run_json(&[
+        "fit",
+        out.to_str().unwrap(),
+        "--json",
+        "--interp-defaults",
+        "pyhf",
+    ]);
+    let reference = case["best_twice_nll"].as_f64().unwrap();
+    let t = fitted["twice_nll"].as_f64().unwrap();
+    assert!(
+        t <= reference + 1e-6 && t >= reference - 1e-3,
+        "{t} vs pyhf {reference}"
+    );
+    let _ = std::fs::remove_file(out);
+}

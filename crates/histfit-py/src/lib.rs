@@ -735,6 +735,31 @@ fn workspace_digest(text: &str) -> PyResult<String> {
     Ok(histfit_model::tools::digest(&workspace_value(text)?))
 }
 
+/// A HistFactory XML configuration imported as pyhf's xml2json does: (workspace JSON text,
+/// warnings). `mounts`: (host, mount) pairs.
+#[pyfunction]
+#[pyo3(signature = (config, basedir, mounts))]
+fn xml2json(
+    config: &str,
+    basedir: &str,
+    mounts: Vec<(String, String)>,
+) -> PyResult<(String, Vec<String>)> {
+    let mounts: Vec<histfit_import::Mount> = mounts
+        .into_iter()
+        .map(|(host, mount)| histfit_import::Mount {
+            host: host.into(),
+            mount: mount.into(),
+        })
+        .collect();
+    let imported = histfit_import::xml2json(
+        std::path::Path::new(config),
+        std::path::Path::new(basedir),
+        &mounts,
+    )
+    .map_err(|e| HistfitError::new_err(e.to_string()))?;
+    Ok((to_json(&imported.workspace)?, imported.warnings))
+}
+
 /// The workspace (JSON text) sorted as pyhf sorts it; JSON text.
 #[pyfunction]
 fn workspace_sorted(text: &str) -> PyResult<String> {
@@ -1088,6 +1113,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(minos, m)?)?;
     m.add_function(wrap_pyfunction!(yields, m)?)?;
     m.add_function(wrap_pyfunction!(workspace_digest, m)?)?;
+    m.add_function(wrap_pyfunction!(xml2json, m)?)?;
     m.add_function(wrap_pyfunction!(workspace_combine, m)?)?;
     m.add_function(wrap_pyfunction!(workspace_sorted, m)?)?;
     m.add_function(wrap_pyfunction!(workspace_prune_and_rename, m)?)?;

@@ -15,6 +15,7 @@ pub mod scan;
 pub mod significance;
 pub mod toys;
 pub mod workspace_tools;
+pub mod xml2json;
 pub mod yields;
 
 use anyhow::Result;
@@ -60,6 +61,9 @@ pub enum Command {
     Prune(workspace_tools::PruneArgs),
     /// Rename channels, samples, modifiers or measurements (pyhf rename).
     Rename(workspace_tools::RenameArgs),
+    /// Import a HistFactory XML configuration and its ROOT histograms as a pyhf workspace (pyhf
+    /// xml2json).
+    Xml2json(xml2json::Args),
 }
 
 impl Command {
@@ -83,6 +87,7 @@ impl Command {
             Command::Sort(a) => workspace_tools::sort(a),
             Command::Prune(a) => workspace_tools::prune(a),
             Command::Rename(a) => workspace_tools::rename(a),
+            Command::Xml2json(a) => xml2json::run(a),
         }
     }
 }

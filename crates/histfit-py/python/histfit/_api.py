@@ -21,6 +21,7 @@ __all__ = [
     "minos",
     "yields",
     "workspace_digest",
+    "xml2json",
     "combine_workspaces",
     "sort_workspace",
     "prune_workspace",
@@ -320,6 +321,21 @@ def workspace_digest(spec: Dict[str, Any]) -> str:
     """The workspace's SHA-256 digest as pyhf computes it (``pyhf.utils.digest``) and patchsets
     record it."""
     return _native.workspace_digest(json.dumps(spec))
+
+
+def xml2json(config: Union[str, os.PathLike], basedir: Union[str, os.PathLike] = ".",
+             mounts: Sequence[Tuple[str, str]] = ()) -> Dict[str, Any]:
+    """A HistFactory XML configuration (the top-level ``<Combination>`` file) and the ROOT
+    histograms it names as a pyhf workspace, as ``pyhf xml2json`` makes it; paths in the XML are
+    relative to ``basedir``, and ``mounts`` rewrites (host, mount) prefixes first. What pyhf does
+    not carry over (constraint terms, Poisson stat-error constraints, …) is reported with
+    ``warnings.warn``. A malformed file, a missing file or histogram, or a histogram binned unlike
+    its channel raises ``HistfitError`` naming the file and the element or object."""
+    text, notes = _native.xml2json(os.fspath(config), os.fspath(basedir),
+                                   [(os.fspath(h), os.fspath(m)) for h, m in mounts])
+    for note in notes:
+        warnings.warn(note, stacklevel=2)
+    return json.loads(text)
 
 
 def combine_workspaces(left: Dict[str, Any], right: Dict[str, Any], join: str = "none",
