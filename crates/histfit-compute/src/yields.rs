@@ -6,7 +6,7 @@
 
 use crate::{ComputeError, Dataset, Evaluator, Result};
 use histfit_model::compile::SampleLayout;
-use histfit_model::{Constraint, Model};
+use histfit_model::{Model, YieldVariations};
 
 /// An evaluator whose samples' nominal yields can be inputs given on the host (their gradients:
 /// [`YieldGradient`]).
@@ -61,33 +61,32 @@ pub fn yields_place(m: &Model, smp: &SampleLayout) -> String {
     )
 }
 
-/// The layout of `sample` if it may take its yields as inputs; the error names it and the rule.
-/// Supported: samples whose modifiers scale them (normfactor, lumi, normsys, shapefactor). A
-/// histosys, staterror or shapesys on the sample was compiled from its nominal yields
-/// (interpolation coefficients, constraint widths), so replacing them is refused.
+/// The layout of `sample`, whose yields may be inputs. Every sample may take them: its scale and
+/// bin factors multiply the input; staterror and shapesys keep the workspace's constraint widths
+/// (relative uncertainties, so their absolute uncertainties follow the input); its histosys
+/// variations follow [`Model::yield_variations`] (relative by default).
 pub fn input_sample(m: &Model, sample: usize) -> Result<&SampleLayout> {
-    let smp = m
-        .samples
+    m.samples
         .get(sample)
         .ok_or_else(|| ComputeError::InvalidData {
             place: format!("sample index {sample}"),
             rule: format!("the model has {} samples", m.samples.len()),
-        })?;
-    let constrained_bin_factor = (smp.sb_start..smp.sb_start + smp.n_bins).any(|sb| {
-        m.bin_factors[m.bin_factor_offsets[sb] as usize..m.bin_factor_offsets[sb + 1] as usize]
-            .iter()
-            .any(|&p| m.parameters[p as usize].constraint != Constraint::None)
-    });
-    if smp.histosys.1 > smp.histosys.0 || constrained_bin_factor {
+        })
+}
+
+/// For evaluators that add the workspace's histosys deltas to input yields as they are (the CUDA
+/// evaluator): refuses a sample with histosys when the model holds its variations relative.
+pub fn absolute_variations_only(m: &Model, sample: usize) -> Result<()> {
+    let smp = input_sample(m, sample)?;
+    if smp.histosys.1 > smp.histosys.0 && m.yield_variations == YieldVariations::Relative {
         return Err(ComputeError::InvalidData {
             place: yields_place(m, smp),
-            rule: "the sample has a histosys, staterror or shapesys modifier, whose terms depend \
-                   on its nominal yields; only samples with normfactor, lumi, normsys and \
-                   shapefactor modifiers can take yields as inputs"
+            rule: "the sample has histosys variations held relative to its yields, which this \
+                   device does not compute: use yield variations \"absolute\" or the CPU"
                 .into(),
         });
     }
-    Ok(smp)
+    Ok(())
 }
 
 /// Checks that each of `samples` may take yields and appears once.

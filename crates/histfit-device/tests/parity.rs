@@ -343,7 +343,7 @@ fn device_toys_are_bit_identical_to_cpu_toys() {
 /// on the host; bad yields and bad addresses are clear errors; the model's yields come back after.
 #[test]
 fn yields_in_device_memory_match_the_cpu() {
-    use histfit_compute::yields::input_sample;
+    use histfit_compute::yields::absolute_variations_only;
     use histfit_cuda::CudaYields;
     use histfit_infer::differentiable::{expected_q0, profiled_statistic, set_yields};
     if !gpu_or_skip("yields_in_device_memory_match_the_cpu") {
@@ -353,26 +353,41 @@ fn yields_in_device_memory_match_the_cpu() {
         .expect("context")
         .default_stream();
     let edm = Some(1e-14);
+    // tHu's utH_dec has histosys in most channels: held absolute, the device adds the
+    // workspace's deltas as the CPU does (relative variations are the CPU's alone).
+    let thu_absolute = {
+        let (model, data) = load("workspace_tHu", settings("smooth"));
+        let mut m = (*model).clone();
+        m.yield_variations = histfit_model::YieldVariations::Absolute;
+        (std::sync::Arc::new(m), data)
+    };
     let cases = [
         (
-            "simple_workspace",
+            "simple_workspace (signal; background with shapesys)",
             load("simple_workspace", settings("smooth")),
+            &["signal", "background"][..],
         ),
         (
-            "tHu + nn_signal",
+            "tHu + nn_signal (and utH_dec where it has no histosys: staterror)",
             histfit_testutil::thu_with_network_signal(settings("smooth")),
+            &["nn_signal", "utH_dec"][..],
         ),
+        ("tHu, utH_dec held absolute", thu_absolute, &["utH_dec"][..]),
     ];
-    for (name, (model, data)) in cases {
-        // Every sample that can take yields (tHu: nn_signal in each of its channels).
+    for (name, (model, data), samples) in cases {
         let inputs: Vec<(usize, Vec<f64>)> = (0..model.samples.len())
-            .filter(|&s| input_sample(&model, s).is_ok())
+            .filter(|&s| {
+                samples.contains(&model.samples[s].name.as_str())
+                    && absolute_variations_only(&model, s).is_ok()
+            })
             .map(|s| {
                 let l = &model.samples[s];
+                // Signals grow (the statistics stay positive), backgrounds change a little.
+                let f = if l.name == "background" { 1.1 } else { 13.0 };
                 let y = model.nominal[l.sb_start..l.sb_start + l.n_bins]
                     .iter()
                     .enumerate()
-                    .map(|(k, v)| v * 13.0 + 0.5 + 0.1 * k as f64)
+                    .map(|(k, v)| v * f + 0.5 + 0.1 * k as f64)
                     .collect();
                 (s, y)
             })

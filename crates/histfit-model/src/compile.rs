@@ -45,6 +45,34 @@ impl Default for Settings {
     }
 }
 
+/// What a sample's histosys variations do when its yields are replaced by inputs (the
+/// differentiable layer: a network's histogram in place of the workspace's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum YieldVariations {
+    /// Held relative to the yields: per bin, the variations scale with the input
+    /// (Δ = y·Δ₀/nominal₀), as a shape uncertainty of the new histogram. Bins whose workspace
+    /// nominal is zero keep their absolute variation.
+    #[default]
+    Relative,
+    /// Held absolute: the workspace's deltas at each α (for additive codes the interpolation of
+    /// hi − nominal and lo − nominal; for multiplicative ones nominal·(κ(α) − 1)) are added to
+    /// the input.
+    Absolute,
+}
+
+impl std::str::FromStr for YieldVariations {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "relative" => Ok(YieldVariations::Relative),
+            "absolute" => Ok(YieldVariations::Absolute),
+            other => Err(format!(
+                "yield variations \"{other}\": expected \"relative\" or \"absolute\""
+            )),
+        }
+    }
+}
+
 /// How a parameter is constrained by auxiliary data.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Constraint {
@@ -184,6 +212,8 @@ pub struct Model {
     pub bin_factors: Vec<u32>,
     /// Notes the user should see (config for unknown parameters, ...).
     pub warnings: Vec<String>,
+    /// How histosys variations follow input yields (only read when yields are inputs).
+    pub yield_variations: YieldVariations,
 }
 
 impl Model {
@@ -355,6 +385,7 @@ pub fn compile(ws: &Workspace, measurement: Option<&str>, settings: &Settings) -
         bin_factor_offsets: vec![0],
         bin_factors: Vec::new(),
         warnings,
+        yield_variations: YieldVariations::default(),
     };
     for (pos, &ci) in order.iter().enumerate() {
         let c = &ws.channels[ci];

@@ -11,7 +11,7 @@ pub mod patch;
 pub mod spec;
 pub mod tools;
 
-pub use compile::{compile, Constraint, Model, Parameter, ParameterSet, Settings};
+pub use compile::{compile, Constraint, Model, Parameter, ParameterSet, Settings, YieldVariations};
 pub use error::{ModelError, Result};
 pub use interp::InterpCode;
 pub use spec::Workspace;

@@ -109,8 +109,9 @@ impl NativeWorkspace {
     }
 
     /// Compiles a model: `measurement` (default: the first), `interp` ("smooth": normsys code4 /
-    /// histosys code4p, or "pyhf": code1 / code0), optional per-type codes.
-    #[pyo3(signature = (measurement = None, interp = "smooth", normsys = None, histosys = None, poi = None))]
+    /// histosys code4p, or "pyhf": code1 / code0), optional per-type codes, how histosys
+    /// variations follow input yields ("relative" or "absolute").
+    #[pyo3(signature = (measurement = None, interp = "smooth", normsys = None, histosys = None, poi = None, yield_variations = "relative"))]
     fn model(
         &self,
         measurement: Option<&str>,
@@ -118,7 +119,11 @@ impl NativeWorkspace {
         normsys: Option<&str>,
         histosys: Option<&str>,
         poi: Option<&str>,
+        yield_variations: &str,
     ) -> PyResult<NativeModel> {
+        let variations = yield_variations
+            .parse::<histfit_model::YieldVariations>()
+            .map_err(bad)?;
         let mut s = match interp {
             "smooth" => Settings::smooth(),
             "pyhf" => Settings::pyhf_defaults(),
@@ -143,6 +148,8 @@ impl NativeWorkspace {
             }
         }
         .map_err(bad)?;
+        let mut model = model;
+        model.yield_variations = variations;
         Ok(NativeModel {
             model: Arc::new(model),
             cpu: Mutex::new(None),

@@ -9,7 +9,7 @@
 
 use crate::{ComputeError, Dataset, Evaluator, ParameterSpace, Result};
 use histfit_model::interp::{additive_weights, multiplicative_value};
-use histfit_model::{Constraint, InterpCode, Model};
+use histfit_model::{Constraint, InterpCode, Model, YieldVariations};
 use std::sync::Arc;
 
 mod gather;
@@ -28,6 +28,12 @@ pub struct CpuEvaluator {
     ///
     /// [`set_yields`]: crate::YieldEvaluator::set_yields
     nominal: Vec<f64>,
+    /// Per sample-bin: the factor on its histosys deltas — 1, or input / workspace nominal for
+    /// a sample whose input yields hold their variations relative ([`YieldVariations`]). The
+    /// additive blocks in `hs_coef` are stored already scaled.
+    ///
+    /// [`YieldVariations`]: histfit_model::YieldVariations
+    hs_scale: Vec<f64>,
     /// Per sample-bin: nominal + histosys deltas.
     base: Vec<f64>,
     /// Per sample-bin: product of bin factors.
@@ -122,28 +128,18 @@ impl CpuEvaluator {
             v
         };
         let mut hs_offset = Vec::with_capacity(model.samples.len());
-        let mut hs_coef = Vec::new();
+        let mut hs_len = 0;
         let mut max_ne = 0;
         for smp in &model.samples {
-            hs_offset.push(hs_coef.len());
-            let entries = &model.histosys[smp.histosys.0 as usize..smp.histosys.1 as usize];
-            let (ne, nb) = (entries.len(), smp.n_bins);
+            hs_offset.push(hs_len);
+            let ne = (smp.histosys.1 - smp.histosys.0) as usize;
             max_ne = max_ne.max(ne);
-            let start = hs_coef.len();
-            let len = row_len(ne);
-            hs_coef.resize(start + 2 * len * nb, 0.0);
-            if !model.settings.histosys.is_multiplicative() {
-                for (e, entry) in entries.iter().enumerate() {
-                    for b in 0..nb {
-                        let c = model.histosys_coef[entry.coef_start as usize + b];
-                        for k in 0..4 {
-                            let half = if k < 2 { 0 } else { nb * len };
-                            let col = 2 * e + k % 2;
-                            hs_coef[start + half + ((col / 4) * nb + b) * 4 + col % 4] = c[k];
-                        }
-                    }
-                }
-            }
+            hs_len += 2 * row_len(ne) * smp.n_bins;
+        }
+        let mut hs_coef = vec![0.0; hs_len];
+        let hs_scale = vec![1.0; n_sb];
+        for s in 0..model.samples.len() {
+            fill_histosys_block(&model, s, &hs_scale, &mut hs_coef[hs_offset[s]..]);
         }
         // Normsys positions: entries sorted by parameter, each parameter's group padded with
         // neutral positions (κ = 1, no gradient) to whole 4-wide vectors.
@@ -243,6 +239,7 @@ impl CpuEvaluator {
             bf_sbs: Gather::new(single.iter().map(|&(_, sb)| sb).collect(), n_sb),
             bf_t: vec![0.0; n_sb],
             nominal: model.nominal.clone(),
+            hs_scale,
             base: vec![0.0; n_sb],
             binfac: vec![0.0; n_sb],
             sample_fac: vec![0.0; model.samples.len()],
@@ -425,7 +422,7 @@ impl CpuEvaluator {
                         let r = e.coef_start as usize + b;
                         let c = &m.histosys_coef[r];
                         let k = mult_row(e.code, c, &m.histosys_poly[r], a).0;
-                        *out += c[0] * (k - 1.0);
+                        *out += c[0] * (k - 1.0) * self.hs_scale[sb0 + b];
                     }
                 }
             }
@@ -583,7 +580,7 @@ impl CpuEvaluator {
                         let r = e.coef_start as usize + b;
                         let c = &m.histosys_coef[r];
                         let dk = mult_row(e.code, c, &m.histosys_poly[r], a).1;
-                        g += self.gbase[b] * c[0] * dk;
+                        g += self.gbase[b] * c[0] * dk * self.hs_scale[sb0 + b];
                     }
                     grad[e.par as usize] += g;
                 }
@@ -652,6 +649,28 @@ impl CpuEvaluator {
 
 /// A normsys position that holds no entry (padding of a parameter's group).
 const NO_ENTRY: u32 = u32::MAX;
+
+/// Writes sample `s`'s blocked additive histosys coefficients (see `hs_coef`) into `out`, each
+/// bin's scaled by `scale[sample-bin]`; nothing for multiplicative codes (read from the model).
+fn fill_histosys_block(model: &Model, s: usize, scale: &[f64], out: &mut [f64]) {
+    if model.settings.histosys.is_multiplicative() {
+        return;
+    }
+    let smp = &model.samples[s];
+    let entries = &model.histosys[smp.histosys.0 as usize..smp.histosys.1 as usize];
+    let (nb, len) = (smp.n_bins, row_len(entries.len()));
+    for (e, entry) in entries.iter().enumerate() {
+        for b in 0..nb {
+            let c = model.histosys_coef[entry.coef_start as usize + b];
+            let f = scale[smp.sb_start + b];
+            for k in 0..4 {
+                let half = if k < 2 { 0 } else { nb * len };
+                let col = 2 * e + k % 2;
+                out[half + ((col / 4) * nb + b) * 4 + col % 4] = c[k] * f;
+            }
+        }
+    }
+}
 
 /// Row length of a sample's blocked histosys coefficients with `ne` entries: the 2·ne
 /// interleaved values rounded up to whole 4-wide vectors.
@@ -744,9 +763,8 @@ fn check_host(data: &Dataset) -> Result<()> {
 }
 
 /// Yields of whole samples as inputs (the differentiable-analysis use: a network produces a
-/// signal histogram). Supported for samples whose modifiers scale them (normfactor, lumi, normsys,
-/// shapefactor): a histosys, staterror or shapesys on the sample was compiled from its nominal
-/// yields (interpolation coefficients, constraint widths), so replacing them is refused.
+/// signal histogram), for every sample: see [`crate::yields::input_sample`] for what follows the
+/// input; histosys deltas are rescaled per bin here when held relative.
 impl crate::YieldEvaluator for CpuEvaluator {
     fn check_inputs(&self, inputs: &[usize]) -> Result<()> {
         crate::yields::check_inputs(&self.model, inputs)
@@ -792,15 +810,74 @@ impl crate::YieldEvaluator for CpuEvaluator {
             }
         }
         self.nominal[smp.sb_start..smp.sb_start + smp.n_bins].copy_from_slice(yields);
+        if smp.histosys.1 > smp.histosys.0 {
+            let relative = m.yield_variations == YieldVariations::Relative;
+            for (k, &y) in yields.iter().enumerate() {
+                let nominal = m.nominal[smp.sb_start + k];
+                self.hs_scale[smp.sb_start + k] = if relative && nominal != 0.0 {
+                    y / nominal
+                } else {
+                    1.0
+                };
+            }
+            let out = &mut self.hs_coef[self.hs_offset[sample]..];
+            fill_histosys_block(&m, sample, &self.hs_scale, out);
+        }
         Ok(())
     }
 
     fn reset_yields(&mut self) {
         self.nominal.copy_from_slice(&self.model.nominal);
+        let m = self.model.clone();
+        for (s, smp) in m.samples.iter().enumerate() {
+            let scale = &mut self.hs_scale[smp.sb_start..smp.sb_start + smp.n_bins];
+            if scale.iter().any(|&f| f != 1.0) {
+                scale.fill(1.0);
+                fill_histosys_block(
+                    &m,
+                    s,
+                    &self.hs_scale,
+                    &mut self.hs_coef[self.hs_offset[s]..],
+                );
+            }
+        }
     }
 }
 
 impl CpuEvaluator {
+    /// Per sample-bin of the input `samples` (1 elsewhere): ∂(nominal + Δ)/∂y at `p`. Under
+    /// relative variations a bin's deltas are y·Δ₀(p)/nominal₀, so the slope is 1 + Δ₀/nominal₀;
+    /// under absolute ones (and where nominal₀ is zero) it is 1.
+    fn base_slopes(&self, samples: &[usize], p: &[f64]) -> Vec<f64> {
+        let m = &*self.model;
+        let mut slope = vec![1.0; m.nominal.len()];
+        if m.yield_variations != YieldVariations::Relative {
+            return slope;
+        }
+        for &s in samples {
+            let smp = &m.samples[s];
+            for e in &m.histosys[smp.histosys.0 as usize..smp.histosys.1 as usize] {
+                let a = p[e.par as usize];
+                let additive = (!m.settings.histosys.is_multiplicative())
+                    .then(|| additive_weights(m.settings.histosys, a).0);
+                for b in 0..smp.n_bins {
+                    let (sb, r) = (smp.sb_start + b, e.coef_start as usize + b);
+                    let nominal = m.nominal[sb];
+                    if nominal == 0.0 {
+                        continue;
+                    }
+                    let c = &m.histosys_coef[r];
+                    let delta = match additive {
+                        Some(w) => (w[0] * c[0] + w[1] * c[1]) + (w[2] * c[2] + w[3] * c[3]),
+                        None => c[0] * (mult_row(e.code, c, &m.histosys_poly[r], a).0 - 1.0),
+                    };
+                    slope[sb] += delta / nominal;
+                }
+            }
+        }
+        slope
+    }
+
     /// Adds `term(main bin, sample-bin, sample factor)` to `out` for every bin of the input
     /// `samples`, in order (bins concatenated).
     fn add_per_input_bin(
@@ -845,9 +922,10 @@ impl crate::YieldGradient for CpuEvaluator {
             self.forward(params);
             let finite = self.value(params, g.data).is_finite();
             self.fill_dlam(g.data);
+            let slope = self.base_slopes(samples, params);
             self.add_per_input_bin(samples, &mut out, |b, sb, f| {
                 let dl = if finite { self.dlam[b] } else { f64::NAN };
-                c * (dl * self.binfac[sb] * f)
+                c * (dl * self.binfac[sb] * f * slope[sb])
             });
         }
         if let Some(a) = g.asimov {
@@ -859,10 +937,11 @@ impl crate::YieldGradient for CpuEvaluator {
             }
             self.check(a.at)?;
             self.forward(a.at);
+            let slope = self.base_slopes(samples, a.at);
             let (lf, lc) = (&rates[0], &rates[1]);
             self.add_per_input_bin(samples, &mut out, |b, sb, f| {
                 if lf[b] > 0.0 && lc[b] > 0.0 {
-                    a.coef * (lf[b] / lc[b]).ln() * (self.binfac[sb] * f)
+                    a.coef * (lf[b] / lc[b]).ln() * (self.binfac[sb] * f * slope[sb])
                 } else {
                     0.0
                 }

@@ -91,13 +91,22 @@ class Workspace:
         normsys: Optional[str] = None,
         histosys: Optional[str] = None,
         poi: Optional[str] = None,
+        yield_variations: str = "relative",
     ) -> "Model":
         """Compiles the model of ``measurement`` (default: the first). ``interp``: "smooth"
         (normsys code4, histosys code4p; pyhf's Model default) or "pyhf" (code1 / code0);
         ``normsys=``/``histosys=`` override one type's code ("code0" ... "code4p"). ``poi``: the
         parameter of interest instead of the measurement's, or ``"none"`` (fits work without
-        one; tests, limits and scans say they need one)."""
-        return Model(self._native.model(measurement, interp, normsys, histosys, poi))
+        one; tests, limits and scans say they need one).
+
+        ``yield_variations``: what a sample's histosys variations do when its yields are inputs
+        (``histfit.torch``, ``twice_nll_and_grad_yields``): ``"relative"`` (default) scales them
+        with the input per bin (Δ = y·Δ₀/nominal₀: the workspace's relative shape uncertainty
+        carried to the new histogram; a bin with no nominal yield keeps its absolute variation),
+        ``"absolute"`` adds the workspace's deltas unchanged. Staterror and shapesys keep the
+        workspace's relative uncertainties (constraint widths) either way, so their absolute
+        uncertainties follow the input. Gradients are exact for the chosen definition."""
+        return Model(self._native.model(measurement, interp, normsys, histosys, poi, yield_variations))
 
     def data(self, model: "Model", include_auxdata: bool = True) -> np.ndarray:
         """Observed data in pyhf's layout: main bins by channel, then auxiliary data."""
@@ -166,8 +175,8 @@ class Model:
         """−2 ln L with the nominal yields of some samples given as inputs (``{"signal": y}``;
         a sample present in several channels takes its bins concatenated in channel order,
         ``"channel/sample"`` picks one), its gradient with respect to the parameters and with
-        respect to each input. Samples with histosys, staterror or shapesys modifiers (whose
-        terms depend on their own yields) are refused. ``yields`` may also be a
+        respect to each input. Every sample may be an input; its histosys, staterror and shapesys
+        follow the input as ``Workspace.model(yield_variations=...)`` defines. ``yields`` may also be a
         ``histfit._native.DeviceYields`` (float64 buffers in GPU memory, as ``histfit.torch``
         passes CUDA tensors): the yield gradient is then written to its buffer and ``None`` is
         returned in its place."""
