@@ -10,6 +10,7 @@ pub mod inspect;
 pub mod limit;
 pub mod merge_toys;
 pub mod patchset;
+pub mod plot;
 pub mod ranking;
 pub mod scan;
 pub mod significance;
@@ -61,6 +62,8 @@ pub enum Command {
     Prune(workspace_tools::PruneArgs),
     /// Rename channels, samples, modifiers or measurements (pyhf rename).
     Rename(workspace_tools::RenameArgs),
+    /// Draw a plot (SVG or PNG) from the JSON document of the command that made its numbers.
+    Plot(plot::Args),
     /// Import a HistFactory XML configuration and its ROOT histograms as a pyhf workspace (pyhf
     /// xml2json).
     Xml2json(xml2json::Args),
@@ -88,6 +91,7 @@ impl Command {
             Command::Prune(a) => workspace_tools::prune(a),
             Command::Rename(a) => workspace_tools::rename(a),
             Command::Xml2json(a) => xml2json::run(a),
+            Command::Plot(a) => plot::run(a),
         }
     }
 }

@@ -1,0 +1,117 @@
+//! `histfit plot KIND DOC.json -o FILE.svg|png`: a plot drawn from the JSON document of the command
+//! that made its numbers (histfit-plot does the drawing), so plots are redrawn without refitting.
+
+use anyhow::{bail, Result};
+use histfit_plot::figure::Element;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// brazil (limit), scan (scan), pulls (fit), ranking (ranking), correlation (fit),
+    /// yields (yields), contour (limit --patchset).
+    #[arg(value_parser = histfit_plot::KINDS)]
+    kind: String,
+    /// The JSON document of the command the plot is drawn from (`--json` output).
+    document: String,
+    /// The picture: FILE.svg or FILE.png.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: PathBuf,
+    /// Parameters shown by ranking, pulls and correlation plots (largest first).
+    #[arg(long, value_name = "N")]
+    top: Option<usize>,
+    /// Picture size in pixels, WIDTHxHEIGHT (default: chosen from the content).
+    #[arg(long, value_name = "WxH")]
+    size: Option<String>,
+    /// Print what was drawn (each series and its values) as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: Args) -> Result<ExitCode> {
+    let doc: Value = histfit_model::read_json(&a.document)?;
+    let size = match &a.size {
+        None => None,
+        Some(s) => {
+            let parsed = s
+                .split_once('x')
+                .and_then(|(w, h)| Some((w.parse::<u32>().ok()?, h.parse::<u32>().ok()?)));
+            match parsed {
+                Some((w, h)) if (100..=10000).contains(&w) && (100..=10000).contains(&h) => {
+                    Some((w, h))
+                }
+                _ => bail!(
+                    "--size {s}: expected WIDTHxHEIGHT in pixels (100 to 10000), e.g. 800x600"
+                ),
+            }
+        }
+    };
+    let opts = histfit_plot::Options { top: a.top, size };
+    let figure = histfit_plot::figure(&a.kind, &doc, &opts)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", a.document))?;
+    histfit_plot::write(&figure, &a.output)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&drawn(&a, &figure))?);
+    } else {
+        eprintln!("wrote {}", a.output.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What was drawn, panel by panel: each labelled series with its values.
+fn drawn(a: &Args, figure: &histfit_plot::Figure) -> Value {
+    let series = |e: &Element| -> Option<Value> {
+        Some(match e {
+            Element::Line { label, xs, ys, .. } => {
+                json!({"type": "line", "label": label, "x": xs, "y": ys})
+            }
+            Element::Band {
+                label, xs, lo, hi, ..
+            } => json!({"type": "band", "label": label, "x": xs, "lo": lo, "hi": hi}),
+            Element::Rects { label, rects, .. } => {
+                json!({"type": "rects", "label": label, "rects": rects})
+            }
+            Element::Cells { values, .. } => json!({"type": "cells", "values": values}),
+            Element::Points {
+                label,
+                xs,
+                ys,
+                x_err,
+                y_err,
+                ..
+            } => {
+                json!({"type": "points", "label": label, "x": xs, "y": ys, "x_err": x_err, "y_err": y_err})
+            }
+            Element::Polygons {
+                label, polygons, ..
+            } => json!({"type": "polygons", "label": label, "polygons": polygons}),
+            Element::Segments {
+                label, segments, ..
+            } => json!({"type": "segments", "label": label, "segments": segments}),
+            Element::Text { text, x, y, .. } => {
+                json!({"type": "text", "text": text, "x": x, "y": y})
+            }
+        })
+    };
+    let panels: Vec<Value> = figure
+        .panels
+        .iter()
+        .map(|p| {
+            json!({
+                "title": p.title,
+                "x": {"label": p.x.label, "range": [p.x.range.0, p.x.range.1], "ticks": p.x.ticks},
+                "y": {"label": p.y.label, "range": [p.y.range.0, p.y.range.1], "ticks": p.y.ticks},
+                "series": p.elements.iter().filter_map(series).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json!({
+        "kind": a.kind,
+        "document": a.document,
+        "output": a.output,
+        "title": figure.title,
+        "size": [figure.width, figure.height],
+        "panels": panels,
+    })
+}

@@ -1,0 +1,596 @@
+//! The figures of the plot kinds read from one command's document each (see the crate docs); the
+//! exclusion contour has its own module.
+
+use crate::figure::*;
+use crate::{field, number, numbers, PlotError};
+use serde_json::Value;
+
+fn text(v: &Value) -> String {
+    v.as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| v.to_string())
+}
+
+fn array<'a>(v: &'a Value, what: &str) -> Result<&'a Vec<Value>, PlotError> {
+    v.as_array()
+        .ok_or_else(|| PlotError::Document(format!("{what}: expected a list")))
+}
+
+/// CLs against the POI (`histfit limit --json`): the evaluations of the limit search (or of its
+/// `--scan`), sorted by μ; the ±2σ and ±1σ bands of the expected CLs, its median (dashed), the
+/// observed CLs (with markers), the line CLs = α and the limits marked.
+pub fn brazil(doc: &Value) -> Result<Figure, PlotError> {
+    const CMD: &str = "histfit limit";
+    let evals = array(field(doc, "evaluations", "brazil", CMD)?, "evaluations")?;
+    let alpha = number(field(doc, "alpha", "brazil", CMD)?, "alpha")?;
+    let poi = doc.get("poi").map(text).unwrap_or_else(|| "μ".into());
+    let mut rows = Vec::new();
+    for (i, e) in evals.iter().enumerate() {
+        let place = format!("evaluations[{i}]");
+        let exp = numbers(&e["cls_exp"], &format!("{place}.cls_exp"))?;
+        if exp.len() != 5 {
+            return Err(PlotError::Document(format!(
+                "{place}.cls_exp: expected 5 values (−2σ … +2σ), got {}",
+                exp.len()
+            )));
+        }
+        rows.push((
+            number(&e["mu"], &format!("{place}.mu"))?,
+            number(&e["cls_obs"], &format!("{place}.cls_obs"))?,
+            exp,
+        ));
+    }
+    if rows.len() < 2 {
+        return Err(PlotError::Document(
+            "evaluations: a Brazil band needs at least two points".into(),
+        ));
+    }
+    rows.sort_by(|a, b| a.0.total_cmp(&b.0));
+    rows.dedup_by(|a, b| a.0 == b.0);
+    let mu: Vec<f64> = rows.iter().map(|r| r.0).collect();
+    let exp = |k: usize| rows.iter().map(|r| r.2[k]).collect::<Vec<f64>>();
+    let x = span(mu.iter().copied(), 0.0);
+    let mut panel = Panel::new("", Axis::new(poi.clone(), x), Axis::new("CLs", (0.0, 1.05)));
+    panel.elements = vec![
+        Element::Band {
+            label: Some("expected ±2σ".into()),
+            xs: mu.clone(),
+            lo: exp(0),
+            hi: exp(4),
+            color: YELLOW_BAND,
+        },
+        Element::Band {
+            label: Some("expected ±1σ".into()),
+            xs: mu.clone(),
+            lo: exp(1),
+            hi: exp(3),
+            color: GREEN_BAND,
+        },
+        Element::Line {
+            label: Some("expected".into()),
+            xs: mu.clone(),
+            ys: exp(2),
+            color: BLACK,
+            width: 2,
+            dashed: true,
+            markers: false,
+        },
+        Element::Line {
+            label: Some("observed".into()),
+            xs: mu.clone(),
+            ys: rows.iter().map(|r| r.1).collect(),
+            color: BLACK,
+            width: 2,
+            dashed: false,
+            markers: true,
+        },
+        hline(x, alpha, RED, false, Some(format!("α = {alpha}"))),
+    ];
+    let y = (0.0, 1.05);
+    if let Some(obs) = doc.get("obs").and_then(Value::as_f64) {
+        panel.elements.push(vline(y, obs, RED, true, None));
+        panel.elements.push(Element::Text {
+            x: obs,
+            y: 0.98,
+            text: format!(" observed {obs:.4}"),
+            size: 13,
+            color: RED,
+        });
+    }
+    if let Some(med) = doc
+        .get("exp")
+        .and_then(|e| e.get(2))
+        .and_then(Value::as_f64)
+    {
+        panel.elements.push(vline(y, med, GREY, true, None));
+        panel.elements.push(Element::Text {
+            x: med,
+            y: 0.90,
+            text: format!(" expected {med:.4}"),
+            size: 13,
+            color: GREY,
+        });
+    }
+    Ok(Figure::single("Upper limit (CLs)", panel, 800, 600))
+}
+
+/// The profile likelihood scan (`histfit scan --json`): 2ΔNLL against μ, with the 1σ and 2σ
+/// lines (2ΔNLL = 1, 4) and the best fit marked.
+pub fn scan(doc: &Value) -> Result<Figure, PlotError> {
+    const CMD: &str = "histfit scan";
+    let points = array(field(doc, "points", "scan", CMD)?, "points")?;
+    let mut xy = Vec::new();
+    for (i, p) in points.iter().enumerate() {
+        xy.push((
+            number(&p["mu"], &format!("points[{i}].mu"))?,
+            number(
+                &p["delta_twice_nll"],
+                &format!("points[{i}].delta_twice_nll"),
+            )?,
+        ));
+    }
+    xy.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let poi = doc.get("poi").map(text).unwrap_or_else(|| "μ".into());
+    let x = span(xy.iter().map(|p| p.0), 0.0);
+    let y = (0.0, xy.iter().map(|p| p.1).fold(5.0, f64::max) * 1.05);
+    let mut panel = Panel::new("", Axis::new(poi, x), Axis::new("2ΔNLL = −2 ln λ", y));
+    panel.elements = vec![
+        hline(x, 1.0, GREY, true, Some("1σ".into())),
+        hline(x, 4.0, GREY, true, Some("2σ".into())),
+        Element::Line {
+            label: Some("profile likelihood".into()),
+            xs: xy.iter().map(|p| p.0).collect(),
+            ys: xy.iter().map(|p| p.1).collect(),
+            color: BLUE,
+            width: 2,
+            dashed: false,
+            markers: true,
+        },
+    ];
+    if let Some(mu_hat) = doc.get("mu_hat").and_then(Value::as_f64) {
+        panel.elements.push(vline(
+            y,
+            mu_hat,
+            RED,
+            true,
+            Some(format!("best fit {mu_hat:.4}")),
+        ));
+    }
+    Ok(Figure::single("Profile likelihood scan", panel, 800, 600))
+}
+
+/// The constrained parameters of a fit (`histfit fit --json`): pull (θ̂ − θ₀)/σ₀ with the
+/// constraint σ̂/σ₀ as its bar, against the ±1σ and ±2σ bands; `top` keeps the largest pulls.
+pub fn pulls(doc: &Value, top: Option<usize>) -> Result<Figure, PlotError> {
+    let params = array(
+        field(doc, "parameters", "pulls", "histfit fit")?,
+        "parameters",
+    )?;
+    let mut rows: Vec<(String, f64, f64)> = Vec::new();
+    for (i, p) in params.iter().enumerate() {
+        if let (Some(pull), Some(c)) = (p.get("pull"), p.get("constraint")) {
+            rows.push((
+                text(&p["name"]),
+                number(pull, &format!("parameters[{i}].pull"))?,
+                number(c, &format!("parameters[{i}].constraint"))?,
+            ));
+        }
+    }
+    if rows.is_empty() {
+        return Err(PlotError::Document(
+            "parameters: no constrained parameter has a pull".into(),
+        ));
+    }
+    if let Some(n) = top {
+        rows.sort_by(|a, b| b.1.abs().total_cmp(&a.1.abs()));
+        rows.truncate(n);
+    }
+    let n = rows.len();
+    // The first parameter at the top.
+    let ypos = |i: usize| (n - 1 - i) as f64;
+    let y = (-0.7, n as f64 - 0.3);
+    let reach = rows.iter().map(|r| r.1.abs() + r.2).fold(2.5, f64::max);
+    let x = (-reach * 1.1, reach * 1.1);
+    let mut y_axis = Axis::new("", y);
+    y_axis.ticks = Some(
+        rows.iter()
+            .enumerate()
+            .map(|(i, r)| (ypos(i), r.0.clone()))
+            .collect(),
+    );
+    let mut panel = Panel::new("", Axis::new("(θ̂ − θ₀) / σ₀", x), y_axis);
+    panel.elements = vec![
+        Element::Rects {
+            label: Some("±2σ".into()),
+            rects: vec![[-2.0, 2.0, y.0, y.1]],
+            color: YELLOW_BAND,
+        },
+        Element::Rects {
+            label: Some("±1σ".into()),
+            rects: vec![[-1.0, 1.0, y.0, y.1]],
+            color: GREEN_BAND,
+        },
+        vline(y, 0.0, GREY, true, None),
+        Element::Points {
+            label: Some("pull ± constraint".into()),
+            xs: rows.iter().map(|r| r.1).collect(),
+            ys: (0..n).map(ypos).collect(),
+            x_err: Some(rows.iter().map(|r| (r.2, r.2)).collect()),
+            y_err: None,
+            color: BLACK,
+        },
+    ];
+    let height = (120 + 22 * n as u32).max(400);
+    Ok(Figure::single("Pulls and constraints", panel, 900, height))
+}
+
+/// The ranking (`histfit ranking --json`): the `top` parameters by post-fit impact on the POI,
+/// pre-fit impacts (light) and post-fit impacts (dark) of ±1σ, and each parameter's pull with its
+/// constraint on a second x axis.
+pub fn ranking(doc: &Value, top: usize) -> Result<Figure, PlotError> {
+    let entries = array(
+        field(doc, "entries", "ranking", "histfit ranking")?,
+        "entries",
+    )?;
+    let mut rows = Vec::new();
+    for (i, e) in entries.iter().take(top).enumerate() {
+        let get = |k: &str| number(&e[k], &format!("entries[{i}].{k}"));
+        rows.push((
+            text(&e["name"]),
+            [
+                get("impact_prefit_up")?,
+                get("impact_prefit_down")?,
+                get("impact_postfit_up")?,
+                get("impact_postfit_down")?,
+            ],
+            e.get("pull").and_then(Value::as_f64),
+            e.get("constraint").and_then(Value::as_f64),
+        ));
+    }
+    if rows.is_empty() {
+        return Err(PlotError::Document("entries: nothing to rank".into()));
+    }
+    let n = rows.len();
+    let ypos = |i: usize| (n - 1 - i) as f64;
+    // Two rows of headroom for the legend.
+    let y = (-0.7, n as f64 + 1.7);
+    let reach = rows
+        .iter()
+        .flat_map(|r| r.1.iter().map(|v| v.abs()))
+        .fold(1e-12, f64::max)
+        * 1.15;
+    let poi = doc.get("poi").map(text).unwrap_or_else(|| "μ".into());
+    let mut y_axis = Axis::new("", y);
+    y_axis.ticks = Some(
+        rows.iter()
+            .enumerate()
+            .map(|(i, r)| (ypos(i), r.0.clone()))
+            .collect(),
+    );
+    let mut panel = Panel::new("", Axis::new(format!("Δ{poi}"), (-reach, reach)), y_axis);
+    let bars = |k: usize, half: f64| -> Vec<[f64; 4]> {
+        rows.iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let (lo, hi) = (r.1[k].min(0.0), r.1[k].max(0.0));
+                [lo, hi, ypos(i) - half, ypos(i) + half]
+            })
+            .collect()
+    };
+    let light_up = BLUE.with_alpha(0.25);
+    let light_down = RED.with_alpha(0.25);
+    panel.elements = vec![
+        Element::Rects {
+            label: Some("pre-fit impact, θ = θ̂ + σ".into()),
+            rects: bars(0, 0.38),
+            color: light_up,
+        },
+        Element::Rects {
+            label: Some("pre-fit impact, θ = θ̂ − σ".into()),
+            rects: bars(1, 0.38),
+            color: light_down,
+        },
+        Element::Rects {
+            label: Some("post-fit impact, θ = θ̂ + σ̂".into()),
+            rects: bars(2, 0.25),
+            color: BLUE,
+        },
+        Element::Rects {
+            label: Some("post-fit impact, θ = θ̂ − σ̂".into()),
+            rects: bars(3, 0.25),
+            color: RED,
+        },
+        vline(y, 0.0, GREY, false, None),
+    ];
+    // The pulls on their own x axis beside the impacts, row for row (unconstrained parameters,
+    // such as normfactors, have none).
+    let pulls: Vec<(usize, f64, f64)> = rows
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| Some((i, r.2?, r.3?)))
+        .collect();
+    let reach = pulls.iter().map(|p| p.1.abs() + p.2).fold(2.0, f64::max) * 1.1;
+    let mut blank = Axis::new("", y);
+    blank.ticks = Some((0..n).map(|i| (ypos(i), String::new())).collect());
+    let mut pull_panel = Panel::new("pulls", Axis::new("(θ̂ − θ₀)/σ₀", (-reach, reach)), blank);
+    pull_panel.legend = false;
+    pull_panel.elements = vec![
+        Element::Rects {
+            label: None,
+            rects: vec![[-1.0, 1.0, y.0, y.1]],
+            color: GREEN_BAND.with_alpha(0.35),
+        },
+        vline(y, 0.0, GREY, true, None),
+        Element::Points {
+            label: Some("pull ± constraint".into()),
+            xs: pulls.iter().map(|p| p.1).collect(),
+            ys: pulls.iter().map(|p| ypos(p.0)).collect(),
+            x_err: Some(pulls.iter().map(|p| (p.2, p.2)).collect()),
+            y_err: None,
+            color: BLACK,
+        },
+    ];
+    let height = (160 + 26 * n as u32).max(420);
+    Ok(Figure {
+        width: 1200,
+        height,
+        title: format!("Impact on {poi}"),
+        column_weights: vec![0.74, 0.26],
+        row_weights: vec![1.0],
+        panels: vec![panel, pull_panel],
+    })
+}
+
+/// The correlation matrix of a fit (`histfit fit --json`), pruned to the `top` parameters with
+/// the largest off-diagonal correlations (the POI always kept, held parameters dropped).
+pub fn correlation(doc: &Value, top: usize) -> Result<Figure, PlotError> {
+    const CMD: &str = "histfit fit";
+    let params = array(field(doc, "parameters", "correlation", CMD)?, "parameters")?;
+    let matrix = array(
+        field(doc, "correlation", "correlation", CMD)?,
+        "correlation",
+    )?;
+    let rows: Vec<Vec<f64>> = matrix
+        .iter()
+        .enumerate()
+        .map(|(i, r)| numbers(r, &format!("correlation[{i}]")))
+        .collect::<Result<_, _>>()?;
+    let n = rows.len();
+    if params.len() != n || rows.iter().any(|r| r.len() != n) {
+        return Err(PlotError::Document(format!(
+            "correlation: a {n}×{n} matrix for {} parameters",
+            params.len()
+        )));
+    }
+    let poi = doc
+        .get("poi_index")
+        .and_then(Value::as_u64)
+        .map(|p| p as usize);
+    let free: Vec<usize> = (0..n)
+        .filter(|&i| params[i]["fixed"] != Value::Bool(true))
+        .collect();
+    let strength = |i: usize| {
+        free.iter()
+            .filter(|&&j| j != i)
+            .map(|&j| rows[i][j].abs())
+            .fold(0.0, f64::max)
+    };
+    let mut keep = free.clone();
+    keep.sort_by(|&a, &b| {
+        (Some(b) == poi)
+            .cmp(&(Some(a) == poi))
+            .then(strength(b).total_cmp(&strength(a)))
+    });
+    keep.truncate(top.max(1));
+    keep.sort_unstable();
+    let k = keep.len();
+    let names: Vec<String> = keep.iter().map(|&i| text(&params[i]["name"])).collect();
+    let mut rects = Vec::new();
+    let mut values = Vec::new();
+    let mut labels = Vec::new();
+    for (a, &i) in keep.iter().enumerate() {
+        for (b, &j) in keep.iter().enumerate() {
+            // Row a from the top, column b from the left.
+            let y = (k - 1 - a) as f64;
+            rects.push([b as f64 - 0.5, b as f64 + 0.5, y - 0.5, y + 0.5]);
+            values.push(rows[i][j]);
+            if k <= 20 {
+                labels.push(Element::Text {
+                    x: b as f64 - 0.3,
+                    y: y + 0.15,
+                    text: format!("{:.2}", rows[i][j]),
+                    size: 11,
+                    color: BLACK,
+                });
+            }
+        }
+    }
+    let mut x = Axis::new("", (-0.5, k as f64 - 0.5));
+    x.ticks = Some(
+        names
+            .iter()
+            .enumerate()
+            .map(|(b, n)| (b as f64, n.clone()))
+            .collect(),
+    );
+    x.vertical_labels = true;
+    let mut y = Axis::new("", (-0.5, k as f64 - 0.5));
+    y.ticks = Some(
+        names
+            .iter()
+            .enumerate()
+            .map(|(a, n)| ((k - 1 - a) as f64, n.clone()))
+            .collect(),
+    );
+    let mut panel = Panel::new("", x, y);
+    panel.elements.push(Element::Cells { rects, values });
+    panel.elements.extend(labels);
+    panel.legend = false;
+    let longest = names.iter().map(|n| n.chars().count()).max().unwrap_or(0) as u32;
+    let side = (200 + 40 * k as u32).clamp(500, 1600);
+    Ok(Figure::single(
+        "Correlations (fit)",
+        panel,
+        side + 7 * longest,
+        side + 7 * longest,
+    ))
+}
+
+/// Stacked yields per channel (`histfit yields [--postfit] --json`): samples stacked per bin, the
+/// total's uncertainty band, the data with √n bars, and a data / prediction ratio panel.
+pub fn yields(doc: &Value) -> Result<Figure, PlotError> {
+    let channels = array(
+        field(doc, "channels", "yields", "histfit yields")?,
+        "channels",
+    )?;
+    let postfit = doc.get("postfit").and_then(Value::as_bool).unwrap_or(false);
+    // Channels in a grid of up to four columns; each channel a main and a ratio panel.
+    let columns = channels.len().clamp(1, 4);
+    let channel_rows = channels.len().div_ceil(columns).max(1);
+    let mut grid: Vec<Panel> = (0..columns * channel_rows * 2)
+        .map(|_| Panel::empty())
+        .collect();
+    for (c, ch) in channels.iter().enumerate() {
+        let place = format!("channels[{c}]");
+        let name = text(&ch["name"]);
+        let data = numbers(&ch["data"], &format!("{place}.data"))?;
+        let total = numbers(&ch["total"]["yields"], &format!("{place}.total.yields"))?;
+        let sigma = numbers(
+            &ch["total"]["uncertainties"],
+            &format!("{place}.total.uncertainties"),
+        )?;
+        let nb = total.len();
+        if data.len() != nb || sigma.len() != nb {
+            return Err(PlotError::Document(format!(
+                "{place}: data, total and uncertainties of different lengths"
+            )));
+        }
+        let samples = array(&ch["samples"], &format!("{place}.samples"))?;
+        let mut stacked = vec![0.0; nb];
+        let mut main = Vec::new();
+        for (s, smp) in samples.iter().enumerate() {
+            let y = numbers(&smp["yields"], &format!("{place}.samples[{s}].yields"))?;
+            if y.len() != nb {
+                return Err(PlotError::Document(format!(
+                    "{place}.samples[{s}].yields: {} bins where the channel has {nb}",
+                    y.len()
+                )));
+            }
+            let rects = (0..nb)
+                .map(|b| {
+                    let r = [b as f64, b as f64 + 1.0, stacked[b], stacked[b] + y[b]];
+                    stacked[b] += y[b];
+                    r
+                })
+                .collect();
+            main.push(Element::Rects {
+                label: Some(text(&smp["name"])),
+                rects,
+                color: PALETTE[s % PALETTE.len()],
+            });
+        }
+        // Step-shaped band: each bin's edges carry its value.
+        let edges: Vec<f64> = (0..nb).flat_map(|b| [b as f64, b as f64 + 1.0]).collect();
+        let step =
+            |v: &dyn Fn(usize) -> f64| (0..nb).flat_map(|b| [v(b), v(b)]).collect::<Vec<f64>>();
+        main.push(Element::Band {
+            label: Some("total uncertainty".into()),
+            xs: edges.clone(),
+            lo: step(&|b| total[b] - sigma[b]),
+            hi: step(&|b| total[b] + sigma[b]),
+            color: GREY.with_alpha(0.45),
+        });
+        let centres: Vec<f64> = (0..nb).map(|b| b as f64 + 0.5).collect();
+        main.push(Element::Points {
+            label: Some("data".into()),
+            xs: centres.clone(),
+            ys: data.clone(),
+            x_err: None,
+            y_err: Some(
+                data.iter()
+                    .map(|n| (n.max(0.0).sqrt(), n.max(0.0).sqrt()))
+                    .collect(),
+            ),
+            color: BLACK,
+        });
+        let top = (0..nb)
+            .map(|b| (total[b] + sigma[b]).max(data[b] + data[b].max(0.0).sqrt()))
+            .fold(0.0, f64::max);
+        let x = (0.0, nb as f64);
+        let mut bin_edges = Axis::new("", x);
+        bin_edges.ticks = Some((0..=nb).map(|b| (b as f64, String::new())).collect());
+        let mut panel = Panel::new(
+            format!("{name} ({})", if postfit { "post-fit" } else { "pre-fit" }),
+            bin_edges,
+            Axis::new("events", (0.0, top * if c == 0 { 1.9 } else { 1.25 })),
+        );
+        panel.elements = main;
+        // One legend (the first channel's): every channel stacks the same samples.
+        panel.legend = c == 0;
+        let ratio = |v: f64, b: usize| {
+            if total[b] > 0.0 {
+                v / total[b]
+            } else {
+                f64::NAN
+            }
+        };
+        let r: Vec<f64> = (0..nb).map(|b| ratio(data[b], b)).collect();
+        let r_err: Vec<(f64, f64)> = (0..nb)
+            .map(|b| {
+                let e = ratio(data[b].max(0.0).sqrt(), b);
+                (e, e)
+            })
+            .collect();
+        let band_lo = step(&|b| ratio(total[b] - sigma[b], b));
+        let band_hi = step(&|b| ratio(total[b] + sigma[b], b));
+        let reach = r
+            .iter()
+            .zip(&r_err)
+            .map(|(v, e)| (v - 1.0).abs() + e.0)
+            .chain(band_hi.iter().map(|v| (v - 1.0).abs()))
+            .filter(|v| v.is_finite())
+            .fold(0.2, f64::max)
+            .min(2.0);
+        let mut rx = Axis::new("bin", x);
+        rx.ticks = Some((0..nb).map(|b| (b as f64 + 0.5, b.to_string())).collect());
+        let mut ratio_panel = Panel::new(
+            "",
+            rx,
+            Axis::new("data / pred.", (1.0 - reach * 1.1, 1.0 + reach * 1.1)),
+        );
+        ratio_panel.legend = false;
+        ratio_panel.elements = vec![
+            Element::Band {
+                label: None,
+                xs: edges,
+                lo: band_lo,
+                hi: band_hi,
+                color: GREY.with_alpha(0.45),
+            },
+            hline(x, 1.0, GREY, true, None),
+            Element::Points {
+                label: None,
+                xs: centres,
+                ys: r,
+                x_err: None,
+                y_err: Some(r_err),
+                color: BLACK,
+            },
+        ];
+        // Panels are stored column by column, each column's rows top to bottom.
+        let at = (c % columns) * channel_rows * 2 + (c / columns) * 2;
+        grid[at] = panel;
+        grid[at + 1] = ratio_panel;
+    }
+    if channels.is_empty() {
+        return Err(PlotError::Document("channels: no channel to draw".into()));
+    }
+    Ok(Figure {
+        width: 520 * columns as u32,
+        height: 620 * channel_rows as u32,
+        title: format!("{} yields", if postfit { "Post-fit" } else { "Pre-fit" }),
+        column_weights: vec![1.0; columns],
+        row_weights: (0..channel_rows).flat_map(|_| [0.7, 0.3]).collect(),
+        panels: grid,
+    })
+}

@@ -1,0 +1,137 @@
+//! `histfit-plot`: plots drawn from the JSON documents histfit's commands write, so a plot can be
+//! redrawn without refitting. Each kind reads one command's document:
+//!
+//! | kind | document |
+//! |---|---|
+//! | `brazil` | `histfit limit --json` (CLs against μ: observed, expected, ±1σ/±2σ, limits marked) |
+//! | `scan` | `histfit scan --json` (2ΔNLL against μ, 1σ and 2σ lines) |
+//! | `pulls` | `histfit fit --json` (pulls and constraints of constrained parameters) |
+//! | `ranking` | `histfit ranking --json` (pre-/post-fit impacts, pulls on a second axis) |
+//! | `correlation` | `histfit fit --json` (the correlation matrix, pruned to its largest entries) |
+//! | `yields` | `histfit yields [--postfit] --json` (stacked samples, data, band, ratio panel) |
+//! | `contour` | `histfit limit BKG --patchset … --json` (exclusion contour over the patch values) |
+//!
+//! [`figure`] turns a document into a [`Figure`] (data coordinates; tests read it back against
+//! the document), [`render`] draws it as SVG or PNG with an embedded font.
+
+pub mod contour;
+pub mod figure;
+mod kinds;
+pub mod render;
+
+pub use figure::Figure;
+
+use serde_json::Value;
+use std::path::Path;
+
+/// Why a plot could not be made: the document lacks what the kind needs, or drawing failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PlotError {
+    #[error("{0}")]
+    Document(String),
+    #[error("drawing failed: {0}")]
+    Render(String),
+    #[error("{path}: {rule}")]
+    Output { path: String, rule: String },
+}
+
+/// The plot kinds, by their CLI names.
+pub const KINDS: [&str; 7] = [
+    "brazil",
+    "scan",
+    "pulls",
+    "ranking",
+    "correlation",
+    "yields",
+    "contour",
+];
+
+/// Choices a plot takes beyond its document.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Options {
+    /// How many parameters the ranking, pulls and correlation plots show (largest first).
+    pub top: Option<usize>,
+    /// Pixel size; each kind picks one from its content when `None`.
+    pub size: Option<(u32, u32)>,
+}
+
+/// The figure of plot `kind` drawn from `doc`.
+pub fn figure(kind: &str, doc: &Value, opts: &Options) -> Result<Figure, PlotError> {
+    let mut fig = match kind {
+        "brazil" => kinds::brazil(doc)?,
+        "scan" => kinds::scan(doc)?,
+        "pulls" => kinds::pulls(doc, opts.top)?,
+        "ranking" => kinds::ranking(doc, opts.top.unwrap_or(20))?,
+        "correlation" => kinds::correlation(doc, opts.top.unwrap_or(25))?,
+        "yields" => kinds::yields(doc)?,
+        "contour" => contour::figure(doc)?,
+        other => {
+            return Err(PlotError::Document(format!(
+                "unknown plot kind \"{other}\": expected one of {}",
+                KINDS.join(", ")
+            )))
+        }
+    };
+    if let Some((w, h)) = opts.size {
+        fig.width = w;
+        fig.height = h;
+    }
+    Ok(fig)
+}
+
+/// Draws `figure` to `path`: SVG or PNG by its extension.
+pub fn write(figure: &Figure, path: &Path) -> Result<(), PlotError> {
+    let out = |rule: String| PlotError::Output {
+        path: path.display().to_string(),
+        rule,
+    };
+    match path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(|e| e.to_ascii_lowercase())
+    {
+        Some(e) if e == "svg" => {
+            let text = render::svg(figure)?;
+            std::fs::write(path, text).map_err(|e| out(format!("cannot write: {e}")))
+        }
+        Some(e) if e == "png" => {
+            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                if !parent.is_dir() {
+                    return Err(out("its directory does not exist".into()));
+                }
+            }
+            render::png(figure, path)
+        }
+        _ => Err(out("the file name must end in .svg or .png".into())),
+    }
+}
+
+/// A field every document of `kind` has, or an error saying which command writes such documents.
+pub(crate) fn field<'a>(
+    doc: &'a Value,
+    key: &str,
+    kind: &str,
+    command: &str,
+) -> Result<&'a Value, PlotError> {
+    doc.get(key).filter(|v| !v.is_null()).ok_or_else(|| {
+        PlotError::Document(format!(
+            "the document has no \"{key}\": {kind} plots are drawn from the JSON of `{command}`"
+        ))
+    })
+}
+
+/// A number of a document, or an error naming it.
+pub(crate) fn number(v: &Value, what: &str) -> Result<f64, PlotError> {
+    v.as_f64()
+        .ok_or_else(|| PlotError::Document(format!("{what}: expected a number, got {v}")))
+}
+
+/// A list of numbers of a document, or an error naming it.
+pub(crate) fn numbers(v: &Value, what: &str) -> Result<Vec<f64>, PlotError> {
+    v.as_array()
+        .ok_or_else(|| PlotError::Document(format!("{what}: expected a list of numbers")))?
+        .iter()
+        .enumerate()
+        .map(|(i, x)| number(x, &format!("{what}[{i}]")))
+        .collect()
+}

@@ -1,0 +1,402 @@
+//! Draws a [`Figure`] with plotters, as SVG text or a PNG file. The font (DejaVu Sans) is embedded
+//! in the binary and registered once, so nothing depends on the system's fonts or a display.
+
+use crate::figure::{Color, Element, Figure, Panel};
+use crate::PlotError;
+use plotters::coord::Shift;
+use plotters::element::DashedPathElement;
+use plotters::prelude::*;
+use plotters::style::Color as _;
+use std::path::Path;
+use std::sync::Once;
+
+const FONT: &[u8] = include_bytes!("../fonts/DejaVuSans.ttf");
+const FAMILY: &str = "sans-serif";
+
+fn register_font() -> Result<(), PlotError> {
+    static ONCE: Once = Once::new();
+    let mut failed = false;
+    ONCE.call_once(|| {
+        failed = plotters::style::register_font(FAMILY, FontStyle::Normal, FONT).is_err();
+    });
+    if failed {
+        return Err(PlotError::Render("the embedded font does not load".into()));
+    }
+    Ok(())
+}
+
+/// The figure as an SVG document.
+pub fn svg(figure: &Figure) -> Result<String, PlotError> {
+    register_font()?;
+    let mut text = String::new();
+    {
+        let root =
+            SVGBackend::with_string(&mut text, (figure.width, figure.height)).into_drawing_area();
+        draw(&root, figure)?;
+        root.present().map_err(err)?;
+    }
+    Ok(text)
+}
+
+/// The figure written as a PNG file.
+pub fn png(figure: &Figure, path: &Path) -> Result<(), PlotError> {
+    register_font()?;
+    let root = BitMapBackend::new(path, (figure.width, figure.height)).into_drawing_area();
+    draw(&root, figure)?;
+    root.present().map_err(err)
+}
+
+fn err(e: impl std::fmt::Display) -> PlotError {
+    PlotError::Render(e.to_string())
+}
+
+fn rgba(c: Color) -> RGBAColor {
+    RGBColor(c.rgb[0], c.rgb[1], c.rgb[2]).mix(c.alpha)
+}
+
+fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    figure: &Figure,
+) -> Result<(), PlotError> {
+    root.fill(&WHITE).map_err(err)?;
+    let root = if figure.title.is_empty() {
+        root.clone()
+    } else {
+        root.titled(&figure.title, (FAMILY, 22)).map_err(err)?
+    };
+    let rows = figure.row_weights.len();
+    for (c, column) in split(&root, &figure.column_weights, false)
+        .iter()
+        .enumerate()
+    {
+        for (r, area) in split(column, &figure.row_weights, true).iter().enumerate() {
+            if let Some(panel) = figure.panels.get(c * rows + r).filter(|p| p.visible) {
+                draw_panel(area, panel)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Splits an area into parts sized by `weights`, top to bottom or left to right.
+fn split<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    weights: &[f64],
+    vertical: bool,
+) -> Vec<DrawingArea<DB, Shift>> {
+    let total: f64 = weights.iter().sum();
+    let (w, h) = area.dim_in_pixel();
+    let length = if vertical { h } else { w } as f64;
+    let mut parts = Vec::new();
+    let mut rest = area.clone();
+    for (i, weight) in weights.iter().enumerate() {
+        if i + 1 == weights.len() {
+            parts.push(rest.clone());
+            break;
+        }
+        let at = (length * weight / total) as u32;
+        let (a, b) = if vertical {
+            rest.split_vertically(at)
+        } else {
+            rest.split_horizontally(at)
+        };
+        parts.push(a);
+        rest = b;
+    }
+    parts
+}
+
+/// Tick label of a category axis: the label of the tick at `v`, if any.
+fn category(ticks: &[(f64, String)], v: f64) -> String {
+    ticks
+        .iter()
+        .find(|(t, _)| (t - v).abs() < 1e-6)
+        .map(|(_, l)| l.clone())
+        .unwrap_or_default()
+}
+
+fn draw_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    p: &Panel,
+) -> Result<(), PlotError> {
+    let longest = |ticks: &Option<Vec<(f64, String)>>| {
+        ticks
+            .as_ref()
+            .map(|t| t.iter().map(|(_, l)| l.chars().count()).max().unwrap_or(0) as u32)
+    };
+    let y_label_width = longest(&p.y.ticks).map_or(70, |n| 30 + 7 * n);
+    let x_label_height = match longest(&p.x.ticks) {
+        Some(n) if p.x.vertical_labels => 30 + 7 * n,
+        _ => 45,
+    };
+    let mut builder = ChartBuilder::on(area);
+    builder
+        .caption(&p.title, (FAMILY, 16))
+        .margin(12)
+        .x_label_area_size(x_label_height.min(320))
+        .y_label_area_size(y_label_width.min(320));
+    let mut chart = builder
+        .build_cartesian_2d(p.x.range.0..p.x.range.1, p.y.range.0..p.y.range.1)
+        .map_err(err)?;
+    {
+        let mut mesh = chart.configure_mesh();
+        mesh.x_desc(&p.x.label)
+            .y_desc(&p.y.label)
+            .label_style((FAMILY, 12))
+            .axis_desc_style((FAMILY, 14))
+            .light_line_style(WHITE.mix(0.0));
+        let x_ticks = p.x.ticks.clone();
+        let y_ticks = p.y.ticks.clone();
+        let vertical = p.x.vertical_labels;
+        let fx = move |v: &f64| match &x_ticks {
+            // plotters centres a rotated label on its tick: leading spaces as wide as the name
+            // move the name below the axis.
+            Some(t) if vertical => {
+                let name = category(t, *v);
+                format!("{}{name}", " ".repeat(2 * name.chars().count()))
+            }
+            Some(t) => category(t, *v),
+            None => format_tick(*v),
+        };
+        let fy = move |v: &f64| match &y_ticks {
+            Some(t) => category(t, *v),
+            None => format_tick(*v),
+        };
+        if let Some(t) = &p.y.ticks {
+            mesh.y_labels(t.len() * 4 + 1);
+        }
+        if let Some(t) = &p.x.ticks {
+            mesh.x_labels(t.len() * 4 + 1);
+        }
+        if p.x.vertical_labels {
+            // Anchored at the text's start, so each name hangs down from its tick.
+            mesh.x_label_style((FAMILY, 12).into_font().transform(FontTransform::Rotate90));
+        }
+        mesh.x_label_formatter(&fx).y_label_formatter(&fy);
+        mesh.draw().map_err(err)?;
+    }
+    let mut labelled = false;
+    macro_rules! draw_elements {
+        ($chart:ident, $draw:ident, $elements:expr) => {
+            for e in $elements {
+                match e {
+                    Element::Line {
+                        label,
+                        xs,
+                        ys,
+                        color,
+                        width,
+                        dashed,
+                        markers,
+                    } => {
+                        let style = ShapeStyle::from(&rgba(*color)).stroke_width(*width);
+                        let pts: Vec<(f64, f64)> =
+                            xs.iter().copied().zip(ys.iter().copied()).collect();
+                        let anno = if *dashed {
+                            $chart
+                                .$draw(DashedLineSeries::new(pts.clone(), 6, 4, style))
+                                .map_err(err)?
+                        } else {
+                            $chart
+                                .$draw(LineSeries::new(pts.clone(), style))
+                                .map_err(err)?
+                        };
+                        if let Some(l) = label {
+                            labelled = true;
+                            anno.label(l.as_str()).legend(move |(x, y)| {
+                                PathElement::new(vec![(x, y), (x + 20, y)], style)
+                            });
+                        }
+                        if *markers {
+                            $chart
+                                .$draw(pts.iter().map(|&p| Circle::new(p, 3, style.filled())))
+                                .map_err(err)?;
+                        }
+                    }
+                    Element::Band {
+                        label,
+                        xs,
+                        lo,
+                        hi,
+                        color,
+                    } => {
+                        let mut pts: Vec<(f64, f64)> =
+                            xs.iter().copied().zip(lo.iter().copied()).collect();
+                        pts.extend(xs.iter().copied().zip(hi.iter().copied()).rev());
+                        let fill = rgba(*color).filled();
+                        let anno = $chart
+                            .$draw(std::iter::once(Polygon::new(pts, fill)))
+                            .map_err(err)?;
+                        if let Some(l) = label {
+                            labelled = true;
+                            anno.label(l.as_str()).legend(move |(x, y)| {
+                                Rectangle::new([(x, y - 5), (x + 20, y + 5)], fill)
+                            });
+                        }
+                    }
+                    Element::Rects {
+                        label,
+                        rects,
+                        color,
+                    } => {
+                        let fill = rgba(*color).filled();
+                        let anno = $chart
+                            .$draw(
+                                rects
+                                    .iter()
+                                    .map(|r| Rectangle::new([(r[0], r[2]), (r[1], r[3])], fill)),
+                            )
+                            .map_err(err)?;
+                        if let Some(l) = label {
+                            labelled = true;
+                            anno.label(l.as_str()).legend(move |(x, y)| {
+                                Rectangle::new([(x, y - 5), (x + 20, y + 5)], fill)
+                            });
+                        }
+                    }
+                    Element::Cells { rects, values } => {
+                        $chart
+                            .$draw(rects.iter().zip(values).map(|(r, &v)| {
+                                Rectangle::new([(r[0], r[2]), (r[1], r[3])], diverging(v).filled())
+                            }))
+                            .map_err(err)?;
+                    }
+                    Element::Points {
+                        label,
+                        xs,
+                        ys,
+                        x_err,
+                        y_err,
+                        color,
+                    } => {
+                        let style = ShapeStyle::from(&rgba(*color)).stroke_width(1);
+                        let pts: Vec<(f64, f64)> =
+                            xs.iter().copied().zip(ys.iter().copied()).collect();
+                        let mut bars = Vec::new();
+                        for (i, &(x, y)) in pts.iter().enumerate() {
+                            if let Some(e) = y_err {
+                                bars.push(vec![(x, y - e[i].0), (x, y + e[i].1)]);
+                            }
+                            if let Some(e) = x_err {
+                                bars.push(vec![(x - e[i].0, y), (x + e[i].1, y)]);
+                            }
+                        }
+                        $chart
+                            .$draw(bars.into_iter().map(|b| PathElement::new(b, style)))
+                            .map_err(err)?;
+                        let anno = $chart
+                            .$draw(pts.iter().map(|&p| Circle::new(p, 3, style.filled())))
+                            .map_err(err)?;
+                        if let Some(l) = label {
+                            labelled = true;
+                            anno.label(l.as_str())
+                                .legend(move |(x, y)| Circle::new((x + 10, y), 3, style.filled()));
+                        }
+                    }
+                    Element::Polygons {
+                        label,
+                        polygons,
+                        color,
+                    } => {
+                        let fill = rgba(*color).filled();
+                        let anno = $chart
+                            .$draw(polygons.iter().map(|p| Polygon::new(p.clone(), fill)))
+                            .map_err(err)?;
+                        if let Some(l) = label {
+                            labelled = true;
+                            anno.label(l.as_str()).legend(move |(x, y)| {
+                                Rectangle::new([(x, y - 5), (x + 20, y + 5)], fill)
+                            });
+                        }
+                    }
+                    Element::Segments {
+                        label,
+                        segments,
+                        color,
+                        width,
+                        dashed,
+                    } => {
+                        let style = ShapeStyle::from(&rgba(*color)).stroke_width(*width);
+                        let anno = if *dashed {
+                            $chart
+                                .$draw(
+                                    segments
+                                        .iter()
+                                        .map(|s| DashedPathElement::new(s.to_vec(), 5, 3, style)),
+                                )
+                                .map_err(err)?
+                        } else {
+                            $chart
+                                .$draw(segments.iter().map(|s| PathElement::new(s.to_vec(), style)))
+                                .map_err(err)?
+                        };
+                        if let Some(l) = label {
+                            labelled = true;
+                            anno.label(l.as_str()).legend(move |(x, y)| {
+                                PathElement::new(vec![(x, y), (x + 20, y)], style)
+                            });
+                        }
+                    }
+                    Element::Text {
+                        x,
+                        y,
+                        text,
+                        size,
+                        color,
+                    } => {
+                        let font = (FAMILY, *size).into_font().color(&rgba(*color));
+                        $chart
+                            .$draw(std::iter::once(plotters::element::Text::new(
+                                text.clone(),
+                                (*x, *y),
+                                font,
+                            )))
+                            .map_err(err)?;
+                    }
+                }
+            }
+        };
+    }
+    macro_rules! legend {
+        ($chart:ident, $position:expr) => {
+            $chart
+                .configure_series_labels()
+                .label_font((FAMILY, 12))
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .position($position)
+                .draw()
+                .map_err(err)?
+        };
+    }
+    draw_elements!(chart, draw_series, &p.elements);
+    if labelled && p.legend {
+        legend!(chart, SeriesLabelPosition::UpperRight);
+    }
+    Ok(())
+}
+
+/// Blue (−1) – white (0) – red (+1).
+fn diverging(v: f64) -> RGBColor {
+    let v = v.clamp(-1.0, 1.0);
+    let mix = |a: u8, b: u8, t: f64| (a as f64 + (b as f64 - a as f64) * t).round() as u8;
+    if v >= 0.0 {
+        RGBColor(255, mix(255, 40, v), mix(255, 40, v))
+    } else {
+        RGBColor(mix(255, 40, -v), mix(255, 90, -v), 255)
+    }
+}
+
+/// Tick labels without float noise (0.30000000000000004 → 0.3).
+fn format_tick(v: f64) -> String {
+    if v == 0.0 {
+        return "0".into();
+    }
+    let s = format!("{:.6}", v);
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s.len() > 9 {
+        format!("{v:.3e}")
+    } else {
+        s.to_string()
+    }
+}
