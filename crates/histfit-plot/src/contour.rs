@@ -7,7 +7,7 @@
 //! two linear conditions.
 
 use crate::figure::*;
-use crate::{field, number, numbers, PlotError};
+use crate::{list_field, number, numbers, PlotError};
 use serde_json::Value;
 
 /// A grid point: its position and ln of each limit (observed, then the 5 expected).
@@ -19,9 +19,7 @@ struct Site {
 
 pub fn figure(doc: &Value) -> Result<Figure, PlotError> {
     const CMD: &str = "histfit limit BKG.json --patchset PATCHSET.json";
-    let points = field(doc, "points", "contour", CMD)?
-        .as_array()
-        .ok_or_else(|| PlotError::Document("points: expected a list".into()))?;
+    let points = list_field(doc, "points", "contour", CMD)?;
     let labels: Vec<String> = doc
         .get("labels")
         .and_then(Value::as_array)

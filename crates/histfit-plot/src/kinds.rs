@@ -2,7 +2,7 @@
 //! exclusion contour has its own module.
 
 use crate::figure::*;
-use crate::{field, number, numbers, PlotError};
+use crate::{field, list_field, number, numbers, PlotError};
 use serde_json::Value;
 
 fn text(v: &Value) -> String {
@@ -21,7 +21,7 @@ fn array<'a>(v: &'a Value, what: &str) -> Result<&'a Vec<Value>, PlotError> {
 /// observed CLs (with markers), the line CLs = α and the limits marked.
 pub fn brazil(doc: &Value) -> Result<Figure, PlotError> {
     const CMD: &str = "histfit limit";
-    let evals = array(field(doc, "evaluations", "brazil", CMD)?, "evaluations")?;
+    let evals = list_field(doc, "evaluations", "brazil", CMD)?;
     let alpha = number(field(doc, "alpha", "brazil", CMD)?, "alpha")?;
     let poi = doc.get("poi").map(text).unwrap_or_else(|| "μ".into());
     let mut rows = Vec::new();
@@ -34,11 +34,12 @@ pub fn brazil(doc: &Value) -> Result<Figure, PlotError> {
                 exp.len()
             )));
         }
-        rows.push((
-            number(&e["mu"], &format!("{place}.mu"))?,
-            number(&e["cls_obs"], &format!("{place}.cls_obs"))?,
-            exp,
-        ));
+        // The search for the expected limits evaluates no observed CLs (null there).
+        let obs = match &e["cls_obs"] {
+            Value::Null => None,
+            v => Some(number(v, &format!("{place}.cls_obs"))?),
+        };
+        rows.push((number(&e["mu"], &format!("{place}.mu"))?, obs, exp));
     }
     if rows.len() < 2 {
         return Err(PlotError::Document(
@@ -77,8 +78,8 @@ pub fn brazil(doc: &Value) -> Result<Figure, PlotError> {
         },
         Element::Line {
             label: Some("observed".into()),
-            xs: mu.clone(),
-            ys: rows.iter().map(|r| r.1).collect(),
+            xs: rows.iter().filter(|r| r.1.is_some()).map(|r| r.0).collect(),
+            ys: rows.iter().filter_map(|r| r.1).collect(),
             color: BLACK,
             width: 2,
             dashed: false,
@@ -118,7 +119,7 @@ pub fn brazil(doc: &Value) -> Result<Figure, PlotError> {
 /// lines (2ΔNLL = 1, 4) and the best fit marked.
 pub fn scan(doc: &Value) -> Result<Figure, PlotError> {
     const CMD: &str = "histfit scan";
-    let points = array(field(doc, "points", "scan", CMD)?, "points")?;
+    let points = list_field(doc, "points", "scan", CMD)?;
     let mut xy = Vec::new();
     for (i, p) in points.iter().enumerate() {
         xy.push((
@@ -345,7 +346,7 @@ pub fn ranking(doc: &Value, top: usize) -> Result<Figure, PlotError> {
 /// the largest off-diagonal correlations (the POI always kept, held parameters dropped).
 pub fn correlation(doc: &Value, top: usize) -> Result<Figure, PlotError> {
     const CMD: &str = "histfit fit";
-    let params = array(field(doc, "parameters", "correlation", CMD)?, "parameters")?;
+    let params = list_field(doc, "parameters", "correlation", CMD)?;
     let matrix = array(
         field(doc, "correlation", "correlation", CMD)?,
         "correlation",

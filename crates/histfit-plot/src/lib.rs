@@ -120,6 +120,20 @@ pub(crate) fn field<'a>(
     })
 }
 
+/// A list every document of `kind` has, or an error saying which command writes such documents.
+pub(crate) fn list_field<'a>(
+    doc: &'a Value,
+    key: &str,
+    kind: &str,
+    command: &str,
+) -> Result<&'a Vec<Value>, PlotError> {
+    field(doc, key, kind, command)?.as_array().ok_or_else(|| {
+        PlotError::Document(format!(
+            "the document's \"{key}\" is not a list: {kind} plots are drawn from the JSON of `{command}`"
+        ))
+    })
+}
+
 /// A number of a document, or an error naming it.
 pub(crate) fn number(v: &Value, what: &str) -> Result<f64, PlotError> {
     v.as_f64()

@@ -100,6 +100,7 @@ fn drawn(a: &Args, figure: &histfit_plot::Figure) -> Value {
         .map(|p| {
             json!({
                 "title": p.title,
+                "legend": p.legend,
                 "x": {"label": p.x.label, "range": [p.x.range.0, p.x.range.1], "ticks": p.x.ticks},
                 "y": {"label": p.y.label, "range": [p.y.range.0, p.y.range.1], "ticks": p.y.ticks},
                 "series": p.elements.iter().filter_map(series).collect::<Vec<_>>(),

@@ -1,0 +1,401 @@
+//! `histfit plot`: every kind drawn from the document of the command that made its numbers, as a
+//! valid SVG (parsed as XML, its labels present) and a PNG (signature and size), and the values
+//! drawn (`--json`) equal to the document's.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn fixture(name: &str) -> String {
+    format!("{}/../../tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn dir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("histfit-plots-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn histfit(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_histfit"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Runs a command with `--json -o FILE` and returns the document.
+fn document(name: &str, args: &[&str]) -> (String, Value) {
+    let path = dir().join(format!("{name}.json"));
+    let p = path.to_str().unwrap();
+    let mut all = args.to_vec();
+    all.extend(["--json", "-o", p]);
+    let out = histfit(&all);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        p.to_string(),
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap(),
+    )
+}
+
+/// Draws `kind` from `doc` as SVG and PNG, checks both files, and returns what was drawn.
+fn plot(kind: &str, doc: &str, extra: &[&str]) -> Value {
+    let base = dir().join(format!(
+        "{kind}-{}",
+        Path::new(doc).file_stem().unwrap().to_str().unwrap()
+    ));
+    let svg = base.with_extension("svg");
+    let png = base.with_extension("png");
+    let mut drawn = Value::Null;
+    for file in [&svg, &png] {
+        let mut args = vec!["plot", kind, doc, "-o", file.to_str().unwrap(), "--json"];
+        args.extend(extra);
+        let out = histfit(&args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        drawn = serde_json::from_slice(&out.stdout).unwrap();
+    }
+    let (w, h) = (
+        drawn["size"][0].as_u64().unwrap(),
+        drawn["size"][1].as_u64().unwrap(),
+    );
+    let text = std::fs::read_to_string(&svg).unwrap();
+    let xml =
+        roxmltree::Document::parse(&text).unwrap_or_else(|e| panic!("{kind}: invalid SVG: {e}"));
+    assert_eq!(xml.root_element().tag_name().name(), "svg");
+    assert_eq!(
+        xml.root_element().attribute("width"),
+        Some(w.to_string().as_str())
+    );
+    // Every labelled series appears in the legend.
+    for panel in drawn["panels"].as_array().unwrap() {
+        for s in panel["series"].as_array().unwrap() {
+            if let Some(label) = s["label"].as_str() {
+                if panel["legend"] == true {
+                    assert!(
+                        text.contains(&escape(label)),
+                        "{kind}: legend lacks {label}"
+                    );
+                }
+            }
+        }
+    }
+    let bytes = std::fs::read(&png).unwrap();
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "{kind}: not a PNG");
+    let be = |at: usize| u32::from_be_bytes(bytes[at..at + 4].try_into().unwrap()) as u64;
+    assert_eq!((be(16), be(20)), (w, h), "{kind}: PNG size");
+    drawn
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+fn floats(v: &Value) -> Vec<f64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect()
+}
+
+fn series<'a>(drawn: &'a Value, panel: usize, label: &str) -> &'a Value {
+    drawn["panels"][panel]["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["label"] == label)
+        .unwrap_or_else(|| panic!("no series {label}"))
+}
+
+#[test]
+fn brazil_and_scan_draw_the_documents_values() {
+    let ws = fixture("simple_workspace.json");
+    let (doc, limit) = document("limit", &["limit", &ws, "--scan", "0:5:11"]);
+    let drawn = plot("brazil", &doc, &[]);
+    let mut evals: Vec<&Value> = limit["evaluations"].as_array().unwrap().iter().collect();
+    evals.sort_by(|a, b| {
+        a["mu"]
+            .as_f64()
+            .unwrap()
+            .total_cmp(&b["mu"].as_f64().unwrap())
+    });
+    let obs = series(&drawn, 0, "observed");
+    assert_eq!(
+        floats(&obs["x"]),
+        evals
+            .iter()
+            .map(|e| e["mu"].as_f64().unwrap())
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        floats(&obs["y"]),
+        evals
+            .iter()
+            .map(|e| e["cls_obs"].as_f64().unwrap())
+            .collect::<Vec<_>>()
+    );
+    let band = series(&drawn, 0, "expected ±2σ");
+    assert_eq!(
+        floats(&band["hi"]),
+        evals
+            .iter()
+            .map(|e| e["cls_exp"][4].as_f64().unwrap())
+            .collect::<Vec<_>>()
+    );
+    let median = series(&drawn, 0, "expected");
+    assert_eq!(
+        floats(&median["y"]),
+        evals
+            .iter()
+            .map(|e| e["cls_exp"][2].as_f64().unwrap())
+            .collect::<Vec<_>>()
+    );
+    // The observed limit is marked where the document puts it.
+    let texts: Vec<&Value> = drawn["panels"][0]["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["type"] == "text")
+        .collect();
+    assert!(texts.iter().any(|t| t["x"] == limit["obs"]));
+
+    let (doc, scan) = document(
+        "scan",
+        &["scan", &ws, "--poi-range", "0:2", "--points", "9"],
+    );
+    let drawn = plot("scan", &doc, &[]);
+    let line = series(&drawn, 0, "profile likelihood");
+    let points = scan["points"].as_array().unwrap();
+    assert_eq!(
+        floats(&line["x"]),
+        points
+            .iter()
+            .map(|p| p["mu"].as_f64().unwrap())
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        floats(&line["y"]),
+        points
+            .iter()
+            .map(|p| p["delta_twice_nll"].as_f64().unwrap())
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(floats(&series(&drawn, 0, "1σ")["y"]), vec![1.0, 1.0]);
+}
+
+#[test]
+fn fit_documents_draw_pulls_and_correlations() {
+    let (doc, fit) = document("fit", &["fit", &fixture("complex_workspace.json")]);
+    let drawn = plot("pulls", &doc, &[]);
+    let pulls = series(&drawn, 0, "pull ± constraint");
+    let constrained: Vec<&Value> = fit["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p.get("pull").is_some())
+        .collect();
+    assert_eq!(
+        floats(&pulls["x"]),
+        constrained
+            .iter()
+            .map(|p| p["pull"].as_f64().unwrap())
+            .collect::<Vec<_>>()
+    );
+    let errors: Vec<f64> = pulls["x_err"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e[0].as_f64().unwrap())
+        .collect();
+    assert_eq!(
+        errors,
+        constrained
+            .iter()
+            .map(|p| p["constraint"].as_f64().unwrap())
+            .collect::<Vec<_>>()
+    );
+    // Names on the y axis, first at the top.
+    let ticks = drawn["panels"][0]["y"]["ticks"].as_array().unwrap();
+    assert_eq!(ticks[0][1], constrained[0]["name"]);
+
+    let drawn = plot("correlation", &doc, &["--top", "4"]);
+    let cells = floats(&drawn["panels"][0]["series"][0]["values"]);
+    let names: Vec<String> = drawn["panels"][0]["x"]["ticks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t[1].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names.len(), 4);
+    let index = |n: &str| {
+        fit["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .position(|p| p["name"] == n)
+            .unwrap()
+    };
+    for (a, na) in names.iter().enumerate() {
+        for (b, nb) in names.iter().enumerate() {
+            assert_eq!(
+                cells[a * 4 + b],
+                fit["correlation"][index(na)][index(nb)].as_f64().unwrap()
+            );
+        }
+    }
+    assert!(
+        names.contains(&"mu".to_string()),
+        "the POI is kept: {names:?}"
+    );
+}
+
+#[test]
+fn ranking_draws_impacts_and_pulls() {
+    let (doc, ranking) = document("ranking", &["ranking", &fixture("complex_workspace.json")]);
+    let drawn = plot("ranking", &doc, &["--top", "5"]);
+    let entries = &ranking["entries"].as_array().unwrap()[..5];
+    for (label, key) in [
+        ("post-fit impact, θ = θ̂ + σ̂", "impact_postfit_up"),
+        ("pre-fit impact, θ = θ̂ − σ", "impact_prefit_down"),
+    ] {
+        let rects = series(&drawn, 0, label)["rects"].as_array().unwrap();
+        for (r, e) in rects.iter().zip(entries) {
+            let v = e[key].as_f64().unwrap();
+            let (lo, hi) = (r[0].as_f64().unwrap(), r[1].as_f64().unwrap());
+            assert_eq!((lo, hi), (v.min(0.0), v.max(0.0)), "{label}");
+        }
+    }
+    let pulls = series(&drawn, 1, "pull ± constraint");
+    let with_pull: Vec<f64> = entries.iter().filter_map(|e| e["pull"].as_f64()).collect();
+    assert_eq!(floats(&pulls["x"]), with_pull);
+}
+
+#[test]
+fn yields_stack_the_samples_over_the_data() {
+    let (doc, yields) = document(
+        "yields",
+        &[
+            "yields",
+            &fixture("two_channel_workspace.json"),
+            "--postfit",
+        ],
+    );
+    let drawn = plot("yields", &doc, &[]);
+    for (c, ch) in yields["channels"].as_array().unwrap().iter().enumerate() {
+        let panel = c * 2;
+        let mut stacked = vec![0.0; floats(&ch["data"]).len()];
+        for s in ch["samples"].as_array().unwrap() {
+            let rects = series(&drawn, panel, s["name"].as_str().unwrap())["rects"]
+                .as_array()
+                .unwrap();
+            for (b, y) in floats(&s["yields"]).iter().enumerate() {
+                assert_eq!(rects[b][2].as_f64().unwrap(), stacked[b]);
+                stacked[b] += y;
+                assert_eq!(rects[b][3].as_f64().unwrap(), stacked[b]);
+            }
+        }
+        assert_eq!(
+            floats(&series(&drawn, panel, "data")["y"]),
+            floats(&ch["data"])
+        );
+        let total = floats(&ch["total"]["yields"]);
+        let ratio = &drawn["panels"][panel + 1]["series"][2];
+        for (b, r) in floats(&ratio["y"]).iter().enumerate() {
+            assert_eq!(*r, floats(&ch["data"])[b] / total[b]);
+        }
+    }
+}
+
+#[test]
+fn the_contour_of_a_grid_document() {
+    // A grid document as `limit --patchset` writes it: limits falling with m1.
+    let mut points = Vec::new();
+    for m1 in [100.0, 200.0, 300.0, 400.0] {
+        for m2 in [0.0, 50.0, 100.0] {
+            let l = m1 / 250.0;
+            points.push(
+                serde_json::json!({"patch": format!("p_{m1}_{m2}"), "values": [m1, m2],
+                "obs": l, "exp": [0.6 * l, 0.8 * l, l, 1.25 * l, 1.6 * l]}),
+            );
+        }
+    }
+    points
+        .push(serde_json::json!({"patch": "failed", "values": [500.0, 0.0], "error": "no limit"}));
+    let doc = serde_json::json!({"kind": "limit", "labels": ["m1", "m2"], "points": points});
+    let path = dir().join("grid.json");
+    std::fs::write(&path, doc.to_string()).unwrap();
+    let drawn = plot("contour", path.to_str().unwrap(), &[]);
+    // ln(limit) is linear in m1 between grid points' values: the observed contour lies at 250.
+    for seg in series(&drawn, 0, "observed limit = 1")["segments"]
+        .as_array()
+        .unwrap()
+    {
+        for p in seg.as_array().unwrap() {
+            assert!((p[0].as_f64().unwrap() - 250.0).abs() < 30.0, "{p}");
+        }
+    }
+    assert_eq!(
+        floats(&series(&drawn, 0, "no limit (error)")["x"]),
+        vec![500.0]
+    );
+}
+
+#[test]
+fn plot_errors_are_one_line() {
+    let (doc, _) = document(
+        "fit-for-errors",
+        &["fit", &fixture("simple_workspace.json")],
+    );
+    for (args, needle) in [
+        (
+            vec!["plot", "brazil", doc.as_str(), "-o", "/tmp/x.svg"],
+            "histfit limit",
+        ),
+        (
+            vec!["plot", "pulls", doc.as_str(), "-o", "/tmp/x.jpg"],
+            "must end in .svg or .png",
+        ),
+        (
+            vec![
+                "plot",
+                "pulls",
+                doc.as_str(),
+                "-o",
+                "/nonexistent/dir/x.png",
+            ],
+            "directory does not exist",
+        ),
+        (
+            vec![
+                "plot",
+                "pulls",
+                doc.as_str(),
+                "-o",
+                "/tmp/x.svg",
+                "--size",
+                "5x5",
+            ],
+            "--size",
+        ),
+        (
+            vec!["plot", "scan", "/nonexistent.json", "-o", "/tmp/x.svg"],
+            "nonexistent.json",
+        ),
+    ] {
+        let out = histfit(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{stderr}");
+        assert!(lines[0].contains(needle), "{args:?}: {stderr}");
+    }
+}
