@@ -62,8 +62,8 @@ fn plot(kind: &str, doc: &str, extra: &[&str]) -> Value {
         drawn = serde_json::from_slice(&out.stdout).unwrap();
     }
     let (w, h) = (
-        drawn["size"][0].as_u64().unwrap(),
-        drawn["size"][1].as_u64().unwrap(),
+        drawn["figure"]["width"].as_u64().unwrap(),
+        drawn["figure"]["height"].as_u64().unwrap(),
     );
     let text = std::fs::read_to_string(&svg).unwrap();
     let xml =
@@ -74,8 +74,8 @@ fn plot(kind: &str, doc: &str, extra: &[&str]) -> Value {
         Some(w.to_string().as_str())
     );
     // Every labelled series appears in the legend.
-    for panel in drawn["panels"].as_array().unwrap() {
-        for s in panel["series"].as_array().unwrap() {
+    for panel in drawn["figure"]["panels"].as_array().unwrap() {
+        for s in panel["elements"].as_array().unwrap() {
             if let Some(label) = s["label"].as_str() {
                 if panel["legend"] == true {
                     assert!(
@@ -108,7 +108,7 @@ fn floats(v: &Value) -> Vec<f64> {
 }
 
 fn series<'a>(drawn: &'a Value, panel: usize, label: &str) -> &'a Value {
-    drawn["panels"][panel]["series"]
+    drawn["figure"]["panels"][panel]["elements"]
         .as_array()
         .unwrap()
         .iter()
@@ -130,14 +130,14 @@ fn brazil_and_scan_draw_the_documents_values() {
     });
     let obs = series(&drawn, 0, "observed");
     assert_eq!(
-        floats(&obs["x"]),
+        floats(&obs["xs"]),
         evals
             .iter()
             .map(|e| e["mu"].as_f64().unwrap())
             .collect::<Vec<_>>()
     );
     assert_eq!(
-        floats(&obs["y"]),
+        floats(&obs["ys"]),
         evals
             .iter()
             .map(|e| e["cls_obs"].as_f64().unwrap())
@@ -153,14 +153,14 @@ fn brazil_and_scan_draw_the_documents_values() {
     );
     let median = series(&drawn, 0, "expected");
     assert_eq!(
-        floats(&median["y"]),
+        floats(&median["ys"]),
         evals
             .iter()
             .map(|e| e["cls_exp"][2].as_f64().unwrap())
             .collect::<Vec<_>>()
     );
     // The observed limit is marked where the document puts it.
-    let texts: Vec<&Value> = drawn["panels"][0]["series"]
+    let texts: Vec<&Value> = drawn["figure"]["panels"][0]["elements"]
         .as_array()
         .unwrap()
         .iter()
@@ -176,20 +176,20 @@ fn brazil_and_scan_draw_the_documents_values() {
     let line = series(&drawn, 0, "profile likelihood");
     let points = scan["points"].as_array().unwrap();
     assert_eq!(
-        floats(&line["x"]),
+        floats(&line["xs"]),
         points
             .iter()
             .map(|p| p["mu"].as_f64().unwrap())
             .collect::<Vec<_>>()
     );
     assert_eq!(
-        floats(&line["y"]),
+        floats(&line["ys"]),
         points
             .iter()
             .map(|p| p["delta_twice_nll"].as_f64().unwrap())
             .collect::<Vec<_>>()
     );
-    assert_eq!(floats(&series(&drawn, 0, "1σ")["y"]), vec![1.0, 1.0]);
+    assert_eq!(floats(&series(&drawn, 0, "1σ")["ys"]), vec![1.0, 1.0]);
 }
 
 #[test]
@@ -204,7 +204,7 @@ fn fit_documents_draw_pulls_and_correlations() {
         .filter(|p| p.get("pull").is_some())
         .collect();
     assert_eq!(
-        floats(&pulls["x"]),
+        floats(&pulls["xs"]),
         constrained
             .iter()
             .map(|p| p["pull"].as_f64().unwrap())
@@ -224,12 +224,14 @@ fn fit_documents_draw_pulls_and_correlations() {
             .collect::<Vec<_>>()
     );
     // Names on the y axis, first at the top.
-    let ticks = drawn["panels"][0]["y"]["ticks"].as_array().unwrap();
+    let ticks = drawn["figure"]["panels"][0]["y"]["ticks"]
+        .as_array()
+        .unwrap();
     assert_eq!(ticks[0][1], constrained[0]["name"]);
 
     let drawn = plot("correlation", &doc, &["--top", "4"]);
-    let cells = floats(&drawn["panels"][0]["series"][0]["values"]);
-    let names: Vec<String> = drawn["panels"][0]["x"]["ticks"]
+    let cells = floats(&drawn["figure"]["panels"][0]["elements"][0]["values"]);
+    let names: Vec<String> = drawn["figure"]["panels"][0]["x"]["ticks"]
         .as_array()
         .unwrap()
         .iter()
@@ -268,6 +270,7 @@ fn ranking_draws_impacts_and_pulls() {
         ("pre-fit impact, θ = θ̂ − σ", "impact_prefit_down"),
     ] {
         let rects = series(&drawn, 0, label)["rects"].as_array().unwrap();
+        assert_eq!(rects.len(), entries.len(), "{label}");
         for (r, e) in rects.iter().zip(entries) {
             let v = e[key].as_f64().unwrap();
             let (lo, hi) = (r[0].as_f64().unwrap(), r[1].as_f64().unwrap());
@@ -276,7 +279,7 @@ fn ranking_draws_impacts_and_pulls() {
     }
     let pulls = series(&drawn, 1, "pull ± constraint");
     let with_pull: Vec<f64> = entries.iter().filter_map(|e| e["pull"].as_f64()).collect();
-    assert_eq!(floats(&pulls["x"]), with_pull);
+    assert_eq!(floats(&pulls["xs"]), with_pull);
 }
 
 #[test]
@@ -304,12 +307,13 @@ fn yields_stack_the_samples_over_the_data() {
             }
         }
         assert_eq!(
-            floats(&series(&drawn, panel, "data")["y"]),
+            floats(&series(&drawn, panel, "data")["ys"]),
             floats(&ch["data"])
         );
         let total = floats(&ch["total"]["yields"]);
-        let ratio = &drawn["panels"][panel + 1]["series"][2];
-        for (b, r) in floats(&ratio["y"]).iter().enumerate() {
+        let ratio = &drawn["figure"]["panels"][panel + 1]["elements"][2];
+        assert_eq!(floats(&ratio["ys"]).len(), total.len());
+        for (b, r) in floats(&ratio["ys"]).iter().enumerate() {
             assert_eq!(*r, floats(&ch["data"])[b] / total[b]);
         }
     }
@@ -334,17 +338,45 @@ fn the_contour_of_a_grid_document() {
     let path = dir().join("grid.json");
     std::fs::write(&path, doc.to_string()).unwrap();
     let drawn = plot("contour", path.to_str().unwrap(), &[]);
-    // ln(limit) is linear in m1 between grid points' values: the observed contour lies at 250.
-    for seg in series(&drawn, 0, "observed limit = 1")["segments"]
+    // ln(limit) is interpolated linearly between the grid's m1 = 200 and 300: the observed and
+    // expected contours cross at 200 + 100·ln(1.25)/ln(1.5), every m2.
+    let crossing = 200.0 + 100.0 * (1.25f64).ln() / 1.5f64.ln();
+    for label in ["observed limit = 1", "expected limit = 1"] {
+        let segments = series(&drawn, 0, label)["segments"].as_array().unwrap();
+        assert_eq!(
+            segments.len(),
+            4,
+            "{label}: one segment per triangle crossed"
+        );
+        for seg in segments {
+            for p in seg.as_array().unwrap() {
+                assert!(
+                    (p[0].as_f64().unwrap() - crossing).abs() < 1e-9,
+                    "{label}: {p}"
+                );
+            }
+        }
+    }
+    // The ±1σ band: expected −1σ limit (0.8·m1/250) below 1 and +1σ limit (1.25·m1/250) above.
+    let polygons = series(&drawn, 0, "expected ±1σ")["polygons"]
         .as_array()
-        .unwrap()
-    {
-        for p in seg.as_array().unwrap() {
-            assert!((p[0].as_f64().unwrap() - 250.0).abs() < 30.0, "{p}");
+        .unwrap();
+    assert!(!polygons.is_empty());
+    let (lo, hi) = (
+        200.0,
+        300.0 + 100.0 * (1.0f64 / 0.96).ln() / (1.28f64 / 0.96).ln(),
+    );
+    for poly in polygons {
+        for p in poly.as_array().unwrap() {
+            let x = p[0].as_f64().unwrap();
+            assert!(
+                x >= lo - 1e-9 && x <= hi + 1e-9,
+                "band vertex {p} outside [{lo}, {hi}]"
+            );
         }
     }
     assert_eq!(
-        floats(&series(&drawn, 0, "no limit (error)")["x"]),
+        floats(&series(&drawn, 0, "no limit (error)")["xs"]),
         vec![500.0]
     );
 }

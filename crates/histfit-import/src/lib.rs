@@ -10,7 +10,7 @@
 pub mod root;
 pub mod xml;
 
-pub use root::{Histogram, RootError, RootFile};
+pub use root::{Histogram, RootFile};
 pub use xml::{xml2json, Imported, Mount};
 
 /// Why an import failed: the file (and the element or object in it) and the rule broken.
@@ -26,15 +26,6 @@ impl ImportError {
         ImportError {
             place: place.into(),
             rule: rule.into(),
-        }
-    }
-}
-
-impl From<RootError> for ImportError {
-    fn from(e: RootError) -> Self {
-        ImportError {
-            place: e.place,
-            rule: e.rule,
         }
     }
 }

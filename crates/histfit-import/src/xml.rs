@@ -173,26 +173,18 @@ struct Importer<'m> {
 }
 
 impl Importer<'_> {
-    /// A path from the XML: mounts rewritten, then relative to the base directory.
+    /// A path from the XML: mounts rewritten, then relative to the base directory. `.`
+    /// components are dropped first (as pyhf's pathlib does, so a mount `data` matches
+    /// `./data/x.root`), and messages show the paths a user would type.
     fn resolve(&self, name: &str) -> PathBuf {
-        let mut path = PathBuf::from(name);
+        let mut path = without_dots(Path::new(name));
         for mount in self.mounts {
-            if let Ok(rest) = path.strip_prefix(&mount.mount) {
+            if let Ok(rest) = path.strip_prefix(without_dots(&mount.mount)) {
                 path = mount.host.join(rest);
                 break;
             }
         }
-        // Written without `.` components, so messages show the paths a user would type.
-        let joined = self.basedir.join(path);
-        let clean: PathBuf = joined
-            .components()
-            .filter(|c| !matches!(c, std::path::Component::CurDir))
-            .collect();
-        if clean.as_os_str().is_empty() {
-            joined
-        } else {
-            clean
-        }
+        without_dots(&self.basedir.join(path))
     }
 
     /// A histogram as HistFactory finds it: `name` from the top of the file, else `path/name`.
@@ -216,9 +208,15 @@ impl Importer<'_> {
         let file = self.files.get_mut(&resolved).expect("inserted above");
         let dir = at.path.trim_matches('/');
         let full = format!("{dir}/{}", at.name);
-        let object = if file.contains(at.name) {
+        let named_by = |e: ImportError| {
+            ImportError::new(
+                e.place,
+                format!("{} (named by {})", e.rule, xml.place(node)),
+            )
+        };
+        let object = if file.contains(at.name).map_err(named_by)? {
             at.name.to_string()
-        } else if file.contains(&full) {
+        } else if file.contains(&full).map_err(named_by)? {
             full
         } else {
             return Err(ImportError::new(
@@ -506,6 +504,19 @@ impl Importer<'_> {
     }
 }
 
+/// `path` without `.` components (empty stays `.`).
+fn without_dots(path: &Path) -> PathBuf {
+    let clean: PathBuf = path
+        .components()
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .collect();
+    if clean.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        clean
+    }
+}
+
 /// The parameter a ROOT name refers to: `alpha_X` is X, `Lumi` is lumi, others are themselves;
 /// `gamma_X_N` (one bin of a shape parameter) cannot be set on its own in a pyhf workspace.
 fn parameter_name(root_name: &str) -> Result<String, String> {
@@ -514,11 +525,13 @@ fn parameter_name(root_name: &str) -> Result<String, String> {
             "{root_name} is one bin of a shape parameter (gamma): a pyhf workspace cannot set it constant on its own"
         ));
     }
+    if root_name == "alpha_" {
+        return Err("\"alpha_\" names no parameter".into());
+    }
     Ok(match root_name {
         "Lumi" => "lumi".to_string(),
         _ => root_name
             .strip_prefix("alpha_")
-            .filter(|n| !n.is_empty())
             .unwrap_or(root_name)
             .to_string(),
     })

@@ -243,3 +243,32 @@ fn bad_inputs_name_the_file_and_the_element() {
         "{e}"
     );
 }
+
+/// `--mount HOST:MOUNT` as pyhf's: paths the XML writes as `./data/…` match a mount `data`.
+#[test]
+fn mounts_rewrite_the_paths_the_xml_names() {
+    let case = &json("xml/goldens/xml_imports.json")["multibin_histfactory/config/example.xml"];
+    let data_dir = Path::new(&fixture("xml/multibin_histfactory/data")).to_path_buf();
+    // The configuration is read from its own directory; its data only through the mount.
+    let dir = std::env::temp_dir().join(format!("histfit-xml-mount-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("config")).unwrap();
+    for f in ["example.xml", "example_channel.xml"] {
+        std::fs::copy(
+            fixture(&format!("xml/multibin_histfactory/config/{f}")),
+            dir.join("config").join(f),
+        )
+        .unwrap();
+    }
+    let mounts = [histfit_import::Mount {
+        host: data_dir,
+        mount: "data".into(),
+    }];
+    let imported = xml2json(&dir.join("config/example.xml"), &dir, &mounts).unwrap();
+    assert_eq!(imported.workspace, case["workspace"]);
+    let err = xml2json(&dir.join("config/example.xml"), &dir, &[]).unwrap_err();
+    assert!(
+        err.to_string().contains("data.root") && err.to_string().contains("cannot open"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

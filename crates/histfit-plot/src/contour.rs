@@ -46,9 +46,10 @@ pub fn figure(doc: &Value) -> Result<Figure, PlotError> {
         }
         let obs = number(&p["obs"], &format!("{place}.obs"))?;
         let exp = numbers(&p["exp"], &format!("{place}.exp"))?;
-        if exp.len() != 5 || obs <= 0.0 || exp.iter().any(|&e| e <= 0.0) {
+        let usable = |v: f64| v > 0.0 && v.is_finite();
+        if exp.len() != 5 || !usable(obs) || !exp.iter().all(|&e| usable(e)) {
             return Err(PlotError::Document(format!(
-                "{place}: expected a positive observed limit and 5 positive expected limits"
+                "{place}: expected a positive, finite observed limit and 5 such expected limits"
             )));
         }
         let ln = [
@@ -70,7 +71,21 @@ pub fn figure(doc: &Value) -> Result<Figure, PlotError> {
             "points: a contour needs at least three points with limits".into(),
         ));
     }
-    let triangles = triangulate(&sites);
+    let (x0, x1) = span(sites.iter().map(|s| s.x), 0.0);
+    let (y0, y1) = span(sites.iter().map(|s| s.y), 0.0);
+    let on_a_line = || {
+        PlotError::Document(
+            "points: the grid points lie on a line; a contour needs two varying patch values"
+                .into(),
+        )
+    };
+    if x1 <= x0 || y1 <= y0 {
+        return Err(on_a_line());
+    }
+    let triangles = triangulate(&sites, (x0, x1), (y0, y1));
+    if triangles.is_empty() {
+        return Err(on_a_line());
+    }
     let mut band = Vec::new();
     for t in &triangles {
         // Keep ln(exp −1σ) ≤ 0 and −ln(exp +1σ) ≤ 0.
@@ -147,9 +162,7 @@ pub fn figure(doc: &Value) -> Result<Figure, PlotError> {
 }
 
 /// Delaunay triangles of the sites, computed in coordinates scaled to the unit square.
-fn triangulate(sites: &[Site]) -> Vec<[usize; 3]> {
-    let (x0, x1) = span(sites.iter().map(|s| s.x), 0.0);
-    let (y0, y1) = span(sites.iter().map(|s| s.y), 0.0);
+fn triangulate(sites: &[Site], (x0, x1): (f64, f64), (y0, y1): (f64, f64)) -> Vec<[usize; 3]> {
     let pts: Vec<delaunator::Point> = sites
         .iter()
         .map(|s| delaunator::Point {

@@ -1,9 +1,12 @@
 //! What a plot draws, as data: panels with their axes and the elements drawn in them, in data
-//! coordinates. Each plot kind builds a [`Figure`] from a result document; [`crate::render`]
-//! draws any figure. Tests read a figure's values back against the document it came from.
+//! coordinates. Each plot kind builds a [`Figure`] from a result document; `crate::render` draws
+//! any figure with plotters, and Python draws the same figure (serialised as JSON) with
+//! matplotlib. Tests read a figure's values back against the document it came from.
+
+use serde::Serialize;
 
 /// An RGB colour with an opacity.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Color {
     pub rgb: [u8; 3],
     pub alpha: f64,
@@ -47,7 +50,8 @@ pub const PALETTE: [Color; 10] = [
 ];
 
 /// One thing drawn in a panel, in data coordinates.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
 pub enum Element {
     /// A polyline (with a marker at each point if `markers`).
     Line {
@@ -113,7 +117,7 @@ pub enum Element {
 }
 
 /// An axis: its range, its label, and, for a category axis, the label of each tick.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Axis {
     pub label: String,
     pub range: (f64, f64),
@@ -162,7 +166,7 @@ pub fn span(values: impl IntoIterator<Item = f64>, pad: f64) -> (f64, f64) {
 }
 
 /// One set of axes and what is drawn in it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Panel {
     pub title: String,
     pub x: Axis,
@@ -196,7 +200,7 @@ impl Panel {
 
 /// A figure: panels in columns (widths by `column_weights`), each column split into rows by
 /// `row_weights`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Figure {
     pub width: u32,
     pub height: u32,

@@ -41,13 +41,13 @@ pub fn brazil(doc: &Value) -> Result<Figure, PlotError> {
         };
         rows.push((number(&e["mu"], &format!("{place}.mu"))?, obs, exp));
     }
-    if rows.len() < 2 {
-        return Err(PlotError::Document(
-            "evaluations: a Brazil band needs at least two points".into(),
-        ));
-    }
     rows.sort_by(|a, b| a.0.total_cmp(&b.0));
     rows.dedup_by(|a, b| a.0 == b.0);
+    if rows.len() < 2 {
+        return Err(PlotError::Document(
+            "evaluations: a Brazil band needs at least two values of the POI".into(),
+        ));
+    }
     let mu: Vec<f64> = rows.iter().map(|r| r.0).collect();
     let exp = |k: usize| rows.iter().map(|r| r.2[k]).collect::<Vec<f64>>();
     let x = span(mu.iter().copied(), 0.0);

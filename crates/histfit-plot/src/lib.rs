@@ -17,11 +17,13 @@
 pub mod contour;
 pub mod figure;
 mod kinds;
+#[cfg(feature = "render")]
 pub mod render;
 
 pub use figure::Figure;
 
 use serde_json::Value;
+#[cfg(feature = "render")]
 use std::path::Path;
 
 /// Why a plot could not be made: the document lacks what the kind needs, or drawing failed.
@@ -76,10 +78,17 @@ pub fn figure(kind: &str, doc: &Value, opts: &Options) -> Result<Figure, PlotErr
         fig.width = w;
         fig.height = h;
     }
+    // Sizes chosen from the content grow with it (a pull per row): keep them drawable.
+    fig.width = fig.width.clamp(100, MAX_PIXELS);
+    fig.height = fig.height.clamp(100, MAX_PIXELS);
     Ok(fig)
 }
 
+/// The largest picture drawn, in pixels per side (a PNG of 10⁴ × 10⁴ is 400 MB in memory).
+pub const MAX_PIXELS: u32 = 10_000;
+
 /// Draws `figure` to `path`: SVG or PNG by its extension.
+#[cfg(feature = "render")]
 pub fn write(figure: &Figure, path: &Path) -> Result<(), PlotError> {
     let out = |rule: String| PlotError::Output {
         path: path.display().to_string(),

@@ -8,18 +8,16 @@ use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use plotters::style::Color as _;
 use std::path::Path;
-use std::sync::Once;
+use std::sync::OnceLock;
 
 const FONT: &[u8] = include_bytes!("../fonts/DejaVuSans.ttf");
 const FAMILY: &str = "sans-serif";
 
 fn register_font() -> Result<(), PlotError> {
-    static ONCE: Once = Once::new();
-    let mut failed = false;
-    ONCE.call_once(|| {
-        failed = plotters::style::register_font(FAMILY, FontStyle::Normal, FONT).is_err();
-    });
-    if failed {
+    static REGISTERED: OnceLock<bool> = OnceLock::new();
+    let ok = *REGISTERED
+        .get_or_init(|| plotters::style::register_font(FAMILY, FontStyle::Normal, FONT).is_ok());
+    if !ok {
         return Err(PlotError::Render("the embedded font does not load".into()));
     }
     Ok(())

@@ -767,6 +767,19 @@ fn xml2json(
     Ok((to_json(&imported.workspace)?, imported.warnings))
 }
 
+/// The figure of plot `kind` drawn from a result document (JSON text): JSON text of its panels,
+/// axes and elements, which `histfit.plot` draws with matplotlib.
+#[pyfunction]
+#[pyo3(signature = (kind, document, top = None))]
+fn plot_figure(kind: &str, document: &str, top: Option<usize>) -> PyResult<String> {
+    let doc: serde_json::Value = serde_json::from_str(document)
+        .map_err(|e| HistfitError::new_err(format!("document: malformed JSON: {e}")))?;
+    let opts = histfit_plot::Options { top, size: None };
+    let figure = histfit_plot::figure(kind, &doc, &opts)
+        .map_err(|e| HistfitError::new_err(e.to_string()))?;
+    to_json(&figure)
+}
+
 /// The workspace (JSON text) sorted as pyhf sorts it; JSON text.
 #[pyfunction]
 fn workspace_sorted(text: &str) -> PyResult<String> {
@@ -1121,6 +1134,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(yields, m)?)?;
     m.add_function(wrap_pyfunction!(workspace_digest, m)?)?;
     m.add_function(wrap_pyfunction!(xml2json, m)?)?;
+    m.add_function(wrap_pyfunction!(plot_figure, m)?)?;
     m.add_function(wrap_pyfunction!(workspace_combine, m)?)?;
     m.add_function(wrap_pyfunction!(workspace_sorted, m)?)?;
     m.add_function(wrap_pyfunction!(workspace_prune_and_rename, m)?)?;

@@ -1,6 +1,6 @@
 """histfit.plot: every kind drawn (matplotlib) from the documents histfit's commands wrote for tHu
-and the 1Lbb signal grid (tests/fixtures/plots, made by scripts/plot_examples.sh), the drawn
-values equal to the document's, and each figure saved as PNG."""
+and the 1Lbb signal grid (tests/fixtures/plots, made by scripts/plot_examples.sh): the figure's
+values equal the document's, the matplotlib artists carry them, and each figure saves as PNG."""
 
 import json
 
@@ -19,6 +19,10 @@ def doc(name):
         return json.load(f)
 
 
+def element(data, panel, label):
+    return next(e for e in data["panels"][panel]["elements"] if e.get("label") == label)
+
+
 def saved(fig, tmp_path, name):
     path = tmp_path / f"{name}.png"
     fig.savefig(path)
@@ -27,22 +31,21 @@ def saved(fig, tmp_path, name):
 
 def test_brazil(tmp_path):
     d = doc("limit_tHu")
-    fig = hp.brazil(fixture("plots/limit_tHu.json"))  # a path works as well as a dict
-    ax = fig.axes[0]
+    data = hp.figure_data("brazil", fixture("plots/limit_tHu.json"))  # a path works as a dict does
     evals = sorted(d["evaluations"], key=lambda e: e["mu"])
-    observed = next(line for line in ax.lines if line.get_label() == "observed")
-    np.testing.assert_array_equal(observed.get_ydata(), [e["cls_obs"] for e in evals])
-    expected = next(line for line in ax.lines if line.get_label() == "expected")
-    np.testing.assert_array_equal(expected.get_ydata(), [e["cls_exp"][2] for e in evals])
-    limit = next(line for line in ax.lines if line.get_label().startswith("observed limit"))
-    assert limit.get_xdata()[0] == d["obs"]
+    assert element(data, 0, "observed")["ys"] == [e["cls_obs"] for e in evals]
+    assert element(data, 0, "expected")["ys"] == [e["cls_exp"][2] for e in evals]
+    assert element(data, 0, "expected ±2σ")["hi"] == [e["cls_exp"][4] for e in evals]
+    fig = hp.brazil(d)
+    line = next(li for li in fig.axes[0].lines if li.get_label() == "observed")
+    np.testing.assert_array_equal(line.get_ydata(), [e["cls_obs"] for e in evals])
     saved(fig, tmp_path, "brazil")
 
 
 def test_scan(tmp_path):
     d = doc("scan_tHu")
     fig = hp.scan(d)
-    line = fig.axes[0].lines[0]
+    line = next(li for li in fig.axes[0].lines if li.get_label() == "profile likelihood")
     np.testing.assert_array_equal(line.get_xdata(), [p["mu"] for p in d["points"]])
     np.testing.assert_array_equal(line.get_ydata(), [p["delta_twice_nll"] for p in d["points"]])
     saved(fig, tmp_path, "scan")
@@ -50,55 +53,62 @@ def test_scan(tmp_path):
 
 def test_pulls_and_correlation(tmp_path):
     d = doc("fit_tHu")
-    fig = hp.pulls(d, top=10)
     constrained = sorted([p for p in d["parameters"] if "pull" in p], key=lambda p: -abs(p["pull"]))[:10]
-    points = fig.axes[0].containers[0].lines[0]
-    np.testing.assert_array_equal(points.get_xdata(), [p["pull"] for p in constrained])
+    data = hp.figure_data("pulls", d, top=10)
+    assert element(data, 0, "pull ± constraint")["xs"] == [p["pull"] for p in constrained]
+    fig = hp.pulls(d, top=10)
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == [p["name"] for p in constrained]
     saved(fig, tmp_path, "pulls")
-    fig = hp.correlation(d, top=8)
-    image = fig.axes[0].images[0].get_array()
-    names = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    data = hp.figure_data("correlation", d, top=8)
+    names = [t[1] for t in data["panels"][0]["x"]["ticks"]]
     index = {p["name"]: i for i, p in enumerate(d["parameters"])}
-    expected = np.array([[d["correlation"][index[a]][index[b]] for b in names] for a in names])
-    np.testing.assert_array_equal(image, expected)
-    assert d["poi"] in names
-    saved(fig, tmp_path, "correlation")
+    cells = data["panels"][0]["elements"][0]["values"]
+    assert len(cells) == 64 and d["poi"] in names
+    assert cells == [d["correlation"][index[a]][index[b]] for a in names for b in names]
+    saved(hp.correlation(d, top=8), tmp_path, "correlation")
 
 
 def test_ranking(tmp_path):
     d = doc("ranking_tHu")
-    fig = hp.ranking(d, top=12)
-    bars = fig.axes[0].containers
     rows = d["entries"][:12]
-    for container, key in zip(bars, ["impact_prefit_up", "impact_prefit_down", "impact_postfit_up",
-                                     "impact_postfit_down"]):
-        np.testing.assert_allclose([b.get_width() for b in container], [r[key] for r in rows], rtol=0, atol=0)
+    data = hp.figure_data("ranking", d, top=12)
+    rects = element(data, 0, "post-fit impact, θ = θ̂ + σ̂")["rects"]
+    assert len(rects) == 12
+    assert [(r[0], r[1]) for r in rects] == [(min(e["impact_postfit_up"], 0), max(e["impact_postfit_up"], 0))
+                                             for e in rows]
+    fig = hp.ranking(d, top=12)
+    assert len(fig.axes) == 2  # impacts, and the pulls beside them
     saved(fig, tmp_path, "ranking")
 
 
 def test_yields(tmp_path):
     d = doc("yields_postfit_tHu")
-    fig = hp.yields(d)
+    data = hp.figure_data("yields", d)
     first = d["channels"][0]
-    ax = fig.axes[0]
     stacked = np.zeros(len(first["data"]))
-    for container, sample in zip(ax.containers, first["samples"]):
-        np.testing.assert_allclose([b.get_y() for b in container], stacked, rtol=0, atol=1e-12)
-        stacked += sample["yields"]
-        np.testing.assert_allclose([b.get_y() + b.get_height() for b in container], stacked, rtol=1e-12)
-    saved(fig, tmp_path, "yields")
-    # The list histfit.yields returns draws the same.
+    for s in first["samples"]:
+        rects = element(data, 0, s["name"])["rects"]
+        assert [r[2] for r in rects] == list(stacked)
+        stacked += s["yields"]
+        np.testing.assert_array_equal([r[3] for r in rects], stacked)
+    assert element(data, 0, "data")["ys"] == first["data"]
+    saved(hp.yields(d), tmp_path, "yields")
+    # The list histfit.yields returns draws the same way.
     ws = histfit.Workspace(fixture("simple_workspace.json"))
     saved(hp.yields(histfit.yields(ws.model())), tmp_path, "yields_python")
 
 
 def test_contour(tmp_path):
-    fig = hp.contour(doc("grid_1Lbb"))
-    assert fig.axes[0].get_xlabel() == "m1"
-    saved(fig, tmp_path, "contour")
+    data = hp.figure_data("contour", doc("grid_1Lbb"))
+    assert data["panels"][0]["x"]["label"] == "m1"
+    assert element(data, 0, "observed limit = 1")["segments"]
+    assert element(data, 0, "expected ±1σ")["polygons"]
+    saved(hp.contour(doc("grid_1Lbb")), tmp_path, "contour")
 
 
-def test_a_document_of_the_wrong_kind_is_named():
+def test_bad_documents_are_named():
     with pytest.raises(histfit.HistfitError, match="histfit limit"):
         hp.brazil(doc("scan_tHu"))
+    points = [{"values": [m, 0.0], "obs": 1.0, "exp": [1.0] * 5} for m in (1.0, 2.0, 3.0)]
+    with pytest.raises(histfit.HistfitError, match="lie on a line"):
+        hp.contour({"points": points})

@@ -59,8 +59,12 @@ def test_profiled_gradient_matches_differences(simple, kind):
 def test_yield_inputs_are_checked(simple):
     m, data = simple
     p = m.suggested_init()
-    with pytest.raises(histfit.HistfitError, match="shapesys"):
-        m.twice_nll_and_grad_yields(p, data, {"background": [50.0, 52.0]})
+    # A sample with shapesys takes yields (its relative uncertainties held); a bin whose total
+    # would be negative is refused.
+    v, g, gy = m.twice_nll_and_grad_yields(p, data, {"background": [50.0, 52.0]})
+    assert np.isfinite(v) and np.all(np.isfinite(gy["background"]))
+    with pytest.raises(histfit.HistfitError, match="negative"):
+        m.twice_nll_and_grad_yields(p, data, {"background": [-500.0, 52.0]})
     with pytest.raises(histfit.HistfitError, match="no sample"):
         m.twice_nll_and_grad_yields(p, data, {"nope": [1.0]})
     with pytest.raises(histfit.HistfitError, match="expected 2 bins"):

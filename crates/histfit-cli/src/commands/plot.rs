@@ -2,7 +2,6 @@
 //! that made its numbers (histfit-plot does the drawing), so plots are redrawn without refitting.
 
 use anyhow::{bail, Result};
-use histfit_plot::figure::Element;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -59,60 +58,12 @@ pub fn run(a: Args) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// What was drawn, panel by panel: each labelled series with its values.
+/// What was drawn: the figure (panels, axes, every element with its values) and where.
 fn drawn(a: &Args, figure: &histfit_plot::Figure) -> Value {
-    let series = |e: &Element| -> Option<Value> {
-        Some(match e {
-            Element::Line { label, xs, ys, .. } => {
-                json!({"type": "line", "label": label, "x": xs, "y": ys})
-            }
-            Element::Band {
-                label, xs, lo, hi, ..
-            } => json!({"type": "band", "label": label, "x": xs, "lo": lo, "hi": hi}),
-            Element::Rects { label, rects, .. } => {
-                json!({"type": "rects", "label": label, "rects": rects})
-            }
-            Element::Cells { values, .. } => json!({"type": "cells", "values": values}),
-            Element::Points {
-                label,
-                xs,
-                ys,
-                x_err,
-                y_err,
-                ..
-            } => {
-                json!({"type": "points", "label": label, "x": xs, "y": ys, "x_err": x_err, "y_err": y_err})
-            }
-            Element::Polygons {
-                label, polygons, ..
-            } => json!({"type": "polygons", "label": label, "polygons": polygons}),
-            Element::Segments {
-                label, segments, ..
-            } => json!({"type": "segments", "label": label, "segments": segments}),
-            Element::Text { text, x, y, .. } => {
-                json!({"type": "text", "text": text, "x": x, "y": y})
-            }
-        })
-    };
-    let panels: Vec<Value> = figure
-        .panels
-        .iter()
-        .map(|p| {
-            json!({
-                "title": p.title,
-                "legend": p.legend,
-                "x": {"label": p.x.label, "range": [p.x.range.0, p.x.range.1], "ticks": p.x.ticks},
-                "y": {"label": p.y.label, "range": [p.y.range.0, p.y.range.1], "ticks": p.y.ticks},
-                "series": p.elements.iter().filter_map(series).collect::<Vec<_>>(),
-            })
-        })
-        .collect();
     json!({
         "kind": a.kind,
         "document": a.document,
         "output": a.output,
-        "title": figure.title,
-        "size": [figure.width, figure.height],
-        "panels": panels,
+        "figure": figure,
     })
 }

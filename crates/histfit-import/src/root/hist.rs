@@ -5,6 +5,13 @@
 
 use super::cursor::{Cursor, Header, Truncated};
 
+/// A read past the object's end, as the message the caller shows.
+impl From<Truncated> for String {
+    fn from(t: Truncated) -> String {
+        format!("truncated or corrupt ({} runs past the object)", t.0)
+    }
+}
+
 /// A one-dimensional histogram: the in-range bins only (ROOT's under- and overflow are dropped, as
 /// HistFactory does).
 #[derive(Debug, Clone, PartialEq)]
@@ -68,32 +75,29 @@ const IS_REFERENCED: u32 = 1 << 4;
 const BYTE_COUNT_IN_VERSION: i16 = 0x4000;
 
 /// Reads a histogram object's bytes (the key's uncompressed record).
-pub fn read(class_name: &str, bytes: &[u8], _key_len: usize) -> Result<Histogram, String> {
+pub fn read(class_name: &str, bytes: &[u8]) -> Result<Histogram, String> {
     let size = element_size(class_name)?;
     let mut c = Cursor::new(bytes);
-    let parsed = (|| -> Result<Result<Histogram, String>, Truncated> {
+    let parsed = (|| -> Result<Histogram, String> {
         c.header("the histogram's version")?;
         let th1 = c.header("the TH1 part")?;
         if th1.version < 5 {
-            return Ok(Err(format!(
+            return Err(format!(
                 "TH1 version {} (ROOT before 5.0) is not supported",
                 th1.version
-            )));
+            ));
         }
         let (name, title) = named(&mut c)?;
         for what in ["TAttLine", "TAttFill", "TAttMarker"] {
             if skip(&mut c, what)?.is_none() {
-                return Ok(Err(format!("{what} written without a byte count")));
+                return Err(format!("{what} written without a byte count"));
             }
         }
         let n_cells = c.i32("fNcells")?;
-        let axis = match axis(&mut c)? {
-            Ok(axis) => axis,
-            Err(e) => return Ok(Err(e)),
-        };
+        let axis = axis(&mut c)?;
         for what in ["fYaxis", "fZaxis"] {
             if skip(&mut c, what)?.is_none() {
-                return Ok(Err(format!("{what} written without a byte count")));
+                return Err(format!("{what} written without a byte count"));
             }
         }
         c.i16("fBarOffset")?;
@@ -114,16 +118,16 @@ pub fn read(class_name: &str, bytes: &[u8], _key_len: usize) -> Result<Histogram
         let sumw2 = c.array_f64("fSumw2")?;
         match th1.end {
             Some(end) => c.seek(end, "the TH1 part")?,
-            None => return Ok(Err("the TH1 part written without a byte count".into())),
+            None => return Err("the TH1 part written without a byte count".into()),
         }
         let n = c.i32("the number of bins")?;
         let raw = c.counted(n, size, "the bin contents")?;
         let n_bins = axis.n_bins as usize;
         if n != n_cells || n as usize != n_bins + 2 {
-            return Ok(Err(format!(
+            return Err(format!(
                 "{n} stored bins where the x axis has {} (+2 for under- and overflow) and fNcells is {n_cells}",
                 axis.n_bins
-            )));
+            ));
         }
         let cells: Vec<f64> = raw
             .chunks_exact(size)
@@ -135,14 +139,14 @@ pub fn read(class_name: &str, bytes: &[u8], _key_len: usize) -> Result<Histogram
         } else if axis.edges.len() == n_bins + 1 {
             axis.edges
         } else {
-            return Ok(Err(format!(
+            return Err(format!(
                 "{} variable bin edges for {n_bins} bins",
                 axis.edges.len()
-            )));
+            ));
         };
         // ROOT keeps Σw² per cell once Sumw2() was called; an array of another length is unused.
         let sumw2 = (sumw2.len() == cells.len()).then(|| sumw2[1..=n_bins].to_vec());
-        Ok(Ok(Histogram {
+        Ok(Histogram {
             class_name: class_name.to_string(),
             name,
             title,
@@ -150,14 +154,9 @@ pub fn read(class_name: &str, bytes: &[u8], _key_len: usize) -> Result<Histogram
             contents: cells[1..=n_bins].to_vec(),
             sumw2,
             entries,
-        }))
+        })
     })();
-    parsed.unwrap_or_else(|t| {
-        Err(format!(
-            "truncated or corrupt ({} runs past the object)",
-            t.0
-        ))
-    })
+    parsed
 }
 
 /// Skips a versioned part by its byte count; `None` when the writer recorded none.
@@ -201,11 +200,11 @@ struct Axis {
 }
 
 /// TAxis: bin count, range and variable edges; the rest (labels, time format) skipped.
-fn axis(c: &mut Cursor) -> Result<Result<Axis, String>, Truncated> {
+fn axis(c: &mut Cursor) -> Result<Axis, String> {
     let header = c.header("fXaxis")?;
     for what in ["the axis' TNamed part", "TAttAxis"] {
         if skip(c, what)?.is_none() {
-            return Ok(Err(format!("{what} written without a byte count")));
+            return Err(format!("{what} written without a byte count"));
         }
     }
     let n_bins = c.i32("the number of x bins")?;
@@ -213,16 +212,16 @@ fn axis(c: &mut Cursor) -> Result<Result<Axis, String>, Truncated> {
     let max = c.f64("the x axis' maximum")?;
     let edges = c.array_f64("the x axis' bin edges")?;
     if n_bins < 1 {
-        return Ok(Err(format!("an x axis with {n_bins} bins")));
+        return Err(format!("an x axis with {n_bins} bins"));
     }
     match header.end {
         Some(end) => c.seek(end, "fXaxis")?,
-        None => return Ok(Err("fXaxis written without a byte count".into())),
+        None => return Err("fXaxis written without a byte count".into()),
     }
-    Ok(Ok(Axis {
+    Ok(Axis {
         n_bins,
         min,
         max,
         edges,
-    }))
+    })
 }

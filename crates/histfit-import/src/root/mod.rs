@@ -19,14 +19,8 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-/// Why a ROOT file or an object in it could not be read: the file, the object (if any) and the
-/// rule, ready to print on one line.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{place}: {rule}")]
-pub struct RootError {
-    pub place: String,
-    pub rule: String,
-}
+/// Errors name the file (and the object) and the rule: the crate's one error type.
+use crate::ImportError as RootError;
 
 /// ROOT marks files whose seek pointers need 64 bits by adding one million to the version.
 const WIDE_FILE_VERSION: i32 = 1_000_000;
@@ -60,16 +54,11 @@ pub struct RootFile {
 impl RootFile {
     pub fn open(path: &Path) -> Result<RootFile, RootError> {
         let place = path.display().to_string();
-        let file = File::open(path).map_err(|e| RootError {
-            place: place.clone(),
-            rule: format!("cannot open: {e}"),
-        })?;
+        let file =
+            File::open(path).map_err(|e| RootError::new(&place, format!("cannot open: {e}")))?;
         let size = file
             .metadata()
-            .map_err(|e| RootError {
-                place: place.clone(),
-                rule: format!("cannot read: {e}"),
-            })?
+            .map_err(|e| RootError::new(&place, format!("cannot read: {e}")))?
             .len();
         let mut root = RootFile {
             path: path.to_path_buf(),
@@ -88,10 +77,7 @@ impl RootFile {
     }
 
     fn error(&self, rule: impl Into<String>) -> RootError {
-        RootError {
-            place: self.path.display().to_string(),
-            rule: rule.into(),
-        }
+        RootError::new(self.path.display().to_string(), rule)
     }
 
     fn truncated(&self, t: Truncated) -> RootError {
@@ -171,8 +157,11 @@ impl RootFile {
                 "a directory's list of keys at byte {at} lies outside the file"
             )));
         }
-        let head = self.read_at(at, 4.min((self.size - at) as usize), "a list of keys")?;
-        let n_bytes = i32::from_be_bytes(head.try_into().expect("4 bytes")).max(0) as usize;
+        let head = self.read_at(at, 4, "a list of keys")?;
+        let n_bytes = Cursor::new(&head)
+            .i32("a list of keys")
+            .map_err(|t| self.truncated(t))?
+            .max(0) as usize;
         let record = self.read_at(at, n_bytes, "a list of keys")?;
         let mut c = Cursor::new(&record);
         let parsed = (|| {
@@ -231,10 +220,23 @@ impl RootFile {
             .cloned())
     }
 
-    /// Whether an object exists at `path` ("dir/sub/name"); a missing directory is just "no".
-    pub fn contains(&mut self, path: &str) -> bool {
+    /// Whether an object exists at `path` ("dir/sub/name"). A directory that is not there is
+    /// just "no"; one that cannot be read is an error.
+    pub fn contains(&mut self, path: &str) -> Result<bool, RootError> {
         let (dir, name) = split_path(path);
-        matches!(self.find_key(dir, name), Ok(Some(_)))
+        let mut at = String::new();
+        for part in dir.split('/').filter(|p| !p.is_empty()) {
+            match self.find_key(&at, part)? {
+                Some(k) if k.class_name.starts_with("TDirectory") => {}
+                _ => return Ok(false),
+            }
+            at = if at.is_empty() {
+                part.to_string()
+            } else {
+                format!("{at}/{part}")
+            };
+        }
+        Ok(self.find_key(dir, name)?.is_some())
     }
 
     /// The object's uncompressed bytes.
@@ -266,7 +268,7 @@ impl RootFile {
             .find_key(dir, name)?
             .ok_or_else(|| self.error(format!("no object \"{}\"", path.trim_matches('/'))))?;
         let bytes = self.object_bytes(&key)?;
-        hist::read(&key.class_name, &bytes, key.key_len).map_err(|rule| {
+        hist::read(&key.class_name, &bytes).map_err(|rule| {
             self.error(format!(
                 "object \"{}\" ({}): {rule}",
                 path.trim_matches('/'),
