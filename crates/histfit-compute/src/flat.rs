@@ -44,6 +44,11 @@ pub struct HostTables {
     pub aux_const: Vec<f64>,
     pub term_off: Vec<i32>,
     pub term_idx: Vec<i32>,
+    /// Per sample-bin: the workspace's nominal yield where the sample's histosys deltas follow
+    /// input yields (`YieldVariations::Relative`: scaled by y/nominal₀), 0 elsewhere — and 0
+    /// everywhere in the tables of evaluators whose yields are never inputs
+    /// ([`HostTables::for_input_yields`] fills it), which then pay no division for it.
+    pub nominal0: Vec<f64>,
     /// Doubles of scratch one problem needs.
     pub scratch_len: usize,
 }
@@ -54,6 +59,18 @@ fn i(v: impl TryInto<i32>) -> i32 {
 }
 
 impl HostTables {
+    /// The tables of a model whose yields will be inputs (see `nominal0`).
+    pub fn for_input_yields(m: &Model) -> HostTables {
+        let mut t = HostTables::new(m);
+        if m.settings.yield_variations == histfit_model::YieldVariations::Relative {
+            for smp in m.samples.iter().filter(|s| s.histosys.1 > s.histosys.0) {
+                let bins = smp.sb_start..smp.sb_start + smp.n_bins;
+                t.nominal0[bins.clone()].copy_from_slice(&m.nominal[bins]);
+            }
+        }
+        t
+    }
+
     pub fn new(m: &Model) -> HostTables {
         let n_sb = m.nominal.len();
         let (n_ns, n_sf, n_hs, n_bf) = (
@@ -78,6 +95,7 @@ impl HostTables {
                 i(n_terms),
             ],
             nominal: m.nominal.clone(),
+            nominal0: vec![0.0; n_sb],
             sb_sample: vec![0; n_sb],
             sb_bin: m.sb_bin.iter().map(|&b| i(b)).collect(),
             bf_off: m.bin_factor_offsets.iter().map(|&o| i(o)).collect(),

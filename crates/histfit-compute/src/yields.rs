@@ -6,7 +6,7 @@
 
 use crate::{ComputeError, Dataset, Evaluator, Result};
 use histfit_model::compile::SampleLayout;
-use histfit_model::{Model, YieldVariations};
+use histfit_model::Model;
 
 /// An evaluator whose samples' nominal yields can be inputs given on the host (their gradients:
 /// [`YieldGradient`]).
@@ -64,7 +64,7 @@ pub fn yields_place(m: &Model, smp: &SampleLayout) -> String {
 /// The layout of `sample`, whose yields may be inputs. Every sample may take them: its scale and
 /// bin factors multiply the input; staterror and shapesys keep the workspace's constraint widths
 /// (relative uncertainties, so their absolute uncertainties follow the input); its histosys
-/// variations follow [`Model::yield_variations`] (relative by default).
+/// variations follow the model's `settings.yield_variations` (relative by default).
 pub fn input_sample(m: &Model, sample: usize) -> Result<&SampleLayout> {
     m.samples
         .get(sample)
@@ -72,21 +72,6 @@ pub fn input_sample(m: &Model, sample: usize) -> Result<&SampleLayout> {
             place: format!("sample index {sample}"),
             rule: format!("the model has {} samples", m.samples.len()),
         })
-}
-
-/// For evaluators that add the workspace's histosys deltas to input yields as they are (the CUDA
-/// evaluator): refuses a sample with histosys when the model holds its variations relative.
-pub fn absolute_variations_only(m: &Model, sample: usize) -> Result<()> {
-    let smp = input_sample(m, sample)?;
-    if smp.histosys.1 > smp.histosys.0 && m.yield_variations == YieldVariations::Relative {
-        return Err(ComputeError::InvalidData {
-            place: yields_place(m, smp),
-            rule: "the sample has histosys variations held relative to its yields, which this \
-                   device does not compute: use yield variations \"absolute\" or the CPU"
-                .into(),
-        });
-    }
-    Ok(())
 }
 
 /// Checks that each of `samples` may take yields and appears once.

@@ -230,6 +230,7 @@ fn gradient_with_a_zero_normsys_factor_matches_differences() {
     let settings = Settings {
         normsys: histfit_model::InterpCode::Code0,
         histosys: histfit_model::InterpCode::Code0,
+        ..Settings::default()
     };
     let model = Arc::new(compile(&ws, None, &settings).unwrap());
     let data = Dataset::observed(&model);

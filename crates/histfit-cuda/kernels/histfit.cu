@@ -116,7 +116,17 @@ struct Tables {
     const double* aux_const; // n_aux: σ (Gauss) or τ (Poisson)
     const int* term_off;     // n_params + 1
     const int* term_idx;     // n_terms
+    // n_sb: the workspace's nominal yield where a sample's histosys deltas follow input yields
+    // (held relative: Δ·y/nominal₀), 0 where they are added as they are.
+    const double* nominal0;
 };
+
+// The factor on a sample-bin's histosys deltas: y/nominal₀ where they are held relative to the
+// input yields y (exactly 1 while the nominal table holds the workspace's), else 1.
+__device__ __forceinline__ double hs_scale(const Tables& tb, int sb) {
+    double n0 = tb.nominal0[sb];
+    return n0 != 0.0 ? tb.nominal[sb] / n0 : 1.0;
+}
 
 // Term slots: [aux n_aux][normsys n_ns][scale factors n_sf][histosys n_hs][bin factors n_bf].
 
@@ -208,11 +218,12 @@ __device__ double eval_point(const Tables& tb, const double* __restrict__ dat, d
         const int* sm = tb.smp + 9 * tb.sb_sample[sb];
         int k = sb - sm[2];
         double b = tb.nominal[sb];
+        double scale = sm[8] > sm[7] ? hs_scale(tb, sb) : 1.0;
         for (int e = sm[7]; e < sm[8]; ++e) {
             int r = tb.hs_row[e] + k;
             double dl, dd;
             histo_row(tb.hs_code[e], tb.hs_coef + 4 * r, tb.hs_poly + 6 * r, x[tb.hs_par[e]], &dl, &dd);
-            b += dl;
+            b += dl * scale;
         }
         base[sb] = b;
         double bf = 1.0;
@@ -229,10 +240,26 @@ __device__ double eval_point(const Tables& tb, const double* __restrict__ dat, d
         F[s] = f;
     }
     __syncthreads();
-    // ∂λ/∂(nominal yield) of every sample-bin without histosys: the yields-as-inputs gradients
+    // ∂λ/∂(nominal yield) of every sample-bin: the yields-as-inputs gradients. Histosys deltas
+    // held relative to the input add its slope Δ₀/nominal₀ (those held absolute do not depend on
+    // it).
     if (out_sbfac)
-        for (int sb = t; sb < tb.n_sb; sb += T)
-            out_sbfac[sb] = binfac[sb] * F[tb.sb_sample[sb]];
+        for (int sb = t; sb < tb.n_sb; sb += T) {
+            double slope = 1.0, n0 = tb.nominal0[sb];
+            if (n0 != 0.0) {
+                const int* sm = tb.smp + 9 * tb.sb_sample[sb];
+                int k = sb - sm[2];
+                double d0 = 0.0;
+                for (int e = sm[7]; e < sm[8]; ++e) {
+                    int r = tb.hs_row[e] + k;
+                    double dl, dd;
+                    histo_row(tb.hs_code[e], tb.hs_coef + 4 * r, tb.hs_poly + 6 * r, x[tb.hs_par[e]], &dl, &dd);
+                    d0 += dl;
+                }
+                slope += d0 / n0;
+            }
+            out_sbfac[sb] = binfac[sb] * F[tb.sb_sample[sb]] * slope;
+        }
     // expected counts, Poisson terms, ∂NLL/∂λ
     for (int b = t; b < M; b += T) {
         double l = 0.0;
@@ -289,11 +316,13 @@ __device__ double eval_point(const Tables& tb, const double* __restrict__ dat, d
     }
     if (!out_grad) return nll;
     const int t_ns = tb.n_aux, t_sf = t_ns + tb.n_ns, t_hs = t_sf + tb.n_sf, t_bf = t_hs + tb.n_hs;
-    // per sample-bin: ∂NLL/∂base without F; bin-factor terms
+    // per sample-bin: ∂NLL/∂base without F (times the factor on its histosys deltas, which only
+    // the histosys terms read); bin-factor terms
     for (int sb = t; sb < tb.n_sb; sb += T) {
         int s = tb.sb_sample[sb];
         double dl = dlam[tb.sb_bin[sb]];
-        gb[sb] = dl * binfac[sb];
+        const int* sm = tb.smp + 9 * s;
+        gb[sb] = dl * binfac[sb] * (sm[8] > sm[7] ? hs_scale(tb, sb) : 1.0);
         double common = dl * base[sb] * F[s];
         int j0 = tb.bf_off[sb], j1 = tb.bf_off[sb + 1];
         for (int j = j0; j < j1; ++j) {

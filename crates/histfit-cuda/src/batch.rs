@@ -88,10 +88,22 @@ pub struct Session {
 impl Session {
     /// Opens device `ordinal`, loads the kernels and uploads `model`.
     pub fn new(model: Arc<Model>, ordinal: usize) -> Result<Arc<Session>> {
+        let tables = HostTables::new(&model);
+        Session::with_tables(model, ordinal, tables)
+    }
+
+    /// [`Session::new`] for a model whose yields will be inputs: its tables carry the nominal
+    /// yields that histosys deltas held relative to the inputs are scaled against.
+    pub fn for_input_yields(model: Arc<Model>, ordinal: usize) -> Result<Arc<Session>> {
+        let tables = HostTables::for_input_yields(&model);
+        Session::with_tables(model, ordinal, tables)
+    }
+
+    fn with_tables(model: Arc<Model>, ordinal: usize, host: HostTables) -> Result<Arc<Session>> {
         let gpu = Gpu::open(ordinal)?;
         let kernels = Kernels::load(&gpu)?;
         let stream = gpu.ctx.default_stream();
-        let tables = DeviceTables::upload(HostTables::new(&model), &stream)?;
+        let tables = DeviceTables::upload(host, &stream)?;
         let bytes = (tables.host.scratch_len + threads().max(256) as usize) * 8;
         let limit = gpu
             .ctx

@@ -12,7 +12,7 @@ use std::sync::Arc;
 #[derive(Debug, Clone, Copy)]
 pub struct TablesArg {
     pub dims: [i32; 10],
-    pub ptrs: [u64; 25],
+    pub ptrs: [u64; 26],
 }
 
 // SAFETY: plain old data whose layout matches `struct Tables` in histfit.cu.
@@ -70,9 +70,10 @@ impl DeviceTables {
             K::F(&h.aux_const),
             K::I(&h.term_off),
             K::I(&h.term_idx),
+            K::F(&h.nominal0),
         ];
         let (mut ints, mut reals) = (Vec::new(), Vec::new());
-        let mut ptrs = [0u64; 25];
+        let mut ptrs = [0u64; 26];
         for (k, item) in order.iter().enumerate() {
             ptrs[k] = match item {
                 K::I(v) => {

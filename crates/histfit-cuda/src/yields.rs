@@ -13,7 +13,7 @@
 use crate::batch::{CudaBatch, Outputs, Session};
 use crate::{driver, CudaError, Result};
 use cudarc::driver::{sys, CudaSlice, DevicePtr, LaunchConfig, PushKernelArg};
-use histfit_compute::yields::{absolute_variations_only, check_inputs, input_sample, yields_place};
+use histfit_compute::yields::{check_inputs, input_sample, yields_place};
 use histfit_compute::{
     BatchEvaluator, ComputeError, Dataset, Evaluator, OneAtATime, ParameterSpace, YieldGradTerms,
     YieldGradient,
@@ -50,7 +50,7 @@ fn compute_err(e: CudaError) -> ComputeError {
 impl CudaYields {
     /// Opens device `ordinal` with a session of its own for `model`.
     pub fn new(model: Arc<Model>, ordinal: usize) -> Result<CudaYields> {
-        let session = Session::new(model, ordinal)?;
+        let session = Session::for_input_yields(model, ordinal)?;
         let batch = OneAtATime {
             batch: CudaBatch::from_session(session.clone()),
         };
@@ -170,9 +170,8 @@ impl CudaYields {
     /// Takes the yields of each input `(sample, address, length)` from `length` f64 values at
     /// that device address; every other sample keeps the model's. The values are copied on the
     /// device and checked there in one pass (finite values, no bin with a negative total).
-    /// Refused for a sample whose histosys variations the model holds relative (this evaluator
-    /// adds the workspace's deltas as they are: `YieldVariations::Absolute`), and for a sample
-    /// given twice. On error the model's yields are restored.
+    /// Histosys deltas follow the inputs as the model says (`YieldVariations`), as on the CPU;
+    /// a sample given twice is refused. On error the model's yields are restored.
     ///
     /// # Safety
     /// Each address must stay valid, and its values unchanged by other streams, until this
@@ -189,7 +188,6 @@ impl CudaYields {
         check_inputs(&m, &samples)?;
         // Everything is checked before anything is copied, so a refusal leaves the table as is.
         for &(sample, ptr, len) in inputs {
-            absolute_variations_only(&m, sample)?;
             let smp = input_sample(&m, sample)?;
             if len != smp.n_bins {
                 return Err(ComputeError::InvalidData {
@@ -477,9 +475,6 @@ impl YieldGradient for CudaYields {
         let session = self.session();
         let m = session.model.clone();
         check_inputs(&m, samples)?;
-        for &s in samples {
-            absolute_variations_only(&m, s)?;
-        }
         let n_in: usize = samples.iter().map(|&s| m.samples[s].n_bins).sum();
         let Some((out, len)) = self.out.take() else {
             return Err(ComputeError::Device(

@@ -156,7 +156,11 @@ fn every_interpolation_code_meets_the_tiers() {
             (InterpCode::Code0, InterpCode::Code1),
             (InterpCode::Code4p, InterpCode::Code4),
         ] {
-            let s = Settings { normsys, histosys };
+            let s = Settings {
+                normsys,
+                histosys,
+                ..Settings::default()
+            };
             // (Multiplicative histosys needs positive variations, which tHu does not have.)
             let Ok(m) = histfit_model::compile(&spec, None, &s) else {
                 continue;

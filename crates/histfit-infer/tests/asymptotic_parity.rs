@@ -27,6 +27,7 @@ fn pyhf_validation_suite() {
                 .unwrap()
                 .parse::<InterpCode>()
                 .unwrap(),
+            ..Settings::default()
         };
         let model = Arc::new(compile(&ws, None, &settings).unwrap());
         let data = Dataset::observed(&model);

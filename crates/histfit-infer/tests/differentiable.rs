@@ -126,9 +126,11 @@ fn inputs_follow_their_variations_as_defined() {
         })
     };
     let model_of = |v: serde_json::Value, settings: &Settings, mode| {
-        let mut m = compile(&Workspace::from_value(&v).unwrap(), None, settings).unwrap();
-        m.yield_variations = mode;
-        std::sync::Arc::new(m)
+        let settings = Settings {
+            yield_variations: mode,
+            ..*settings
+        };
+        std::sync::Arc::new(compile(&Workspace::from_value(&v).unwrap(), None, &settings).unwrap())
     };
     // A bin with no nominal yield keeps its absolute variation; under a multiplicative code it
     // has none (a ratio to zero), so there the template is the input itself.
@@ -152,6 +154,7 @@ fn inputs_follow_their_variations_as_defined() {
         let settings = Settings {
             normsys: InterpCode::Code4,
             histosys: code,
+            ..Settings::default()
         };
         let multiplicative = code.is_multiplicative();
         let mut modes = vec![(
@@ -285,10 +288,9 @@ fn thu_signal_yield_gradients_match_differences() {
     use histfit_model::YieldVariations;
     for setting in ["smooth", "pyhf"] {
         for mode in [YieldVariations::Relative, YieldVariations::Absolute] {
-            let (model, data) = load("workspace_tHu", settings(setting));
-            let mut m = (*model).clone();
-            m.yield_variations = mode;
-            let model = std::sync::Arc::new(m);
+            let mut s = settings(setting);
+            s.yield_variations = mode;
+            let (model, data) = load("workspace_tHu", s);
             let inputs: Vec<usize> = (0..model.samples.len())
                 .filter(|&s| model.samples[s].name == "utH_dec")
                 .collect();

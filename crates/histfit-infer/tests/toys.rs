@@ -165,6 +165,7 @@ fn toy_p0_agrees_with_pyhf() {
     let settings = Settings {
         normsys: InterpCode::Code1,
         histosys: InterpCode::Code0,
+        ..Settings::default()
     };
     let model = Arc::new(compile(&ws, None, &settings).unwrap());
     let data = Dataset::observed(&model);

@@ -20,6 +20,8 @@ use std::collections::{BTreeMap, HashMap};
 pub struct Settings {
     pub normsys: InterpCode,
     pub histosys: InterpCode,
+    /// How histosys variations follow input yields (read only when yields are inputs).
+    pub yield_variations: YieldVariations,
 }
 
 impl Settings {
@@ -28,6 +30,7 @@ impl Settings {
         Settings {
             normsys: InterpCode::Code4,
             histosys: InterpCode::Code4p,
+            yield_variations: YieldVariations::Relative,
         }
     }
     /// ROOT HistFactory's (and pyhf's per-modifier) defaults: code1 / code0.
@@ -35,6 +38,7 @@ impl Settings {
         Settings {
             normsys: InterpCode::Code1,
             histosys: InterpCode::Code0,
+            yield_variations: YieldVariations::Relative,
         }
     }
 }
@@ -212,8 +216,6 @@ pub struct Model {
     pub bin_factors: Vec<u32>,
     /// Notes the user should see (config for unknown parameters, ...).
     pub warnings: Vec<String>,
-    /// How histosys variations follow input yields (only read when yields are inputs).
-    pub yield_variations: YieldVariations,
 }
 
 impl Model {
@@ -385,7 +387,6 @@ pub fn compile(ws: &Workspace, measurement: Option<&str>, settings: &Settings) -
         bin_factor_offsets: vec![0],
         bin_factors: Vec::new(),
         warnings,
-        yield_variations: YieldVariations::default(),
     };
     for (pos, &ci) in order.iter().enumerate() {
         let c = &ws.channels[ci];

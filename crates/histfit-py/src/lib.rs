@@ -139,6 +139,7 @@ impl NativeWorkspace {
         if let Some(c) = histosys {
             s.histosys = c.parse::<InterpCode>().map_err(bad)?;
         }
+        s.yield_variations = variations;
         let model = match poi {
             None => compile(&self.ws, measurement, &s),
             Some(p) => {
@@ -148,8 +149,6 @@ impl NativeWorkspace {
             }
         }
         .map_err(bad)?;
-        let mut model = model;
-        model.yield_variations = variations;
         Ok(NativeModel {
             model: Arc::new(model),
             cpu: Mutex::new(None),

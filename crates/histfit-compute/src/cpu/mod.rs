@@ -811,7 +811,7 @@ impl crate::YieldEvaluator for CpuEvaluator {
         }
         self.nominal[smp.sb_start..smp.sb_start + smp.n_bins].copy_from_slice(yields);
         if smp.histosys.1 > smp.histosys.0 {
-            let relative = m.yield_variations == YieldVariations::Relative;
+            let relative = m.settings.yield_variations == YieldVariations::Relative;
             for (k, &y) in yields.iter().enumerate() {
                 let nominal = m.nominal[smp.sb_start + k];
                 self.hs_scale[smp.sb_start + k] = if relative && nominal != 0.0 {
@@ -851,7 +851,7 @@ impl CpuEvaluator {
     fn base_slopes(&self, samples: &[usize], p: &[f64]) -> Vec<f64> {
         let m = &*self.model;
         let mut slope = vec![1.0; m.nominal.len()];
-        if m.yield_variations != YieldVariations::Relative {
+        if m.settings.yield_variations != YieldVariations::Relative {
             return slope;
         }
         for &s in samples {

@@ -2,8 +2,11 @@
 for differentiable analyses (a network's output histogram → significance → loss).
 
 Yields are given per sample as tensors (``{"signal": y}``; a sample present in several channels
-takes its bins concatenated in channel order, ``"channel/sample"`` picks one); the samples must
-carry only scaling modifiers (normfactor, lumi, normsys, shapefactor). Gradients are exact:
+takes its bins concatenated in channel order, ``"channel/sample"`` picks one); any sample may be
+an input: its scale factors multiply it, staterror and shapesys keep the workspace's relative
+uncertainties, and histosys variations follow ``Workspace.model(yield_variations=...)``
+("relative": scaled with the input per bin, the default; or "absolute"). Gradients are exact for
+that definition:
 the analytic gradient of −ln L for :func:`twice_nll`, and for the profiled statistics the
 envelope theorem (the nuisance parameters are re-fitted at each call, warm-started from the
 previous call; no derivative of the fits is needed)::
