@@ -98,6 +98,32 @@ pub fn expected_data<E: Evaluator + ?Sized>(
     Ok(out)
 }
 
+/// Why −ln L is not finite at `params` on `data`: each main bin where events are observed but
+/// the expected count is not positive (or not a number), named by channel and bin. Empty when
+/// every bin is fine (then a constraint term is what is not finite).
+pub fn zero_likelihood_bins<E: Evaluator + ?Sized>(
+    eval: &mut E,
+    model: &Model,
+    data: &Dataset,
+    params: &[f64],
+) -> Result<Vec<String>> {
+    let mut lam = vec![0.0; model.n_main];
+    eval.expected_main(params, &mut lam)?;
+    let mut out = Vec::new();
+    for c in &model.channels {
+        for k in 0..c.n_bins {
+            let (l, n) = (lam[c.bin_start + k], data.main[c.bin_start + k]);
+            if l.is_nan() || (n > 0.0 && l <= 0.0) {
+                out.push(format!(
+                    "channel \"{}\" bin {k}: {n} events observed, {l} expected",
+                    c.name
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// The Asimov dataset at `params` from the expected main counts there. An empty bin held at its
 /// boundary λ = 0 sits a hair below it at a fit ([`crate::EMPTY_BIN_WALL`]); as data, a Poisson
 /// mean is not negative, so such counts become 0.

@@ -883,6 +883,29 @@ fn check_yields(model: &Model, ws: &Workspace, order: &[usize]) -> Result<()> {
                     ),
                 ));
             }
+            // Events where no sample can expect any: every sample's yield is 0 there and no
+            // histosys can move it, so the likelihood is 0 for every parameter value (found by
+            // the fuzz target workspace_json, crash-713d63fb).
+            let n = model.observed[layout.bin_start + b];
+            let varied = c.samples.iter().any(|s| {
+                s.modifiers
+                    .iter()
+                    .any(|m| matches!(m.data, crate::spec::ModifierData::HistoSys { .. }))
+            });
+            if n > 0.0 && !varied {
+                let k = ws
+                    .observations
+                    .iter()
+                    .position(|o| o.name == c.name)
+                    .unwrap_or(0);
+                return Err(ModelError::new(
+                    format!("observations[{k}].data[{b}]"),
+                    format!(
+                        "{n} events observed in channel \"{}\" bin {b}, where every sample's yield is 0: the likelihood is 0 for every parameter value",
+                        c.name
+                    ),
+                ));
+            }
         }
     }
     Ok(())

@@ -41,7 +41,12 @@ pub(crate) fn json_syntax_error(source: &str, text: &str, err: &serde_json::Erro
         .lines()
         .nth(line.saturating_sub(1))
         .map(|l| {
-            let start = col.saturating_sub(1).min(l.len());
+            // serde's column counts bytes: step back to the character it falls in (fuzz
+            // regression workspace_json/crash-a4cedc8a: a column inside a two-byte character).
+            let mut start = col.saturating_sub(1).min(l.len());
+            while !l.is_char_boundary(start) {
+                start -= 1;
+            }
             l[start..].trim_start_matches(['-', '+'])
         })
         .unwrap_or("");

@@ -1,6 +1,8 @@
 //! Helpers shared by the test suites of the histfit crates: where the fixtures live, reading
 //! golden JSON, and compiling a shipped workspace under one of the two reference settings.
 
+pub mod inputs;
+
 use histfit_compute::Dataset;
 use histfit_model::{compile, Model, Settings, Workspace};
 use serde_json::Value;

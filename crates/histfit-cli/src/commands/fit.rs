@@ -59,6 +59,18 @@ pub fn run(a: Args) -> Result<ExitCode> {
     };
     if !result.converged {
         eprintln!("warning: the fit did not converge: {}", result.reason);
+        if !result.twice_nll.is_finite() {
+            // Name the bins with events where nothing is expected (a likelihood of 0).
+            let bins = histfit_compute::histfactory::zero_likelihood_bins(
+                &mut eval,
+                &model,
+                &data,
+                &result.bestfit,
+            )?;
+            for b in bins {
+                eprintln!("warning: the likelihood is 0 at the fit's last point: {b}");
+            }
+        }
     }
     super::warn_all(&result.warnings);
     if result.hessian_positive_definite == Some(false) {

@@ -42,10 +42,14 @@ pub struct Key {
     seek_key: u64,
 }
 
+/// What a ROOT file is read from: a file on disk, or bytes in memory.
+trait Source: Read + Seek + Send {}
+impl<T: Read + Seek + Send> Source for T {}
+
 /// An open ROOT file: its directories are read when first asked for and kept.
 pub struct RootFile {
     path: PathBuf,
-    file: File,
+    file: Box<dyn Source>,
     size: u64,
     top_keys_at: u64,
     directories: HashMap<String, Vec<Key>>,
@@ -60,6 +64,16 @@ impl RootFile {
             .metadata()
             .map_err(|e| RootError::new(&place, format!("cannot read: {e}")))?
             .len();
+        RootFile::from_source(path, Box::new(file), size)
+    }
+
+    /// A ROOT file held in memory (`name` is what messages call it).
+    pub fn from_bytes(name: &Path, bytes: Vec<u8>) -> Result<RootFile, RootError> {
+        let size = bytes.len() as u64;
+        RootFile::from_source(name, Box::new(std::io::Cursor::new(bytes)), size)
+    }
+
+    fn from_source(path: &Path, file: Box<dyn Source>, size: u64) -> Result<RootFile, RootError> {
         let mut root = RootFile {
             path: path.to_path_buf(),
             file,

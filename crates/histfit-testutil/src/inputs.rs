@@ -1,0 +1,155 @@
+//! The invariants of histfit's input handling, as functions of raw input: the fuzz targets
+//! (`fuzz/fuzz_targets/*`, nightly) call them on the fuzzer's bytes, and the ordinary test suite
+//! replays every input the fuzzer found (`fuzz/regressions/<target>/*`) through them on stable.
+//! Each panics when an invariant breaks: an input that parses either gives a finite −ln L and
+//! gradient at its initial point or an error that names the place and the rule.
+
+use histfit_compute::{CpuEvaluator, Dataset, Evaluator};
+use histfit_import::RootFile;
+use histfit_model::{compile, Settings, Workspace};
+use serde_json::Value;
+use std::path::Path;
+use std::sync::Arc;
+
+/// An error must say where and what.
+fn named(place: &str, rule: &str) {
+    assert!(
+        !rule.trim().is_empty(),
+        "an error without a rule (at {place:?})"
+    );
+}
+
+/// A workspace's bytes: parse, validate, compile under both settings, −ln L and its gradient at
+/// the initial point.
+pub fn workspace_bytes(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    match Workspace::from_str(text, "fuzz.json") {
+        Err(e) => named(&e.place, &e.rule),
+        Ok(ws) => workspace(&ws),
+    }
+}
+
+/// A parsed workspace: compile under both settings and evaluate at the initial point.
+pub fn workspace(ws: &Workspace) {
+    for settings in [Settings::smooth(), Settings::pyhf_defaults()] {
+        let model = match compile(ws, None, &settings) {
+            Err(e) => {
+                named(&e.place, &e.rule);
+                continue;
+            }
+            Ok(m) => Arc::new(m),
+        };
+        let data = Dataset::observed(&model);
+        let mut eval = CpuEvaluator::new(model.clone());
+        let init = model.init();
+        let mut grad = vec![0.0; init.len()];
+        match eval.nll_grad(&init, &data, &mut grad) {
+            Err(e) => named("evaluation", &e.to_string()),
+            // +∞ is a likelihood of 0 (a factor 0 at the start, a yield only a variation makes):
+            // then the bins that make it so must be nameable, as the fit's report names them.
+            Ok(v) if v == f64::INFINITY => {
+                let bins = histfit_compute::histfactory::zero_likelihood_bins(
+                    &mut eval, &model, &data, &init,
+                )
+                .expect("expected counts at the initial point");
+                assert!(
+                    !bins.is_empty(),
+                    "−ln L is +∞ at the initial point, no bin says why"
+                );
+            }
+            Ok(v) => {
+                assert!(
+                    v.is_finite(),
+                    "−ln L at the initial point is {v} ({settings:?})"
+                );
+                assert!(
+                    grad.iter().all(|g| g.is_finite()),
+                    "a non-finite gradient at the initial point ({settings:?})"
+                );
+            }
+        }
+    }
+}
+
+/// A patchset applied to one of the shipped workspaces (`base`): every patch it names, then
+/// the patched workspace as [`workspace`].
+pub fn patchset_bytes(base: &Value, data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(patchset) = serde_json::from_str::<Value>(text) else {
+        return;
+    };
+    let points = match histfit_model::patch::patch_points(&patchset, "fuzz-patchset.json") {
+        Err(e) => return named(&e.place, &e.rule),
+        Ok((_, points)) => points,
+    };
+    for point in points.iter().take(8) {
+        let mut doc = base.clone();
+        match histfit_model::patch::apply_patch_point(&mut doc, &patchset, point, "fuzz") {
+            Err(e) => named(&e.place, &e.rule),
+            Ok(()) => match histfit_model::workspace_from_value(&doc, "patched") {
+                Err(e) => named(&e.place, &e.rule),
+                Ok(ws) => workspace(&ws),
+            },
+        }
+    }
+}
+
+/// A ROOT file's bytes: every directory listed and every object read as a histogram.
+pub fn root_bytes(data: &[u8]) {
+    let mut file = match RootFile::from_bytes(Path::new("fuzz.root"), data.to_vec()) {
+        Err(e) => return named(&e.place, &e.rule),
+        Ok(f) => f,
+    };
+    let mut dirs = vec![String::new()];
+    let mut listed = 0;
+    while let Some(dir) = dirs.pop() {
+        listed += 1;
+        if listed > 64 {
+            break;
+        }
+        let keys = match file.keys(&dir) {
+            Err(e) => {
+                named(&e.place, &e.rule);
+                continue;
+            }
+            Ok(k) => k.to_vec(),
+        };
+        for key in keys.iter().take(64) {
+            let path = if dir.is_empty() {
+                key.name.clone()
+            } else {
+                format!("{dir}/{}", key.name)
+            };
+            if key.class_name.starts_with("TDirectory") {
+                dirs.push(path);
+            } else if let Err(e) = file.histogram(&path) {
+                named(&e.place, &e.rule);
+            }
+        }
+    }
+}
+
+/// A HistFactory configuration: the top-level XML and one channel XML (split at the first NUL
+/// byte of `data`), written into `dir` (which holds `data/*.root` from the fixtures) and
+/// imported; an imported workspace is then checked as [`workspace`].
+pub fn xml_bytes(dir: &Path, data: &[u8]) {
+    let (top, channel) = match data.iter().position(|&b| b == 0) {
+        Some(i) => (&data[..i], &data[i + 1..]),
+        None => (data, &b""[..]),
+    };
+    let config = dir.join("config");
+    std::fs::write(config.join("top.xml"), top).expect("temporary file");
+    std::fs::write(config.join("channel.xml"), channel).expect("temporary file");
+    match histfit_import::xml2json(&config.join("top.xml"), dir, &[]) {
+        Err(e) => named(&e.place, &e.rule),
+        Ok(imported) => {
+            let ws = histfit_model::workspace_from_value(&imported.workspace, "imported")
+                .expect("xml2json validates what it returns");
+            workspace(&ws);
+        }
+    }
+}
