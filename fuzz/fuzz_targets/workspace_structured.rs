@@ -1,7 +1,8 @@
-//! Structure-aware workspaces: 1–4 channels of 0–6 bins, samples with every modifier type and
-//! extreme numbers (zero, negative, huge, subnormal, NaN/inf written as the JSON parser sees
-//! them), names from a tiny alphabet so they collide, shared and one-sided modifiers — turned
-//! into pyhf JSON and checked as the workspace target checks raw bytes.
+//! Structure-aware workspaces: up to 8 channels of up to 2000 bins, samples with every modifier
+//! type (and thousands of modifiers through a repeat count), numbers from a palette of edge cases
+//! (zero, −0, negative, huge, subnormal, NaN and infinities written as Python's json writes them),
+//! arrays of the right length or not, names from a tiny alphabet so they collide — written as pyhf
+//! JSON text and checked as the workspace target checks raw bytes.
 #![no_main]
 use arbitrary::Arbitrary;
 use serde_json::{json, Value};
@@ -10,97 +11,125 @@ use serde_json::{json, Value};
 struct Ws {
     channels: Vec<Channel>,
     poi: u8,
-    params: Vec<(u8, f64, f64, f64, bool)>,
+    params: Vec<(u8, u8, u8, u8, bool)>,
 }
 
 #[derive(Arbitrary, Debug)]
 struct Channel {
     name: u8,
-    bins: u8,
-    observed: Vec<f64>,
+    bins: u16,
+    observed: Numbers,
     samples: Vec<Sample>,
 }
 
 #[derive(Arbitrary, Debug)]
 struct Sample {
     name: u8,
-    data: Vec<f64>,
+    data: Numbers,
     modifiers: Vec<Modifier>,
+    /// Copies of the modifiers with distinct names (thousands of modifiers).
+    repeat: u8,
+}
+
+/// Values by palette index, and whether the array takes the channel's length.
+#[derive(Arbitrary, Debug)]
+struct Numbers {
+    values: Vec<u8>,
+    right_length: bool,
 }
 
 #[derive(Arbitrary, Debug)]
 enum Modifier {
     NormFactor(u8),
     Lumi,
-    NormSys(u8, f64, f64),
-    HistoSys(u8, Vec<f64>, Vec<f64>),
-    StatError(u8, Vec<f64>),
-    ShapeSys(u8, Vec<f64>),
+    NormSys(u8, u8, u8),
+    HistoSys(u8, Numbers, Numbers),
+    StatError(u8, Numbers),
+    ShapeSys(u8, Numbers),
     ShapeFactor(u8),
     Unknown(u8),
 }
+
+const PALETTE: [&str; 16] = [
+    "1", "10", "0", "-0.0", "0.5", "2.5", "100", "-1", "1e308", "-1e308", "5e-324", "1e-300", "NaN",
+    "Infinity", "-Infinity", "1e999",
+];
 
 fn name(k: u8) -> String {
     ["a", "b", "c", "mu", "lumi", ""][k as usize % 6].to_string()
 }
 
-/// Numbers as a physicist's file holds them, and the edge cases the fuzzer picks.
-fn num(x: f64) -> Value {
-    json!(if x.is_finite() { x } else { 0.0 })
+/// A placeholder the JSON text replaces with the palette's raw token (NaN is not JSON).
+fn num(k: u8) -> Value {
+    json!(format!("@{}@", k as usize % PALETTE.len()))
 }
 
-fn nums(v: &[f64], n: usize) -> Value {
-    Value::Array((0..n).map(|i| num(v.get(i).copied().unwrap_or(1.0))).collect())
+fn nums(v: &Numbers, n: usize) -> Value {
+    let len = if v.right_length { n } else { v.values.len() };
+    if v.values.is_empty() {
+        return Value::Array(vec![json!(1.0); if v.right_length { n } else { 0 }]);
+    }
+    Value::Array((0..len).map(|i| num(v.values[i % v.values.len()])).collect())
 }
 
-fn build(w: &Ws) -> Value {
+fn modifier(m: &Modifier, n: usize, suffix: &str) -> Value {
+    let nm = |k: &u8| format!("{}{suffix}", name(*k));
+    match m {
+        Modifier::NormFactor(k) => json!({"type": "normfactor", "name": nm(k), "data": null}),
+        Modifier::Lumi => json!({"type": "lumi", "name": "lumi", "data": null}),
+        Modifier::NormSys(k, hi, lo) => {
+            json!({"type": "normsys", "name": nm(k), "data": {"hi": num(*hi), "lo": num(*lo)}})
+        }
+        Modifier::HistoSys(k, hi, lo) => json!({"type": "histosys", "name": nm(k),
+            "data": {"hi_data": nums(hi, n), "lo_data": nums(lo, n)}}),
+        Modifier::StatError(k, d) => json!({"type": "staterror", "name": nm(k), "data": nums(d, n)}),
+        Modifier::ShapeSys(k, d) => json!({"type": "shapesys", "name": nm(k), "data": nums(d, n)}),
+        Modifier::ShapeFactor(k) => json!({"type": "shapefactor", "name": nm(k), "data": null}),
+        Modifier::Unknown(k) => json!({"type": name(*k), "name": nm(k), "data": null}),
+    }
+}
+
+fn build(w: &Ws) -> String {
     let mut channels = Vec::new();
     let mut observations = Vec::new();
-    for c in w.channels.iter().take(4) {
-        let n = (c.bins % 7) as usize;
+    for c in w.channels.iter().take(8) {
+        let n = (c.bins % 2001) as usize;
         let samples: Vec<Value> = c
             .samples
             .iter()
-            .take(5)
+            .take(16)
             .map(|s| {
-                let mods: Vec<Value> = s
-                    .modifiers
-                    .iter()
-                    .take(6)
-                    .map(|m| match m {
-                        Modifier::NormFactor(k) => json!({"type": "normfactor", "name": name(*k), "data": null}),
-                        Modifier::Lumi => json!({"type": "lumi", "name": "lumi", "data": null}),
-                        Modifier::NormSys(k, hi, lo) => json!({"type": "normsys", "name": name(*k), "data": {"hi": num(*hi), "lo": num(*lo)}}),
-                        Modifier::HistoSys(k, hi, lo) => json!({"type": "histosys", "name": name(*k), "data": {"hi_data": nums(hi, n), "lo_data": nums(lo, n)}}),
-                        Modifier::StatError(k, d) => json!({"type": "staterror", "name": name(*k), "data": nums(d, n)}),
-                        Modifier::ShapeSys(k, d) => json!({"type": "shapesys", "name": name(*k), "data": nums(d, n)}),
-                        Modifier::ShapeFactor(k) => json!({"type": "shapefactor", "name": name(*k), "data": null}),
-                        Modifier::Unknown(k) => json!({"type": name(*k), "name": name(*k), "data": null}),
-                    })
-                    .collect();
+                let mut mods: Vec<Value> =
+                    s.modifiers.iter().take(64).map(|m| modifier(m, n, "")).collect();
+                for r in 0..s.repeat as usize * 8 {
+                    if let Some(m) = s.modifiers.get(r % s.modifiers.len().max(1)) {
+                        mods.push(modifier(m, n, &format!("_{r}")));
+                    }
+                }
                 json!({"name": name(s.name), "data": nums(&s.data, n), "modifiers": mods})
             })
             .collect();
         channels.push(json!({"name": name(c.name), "samples": samples}));
         observations.push(json!({"name": name(c.name), "data": nums(&c.observed, n)}));
     }
-    let parameters: Vec<Value> = w
-        .params
-        .iter()
-        .take(4)
-        .map(|(k, init, lo, hi, fixed)| {
-            json!({"name": name(*k), "inits": [num(*init)], "bounds": [[num(*lo), num(*hi)]], "fixed": fixed})
-        })
-        .collect();
-    json!({
+    // Lumi needs its auxdata and sigma in the measurement: give them, from the palette too.
+    let mut parameters: Vec<Value> = vec![json!({"name": "lumi", "auxdata": [1.0], "sigmas": [num(w.poi)], "inits": [1.0]})];
+    parameters.extend(w.params.iter().take(4).map(|(k, init, lo, hi, fixed)| {
+        json!({"name": name(*k), "inits": [num(*init)], "bounds": [[num(*lo), num(*hi)]], "fixed": fixed})
+    }));
+    let doc = json!({
         "channels": channels,
         "observations": observations,
         "measurements": [{"name": "m", "config": {"poi": name(w.poi), "parameters": parameters}}],
         "version": "1.0.0"
-    })
+    });
+    let mut text = serde_json::to_string(&doc).expect("JSON");
+    for (i, token) in PALETTE.iter().enumerate().rev() {
+        text = text.replace(&format!("\"@{i}@\""), token);
+    }
+    text
 }
 
 libfuzzer_sys::fuzz_target!(|w: Ws| {
-    let text = serde_json::to_string(&build(&w)).expect("JSON");
-    histfit_testutil::inputs::workspace_bytes(text.as_bytes());
+    histfit_testutil::inputs::workspace_bytes(build(&w).as_bytes());
 });

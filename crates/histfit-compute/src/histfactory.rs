@@ -99,7 +99,7 @@ pub fn expected_data<E: Evaluator + ?Sized>(
 }
 
 /// Why −ln L is not finite at `params` on `data`: each main bin where events are observed but
-/// the expected count is not positive (or not a number), named by channel and bin. Empty when
+/// the expected count is not positive, or where it is not finite, named by channel and bin. Empty when
 /// every bin is fine (then a constraint term is what is not finite).
 pub fn zero_likelihood_bins<E: Evaluator + ?Sized>(
     eval: &mut E,
@@ -113,7 +113,7 @@ pub fn zero_likelihood_bins<E: Evaluator + ?Sized>(
     for c in &model.channels {
         for k in 0..c.n_bins {
             let (l, n) = (lam[c.bin_start + k], data.main[c.bin_start + k]);
-            if l.is_nan() || (n > 0.0 && l <= 0.0) {
+            if !l.is_finite() || (n > 0.0 && l <= 0.0) {
                 out.push(format!(
                     "channel \"{}\" bin {k}: {n} events observed, {l} expected",
                     c.name

@@ -396,7 +396,8 @@ pub fn compile(ws: &Workspace, measurement: Option<&str>, settings: &Settings) -
             add_sample(&mut model, ws, ci, pos, si, &set_index, settings)?;
         }
     }
-    check_yields(&model, ws, &order)?;
+    let empty_bins = check_yields(&model, ws, &order)?;
+    model.warnings.extend(empty_bins);
     Ok(model)
 }
 
@@ -861,7 +862,8 @@ fn add_sample(
 }
 
 /// Rejects negative nominal yields that leave a bin's total prediction at or below zero.
-fn check_yields(model: &Model, ws: &Workspace, order: &[usize]) -> Result<()> {
+fn check_yields(model: &Model, ws: &Workspace, order: &[usize]) -> Result<Vec<String>> {
+    let mut warnings = Vec::new();
     let mut total = vec![0.0; model.n_main];
     for (sb, &bin) in model.sb_bin.iter().enumerate() {
         total[bin as usize] += model.nominal[sb];
@@ -884,29 +886,27 @@ fn check_yields(model: &Model, ws: &Workspace, order: &[usize]) -> Result<()> {
                 ));
             }
             // Events where no sample can expect any: every sample's yield is 0 there and no
-            // histosys can move it, so the likelihood is 0 for every parameter value (found by
-            // the fuzz target workspace_json, crash-713d63fb).
+            // histosys moves it, so the observed data's likelihood is 0 for every parameter
+            // value (found by the fuzz target workspace_json, crash-713d63fb). Asimov data and
+            // toys still make sense, so this is a warning; a fit of the observed data then
+            // names the bin.
             let n = model.observed[layout.bin_start + b];
             let varied = c.samples.iter().any(|s| {
-                s.modifiers
-                    .iter()
-                    .any(|m| matches!(m.data, crate::spec::ModifierData::HistoSys { .. }))
+                s.modifiers.iter().any(|m| match &m.data {
+                    crate::spec::ModifierData::HistoSys { hi_data, lo_data } => {
+                        hi_data.get(b).is_some_and(|v| *v != 0.0)
+                            || lo_data.get(b).is_some_and(|v| *v != 0.0)
+                    }
+                    _ => false,
+                })
             });
             if n > 0.0 && !varied {
-                let k = ws
-                    .observations
-                    .iter()
-                    .position(|o| o.name == c.name)
-                    .unwrap_or(0);
-                return Err(ModelError::new(
-                    format!("observations[{k}].data[{b}]"),
-                    format!(
-                        "{n} events observed in channel \"{}\" bin {b}, where every sample's yield is 0: the likelihood is 0 for every parameter value",
-                        c.name
-                    ),
+                warnings.push(format!(
+                    "channel \"{}\" bin {b}: {n} events observed where every sample's yield is 0: the observed data's likelihood is 0 for every parameter value",
+                    c.name
                 ));
             }
         }
     }
-    Ok(())
+    Ok(warnings)
 }

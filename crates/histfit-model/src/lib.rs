@@ -20,7 +20,12 @@ pub use spec::Workspace;
 pub fn read_json(path: &str) -> Result<serde_json::Value> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| ModelError::new(path, format!("cannot read: {e}")))?;
-    serde_json::from_str(&text).map_err(|e| error::json_syntax_error(path, &text, &e))
+    parse_json(&text, path)
+}
+
+/// Parses JSON text read from `source`, naming it and the place of a syntax error.
+pub fn parse_json(text: &str, source: &str) -> Result<serde_json::Value> {
+    serde_json::from_str(text).map_err(|e| error::json_syntax_error(source, text, &e))
 }
 
 /// Parses a workspace read from `path` (errors name the file and the JSON path).

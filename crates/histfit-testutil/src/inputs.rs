@@ -79,8 +79,10 @@ pub fn patchset_bytes(base: &Value, data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    let Ok(patchset) = serde_json::from_str::<Value>(text) else {
-        return;
+    // Parsed as the CLI parses files (syntax errors with line, column and the offending text).
+    let patchset = match histfit_model::parse_json(text, "fuzz-patchset.json") {
+        Err(e) => return named(&e.place, &e.rule),
+        Ok(v) => v,
     };
     let points = match histfit_model::patch::patch_points(&patchset, "fuzz-patchset.json") {
         Err(e) => return named(&e.place, &e.rule),

@@ -17,18 +17,55 @@ fn files(dir: &str) -> Vec<PathBuf> {
     v
 }
 
+/// Replays every input of `target`, naming each before it runs (an abort then says which) and
+/// reporting all that break an invariant or take longer than the fuzzer's 1 s.
 fn replay(target: &str, check: impl Fn(&[u8])) {
-    let mut n = 0;
+    let (mut n, mut broken) = (0, Vec::new());
     for sub in ["regressions", "seeds", "corpus"] {
         for f in files(&format!("{sub}/{target}")) {
+            eprintln!("{target}: {}", f.display());
             let bytes = std::fs::read(&f).unwrap();
+            let started = std::time::Instant::now();
             let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&bytes)));
-            assert!(run.is_ok(), "{target}: {} breaks an invariant", f.display());
+            let seconds = started.elapsed().as_secs_f64();
+            if run.is_err() || seconds > 1.0 {
+                broken.push(format!("{} ({seconds:.2} s)", f.display()));
+            }
             n += 1;
         }
     }
     assert!(n > 0, "{target}: nothing to replay");
+    assert!(
+        broken.is_empty(),
+        "{target}: inputs that break an invariant: {broken:#?}"
+    );
     println!("{target}: {n} inputs replayed");
+}
+
+/// The two findings, pinned to their fixes' messages.
+#[test]
+fn findings_give_their_messages() {
+    let text = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join(
+        "../../fuzz/regressions/workspace_json/crash-a4cedc8ac17e52591bc3fbfda9aaba7c56b5c218",
+    ))
+    .unwrap();
+    let e = histfit_model::Workspace::from_str(std::str::from_utf8(&text).unwrap(), "x.json")
+        .unwrap_err();
+    assert!(e.rule.contains("malformed JSON"), "{e}");
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(
+        "../../fuzz/regressions/workspace_json/crash-713d63fb7b08db728fe90bb165b1fb471528d2f9",
+    ))
+    .unwrap();
+    let ws = histfit_model::Workspace::from_str(&text, "x.json").unwrap();
+    let model = histfit_model::compile(&ws, None, &histfit_model::Settings::smooth()).unwrap();
+    assert!(
+        model
+            .warnings
+            .iter()
+            .any(|w| w.contains("channel \"singlechannel\" bin 0: 0.05 events observed")),
+        "{:?}",
+        model.warnings
+    );
 }
 
 #[test]

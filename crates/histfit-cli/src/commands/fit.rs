@@ -66,8 +66,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
                 &model,
                 &data,
                 &result.bestfit,
-            )?;
-            for b in bins {
+            );
+            for b in bins.unwrap_or_default() {
                 eprintln!("warning: the likelihood is 0 at the fit's last point: {b}");
             }
         }
