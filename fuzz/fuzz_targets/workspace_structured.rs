@@ -131,5 +131,11 @@ fn build(w: &Ws) -> String {
 }
 
 libfuzzer_sys::fuzz_target!(|w: Ws| {
-    histfit_testutil::inputs::workspace_bytes(build(&w).as_bytes());
+    let text = build(&w);
+    // `HISTFIT_FUZZ_DUMP=FILE` writes the JSON an input makes (a finding becomes a
+    // workspace_json regression, replayed on stable).
+    if let Ok(path) = std::env::var("HISTFIT_FUZZ_DUMP") {
+        std::fs::write(path, &text).expect("dump file");
+    }
+    histfit_testutil::inputs::workspace_bytes(text.as_bytes());
 });

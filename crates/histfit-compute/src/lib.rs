@@ -61,8 +61,22 @@ pub const EMPTY_BIN_WALL: f64 = 1e-6;
 /// the likelihood is zero (λ ≤ 0 with events observed, or λ not a number).
 #[inline(always)]
 pub fn poisson_term(l: f64, n: f64) -> Option<(f64, f64)> {
+    if l == f64::INFINITY {
+        // A rate that overflowed: the likelihood is 0 (a NaN from ∞ − ∞ otherwise).
+        return None;
+    }
     if n > 0.0 {
-        (l > 0.0).then(|| (l - n - n * (l / n).ln(), 1.0 - n / l))
+        (l > 0.0).then(|| {
+            // Where λ/n overflows (a count so small it is subnormal), the logarithm of the ratio
+            // as a difference (fuzz: workspace_json crash-df502771, an observation of 5e-324).
+            let r = l / n;
+            let log_ratio = if r.is_finite() {
+                r.ln()
+            } else {
+                l.ln() - n.ln()
+            };
+            (l - n - n * log_ratio, 1.0 - n / l)
+        })
     } else if l >= 0.0 {
         Some((l, 1.0))
     } else if l.is_nan() {

@@ -225,7 +225,8 @@ impl CpuEvaluator {
         CpuEvaluator {
             gauss,
             poisson,
-            bf_one: Gather::new(bf_one, model.n_params()),
+            // Index 0 marks "no single factor": a model without parameters has no such bins.
+            bf_one: Gather::new(bf_one, model.n_params().max(1)),
             bf_all_one: model
                 .samples
                 .iter()

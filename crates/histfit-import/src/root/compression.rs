@@ -23,6 +23,14 @@ pub fn decompress(raw: &[u8], expected: usize) -> Result<Vec<u8>, String> {
         let block = raw
             .get(pos + HEADER..pos + HEADER + size_in)
             .ok_or("a compressed block runs past the end of the record")?;
+        // A block that would inflate past the object is malformed: refused before anything is
+        // allocated for it (fuzzing found LZ4 headers claiming 16 MB in a 1 kB file).
+        if size_out > expected - out.len() {
+            return Err(format!(
+                "a compressed block inflates to {size_out} bytes, more than the {} left of the object",
+                expected - out.len()
+            ));
+        }
         let before = out.len();
         match &algorithm {
             b"ZL" => {
