@@ -700,6 +700,21 @@ fn aux_defaults(
             Some(a) => a[k],
             None => modifiers::default_aux(set.kind, p.constraint),
         };
+        // A shapesys τ = (nominal / uncertainty)² can overflow even from finite inputs: an
+        // infinite auxiliary datum or rate is refused by name, not evaluated to NaN.
+        let width = match p.constraint {
+            Constraint::Gauss { sigma } => sigma,
+            Constraint::Poisson { tau } => tau,
+            Constraint::None => 1.0,
+        };
+        if !(v.is_finite() && width.is_finite()) {
+            return Err(ModelError::new(
+                format!("parameter \"{}\"", p.name),
+                format!(
+                    "its constraint is not finite (auxiliary datum {v}, width {width}): for a shapesys, (nominal / uncertainty)² overflows"
+                ),
+            ));
+        }
         aux.push(v);
     }
     Ok(aux)

@@ -339,6 +339,10 @@ pub(crate) fn field<'a>(m: &'a Map<String, Value>, key: &str, path: &str) -> Res
         .ok_or_else(|| ModelError::new(path, format!("missing required field \"{key}\"")))
 }
 
+/// The largest magnitude a number of a workspace may have (no yield, count or setting comes
+/// near it; products and squares of such numbers stay finite).
+pub const MAX_MAGNITUDE: f64 = 1e150;
+
 pub(crate) fn finite_number(v: &Value, path: &str) -> Result<f64> {
     let x = v
         .as_f64()
@@ -353,6 +357,15 @@ pub(crate) fn finite_number(v: &Value, path: &str) -> Result<f64> {
         return Err(ModelError::new(
             path,
             format!("{x:e} is a subnormal number: use 0 or a magnitude of at least 2.2e-308"),
+        ));
+    }
+    // Numbers near the top of the f64 range overflow the likelihood's arithmetic (τ =
+    // (nominal/σ)² of a shapesys, sums of yields): refused by name (fuzz: crash-5980e708, a
+    // yield of 4e211; structured-crash-13107fa2 and -6e016bab, yields of 1e308).
+    if x.abs() > MAX_MAGNITUDE {
+        return Err(ModelError::new(
+            path,
+            format!("{x:e} exceeds {MAX_MAGNITUDE:e} in magnitude: the likelihood's arithmetic would overflow"),
         ));
     }
     Ok(x)
