@@ -278,31 +278,23 @@ pub fn ranking(doc: &Value, top: usize) -> Result<Figure, PlotError> {
             })
             .collect()
     };
-    let light_up = BLUE.with_alpha(0.25);
-    let light_down = RED.with_alpha(0.25);
-    panel.elements = vec![
-        Element::Rects {
-            label: Some("pre-fit impact, θ = θ̂ + σ".into()),
-            rects: bars(0, 0.38),
-            color: light_up,
-        },
-        Element::Rects {
-            label: Some("pre-fit impact, θ = θ̂ − σ".into()),
-            rects: bars(1, 0.38),
-            color: light_down,
-        },
-        Element::Rects {
-            label: Some("post-fit impact, θ = θ̂ + σ̂".into()),
-            rects: bars(2, 0.25),
-            color: BLUE,
-        },
-        Element::Rects {
-            label: Some("post-fit impact, θ = θ̂ − σ̂".into()),
-            rects: bars(3, 0.25),
-            color: RED,
-        },
-        vline(y, 0.0, GREY, false, None),
+    // Pre-fit impacts wide and light, post-fit ones narrow and dark.
+    let impacts = [
+        ("pre-fit impact, θ = θ̂ + σ", 0.38, BLUE.with_alpha(0.25)),
+        ("pre-fit impact, θ = θ̂ − σ", 0.38, RED.with_alpha(0.25)),
+        ("post-fit impact, θ = θ̂ + σ̂", 0.25, BLUE),
+        ("post-fit impact, θ = θ̂ − σ̂", 0.25, RED),
     ];
+    panel.elements = impacts
+        .iter()
+        .enumerate()
+        .map(|(k, &(label, half, color))| Element::Rects {
+            label: Some(label.into()),
+            rects: bars(k, half),
+            color,
+        })
+        .collect();
+    panel.elements.push(vline(y, 0.0, GREY, false, None));
     // The pulls on their own x axis beside the impacts, row for row (unconstrained parameters,
     // such as normfactors, have none).
     let pulls: Vec<(usize, f64, f64)> = rows

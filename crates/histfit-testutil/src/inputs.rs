@@ -135,6 +135,21 @@ pub fn root_bytes(data: &[u8]) {
     }
 }
 
+/// Prepares `dir` for [`xml_bytes`]: a `config/` folder and `data/` with the ROOT files the XML
+/// target names (pyhf's validation inputs and one zstd-compressed file).
+pub fn xml_sandbox(dir: &Path) {
+    std::fs::create_dir_all(dir.join("config")).expect("temporary folder");
+    std::fs::create_dir_all(dir.join("data")).expect("temporary folder");
+    for (from, to) in [
+        ("xml/xmlimport_input/data/example.root", "example.root"),
+        ("xml/multichannel_histfactory/data/data.root", "data.root"),
+        ("xml/xmlimport_input/data/ShapeSys.root", "ShapeSys.root"),
+        ("xml/generated/zstd.root", "zstd.root"),
+    ] {
+        std::fs::copy(crate::fixture(from), dir.join("data").join(to)).expect("fixture copied");
+    }
+}
+
 /// A HistFactory configuration: the top-level XML and one channel XML (split at the first NUL
 /// byte of `data`), written into `dir` (which holds `data/*.root` from the fixtures) and
 /// imported; an imported workspace is then checked as [`workspace`].

@@ -98,16 +98,7 @@ fn root_file() {
 #[test]
 fn xml_import() {
     let dir = std::env::temp_dir().join(format!("histfit-fuzz-replay-{}", std::process::id()));
-    std::fs::create_dir_all(dir.join("config")).unwrap();
-    std::fs::create_dir_all(dir.join("data")).unwrap();
-    for (from, to) in [
-        ("xml/xmlimport_input/data/example.root", "example.root"),
-        ("xml/multichannel_histfactory/data/data.root", "data.root"),
-        ("xml/xmlimport_input/data/ShapeSys.root", "ShapeSys.root"),
-        ("xml/generated/zstd.root", "zstd.root"),
-    ] {
-        std::fs::copy(histfit_testutil::fixture(from), dir.join("data").join(to)).unwrap();
-    }
+    inputs::xml_sandbox(&dir);
     replay("xml_import", |d| inputs::xml_bytes(&dir, d));
     let _ = std::fs::remove_dir_all(&dir);
 }
