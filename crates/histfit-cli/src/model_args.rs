@@ -8,7 +8,10 @@ use clap::Args;
 use histfit_compute::{Dataset, ParameterSpace};
 use histfit_model::patch::{apply_json_patch, apply_patchset};
 use histfit_model::tools::check_patchset_digest;
-use histfit_model::{compile, read_json, workspace_from_value, InterpCode, Model, Settings};
+use histfit_model::{
+    compile, read_json, read_text, workspace_from_text, workspace_from_value, InterpCode, Model,
+    Settings,
+};
 use std::sync::Arc;
 
 #[derive(Args, Debug, Clone)]
@@ -137,11 +140,15 @@ impl ModelArgs {
 
     /// Loads, patches, validates and compiles; returns the model and a description of the source.
     pub fn load(&self) -> Result<(Arc<Model>, String)> {
-        let mut value = read_json(&self.workspace)?;
-        if let Some(p) = &self.patch {
-            self.apply_patch(&mut value, p)?;
-        }
-        let mut ws = workspace_from_value(&value, &self.workspace)?;
+        let mut ws = match &self.patch {
+            // Read straight into the workspace's types: no JSON tree to patch.
+            None => workspace_from_text(&read_text(&self.workspace)?, &self.workspace)?,
+            Some(p) => {
+                let mut value = read_json(&self.workspace)?;
+                self.apply_patch(&mut value, p)?;
+                workspace_from_value(&value, &self.workspace)?
+            }
+        };
         self.apply_poi(&mut ws)?;
         let model = compile(&ws, self.measurement.as_deref(), &self.settings()?)
             .map_err(|e| anyhow!("{}: {e}", self.workspace))?;
@@ -182,12 +189,21 @@ pub struct FitArgs {
     /// --fix applied) instead of the observed data: what a blinded analysis fits.
     #[arg(long)]
     pub asimov: bool,
+    /// The most free parameters for which uncertainties build the dense n×n Hessian (default
+    /// 4096: five matrices of 128 MiB, seconds to invert). Above it a fit reports the POI's
+    /// uncertainty alone (conjugate gradients, no matrix), and what needs the full covariance
+    /// (ranking, yields with uncertainties) refuses with a word.
+    #[arg(long = "max-hessian-parameters", value_name = "N")]
+    pub max_hessian_parameters: Option<usize>,
 }
 
 impl FitArgs {
     /// The fit options these arguments ask for, checked against the parameters.
     pub fn options(&self, space: &ParameterSpace) -> Result<histfit_infer::FitOptions> {
-        let mut o = histfit_infer::FitOptions::default();
+        let mut o = histfit_infer::FitOptions {
+            max_dense_parameters: self.max_hessian_parameters,
+            ..Default::default()
+        };
         let mut bounds = space.bounds.clone();
         for item in &self.bounds {
             let (i, spec) = name_value(space, "--bounds", item)?;

@@ -26,6 +26,13 @@ pub fn parameter_estimate<E: Evaluator + ?Sized>(
     base: &FitOptions,
     postfit: bool,
 ) -> Result<ParameterEstimate> {
+    // Both estimates are dense n×n matrices (the propagation takes the full covariance).
+    let n = eval.space().len();
+    crate::check_dense(
+        n,
+        base.dense_limit(),
+        "error propagation (yields with uncertainties)",
+    )?;
     if postfit {
         let r = fit(
             eval,
@@ -48,7 +55,6 @@ pub fn parameter_estimate<E: Evaluator + ?Sized>(
         });
     }
     let space = eval.space();
-    let n = space.len();
     let mut params = base.init.clone().unwrap_or_else(|| space.init.clone());
     for &(i, v) in &base.fix {
         params[i] = v;

@@ -21,7 +21,7 @@ pub mod toys;
 
 pub use asymptotic::{significance, AsymptoticCalculator, HypotestResult, Significance, TestStat};
 pub use estimate::{parameter_estimate, ParameterEstimate};
-pub use fit::{fit, FitOptions, FitResult, KinkState, Starts};
+pub use fit::{check_dense, fit, FitOptions, FitResult, KinkState, Starts, DENSE_HESSIAN_LIMIT};
 pub use gof::{goodness_of_fit, GoodnessOfFit};
 pub use limits::{upper_limit, upper_limit_scan, UpperLimit};
 pub use minos::{minos, MinosInterval};

@@ -61,6 +61,14 @@ pub fn minos<E: Evaluator + ?Sized>(
                     nominal.par_names[i]
                 )));
             }
+            if !unc[i].is_finite() {
+                return Err(InferError::Request(format!(
+                    "MINOS: \"{}\" has no uncertainty from the nominal fit to start from (above \
+                     the dense-Hessian limit only the POI's is computed; raise it with \
+                     --max-hessian-parameters)",
+                    nominal.par_names[i]
+                )));
+            }
             let mut fits = 0;
             let mut converged = true;
             let mut new_minimum = false;

@@ -275,6 +275,8 @@ pub fn compile(ws: &Workspace, measurement: Option<&str>, settings: &Settings) -
         ws,
         sets: BTreeMap::new(),
         type_of: HashMap::new(),
+        set_pos: HashMap::new(),
+        shapesys: modifiers::shapesys::first_occurrences(ws),
         stat: HashMap::new(),
     };
     b.collect_sets(&order)?;
@@ -309,27 +311,34 @@ pub fn compile(ws: &Workspace, measurement: Option<&str>, settings: &Settings) -
     // Observed data.
     let mut observed = vec![0.0; n_main];
     let mut seen = vec![false; ws.channels.len()];
+    // Channel name → (workspace index, position in name order): one look-up per observation.
+    let channel_at: HashMap<&str, (usize, usize)> = order
+        .iter()
+        .enumerate()
+        .map(|(pos, &ci)| (ws.channels[ci].name.as_str(), (ci, pos)))
+        .collect();
     for (oi, o) in ws.observations.iter().enumerate() {
-        let place = format!("observations[{oi}] (\"{}\")", o.name);
-        let Some(ci) = ws.channels.iter().position(|c| c.name == o.name) else {
+        let place = || format!("observations[{oi}] (\"{}\")", o.name);
+        let Some(&(ci, pos)) = channel_at.get(o.name.as_str()) else {
             // Published patches that remove a channel leave its observation behind (ATLAS
             // SUSY-2018-31's sbottom patches do); pyhf ignores it, and so do we, with a word.
             warnings.push(format!(
-                "{place}: no channel \"{}\" in the workspace; this observation is ignored",
+                "{}: no channel \"{}\" in the workspace; this observation is ignored",
+                place(),
                 o.name
             ));
             continue;
         };
         if seen[ci] {
             return Err(ModelError::new(
-                &place,
+                place(),
                 format!("second observation for channel \"{}\"", o.name),
             ));
         }
         seen[ci] = true;
         if o.data.len() != n_bins[ci] {
             return Err(ModelError::new(
-                format!("{place}.data"),
+                format!("{}.data", place()),
                 format!(
                     "has {} bins, channel \"{}\" has {}",
                     o.data.len(),
@@ -340,14 +349,11 @@ pub fn compile(ws: &Workspace, measurement: Option<&str>, settings: &Settings) -
         }
         if let Some((i, x)) = o.data.iter().enumerate().find(|(_, x)| **x < 0.0) {
             return Err(ModelError::new(
-                format!("{place}.data[{i}]"),
+                format!("{}.data[{i}]", place()),
                 format!("observed count {x} is negative"),
             ));
         }
-        let layout = channels
-            .iter()
-            .find(|c| c.name == o.name)
-            .expect("channel exists");
+        let layout = &channels[pos];
         observed[layout.bin_start..layout.bin_start + layout.n_bins].copy_from_slice(&o.data);
     }
     if let Some(ci) = seen.iter().position(|s| !s) {
@@ -413,6 +419,9 @@ struct Builder<'a> {
     /// Per modifier type (sorted), the set names in order of first appearance.
     sets: BTreeMap<&'static str, Vec<(String, SetInfo)>>,
     type_of: HashMap<String, (&'static str, String)>,
+    /// (type, set name) → its position in `sets[type]`.
+    set_pos: HashMap<(&'static str, &'a str), usize>,
+    shapesys: HashMap<&'a str, (&'a [f64], &'a [f64])>,
     /// staterror name → per-bin (Σδ², Σnominal).
     stat: HashMap<String, Vec<(f64, f64)>>,
 }
@@ -433,14 +442,18 @@ impl Builder<'_> {
                 for mi in mods {
                     let m = &s.modifiers[mi];
                     let kind = m.data.type_name();
-                    let place = format!(
-                        "channels[{ci}].samples[{si}].modifiers[{mi}] ({kind} \"{}\")",
-                        m.name
-                    );
+                    // Formatted only where it is kept (a set's or a name's first appearance)
+                    // or reported: once per modifier it cost more than the rest of the walk.
+                    let place = || {
+                        format!(
+                            "channels[{ci}].samples[{si}].modifiers[{mi}] ({kind} \"{}\")",
+                            m.name
+                        )
+                    };
                     if let Some((other, first)) = self.type_of.get(&m.name) {
                         if !modifiers::may_share(other, kind) {
                             return Err(ModelError::new(
-                                place,
+                                place(),
                                 format!(
                                     "parameter \"{}\" is used by a {kind} modifier here and by a {other} modifier at {first}; one name cannot belong to two modifier types",
                                     m.name
@@ -448,7 +461,7 @@ impl Builder<'_> {
                             ));
                         }
                     } else {
-                        self.type_of.insert(m.name.clone(), (kind, place.clone()));
+                        self.type_of.insert(m.name.clone(), (kind, place()));
                     }
                     let len = if modifiers::per_bin(kind) {
                         s.data.len()
@@ -457,18 +470,29 @@ impl Builder<'_> {
                     };
                     modifiers::collect(&m.data, &m.name, &s.data, &mut self.stat);
                     let list = self.sets.entry(kind).or_default();
-                    match list.iter().find(|(n, _)| *n == m.name) {
-                        Some((_, info)) if info.len != len => {
+                    match self.set_pos.get(&(kind, m.name.as_str())) {
+                        Some(&at) if list[at].1.len != len => {
+                            let info = &list[at].1;
                             return Err(ModelError::new(
-                                place,
+                                place(),
                                 format!(
                                     "per-bin parameter set \"{}\" has {} bins here but {} at {}",
                                     m.name, len, info.len, info.place
                                 ),
-                            ))
+                            ));
                         }
                         Some(_) => {}
-                        None => list.push((m.name.clone(), SetInfo { kind, len, place })),
+                        None => {
+                            self.set_pos.insert((kind, m.name.as_str()), list.len());
+                            list.push((
+                                m.name.clone(),
+                                SetInfo {
+                                    kind,
+                                    len,
+                                    place: place(),
+                                },
+                            ));
+                        }
                     }
                 }
             }
@@ -589,7 +613,7 @@ impl Builder<'_> {
         let mut out = modifiers::defaults(
             info.kind,
             &SetContext {
-                ws: self.ws,
+                shapesys: &self.shapesys,
                 name,
                 len: n,
                 place: &info.place,
@@ -682,20 +706,19 @@ fn aux_defaults(
     meas: &Measurement,
 ) -> Result<Vec<f64>> {
     let mut aux = Vec::new();
-    for p in parameters {
+    let auxdata: HashMap<&str, &Vec<f64>> = meas
+        .parameters
+        .iter()
+        .filter_map(|c| Some((c.name.as_str(), c.auxdata.as_ref()?)))
+        .collect();
+    for (i, p) in parameters.iter().enumerate() {
         if p.aux_index.is_none() {
             continue;
         }
         let set = &sets[p.set];
-        let k = parameters[set.start..]
-            .iter()
-            .position(|q| std::ptr::eq(q, p))
-            .unwrap_or(0);
-        let cfg = meas
-            .parameters
-            .iter()
-            .find(|c| c.name == set.name)
-            .and_then(|c| c.auxdata.as_ref());
+        // A set's parameters are contiguous from its start.
+        let k = i - set.start;
+        let cfg = auxdata.get(set.name.as_str());
         let v = match cfg {
             Some(a) => a[k],
             None => modifiers::default_aux(set.kind, p.constraint),
@@ -721,8 +744,13 @@ fn aux_defaults(
 }
 
 pub(crate) fn check_names(ws: &Workspace) -> Result<()> {
+    // First index of each name, by hash: a scan of the earlier names for each one is quadratic
+    // (10⁵ channels, thousands of modifiers on one sample).
+    let mut channels: HashMap<&str, usize> = HashMap::with_capacity(ws.channels.len());
+    let mut samples: HashMap<&str, usize> = HashMap::new();
+    let mut mods: HashMap<(&str, &str), usize> = HashMap::new();
     for (ci, c) in ws.channels.iter().enumerate() {
-        if let Some(prev) = ws.channels[..ci].iter().position(|o| o.name == c.name) {
+        if let Some(prev) = channels.insert(&c.name, ci) {
             return Err(ModelError::new(
                 format!("channels[{ci}]"),
                 format!(
@@ -731,8 +759,9 @@ pub(crate) fn check_names(ws: &Workspace) -> Result<()> {
                 ),
             ));
         }
+        samples.clear();
         for (si, s) in c.samples.iter().enumerate() {
-            if let Some(prev) = c.samples[..si].iter().position(|o| o.name == s.name) {
+            if let Some(prev) = samples.insert(&s.name, si) {
                 return Err(ModelError::new(
                     format!("channels[{ci}].samples[{si}]"),
                     format!(
@@ -741,12 +770,10 @@ pub(crate) fn check_names(ws: &Workspace) -> Result<()> {
                     ),
                 ));
             }
+            mods.clear();
             for (mi, m) in s.modifiers.iter().enumerate() {
                 let kind = m.data.type_name();
-                if s.modifiers[..mi]
-                    .iter()
-                    .any(|o| o.name == m.name && o.data.type_name() == kind)
-                {
+                if mods.insert((&m.name, kind), mi).is_some() {
                     return Err(ModelError::new(
                         format!(
                             "channels[{ci}].samples[{si}].modifiers[{mi}] ({kind} \"{}\")",
@@ -773,10 +800,10 @@ fn channel_bins(ws: &Workspace) -> Result<Vec<usize>> {
             ));
         }
         for (si, s) in c.samples.iter().enumerate() {
-            let sp = format!("channels[{ci}].samples[{si}]");
+            let sp = || format!("channels[{ci}].samples[{si}]");
             if s.data.len() != n {
                 return Err(ModelError::new(
-                    format!("{sp}.data"),
+                    format!("{}.data", sp()),
                     format!(
                         "sample \"{}\" has {} bins, channel \"{}\" has {n}",
                         s.name,
@@ -786,15 +813,18 @@ fn channel_bins(ws: &Workspace) -> Result<Vec<usize>> {
                 ));
             }
             for (mi, m) in s.modifiers.iter().enumerate() {
-                let mp = format!(
-                    "{sp}.modifiers[{mi}] ({} \"{}\")",
-                    m.data.type_name(),
-                    m.name
-                );
+                let mp = || {
+                    format!(
+                        "{}.modifiers[{mi}] ({} \"{}\")",
+                        sp(),
+                        m.data.type_name(),
+                        m.name
+                    )
+                };
                 for (what, a, uncertainties) in modifiers::bin_arrays(&m.data) {
                     if a.len() != n {
                         return Err(ModelError::new(
-                            mp.clone(),
+                            mp(),
                             format!(
                                 "{what} has {} bins, channel \"{}\" has {n}",
                                 a.len(),
@@ -804,7 +834,7 @@ fn channel_bins(ws: &Workspace) -> Result<Vec<usize>> {
                     }
                     if let Some(i) = a.iter().position(|x| *x < 0.0).filter(|_| uncertainties) {
                         return Err(ModelError::new(
-                            format!("{mp}.data[{i}]"),
+                            format!("{}.data[{i}]", mp()),
                             "uncertainties must not be negative",
                         ));
                     }
@@ -886,6 +916,9 @@ fn check_yields(model: &Model, ws: &Workspace, order: &[usize]) -> Result<Vec<St
     for (pos, &ci) in order.iter().enumerate() {
         let c = &ws.channels[ci];
         let layout = &model.channels[pos];
+        // Per bin, whether a histosys of the channel can move its yield: built on the first
+        // empty bin (once per channel, not once per bin).
+        let mut varied: Option<Vec<bool>> = None;
         for b in 0..layout.n_bins {
             let t = total[layout.bin_start + b];
             if t > 0.0 {
@@ -906,16 +939,19 @@ fn check_yields(model: &Model, ws: &Workspace, order: &[usize]) -> Result<Vec<St
             // toys still make sense, so this is a warning; a fit of the observed data then
             // names the bin.
             let n = model.observed[layout.bin_start + b];
-            let varied = c.samples.iter().any(|s| {
-                s.modifiers.iter().any(|m| match &m.data {
-                    crate::spec::ModifierData::HistoSys { hi_data, lo_data } => {
-                        hi_data.get(b).is_some_and(|v| *v != 0.0)
-                            || lo_data.get(b).is_some_and(|v| *v != 0.0)
+            let varied = varied.get_or_insert_with(|| {
+                let mut v = vec![false; layout.n_bins];
+                for m in c.samples.iter().flat_map(|s| &s.modifiers) {
+                    if let crate::spec::ModifierData::HistoSys { hi_data, lo_data } = &m.data {
+                        for (b, x) in v.iter_mut().enumerate() {
+                            *x |= hi_data.get(b).is_some_and(|v| *v != 0.0)
+                                || lo_data.get(b).is_some_and(|v| *v != 0.0);
+                        }
                     }
-                    _ => false,
-                })
+                }
+                v
             });
-            if n > 0.0 && !varied {
+            if n > 0.0 && !varied[b] {
                 warnings.push(format!(
                     "channel \"{}\" bin {b}: {n} events observed where every sample's yield is 0: the observed data's likelihood is 0 for every parameter value",
                     c.name

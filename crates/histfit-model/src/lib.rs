@@ -10,6 +10,7 @@ pub mod modifiers;
 pub mod patch;
 pub mod spec;
 pub mod tools;
+pub mod typed;
 
 pub use compile::{compile, Constraint, Model, Parameter, ParameterSet, Settings, YieldVariations};
 pub use error::{ModelError, Result};
@@ -18,9 +19,12 @@ pub use spec::Workspace;
 
 /// Reads a JSON file (a workspace, a patchset), naming the file and the place of a syntax error.
 pub fn read_json(path: &str) -> Result<serde_json::Value> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ModelError::new(path, format!("cannot read: {e}")))?;
-    parse_json(&text, path)
+    parse_json(&read_text(path)?, path)
+}
+
+/// Reads a text file, naming it when it cannot.
+pub fn read_text(path: &str) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|e| ModelError::new(path, format!("cannot read: {e}")))
 }
 
 /// Parses JSON text read from `source`, naming it and the place of a syntax error.
@@ -34,11 +38,21 @@ pub fn workspace_from_value(value: &serde_json::Value, path: &str) -> Result<Wor
         .map_err(|e| ModelError::new(format!("{path}: {}", e.place), e.rule))
 }
 
+/// Parses a workspace's JSON text read from `path`: the typed reader first, the walk where it
+/// refuses (which then accepts the text or names the file, the JSON path and the rule).
+pub fn workspace_from_text(text: &str, path: &str) -> Result<Workspace> {
+    if let Some(ws) = typed::read(text) {
+        return Ok(ws);
+    }
+    workspace_from_value(&parse_json(text, path)?, path)
+}
+
 /// Reads a workspace file, applies an optional patch (`(patchset file, patch name)`) and parses it.
 pub fn load_workspace(path: &str, patch: Option<(&str, &str)>) -> Result<Workspace> {
+    let Some((pfile, pname)) = patch else {
+        return workspace_from_text(&read_text(path)?, path);
+    };
     let mut value = read_json(path)?;
-    if let Some((pfile, pname)) = patch {
-        patch::apply_patchset(&mut value, &read_json(pfile)?, pname, pfile)?;
-    }
+    patch::apply_patchset(&mut value, &read_json(pfile)?, pname, pfile)?;
     workspace_from_value(&value, path)
 }

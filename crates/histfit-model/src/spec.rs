@@ -100,6 +100,9 @@ pub struct ParameterConfig {
 impl Workspace {
     /// Parses JSON text; `source` names the input (a file path) in error messages.
     pub fn from_str(text: &str, source: &str) -> Result<Workspace> {
+        if let Some(ws) = crate::typed::read(text) {
+            return Ok(ws);
+        }
         let value: Value = serde_json::from_str(text)
             .map_err(|e| crate::error::json_syntax_error(source, text, &e))?;
         Workspace::from_value(&value)
@@ -344,28 +347,37 @@ pub(crate) fn field<'a>(m: &'a Map<String, Value>, key: &str, path: &str) -> Res
 pub const MAX_MAGNITUDE: f64 = 1e150;
 
 pub(crate) fn finite_number(v: &Value, path: &str) -> Result<f64> {
+    number_rule(v).map_err(|rule| ModelError::new(path, rule))
+}
+
+/// A workspace number, or the rule it breaks (the caller names the place: formatting a path
+/// for every number of a large array cost more than reading it).
+fn number_rule(v: &Value) -> std::result::Result<f64, String> {
     let x = v
         .as_f64()
-        .ok_or_else(|| ModelError::new(path, format!("expected a number, found {}", kind_of(v))))?;
+        .ok_or_else(|| format!("expected a number, found {}", kind_of(v)))?;
+    check_number(x)
+}
+
+/// The rules every number of a workspace obeys.
+pub(crate) fn check_number(x: f64) -> std::result::Result<f64, String> {
     if !x.is_finite() {
-        return Err(ModelError::new(path, "must be a finite number"));
+        return Err("must be a finite number".into());
     }
     // Subnormal numbers (below 2.2e-308 in magnitude) are no physical yield or count, and they
     // overflow the arithmetic of the likelihood (1/λ, λ/n): refused by name (fuzz:
     // structured-crash-6652ae8c, yields of 5e-324; crash-df502771, an observation of 5e-324).
     if x.is_subnormal() {
-        return Err(ModelError::new(
-            path,
-            format!("{x:e} is a subnormal number: use 0 or a magnitude of at least 2.2e-308"),
+        return Err(format!(
+            "{x:e} is a subnormal number: use 0 or a magnitude of at least 2.2e-308"
         ));
     }
     // Numbers near the top of the f64 range overflow the likelihood's arithmetic (τ =
     // (nominal/σ)² of a shapesys, sums of yields): refused by name (fuzz: crash-5980e708, a
     // yield of 4e211; structured-crash-13107fa2 and -6e016bab, yields of 1e308).
     if x.abs() > MAX_MAGNITUDE {
-        return Err(ModelError::new(
-            path,
-            format!("{x:e} exceeds {MAX_MAGNITUDE:e} in magnitude: the likelihood's arithmetic would overflow"),
+        return Err(format!(
+            "{x:e} exceeds {MAX_MAGNITUDE:e} in magnitude: the likelihood's arithmetic would overflow"
         ));
     }
     Ok(x)
@@ -375,7 +387,7 @@ pub(crate) fn finite_array(v: &Value, path: &str) -> Result<Vec<f64>> {
     as_array(v, path)?
         .iter()
         .enumerate()
-        .map(|(i, x)| finite_number(x, &format!("{path}[{i}]")))
+        .map(|(i, x)| number_rule(x).map_err(|rule| ModelError::new(format!("{path}[{i}]"), rule)))
         .collect()
 }
 

@@ -25,9 +25,23 @@ pub fn workspace_bytes(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
+    typed_reads_as_the_walk(text);
     match Workspace::from_str(text, "fuzz.json") {
         Err(e) => named(&e.place, &e.rule),
         Ok(ws) => workspace(&ws),
+    }
+}
+
+/// The typed reader ([`histfit_model::typed`]) may refuse what the walk accepts (the walk then
+/// reads it), never accept what the walk refuses, and reads what it accepts exactly as the
+/// walk does.
+pub fn typed_reads_as_the_walk(text: &str) {
+    if let Some(typed) = histfit_model::typed::read(text) {
+        let value: Value = serde_json::from_str(text).expect("the typed reader read valid JSON");
+        match Workspace::from_value(&value) {
+            Ok(walked) => assert_eq!(typed, walked, "the typed reader and the walk differ"),
+            Err(e) => panic!("the typed reader accepted what the walk refuses: {e}"),
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 //! golden JSON, and compiling a shipped workspace under one of the two reference settings.
 
 pub mod inputs;
+pub mod synthetic;
 
 use histfit_compute::Dataset;
 use histfit_model::{compile, Model, Settings, Workspace};

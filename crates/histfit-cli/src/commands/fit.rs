@@ -219,13 +219,16 @@ fn fit_table(model: &Model, space: &ParameterSpace, r: &FitResult) -> String {
         let unc = r.uncertainties.as_ref().map(|u| u[i]);
         let err = match (r.fixed[i], unc) {
             (true, _) => "fixed".to_string(),
-            (false, Some(u)) => format!("±{u:.6}"),
-            (false, None) => "-".to_string(),
+            (false, Some(u)) if u.is_finite() => format!("±{u:.6}"),
+            // Not computed (above the dense-Hessian limit; the warnings say so).
+            (false, _) => "-".to_string(),
         };
         let (pull, constraint) = match space.priors[i].centre_width() {
             Some((c, w)) if !r.fixed[i] => (
                 format!("{:+.3}", (r.bestfit[i] - c) / w),
-                unc.map(|u| format!("{:.3}", u / w)).unwrap_or_default(),
+                unc.filter(|u| u.is_finite())
+                    .map(|u| format!("{:.3}", u / w))
+                    .unwrap_or_default(),
             ),
             _ => (String::new(), String::new()),
         };

@@ -24,13 +24,16 @@ mod polish;
 mod problem;
 mod search;
 mod starts;
+mod uncertainty;
 
 use crate::Result;
-use histfit_compute::{block_on, hessian_async, AsyncEvaluator, Blocking, Dataset, Evaluator};
-use histfit_optim::{linalg, Options};
+use histfit_compute::{block_on, AsyncEvaluator, Blocking, Dataset, Evaluator};
+use histfit_optim::Options;
 use problem::Problem;
 use search::{Local, Search};
 use serde::Serialize;
+use uncertainty::add_uncertainties;
+pub use uncertainty::{check_dense, DENSE_HESSIAN_LIMIT};
 
 /// A fit reports convergence only where no projected gradient component (one-sided at a kink,
 /// per unit of each parameter's scale) exceeds this. At the optimizer's own stopping point
@@ -73,6 +76,17 @@ pub struct FitOptions {
     pub bounds: Option<Vec<(f64, f64)>>,
     /// Further starts searched for a lower minimum.
     pub starts: Starts,
+    /// The most free parameters whose dense Hessian the uncertainties may build (`None`:
+    /// [`DENSE_HESSIAN_LIMIT`]); above it only the POI's uncertainty is computed, without the
+    /// matrix ([`uncertainty`]).
+    pub max_dense_parameters: Option<usize>,
+}
+
+impl FitOptions {
+    /// The dense-Hessian limit in force.
+    pub fn dense_limit(&self) -> usize {
+        self.max_dense_parameters.unwrap_or(DENSE_HESSIAN_LIMIT)
+    }
 }
 
 /// The outcome of a fit. Uncertainties of fixed parameters are 0.
@@ -149,7 +163,12 @@ pub(crate) async fn minimise_async<E: AsyncEvaluator + ?Sized>(
     if p.free.is_empty() {
         // Nothing to fit: the result is the likelihood at the given point.
         let f = eval.nll(&p.start, data).await?;
-        return Ok(point_result(&p, 2.0 * f, opts.uncertainties));
+        return Ok(point_result(
+            &p,
+            2.0 * f,
+            opts.uncertainties,
+            opts.dense_limit(),
+        ));
     }
     let mut s = Search::new(eval, data, &p);
     let (mut best, starts) = search_starts(&mut s, opts.starts).await?;
@@ -188,7 +207,7 @@ pub(crate) async fn minimise_async<E: AsyncEvaluator + ?Sized>(
             .filter(|&k| p.kinks[k] && best.z[k].abs() <= kinks::AT_KINK)
             .map(|k| p.free[k])
             .collect();
-        add_uncertainties(eval, data, &p, &at_kink, &mut result).await?;
+        add_uncertainties(eval, data, &p, &at_kink, opts.dense_limit(), &mut result).await?;
     }
     Ok(result)
 }
@@ -422,13 +441,14 @@ fn kink_states(p: &Problem, best: &Local) -> Vec<KinkState> {
 }
 
 /// The result of a fit with nothing free: the likelihood at the given point.
-fn point_result(p: &Problem, twice_nll: f64, uncertainties: bool) -> FitResult {
+fn point_result(p: &Problem, twice_nll: f64, uncertainties: bool, limit: usize) -> FitResult {
     let n = p.n();
     FitResult {
         par_names: p.names.clone(),
         bestfit: p.start.clone(),
         uncertainties: uncertainties.then(|| vec![0.0; n]),
-        covariance: uncertainties.then(|| vec![0.0; n * n]),
+        // The n×n zeros only where a dense matrix is allowed at all.
+        covariance: (uncertainties && n <= limit).then(|| vec![0.0; n * n]),
         correlation: None,
         twice_nll,
         converged: true,
@@ -442,56 +462,4 @@ fn point_result(p: &Problem, twice_nll: f64, uncertainties: bool) -> FitResult {
         kinks: Vec::new(),
         warnings: Vec::new(),
     }
-}
-
-/// Covariance, uncertainties and correlations from the Hessian of −ln L at the best fit.
-async fn add_uncertainties<E: AsyncEvaluator + ?Sized>(
-    eval: &mut E,
-    data: &Dataset,
-    p: &Problem,
-    at_kink: &[usize],
-    result: &mut FitResult,
-) -> Result<()> {
-    let n = p.n();
-    let free: Vec<usize> = p
-        .free
-        .iter()
-        .copied()
-        .filter(|i| !at_kink.contains(i))
-        .collect();
-    if free.is_empty() {
-        result.uncertainties = Some(vec![0.0; n]);
-        result.covariance = Some(vec![0.0; n * n]);
-        return Ok(());
-    }
-    let h = hessian_async(eval, &result.bestfit, data, &free).await?;
-    let k = free.len();
-    let Some((inv, posdef)) = linalg::invert_symmetric(&h, k) else {
-        result.hessian_positive_definite = Some(false);
-        return Ok(());
-    };
-    let mut cov = vec![0.0; n * n];
-    for a in 0..k {
-        for b in 0..k {
-            cov[free[a] * n + free[b]] = inv[a * k + b];
-        }
-    }
-    let unc: Vec<f64> = (0..n).map(|i| cov[i * n + i].max(0.0).sqrt()).collect();
-    let corr: Vec<f64> = (0..n * n)
-        .map(|ij| {
-            let (i, j) = (ij / n, ij % n);
-            if i == j {
-                1.0
-            } else if unc[i] > 0.0 && unc[j] > 0.0 {
-                cov[ij] / (unc[i] * unc[j])
-            } else {
-                0.0
-            }
-        })
-        .collect();
-    result.uncertainties = Some(unc);
-    result.covariance = Some(cov);
-    result.correlation = Some(corr);
-    result.hessian_positive_definite = Some(posdef);
-    Ok(())
 }

@@ -19,7 +19,7 @@ pub mod staterror;
 
 use crate::compile::{Constraint, Model, Settings};
 use crate::error::Result;
-use crate::spec::{ModifierData, ParameterConfig, Workspace};
+use crate::spec::{ModifierData, ParameterConfig};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 
@@ -133,7 +133,8 @@ impl Defaults {
 
 /// What a kind's defaults may read about one parameter set.
 pub(crate) struct SetContext<'a> {
-    pub ws: &'a Workspace,
+    /// shapesys name → its first occurrence ([`shapesys::first_occurrences`]).
+    pub shapesys: &'a HashMap<&'a str, (&'a [f64], &'a [f64])>,
     pub name: &'a str,
     pub len: usize,
     /// The set's first occurrence, for messages.
@@ -154,7 +155,7 @@ pub(crate) fn defaults(kind: &str, cx: &SetContext) -> Result<Vec<Defaults>> {
         histosys::NAME => histosys::defaults(),
         lumi::NAME => lumi::defaults(cx)?,
         staterror::NAME => staterror::defaults(&cx.stat[cx.name]),
-        shapesys::NAME => shapesys::defaults(cx.ws, cx.name),
+        shapesys::NAME => shapesys::defaults(cx.shapesys[cx.name]),
         other => unreachable!("sets are only made for known kinds, not {other}"),
     })
 }

@@ -7,6 +7,7 @@ use super::{Defaults, SampleBuild};
 use crate::error::Result;
 use crate::spec::{ModifierData, Workspace};
 use serde_json::Value;
+use std::collections::HashMap;
 
 pub const NAME: &str = "shapesys";
 pub const PER_BIN: bool = true;
@@ -17,8 +18,8 @@ pub(crate) fn parse(data: &Value, place: &str) -> Result<ModifierData> {
     })
 }
 
-pub(crate) fn defaults(ws: &Workspace, name: &str) -> Vec<Defaults> {
-    let (nominal, uncertainties) = first_occurrence(ws, name);
+/// The set's defaults from its first occurrence (nominal yields, uncertainties).
+pub(crate) fn defaults((nominal, uncertainties): (&[f64], &[f64])) -> Vec<Defaults> {
     nominal
         .iter()
         .zip(uncertainties)
@@ -34,19 +35,19 @@ pub(crate) fn defaults(ws: &Workspace, name: &str) -> Vec<Defaults> {
         .collect()
 }
 
-/// The nominal yields and uncertainties of the first sample carrying shapesys `name`.
-fn first_occurrence<'a>(ws: &'a Workspace, name: &str) -> (&'a [f64], &'a [f64]) {
-    for c in &ws.channels {
-        for s in &c.samples {
-            for m in &s.modifiers {
-                if let (true, ModifierData::ShapeSys { uncertainties }) = (m.name == name, &m.data)
-                {
-                    return (&s.data, uncertainties);
-                }
+/// Per shapesys name, the nominal yields and uncertainties of the first sample carrying it
+/// (workspace order): one walk for all sets, not one per set.
+pub(crate) fn first_occurrences(ws: &Workspace) -> HashMap<&str, (&[f64], &[f64])> {
+    let mut out = HashMap::new();
+    for s in ws.channels.iter().flat_map(|c| &c.samples) {
+        for m in &s.modifiers {
+            if let ModifierData::ShapeSys { uncertainties } = &m.data {
+                out.entry(m.name.as_str())
+                    .or_insert((s.data.as_slice(), uncertainties.as_slice()));
             }
         }
     }
-    unreachable!("shapesys set {name} has an occurrence")
+    out
 }
 
 pub(crate) fn compile(par: u32, b: &mut SampleBuild) {

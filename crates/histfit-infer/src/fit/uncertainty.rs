@@ -1,0 +1,233 @@
+//! Uncertainties at a fit's minimum. Up to a limit of free parameters, the dense Hessian (one
+//! gradient per column), its inverse by Cholesky, the covariance and the correlations. Beyond
+//! it the n×n matrices would not fit in memory or time (n = 10⁵ γ parameters of a large
+//! staterror model: 80 GB and O(n³)), so only the POI's uncertainty is computed, without any
+//! matrix: σ² = (H⁻¹)ₚₚ from H z = eₚ by conjugate gradients, each product H·v a forward
+//! difference of the analytic gradient along v — one gradient per iteration and O(n) memory.
+//! The other uncertainties are then not computed (NaN, `null` in JSON) and the result says so.
+
+use super::problem::Problem;
+use super::FitResult;
+use crate::{InferError, Result};
+use histfit_compute::{hessian_async, AsyncEvaluator, Dataset};
+use histfit_optim::linalg;
+
+/// Free parameters above which no dense Hessian is built by default: 4096² doubles are 128 MiB
+/// per matrix (the Hessian, its factor, its inverse, the covariance and the correlations make
+/// five) and the inversion some ten seconds on one core.
+pub const DENSE_HESSIAN_LIMIT: usize = 4096;
+
+/// Refuses, with one message, what needs the dense n×n Hessian (or covariance) of `k`
+/// parameters above `limit`: `what` names the need ("the ranking", "the yields' band").
+pub fn check_dense(k: usize, limit: usize, what: &str) -> Result<()> {
+    if k <= limit {
+        return Ok(());
+    }
+    Err(InferError::Request(format!(
+        "{what} needs the dense {k}×{k} Hessian or covariance ({:.0} MiB a matrix, O(n³) to \
+         invert), above the limit of {limit} parameters; raise it with --max-hessian-parameters \
+         (FitOptions::max_dense_parameters) if the machine has the memory and time",
+        mib(k)
+    )))
+}
+
+fn mib(k: usize) -> f64 {
+    (k as f64).powi(2) * 8.0 / (1024.0 * 1024.0)
+}
+
+/// Covariance, uncertainties and correlations at the best fit (the dense path), or the POI's
+/// uncertainty alone above `limit` free parameters.
+pub(super) async fn add_uncertainties<E: AsyncEvaluator + ?Sized>(
+    eval: &mut E,
+    data: &Dataset,
+    p: &Problem,
+    at_kink: &[usize],
+    limit: usize,
+    result: &mut FitResult,
+) -> Result<()> {
+    let n = p.n();
+    // A parameter at its kink has no curvature to speak of: reported as 0, as a fixed one.
+    let free: Vec<usize> = p
+        .free
+        .iter()
+        .copied()
+        .filter(|i| !at_kink.contains(i))
+        .collect();
+    if free.is_empty() {
+        result.uncertainties = Some(vec![0.0; n]);
+        result.covariance = (n <= limit).then(|| vec![0.0; n * n]);
+        return Ok(());
+    }
+    if free.len() > limit {
+        return poi_only(eval, data, &free, limit, result).await;
+    }
+    let h = hessian_async(eval, &result.bestfit, data, &free).await?;
+    let k = free.len();
+    let Some((inv, posdef)) = linalg::invert_symmetric(&h, k) else {
+        result.hessian_positive_definite = Some(false);
+        return Ok(());
+    };
+    drop(h);
+    let mut cov = vec![0.0; n * n];
+    for a in 0..k {
+        for b in 0..k {
+            cov[free[a] * n + free[b]] = inv[a * k + b];
+        }
+    }
+    drop(inv);
+    let unc: Vec<f64> = (0..n).map(|i| cov[i * n + i].max(0.0).sqrt()).collect();
+    let corr: Vec<f64> = (0..n * n)
+        .map(|ij| {
+            let (i, j) = (ij / n, ij % n);
+            if i == j {
+                1.0
+            } else if unc[i] > 0.0 && unc[j] > 0.0 {
+                cov[ij] / (unc[i] * unc[j])
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    result.uncertainties = Some(unc);
+    result.covariance = Some(cov);
+    result.correlation = Some(corr);
+    result.hessian_positive_definite = Some(posdef);
+    Ok(())
+}
+
+/// Above the dense limit: the POI's uncertainty by conjugate gradients, the others NaN, and a
+/// warning that says which were computed and why.
+async fn poi_only<E: AsyncEvaluator + ?Sized>(
+    eval: &mut E,
+    data: &Dataset,
+    free: &[usize],
+    limit: usize,
+    result: &mut FitResult,
+) -> Result<()> {
+    let n = result.bestfit.len();
+    let k = free.len();
+    let why = format!(
+        "{k} free parameters exceed the dense-Hessian limit of {limit} (an n×n Hessian would \
+         take {:.0} MiB a matrix and O(n³) time; raise it with --max-hessian-parameters)",
+        mib(k)
+    );
+    let poi = eval
+        .space()
+        .poi
+        .and_then(|i| free.iter().position(|&f| f == i));
+    let Some(t) = poi else {
+        result.warnings.push(format!(
+            "no uncertainties: {why}, and the model has no free POI to compute one for"
+        ));
+        return Ok(());
+    };
+    let mut unc = vec![0.0; n];
+    for &i in free {
+        unc[i] = f64::NAN;
+    }
+    match cg_inverse_diagonal(eval, data, &result.bestfit, free, t).await? {
+        Cg::Converged { value, iterations } => {
+            unc[free[t]] = value.max(0.0).sqrt();
+            result.warnings.push(format!(
+                "uncertainty of the POI only ({iterations} conjugate-gradient steps on the \
+                 Hessian, no matrix built); the others are not computed (null): {why}"
+            ));
+        }
+        Cg::NotPositive => {
+            result.hessian_positive_definite = Some(false);
+            result.warnings.push(format!(
+                "no uncertainties: the Hessian at the minimum is not positive definite along a \
+                 direction the POI's conjugate gradients took; {why}"
+            ));
+            return Ok(());
+        }
+        Cg::NotConverged {
+            iterations,
+            residual,
+        } => {
+            result.warnings.push(format!(
+                "no uncertainty of the POI: conjugate gradients on the Hessian did not converge \
+                 in {iterations} steps (relative residual {residual:.1e}); {why}"
+            ));
+        }
+    }
+    result.uncertainties = Some(unc);
+    Ok(())
+}
+
+enum Cg {
+    Converged { value: f64, iterations: usize },
+    NotPositive,
+    NotConverged { iterations: usize, residual: f64 },
+}
+
+/// Relative residual at which the conjugate gradients stop. The products H·v are forward
+/// differences (relative error ≈ 1e-6), so a tighter target would chase rounding; the
+/// uncertainty it gives is good to far better than its own statistical meaning.
+const CG_TOLERANCE: f64 = 1e-6;
+
+/// Most conjugate-gradient steps (each one gradient).
+const CG_MAX_STEPS: usize = 2000;
+
+/// (H⁻¹)ₜₜ over the free parameters `free` at `x`: H z = eₜ by conjugate gradients, z·eₜ.
+async fn cg_inverse_diagonal<E: AsyncEvaluator + ?Sized>(
+    eval: &mut E,
+    data: &Dataset,
+    x: &[f64],
+    free: &[usize],
+    t: usize,
+) -> Result<Cg> {
+    let k = free.len();
+    let mut g0 = vec![0.0; x.len()];
+    eval.nll_grad(x, data, &mut g0).await?;
+    let scale = free.iter().fold(1.0f64, |m, &i| m.max(x[i].abs()));
+    let (mut xs, mut gs) = (x.to_vec(), vec![0.0; x.len()]);
+    let mut z = vec![0.0; k];
+    let mut r = vec![0.0f64; k];
+    r[t] = 1.0;
+    let mut d = r.clone();
+    let mut rr = 1.0;
+    let mut hd = vec![0.0; k];
+    for step in 1..=CG_MAX_STEPS.min(k.max(1) * 4) {
+        // H·d by a forward difference along d (normalised so the step is 1e-6 of the scale).
+        let dmax = d.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        if dmax == 0.0 {
+            break;
+        }
+        let h = 1e-6 * scale / dmax;
+        for (a, &i) in free.iter().enumerate() {
+            xs[i] = x[i] + h * d[a];
+        }
+        eval.nll_grad(&xs, data, &mut gs).await?;
+        for (a, &i) in free.iter().enumerate() {
+            hd[a] = (gs[i] - g0[i]) / h;
+            xs[i] = x[i];
+        }
+        let dhd: f64 = d.iter().zip(&hd).map(|(a, b)| a * b).sum();
+        // NaN included: a product that is not a number is no curvature.
+        if dhd.is_nan() || dhd <= 0.0 {
+            return Ok(Cg::NotPositive);
+        }
+        let alpha = rr / dhd;
+        for a in 0..k {
+            z[a] += alpha * d[a];
+            r[a] -= alpha * hd[a];
+        }
+        let rr_next: f64 = r.iter().map(|v| v * v).sum();
+        if rr_next.sqrt() <= CG_TOLERANCE {
+            return Ok(Cg::Converged {
+                value: z[t],
+                iterations: step,
+            });
+        }
+        let beta = rr_next / rr;
+        rr = rr_next;
+        for a in 0..k {
+            d[a] = r[a] + beta * d[a];
+        }
+    }
+    Ok(Cg::NotConverged {
+        iterations: CG_MAX_STEPS.min(k * 4),
+        residual: rr.sqrt(),
+    })
+}
