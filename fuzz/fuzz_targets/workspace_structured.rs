@@ -89,30 +89,51 @@ fn modifier(m: &Modifier, n: usize, suffix: &str) -> Value {
     }
 }
 
+/// Numbers a workspace may hold (≈ 50 kB of JSON; one channel of 2000 bins, or 1000
+/// modifiers over a few bins). The instrumented build (coverage, address
+/// sanitizer, debug assertions) runs 10–30× slower than a release build, and inputs beyond
+/// this only time the instrumented parser: the four structured timeouts (1.6–5 MB, up to 16
+/// samples × 8 channels of thousands of copies) take 30–50 ms each on stable now that compile
+/// has no quadratic look-ups. Scale itself is measured by `histfit-infer`'s `scale` example.
+const NUMBERS: usize = 5_000;
+
 fn build(w: &Ws) -> String {
     let mut channels = Vec::new();
     let mut observations = Vec::new();
+    let mut budget = NUMBERS;
     for c in w.channels.iter().take(8) {
-        let n = (c.bins % 2001) as usize;
-        let samples: Vec<Value> = c
-            .samples
-            .iter()
-            .take(16)
-            .map(|s| {
-                let mut mods: Vec<Value> =
-                    s.modifiers.iter().take(64).map(|m| modifier(m, n, "")).collect();
-                // Thousands of bins or thousands of modifiers, not both at once (≤ 2·10⁵ numbers
-                // a sample): bigger inputs only measure the instrumented JSON parser (the two
-                // timeouts this cap follows from run in 0.3 s on stable: structured-timeout-*).
-                let copies = (s.repeat as usize * 8).min(200_000 / n.max(1));
-                for r in 0..copies {
-                    if let Some(m) = s.modifiers.get(r % s.modifiers.len().max(1)) {
-                        mods.push(modifier(m, n, &format!("_{r}")));
-                    }
+        // Mostly a few bins (fast executions explore the structure), one channel in 16 up to
+        // 2000 bins.
+        let n = if c.bins % 16 == 0 {
+            (c.bins / 16 % 2001) as usize
+        } else {
+            (c.bins % 9) as usize
+        };
+        let mut samples = Vec::new();
+        for s in c.samples.iter().take(16) {
+            // Thousands of bins or thousands of modifiers (copies), within the budget.
+            let cost = n.max(1) * (1 + 2 * s.modifiers.len().min(64));
+            if cost > budget {
+                break;
+            }
+            budget -= cost;
+            let mut mods: Vec<Value> =
+                s.modifiers.iter().take(64).map(|m| modifier(m, n, "")).collect();
+            // Mostly none or a few copies; one sample in 16 up to thousands.
+            let wanted = if s.repeat >= 240 {
+                (s.repeat as usize - 239) * 250
+            } else {
+                s.repeat as usize % 4
+            };
+            let copies = wanted.min(budget / (2 * n.max(1)));
+            budget -= copies * 2 * n.max(1);
+            for r in 0..copies {
+                if let Some(m) = s.modifiers.get(r % s.modifiers.len().max(1)) {
+                    mods.push(modifier(m, n, &format!("_{r}")));
                 }
-                json!({"name": name(s.name), "data": nums(&s.data, n), "modifiers": mods})
-            })
-            .collect();
+            }
+            samples.push(json!({"name": name(s.name), "data": nums(&s.data, n), "modifiers": mods}));
+        }
         channels.push(json!({"name": name(c.name), "samples": samples}));
         observations.push(json!({"name": name(c.name), "data": nums(&c.observed, n)}));
     }
@@ -127,11 +148,26 @@ fn build(w: &Ws) -> String {
         "measurements": [{"name": "m", "config": {"poi": name(w.poi), "parameters": parameters}}],
         "version": "1.0.0"
     });
-    let mut text = serde_json::to_string(&doc).expect("JSON");
-    for (i, token) in PALETTE.iter().enumerate().rev() {
-        text = text.replace(&format!("\"@{i}@\""), token);
+    let text = serde_json::to_string(&doc).expect("JSON");
+    // Each placeholder "@i@" becomes palette token i, in one pass over the text.
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find("\"@") {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at + 2..];
+        match tail.find("@\"").and_then(|end| Some((end, tail[..end].parse::<usize>().ok()?))) {
+            Some((end, i)) if i < PALETTE.len() => {
+                out.push_str(PALETTE[i]);
+                rest = &tail[end + 2..];
+            }
+            _ => {
+                out.push_str("\"@");
+                rest = tail;
+            }
+        }
     }
-    text
+    out.push_str(rest);
+    out
 }
 
 libfuzzer_sys::fuzz_target!(|w: Ws| {
