@@ -102,3 +102,19 @@ fn xml_import() {
     replay("xml_import", |d| inputs::xml_bytes(&dir, d));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// root_file crash-77096f5a: an xz block whose footer makes lzma-rs overflow (a panic where
+/// overflow checks are on, as in this test build) is refused as a malformed block.
+#[test]
+fn xz_decoder_panic_is_a_malformed_block() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/regressions/root_file/crash-77096f5a6b78054c456431eec01f4b566d38625d");
+    let mut file = histfit_import::RootFile::from_bytes(&path, std::fs::read(&path).unwrap())
+        .expect("the header and directory read");
+    let keys = file.keys("").expect("the top directory lists").to_vec();
+    let rules: Vec<String> = keys
+        .iter()
+        .filter_map(|k| file.histogram(&k.name).err().map(|e| e.rule))
+        .collect();
+    assert!(rules.iter().any(|r| r.contains("xz block")), "{rules:?}");
+}

@@ -62,8 +62,14 @@ pub fn decompress(raw: &[u8], expected: usize) -> Result<Vec<u8>, String> {
                     out: &mut out,
                     room: size_out,
                 };
-                lzma_rs::xz_decompress(&mut &block[..], &mut sink)
-                    .map_err(|e| format!("xz block: {e}"))?;
+                // lzma-rs panics on some malformed streams where overflow checks are on (an
+                // index size computed from a footer's 2³²−1; fuzz: root_file crash-77096f5a):
+                // a panic of the decoder is a malformed block here, never the process's end.
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    lzma_rs::xz_decompress(&mut &block[..], &mut sink)
+                }))
+                .map_err(|_| "xz block: malformed stream (the decoder gave up)".to_string())?
+                .map_err(|e| format!("xz block: {e}"))?;
             }
             b"CS" => return Err("ROOT's old compression algorithm (CS) is not supported".into()),
             other => {
