@@ -738,6 +738,21 @@ fn aux_defaults(
                 ),
             ));
         }
+        // A width so small that 1/σ² (or the term at the initial value) overflows gives NaN
+        // where θ = aux (0/0) and ∞ elsewhere: refused by name (fuzz: structured-crash-2b1ba5b0,
+        // -1d6b0d69, -c5475ad1, a lumi σ of 1e-300; a staterror of 1e-300 on a yield of 1 is
+        // the same).
+        if let Constraint::Gauss { sigma } = p.constraint {
+            let (d, inv) = (p.init - v, 1.0 / (sigma * sigma));
+            if !(inv.is_finite() && (d * inv).is_finite() && (d * d * inv).is_finite()) {
+                return Err(ModelError::new(
+                    format!("parameter \"{}\"", p.name),
+                    format!(
+                        "its Gaussian constraint's width {sigma:e} is too small for the likelihood's arithmetic (1/σ² or (init − auxdata)/σ² overflows; widths must be above about 1e-150)"
+                    ),
+                ));
+            }
+        }
         aux.push(v);
     }
     Ok(aux)

@@ -68,6 +68,23 @@ fn findings_give_their_messages() {
     );
 }
 
+/// structured-crash-2b1ba5b0 (and -1d6b0d69, -c5475ad1): a lumi σ of 1e-300 gave a NaN
+/// gradient (0/0 at θ = aux); refused by name.
+#[test]
+fn a_width_too_small_is_refused_by_name() {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fuzz/regressions/workspace_json/structured-crash-2b1ba5b0.json"),
+    )
+    .unwrap();
+    let ws = histfit_model::Workspace::from_str(&text, "x.json").unwrap();
+    let e = histfit_model::compile(&ws, None, &histfit_model::Settings::smooth()).unwrap_err();
+    assert!(
+        e.place.contains("\"lumi\"") && e.rule.contains("width 1e-300 is too small"),
+        "{e}"
+    );
+}
+
 #[test]
 fn workspace_json() {
     replay("workspace_json", inputs::workspace_bytes);
