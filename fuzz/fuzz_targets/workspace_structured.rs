@@ -64,6 +64,24 @@ fn num(k: u8) -> Value {
     json!(format!("@{}@", k as usize % PALETTE.len()))
 }
 
+/// How many numbers `nums` writes.
+fn count(v: &Numbers, n: usize) -> usize {
+    if v.right_length || v.values.is_empty() {
+        n
+    } else {
+        v.values.len()
+    }
+}
+
+/// How many numbers a modifier writes (for the budget).
+fn cost(m: &Modifier, n: usize) -> usize {
+    1 + match m {
+        Modifier::HistoSys(_, hi, lo) => count(hi, n) + count(lo, n),
+        Modifier::StatError(_, d) | Modifier::ShapeSys(_, d) => count(d, n),
+        _ => 0,
+    }
+}
+
 fn nums(v: &Numbers, n: usize) -> Value {
     let len = if v.right_length { n } else { v.values.len() };
     if v.values.is_empty() {
@@ -112,11 +130,13 @@ fn build(w: &Ws) -> String {
         let mut samples = Vec::new();
         for s in c.samples.iter().take(16) {
             // Thousands of bins or thousands of modifiers (copies), within the budget.
-            let cost = n.max(1) * (1 + 2 * s.modifiers.len().min(64));
-            if cost > budget {
+            // What the sample writes once (its data and modifiers) and per copy, counted as
+            // written (an array of the wrong length has its own length).
+            let once = count(&s.data, n) + s.modifiers.iter().take(64).map(|m| cost(m, n)).sum::<usize>();
+            if once > budget {
                 break;
             }
-            budget -= cost;
+            budget -= once;
             let mut mods: Vec<Value> =
                 s.modifiers.iter().take(64).map(|m| modifier(m, n, "")).collect();
             // Mostly none or a few copies; one sample in 16 up to thousands.
@@ -125,8 +145,9 @@ fn build(w: &Ws) -> String {
             } else {
                 s.repeat as usize % 4
             };
-            let copies = wanted.min(budget / (2 * n.max(1)));
-            budget -= copies * 2 * n.max(1);
+            let per_copy = s.modifiers.iter().map(|m| cost(m, n)).max().unwrap_or(1);
+            let copies = wanted.min(budget / per_copy);
+            budget -= copies * per_copy;
             for r in 0..copies {
                 if let Some(m) = s.modifiers.get(r % s.modifiers.len().max(1)) {
                     mods.push(modifier(m, n, &format!("_{r}")));
