@@ -178,8 +178,9 @@ pub(crate) struct SampleBuild<'a> {
     pub settings: &'a Settings,
     /// The sample's nominal yields.
     pub nominal: &'a [f64],
-    /// Per bin of the sample, the parameters of the bin factors acting on it.
-    pub bin_factors: &'a mut [Vec<u32>],
+    /// The first parameter of each per-bin factor set acting on the sample, in modifier order:
+    /// bin b of the sample is scaled by parameters `first + b` of each.
+    pub bin_factors: &'a mut Vec<u32>,
 }
 
 impl SampleBuild<'_> {
@@ -190,9 +191,7 @@ impl SampleBuild<'_> {
 
     /// Bin factors γ_b on every bin (parameters `par + b`).
     fn per_bin_factors(&mut self, par: u32) {
-        for (b, f) in self.bin_factors.iter_mut().enumerate() {
-            f.push(par + b as u32);
-        }
+        self.bin_factors.push(par);
     }
 }
 
