@@ -68,8 +68,12 @@ pub fn ranking<E: Evaluator + Clone + Send + Sync>(
 ) -> Result<Ranking> {
     let poi = eval.space().poi()?;
     crate::check_poi_not_fixed(eval.space(), base, poi)?;
-    let free = eval.space().fixed.iter().filter(|f| !**f).count();
-    crate::check_dense(free, base.dense_limit(), "the ranking (post-fit impacts)")?;
+    // The nominal fit's covariance is n×n over every parameter.
+    crate::check_dense(
+        eval.space().len(),
+        base.dense_limit(),
+        "the ranking (post-fit impacts)",
+    )?;
     let mut nominal_eval = eval.clone();
     let nominal = fit(
         &mut nominal_eval,

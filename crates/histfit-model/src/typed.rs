@@ -7,13 +7,15 @@
 //! walk takes as the last value) the caller reads the text again with the walk, which either
 //! accepts it or names the place and the rule. So this reader may refuse more than the walk,
 //! never less, and what it accepts it reads exactly as the walk does (the fuzz invariant
-//! [`histfit_testutil::inputs`] and `tests` below hold it to that).
+//! `histfit_testutil::inputs::typed_reads_as_the_walk` and `tests` below hold it to that). Keys
+//! it does not know send the text to the walk: serde_json skips an ignored value without checking
+//! its numbers' range, its escapes or its depth, which the walk's `Value` does check.
 
 use crate::spec::{
     check_number, Channel, Measurement, Modifier, ModifierData, Observation, ParameterConfig,
     Sample, Workspace,
 };
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use std::fmt;
 
@@ -93,6 +95,7 @@ impl<'de> Deserialize<'de> for Nums {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawWorkspace {
     channels: Vec<Obj<RawChannel>>,
     observations: Vec<Obj<RawObservation>>,
@@ -102,12 +105,14 @@ struct RawWorkspace {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawChannel {
     name: String,
     samples: Vec<Obj<RawSample>>,
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawSample {
     name: String,
     data: Nums,
@@ -115,6 +120,7 @@ struct RawSample {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawModifier {
     name: String,
     #[serde(rename = "type")]
@@ -124,18 +130,21 @@ struct RawModifier {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawObservation {
     name: String,
     data: Nums,
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawMeasurement {
     name: String,
     config: Obj<RawConfig>,
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawConfig {
     #[serde(default)]
     poi: Option<String>,
@@ -144,6 +153,7 @@ struct RawConfig {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawParameterConfig {
     name: String,
     #[serde(default)]
@@ -219,9 +229,9 @@ impl<'de> Deserialize<'de> for RawData {
                         "lo" => lo = Some(map.next_value::<Num>()?.0),
                         "hi_data" => hi_data = Some(map.next_value::<Nums>()?.0),
                         "lo_data" => lo_data = Some(map.next_value::<Nums>()?.0),
-                        _ => {
-                            map.next_value::<IgnoredAny>()?;
-                        }
+                        // serde_json skips an unknown value without checking its numbers'
+                        // range, its escapes or its depth, which the walk checks: refused here.
+                        other => return Err(de::Error::unknown_field(other, &[])),
                     }
                 }
                 Ok(RawData::Object {
@@ -381,11 +391,7 @@ mod tests {
         let alike = [
             ws(r#"{"name":"mu","type":"normfactor"}"#, ""),
             ws(
-                r#"{"name":"mu","type":"normfactor","data":{"x":[true]}}"#,
-                "",
-            ),
-            ws(
-                r#"{"name":"a","type":"normsys","data":{"hi":1.1,"lo":0.9,"hi":1.2,"z":{}}}"#,
+                r#"{"name":"a","type":"normsys","data":{"hi":1.1,"lo":0.9,"hi":1.2}}"#,
                 "",
             ),
             ws(
@@ -405,8 +411,18 @@ mod tests {
             );
         }
         // Refused here (an array of numbers or nothing), read by the walk (data ignored).
-        let text = ws(r#"{"name":"mu","type":"normfactor","data":[1,"a"]}"#, "");
-        assert!(super::read(&text).is_none() && walk(&text).is_ok());
+        for text in [
+            ws(r#"{"name":"mu","type":"normfactor","data":[1,"a"]}"#, ""),
+            ws(
+                r#"{"name":"mu","type":"normfactor","data":{"x":[true]}}"#,
+                "",
+            ),
+        ] {
+            assert!(
+                super::read(&text).is_none() && walk(&text).is_ok(),
+                "{text}"
+            );
+        }
         let refused = [
             ws(r#"{"name":"a","type":"normsys","data":{"hi":1.1}}"#, ""),
             ws(r#"{"name":"a","type":"staterror","data":[1e-320,1]}"#, ""),
@@ -421,6 +437,10 @@ mod tests {
             r#"[[],[],[]]"#.to_string(),
             r#"{"channels":[["c",[["s",[1],[]]]]],"observations":[["c",[1]]],"measurements":[["m",["mu",[]]]]}"#.to_string(),
             ws(r#"["mu","normfactor",null]"#, ""),
+            // Unknown keys whose values the walk refuses (out-of-range number, lone surrogate).
+            ws(r#"{"name":"mu","type":"normfactor","x":1e400}"#, ""),
+            ws(r#"{"name":"mu","type":"normfactor","x":"\udc00"}"#, ""),
+            ws(r#"{"name":"a","type":"normsys","data":{"hi":1.1,"lo":0.9,"x":1e400}}"#, ""),
         ];
         for text in &refused {
             assert!(super::read(text).is_none(), "{text}");

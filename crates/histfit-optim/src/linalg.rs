@@ -75,15 +75,19 @@ fn dot(a: &[f64], b: &[f64], wide: bool) -> f64 {
 #[inline]
 fn dot4(a: &[f64], b: &[f64]) -> f64 {
     let n = a.len().min(b.len());
-    let (a4, a_rest) = a[..n].as_chunks::<4>();
-    let (b4, b_rest) = b[..n].as_chunks::<4>();
+    let (a4, b4) = (a[..n].chunks_exact(4), b[..n].chunks_exact(4));
+    let tail: f64 = a4
+        .remainder()
+        .iter()
+        .zip(b4.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
     let mut acc = [0.0f64; 4];
-    for (x, y) in a4.iter().zip(b4) {
+    for (x, y) in a4.zip(b4) {
         for k in 0..4 {
             acc[k] += x[k] * y[k];
         }
     }
-    let tail: f64 = a_rest.iter().zip(b_rest).map(|(x, y)| x * y).sum();
     (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
 }
 

@@ -58,7 +58,8 @@ pub(super) async fn add_uncertainties<E: AsyncEvaluator + ?Sized>(
         result.covariance = (n <= limit).then(|| vec![0.0; n * n]);
         return Ok(());
     }
-    if free.len() > limit {
+    // The covariance and correlations are n×n over every parameter, fixed ones included.
+    if free.len() > limit || n > limit {
         return poi_only(eval, data, &free, limit, result).await;
     }
     let h = hessian_async(eval, &result.bestfit, data, &free).await?;
@@ -107,9 +108,9 @@ async fn poi_only<E: AsyncEvaluator + ?Sized>(
     let n = result.bestfit.len();
     let k = free.len();
     let why = format!(
-        "{k} free parameters exceed the dense-Hessian limit of {limit} (an n×n Hessian would \
-         take {:.0} MiB a matrix and O(n³) time; raise it with --max-hessian-parameters)",
-        mib(k)
+        "{k} free of {n} parameters exceed the dense-Hessian limit of {limit} (an n×n matrix \
+         would take {:.0} MiB and O(n³) time; raise it with --max-hessian-parameters)",
+        mib(n)
     );
     let poi = eval
         .space()
