@@ -25,11 +25,14 @@ pub fn workspace_bytes(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    // The walk's reading (the authority) after the typed one is checked against it.
-    typed_reads_as_the_walk(text);
+    // The walk's reading (the authority), with the typed one checked against it.
     let parsed = match serde_json::from_str::<Value>(text) {
         Err(_) => Workspace::from_str(text, "fuzz.json"),
-        Ok(v) => Workspace::from_value(&v),
+        Ok(v) => {
+            let walked = Workspace::from_value(&v);
+            typed_agrees(text, &walked);
+            walked
+        }
     };
     match parsed {
         Err(e) => named(&e.place, &e.rule),
@@ -41,10 +44,20 @@ pub fn workspace_bytes(data: &[u8]) {
 /// reads it), never accept what the walk refuses, and reads what it accepts exactly as the
 /// walk does.
 pub fn typed_reads_as_the_walk(text: &str) {
+    match serde_json::from_str::<Value>(text) {
+        Ok(v) => typed_agrees(text, &Workspace::from_value(&v)),
+        Err(e) => assert!(
+            histfit_model::typed::read(text).is_none(),
+            "the typed reader accepted text that is not JSON: {e}"
+        ),
+    }
+}
+
+/// The typed reading of `text` against the walk's reading of the same text.
+fn typed_agrees(text: &str, walked: &histfit_model::Result<Workspace>) {
     if let Some(typed) = histfit_model::typed::read(text) {
-        let value: Value = serde_json::from_str(text).expect("the typed reader read valid JSON");
-        match Workspace::from_value(&value) {
-            Ok(walked) => assert_eq!(typed, walked, "the typed reader and the walk differ"),
+        match walked {
+            Ok(w) => assert_eq!(&typed, w, "the typed reader and the walk differ"),
             Err(e) => panic!("the typed reader accepted what the walk refuses: {e}"),
         }
     }
