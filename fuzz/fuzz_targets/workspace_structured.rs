@@ -5,7 +5,6 @@
 //! JSON text and checked as the workspace target checks raw bytes.
 #![no_main]
 use arbitrary::Arbitrary;
-use serde_json::{json, Value};
 
 #[derive(Arbitrary, Debug)]
 struct Ws {
@@ -51,17 +50,31 @@ enum Modifier {
 }
 
 const PALETTE: [&str; 16] = [
-    "1", "10", "0", "-0.0", "0.5", "2.5", "100", "-1", "1e308", "-1e308", "5e-324", "1e-300", "NaN",
-    "Infinity", "-Infinity", "1e999",
+    "1",
+    "10",
+    "0",
+    "-0.0",
+    "0.5",
+    "2.5",
+    "100",
+    "-1",
+    "1e308",
+    "-1e308",
+    "5e-324",
+    "1e-300",
+    "NaN",
+    "Infinity",
+    "-Infinity",
+    "1e999",
 ];
 
-fn name(k: u8) -> String {
-    ["a", "b", "c", "mu", "lumi", ""][k as usize % 6].to_string()
+fn name(k: u8) -> &'static str {
+    ["a", "b", "c", "mu", "lumi", ""][k as usize % 6]
 }
 
-/// A placeholder the JSON text replaces with the palette's raw token (NaN is not JSON).
-fn num(k: u8) -> Value {
-    json!(format!("@{}@", k as usize % PALETTE.len()))
+/// Palette token `k` (NaN and the infinities as Python's json writes them: not JSON).
+fn num(k: u8) -> &'static str {
+    PALETTE[k as usize % PALETTE.len()]
 }
 
 /// How many numbers `nums` writes.
@@ -73,38 +86,72 @@ fn count(v: &Numbers, n: usize) -> usize {
     }
 }
 
-/// How many numbers a modifier writes (for the budget).
+/// How many numbers a modifier writes, or parameters it makes (for the budget): a shapefactor
+/// writes no number and makes one parameter per bin (961 of them over 784 bins are 7.5·10⁵
+/// parameters from 50 kB of JSON: 0.15 s on stable, over the 1 s limit in the instrumented
+/// build, all of it allocating them; structured-timeout-f4b5e57e and -25ab3e3a replay such
+/// models on stable).
 fn cost(m: &Modifier, n: usize) -> usize {
     1 + match m {
         Modifier::HistoSys(_, hi, lo) => count(hi, n) + count(lo, n),
         Modifier::StatError(_, d) | Modifier::ShapeSys(_, d) => count(d, n),
+        Modifier::ShapeFactor(_) => n,
         _ => 0,
     }
 }
 
-fn nums(v: &Numbers, n: usize) -> Value {
-    let len = if v.right_length { n } else { v.values.len() };
+/// The JSON text is written directly (names come from a tiny alphabet and need no escaping):
+/// building a `serde_json::Value` and serialising it took a quarter of each execution.
+fn nums(out: &mut String, v: &Numbers, n: usize) {
+    out.push('[');
     if v.values.is_empty() {
-        return Value::Array(vec![json!(1.0); if v.right_length { n } else { 0 }]);
+        if v.right_length {
+            push_joined(out, (0..n).map(|_| "1.0"));
+        }
+    } else {
+        let len = if v.right_length { n } else { v.values.len() };
+        push_joined(out, (0..len).map(|i| num(v.values[i % v.values.len()])));
     }
-    Value::Array((0..len).map(|i| num(v.values[i % v.values.len()])).collect())
+    out.push(']');
 }
 
-fn modifier(m: &Modifier, n: usize, suffix: &str) -> Value {
-    let nm = |k: &u8| format!("{}{suffix}", name(*k));
-    match m {
-        Modifier::NormFactor(k) => json!({"type": "normfactor", "name": nm(k), "data": null}),
-        Modifier::Lumi => json!({"type": "lumi", "name": "lumi", "data": null}),
-        Modifier::NormSys(k, hi, lo) => {
-            json!({"type": "normsys", "name": nm(k), "data": {"hi": num(*hi), "lo": num(*lo)}})
+fn push_joined<'a>(out: &mut String, items: impl Iterator<Item = &'a str>) {
+    for (i, s) in items.enumerate() {
+        if i > 0 {
+            out.push(',');
         }
-        Modifier::HistoSys(k, hi, lo) => json!({"type": "histosys", "name": nm(k),
-            "data": {"hi_data": nums(hi, n), "lo_data": nums(lo, n)}}),
-        Modifier::StatError(k, d) => json!({"type": "staterror", "name": nm(k), "data": nums(d, n)}),
-        Modifier::ShapeSys(k, d) => json!({"type": "shapesys", "name": nm(k), "data": nums(d, n)}),
-        Modifier::ShapeFactor(k) => json!({"type": "shapefactor", "name": nm(k), "data": null}),
-        Modifier::Unknown(k) => json!({"type": name(*k), "name": nm(k), "data": null}),
+        out.push_str(s);
     }
+}
+
+fn modifier(out: &mut String, m: &Modifier, n: usize, suffix: &str) {
+    let (kind, k) = match m {
+        Modifier::NormFactor(k) => ("normfactor", Some(*k)),
+        Modifier::Lumi => ("lumi", None),
+        Modifier::NormSys(k, ..) => ("normsys", Some(*k)),
+        Modifier::HistoSys(k, ..) => ("histosys", Some(*k)),
+        Modifier::StatError(k, _) => ("staterror", Some(*k)),
+        Modifier::ShapeSys(k, _) => ("shapesys", Some(*k)),
+        Modifier::ShapeFactor(k) => ("shapefactor", Some(*k)),
+        Modifier::Unknown(k) => (name(*k), Some(*k)),
+    };
+    let nm = k.map_or_else(|| "lumi".to_string(), |k| format!("{}{suffix}", name(k)));
+    out.push_str(&format!(r#"{{"type":"{kind}","name":"{nm}","data":"#));
+    match m {
+        Modifier::NormSys(_, hi, lo) => {
+            out.push_str(&format!(r#"{{"hi":{},"lo":{}}}"#, num(*hi), num(*lo)))
+        }
+        Modifier::HistoSys(_, hi, lo) => {
+            out.push_str(r#"{"hi_data":"#);
+            nums(out, hi, n);
+            out.push_str(r#","lo_data":"#);
+            nums(out, lo, n);
+            out.push('}');
+        }
+        Modifier::StatError(_, d) | Modifier::ShapeSys(_, d) => nums(out, d, n),
+        _ => out.push_str("null"),
+    }
+    out.push('}');
 }
 
 /// Numbers a workspace may hold (≈ 50 kB of JSON; one channel of 2000 bins, or 1000
@@ -116,10 +163,10 @@ fn modifier(m: &Modifier, n: usize, suffix: &str) -> Value {
 const NUMBERS: usize = 5_000;
 
 fn build(w: &Ws) -> String {
-    let mut channels = Vec::new();
-    let mut observations = Vec::new();
+    let mut channels = String::from("[");
+    let mut observations = String::from("[");
     let mut budget = NUMBERS;
-    for c in w.channels.iter().take(8) {
+    for (ci, c) in w.channels.iter().take(8).enumerate() {
         // Mostly a few bins (fast executions explore the structure), one channel in 16 up to
         // 2000 bins.
         let n = if c.bins % 16 == 0 {
@@ -127,18 +174,41 @@ fn build(w: &Ws) -> String {
         } else {
             (c.bins % 9) as usize
         };
-        let mut samples = Vec::new();
-        for s in c.samples.iter().take(16) {
+        if ci > 0 {
+            channels.push(',');
+            observations.push(',');
+        }
+        channels.push_str(&format!(r#"{{"name":"{}","samples":["#, name(c.name)));
+        for (si, s) in c.samples.iter().take(16).enumerate() {
             // Thousands of bins or thousands of modifiers (copies), within the budget.
             // What the sample writes once (its data and modifiers) and per copy, counted as
             // written (an array of the wrong length has its own length).
-            let once = count(&s.data, n) + s.modifiers.iter().take(64).map(|m| cost(m, n)).sum::<usize>();
+            let once = count(&s.data, n)
+                + s.modifiers
+                    .iter()
+                    .take(64)
+                    .map(|m| cost(m, n))
+                    .sum::<usize>();
             if once > budget {
                 break;
             }
             budget -= once;
-            let mut mods: Vec<Value> =
-                s.modifiers.iter().take(64).map(|m| modifier(m, n, "")).collect();
+            if si > 0 {
+                channels.push(',');
+            }
+            channels.push_str(&format!(r#"{{"name":"{}","data":"#, name(s.name)));
+            nums(&mut channels, &s.data, n);
+            channels.push_str(r#","modifiers":["#);
+            let mut first = true;
+            let mut sep = |out: &mut String| {
+                if !std::mem::take(&mut first) {
+                    out.push(',');
+                }
+            };
+            for m in s.modifiers.iter().take(64) {
+                sep(&mut channels);
+                modifier(&mut channels, m, n, "");
+            }
             // Mostly none or a few copies; one sample in 16 up to a thousand (4000 copies took
             // 0.4 s in the instrumented build, most of it sorting their names: 10 ms on stable;
             // structured-timeout-02915333).
@@ -152,45 +222,38 @@ fn build(w: &Ws) -> String {
             budget -= copies * per_copy;
             for r in 0..copies {
                 if let Some(m) = s.modifiers.get(r % s.modifiers.len().max(1)) {
-                    mods.push(modifier(m, n, &format!("_{r}")));
+                    sep(&mut channels);
+                    modifier(&mut channels, m, n, &format!("_{r}"));
                 }
             }
-            samples.push(json!({"name": name(s.name), "data": nums(&s.data, n), "modifiers": mods}));
+            channels.push_str("]}");
         }
-        channels.push(json!({"name": name(c.name), "samples": samples}));
-        observations.push(json!({"name": name(c.name), "data": nums(&c.observed, n)}));
+        channels.push_str("]}");
+        observations.push_str(&format!(r#"{{"name":"{}","data":"#, name(c.name)));
+        nums(&mut observations, &c.observed, n);
+        observations.push('}');
     }
+    channels.push(']');
+    observations.push(']');
     // Lumi needs its auxdata and sigma in the measurement: give them, from the palette too.
-    let mut parameters: Vec<Value> = vec![json!({"name": "lumi", "auxdata": [1.0], "sigmas": [num(w.poi)], "inits": [1.0]})];
-    parameters.extend(w.params.iter().take(4).map(|(k, init, lo, hi, fixed)| {
-        json!({"name": name(*k), "inits": [num(*init)], "bounds": [[num(*lo), num(*hi)]], "fixed": fixed})
-    }));
-    let doc = json!({
-        "channels": channels,
-        "observations": observations,
-        "measurements": [{"name": "m", "config": {"poi": name(w.poi), "parameters": parameters}}],
-        "version": "1.0.0"
-    });
-    let text = serde_json::to_string(&doc).expect("JSON");
-    // Each placeholder "@i@" becomes palette token i, in one pass over the text.
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text.as_str();
-    while let Some(at) = rest.find("\"@") {
-        out.push_str(&rest[..at]);
-        let tail = &rest[at + 2..];
-        match tail.find("@\"").and_then(|end| Some((end, tail[..end].parse::<usize>().ok()?))) {
-            Some((end, i)) if i < PALETTE.len() => {
-                out.push_str(PALETTE[i]);
-                rest = &tail[end + 2..];
-            }
-            _ => {
-                out.push_str("\"@");
-                rest = tail;
-            }
-        }
+    let mut parameters = format!(
+        r#"[{{"name":"lumi","auxdata":[1.0],"sigmas":[{}],"inits":[1.0]}}"#,
+        num(w.poi)
+    );
+    for (k, init, lo, hi, fixed) in w.params.iter().take(4) {
+        parameters.push_str(&format!(
+            r#",{{"name":"{}","inits":[{}],"bounds":[[{},{}]],"fixed":{fixed}}}"#,
+            name(*k),
+            num(*init),
+            num(*lo),
+            num(*hi)
+        ));
     }
-    out.push_str(rest);
-    out
+    parameters.push(']');
+    format!(
+        r#"{{"channels":{channels},"observations":{observations},"measurements":[{{"name":"m","config":{{"poi":"{}","parameters":{parameters}}}}}],"version":"1.0.0"}}"#,
+        name(w.poi)
+    )
 }
 
 libfuzzer_sys::fuzz_target!(|w: Ws| {
