@@ -192,6 +192,45 @@ fn brazil_and_scan_draw_the_documents_values() {
     assert_eq!(floats(&series(&drawn, 0, "1σ")["ys"]), vec![1.0, 1.0]);
 }
 
+/// Above the dense-Hessian limit the constraints are not computed (null): the pulls are drawn
+/// without bars rather than refused.
+#[test]
+fn pulls_without_constraints_draw_without_bars() {
+    let (doc, fit) = document(
+        "fit-poi-only",
+        &[
+            "fit",
+            &fixture("complex_workspace.json"),
+            "--max-hessian-parameters",
+            "1",
+        ],
+    );
+    let constrained: Vec<&Value> = fit["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p.get("pull").is_some())
+        .collect();
+    assert!(
+        constrained.iter().all(|p| p["constraint"].is_null()),
+        "{fit}"
+    );
+    let drawn = plot("pulls", &doc, &[]);
+    let pulls = series(&drawn, 0, "pull ± constraint");
+    assert_eq!(
+        floats(&pulls["xs"]),
+        constrained
+            .iter()
+            .map(|p| p["pull"].as_f64().unwrap())
+            .collect::<Vec<_>>()
+    );
+    assert!(pulls["x_err"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|e| e[0].as_f64() == Some(0.0) && e[1].as_f64() == Some(0.0)));
+}
+
 #[test]
 fn fit_documents_draw_pulls_and_correlations() {
     let (doc, fit) = document("fit", &["fit", &fixture("complex_workspace.json")]);

@@ -254,11 +254,15 @@ pub fn yields(
         v.max(0.0)
     };
     let mut out = Vec::with_capacity(model.channels.len());
-    for (c, ch) in model.channels.iter().enumerate() {
-        let samples: Vec<&histfit_model::compile::SampleLayout> =
-            model.samples.iter().filter(|s| s.channel == c).collect();
+    // The samples of each channel, in one pass (not a scan of every sample per channel).
+    let mut by_channel: Vec<Vec<&histfit_model::compile::SampleLayout>> =
+        vec![Vec::new(); model.channels.len()];
+    for s in &model.samples {
+        by_channel[s.channel].push(s);
+    }
+    for (ch, samples) in model.channels.iter().zip(&by_channel) {
         let mut rows = Vec::with_capacity(samples.len());
-        for smp in &samples {
+        for smp in samples {
             let sbs: Vec<usize> = (smp.sb_start..smp.sb_start + smp.n_bins).collect();
             rows.push(BinYields {
                 name: smp.name.clone(),

@@ -209,7 +209,7 @@ fn sweep(which: &str) {
         _ => 2,
     };
     let half = rows.len() / 2;
-    let upper = &rows[half.saturating_sub(0).min(rows.len().saturating_sub(2))..];
+    let upper = &rows[half.min(rows.len().saturating_sub(2))..];
     let xs: Vec<f64> = upper
         .iter()
         .map(|r| (r["size"][axis].as_f64().unwrap()).ln())

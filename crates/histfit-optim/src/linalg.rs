@@ -1,6 +1,8 @@
 //! Small dense linear algebra (row-major `Vec<f64>`): general inverse by Gauss–Jordan with partial
 //! pivoting, and the inverse of a symmetric matrix via Cholesky with a positive-definiteness flag.
-//! Sizes here are at most a few hundred, where a dependency would cost more build time than it saves.
+//! Sizes run from the optimizer's small systems to the uncertainties' Hessian (up to the
+//! dense limit, 4096 by default): the symmetric inverse reads rows only, so it stays
+//! cache-friendly at those sizes without a dependency's build time.
 
 /// Inverse of the `n×n` matrix `a`, or `None` if it is numerically singular.
 pub fn invert(a: &[f64], n: usize) -> Option<Vec<f64>> {

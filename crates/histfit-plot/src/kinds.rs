@@ -161,7 +161,8 @@ pub fn scan(doc: &Value) -> Result<Figure, PlotError> {
 }
 
 /// The constrained parameters of a fit (`histfit fit --json`): pull (θ̂ − θ₀)/σ₀ with the
-/// constraint σ̂/σ₀ as its bar, against the ±1σ and ±2σ bands; `top` keeps the largest pulls.
+/// constraint σ̂/σ₀ as its bar (none where the fit did not compute it), against the ±1σ and
+/// ±2σ bands; `top` keeps the largest pulls.
 pub fn pulls(doc: &Value, top: Option<usize>) -> Result<Figure, PlotError> {
     let params = array(
         field(doc, "parameters", "pulls", "histfit fit")?,
@@ -170,10 +171,17 @@ pub fn pulls(doc: &Value, top: Option<usize>) -> Result<Figure, PlotError> {
     let mut rows: Vec<(String, f64, f64)> = Vec::new();
     for (i, p) in params.iter().enumerate() {
         if let (Some(pull), Some(c)) = (p.get("pull"), p.get("constraint")) {
+            // A constraint not computed (null: above the dense-Hessian limit only the POI's
+            // uncertainty is) draws the pull without a bar.
+            let c = if c.is_null() {
+                0.0
+            } else {
+                number(c, &format!("parameters[{i}].constraint"))?
+            };
             rows.push((
                 text(&p["name"]),
                 number(pull, &format!("parameters[{i}].pull"))?,
-                number(c, &format!("parameters[{i}].constraint"))?,
+                c,
             ));
         }
     }

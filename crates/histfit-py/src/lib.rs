@@ -684,7 +684,7 @@ fn test_stat(s: &str) -> PyResult<TestStat> {
 
 /// Maximum likelihood fit; returns the result document (JSON).
 #[pyfunction]
-#[pyo3(signature = (model, data = None, init = None, fix = Vec::new(), uncertainties = true, device = "cpu", starts = None, bounds = None))]
+#[pyo3(signature = (model, data = None, init = None, fix = Vec::new(), uncertainties = true, device = "cpu", starts = None, bounds = None, max_hessian_parameters = None))]
 #[allow(clippy::too_many_arguments)]
 fn fit(
     py: Python<'_>,
@@ -696,10 +696,12 @@ fn fit(
     device: &str,
     starts: Option<usize>,
     bounds: Option<Vec<(f64, f64)>>,
+    max_hessian_parameters: Option<usize>,
 ) -> PyResult<String> {
     let d = model.dataset(data)?;
     let mut o = fit_options_with_bounds(&model.model, init, fix, bounds)?;
     o.uncertainties = uncertainties;
+    o.max_dense_parameters = max_hessian_parameters;
     o.starts = starts.map_or(Starts::Auto, Starts::Count);
     let mut ev = open(model.model.clone(), device)?;
     let r = py

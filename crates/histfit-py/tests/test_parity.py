@@ -3,6 +3,8 @@ inits, bounds and data identical; twice_nll at every golden point within 1e-9 re
 against pyhf's own logpdf computed here); expected data within 1e-10; MLE twice_nll no worse than
 pyhf's better fit + 1e-6; hypotest and limits against pyhf's numbers."""
 
+import json
+
 import numpy as np
 import pyhf
 import pytest
@@ -125,3 +127,20 @@ def test_inference_helpers_run():
     np.testing.assert_array_equal(at_init["gen_params"], init)
     ht = histfit.hypotest_toys(1.0, model, 50, data, seed=1)
     assert 0.0 <= ht["summary"]["cls_obs"] <= 1.0
+
+
+def test_fit_above_the_dense_limit_gives_the_poi_alone():
+    """``max_hessian_parameters`` below the model's size: the POI's uncertainty by conjugate
+    gradients (equal to the dense one), the others NaN, no covariance, and a warning saying so."""
+    with open(fixture("complex_workspace.json")) as f:
+        model = histfit.Workspace(json.load(f)).model()
+    dense = histfit.fit(model)
+    poi_only = histfit.fit(model, max_hessian_parameters=1)
+    poi = model.poi_index
+    assert dense.covariance is not None and poi_only.covariance is None
+    assert poi_only.correlation is None
+    assert np.isfinite(poi_only.uncertainties[poi])
+    assert abs(poi_only.uncertainties[poi] - dense.uncertainties[poi]) <= 1e-4 * dense.uncertainties[poi]
+    others = [u for i, u in enumerate(poi_only.uncertainties) if i != poi and dense.uncertainties[i] > 0]
+    assert others and all(np.isnan(u) for u in others)
+    assert any("dense-Hessian limit of 1" in w for w in poi_only.warnings), poi_only.warnings

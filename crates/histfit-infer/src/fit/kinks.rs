@@ -30,6 +30,7 @@
 //!   one greedy pass flips every candidate that lowers f (three evaluations each) and refits
 //!   once from there.
 
+use super::index_mask;
 use super::search::{Local, Search};
 use crate::Result;
 use histfit_compute::AsyncEvaluator;
@@ -98,7 +99,8 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
         }
         let (mut pg, mut kinked): (f64, f64) = (0.0, 0.0);
         for k in 0..z.len() {
-            if !at.contains(&k) {
+            // Off its kink (the membership test of `at`, without a scan of it per coordinate).
+            if !(p.kinks[k] && z[k].abs() <= AT_KINK) {
                 let moved = ((z[k] - g_up[k]).clamp(p.lower[k], p.upper[k]) - z[k]).abs();
                 pg = pg.max(moved);
                 if p.kinks[k] {
@@ -354,8 +356,9 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
     async fn other_sides(&mut self, at: &Local) -> Result<Vec<(usize, f64, f64)>> {
         let p = self.p;
         let mut out = Vec::new();
+        let pinned = index_mask(at.z.len(), &at.pinned);
         for k in 0..at.z.len() {
-            if !p.kinks[k] || at.z[k].abs() <= AT_KINK || at.pinned.contains(&k) {
+            if !p.kinks[k] || at.z[k].abs() <= AT_KINK || pinned[k] {
                 continue;
             }
             let side = -at.z[k].signum();

@@ -78,7 +78,7 @@ pub struct FitOptions {
     pub starts: Starts,
     /// The most free parameters whose dense Hessian the uncertainties may build (`None`:
     /// [`DENSE_HESSIAN_LIMIT`]); above it only the POI's uncertainty is computed, without the
-    /// matrix ([`uncertainty`]).
+    /// matrix (conjugate gradients on Hessian–vector products).
     pub max_dense_parameters: Option<usize>,
 }
 
@@ -94,8 +94,11 @@ impl FitOptions {
 pub struct FitResult {
     pub par_names: Vec<String>,
     pub bestfit: Vec<f64>,
+    /// One per parameter (0 for fixed ones and those at their kink); NaN (`null` in JSON) for
+    /// those not computed: above the dense-Hessian limit only the POI's is.
     pub uncertainties: Option<Vec<f64>>,
-    /// Row-major n×n over all parameters (zero rows/columns for fixed ones).
+    /// Row-major n×n over all parameters (zero rows/columns for fixed ones); `None` above the
+    /// dense-Hessian limit.
     pub covariance: Option<Vec<f64>>,
     pub correlation: Option<Vec<f64>>,
     pub twice_nll: f64,
@@ -424,8 +427,18 @@ fn verdict(p: &Problem, best: &Local, pg: f64) -> (bool, String) {
     (converged, reason)
 }
 
+/// `n` flags, set at `indices`: a membership test without a scan of the list per element.
+pub(crate) fn index_mask(n: usize, indices: &[usize]) -> Vec<bool> {
+    let mut mask = vec![false; n];
+    for &i in indices {
+        mask[i] = true;
+    }
+    mask
+}
+
 /// Where each free kinked parameter ended.
 fn kink_states(p: &Problem, best: &Local) -> Vec<KinkState> {
+    let compared = index_mask(p.free.len(), &best.compared);
     (0..p.free.len())
         .filter(|&k| p.kinks[k])
         .map(|k| KinkState {
@@ -435,7 +448,7 @@ fn kink_states(p: &Problem, best: &Local) -> Vec<KinkState> {
                 z if z > 0.0 => "above",
                 _ => "below",
             },
-            other_side_searched: best.compared.contains(&k),
+            other_side_searched: compared[k],
         })
         .collect()
 }

@@ -10,6 +10,7 @@
 //! width of the empty-bin wall); a step (or a quarter, a sixteenth … of it) is kept only where it lowers
 //! f, or shrinks the gradient without raising f beyond its rounding.
 
+use super::index_mask;
 use super::kinks::Certificate;
 use super::search::{Local, Search};
 use super::CERTIFY_PG;
@@ -69,12 +70,13 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
     pub async fn polish(&mut self, at: &mut Local) -> Result<()> {
         let p = self.p;
         let margin = 1e-5;
+        let pinned = index_mask(at.z.len(), &at.pinned);
         let active: Vec<usize> = (0..at.z.len())
             .filter(|&k| {
                 at.z[k] > p.lower[k] + margin
                     && at.z[k] < p.upper[k] - margin
                     && !(p.kinks[k] && at.z[k].abs() <= margin)
-                    && !at.pinned.contains(&k)
+                    && !pinned[k]
             })
             .collect();
         if active.is_empty() {

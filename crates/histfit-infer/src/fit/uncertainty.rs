@@ -6,6 +6,7 @@
 //! difference of the analytic gradient along v — one gradient per iteration and O(n) memory.
 //! The other uncertainties are then not computed (NaN, `null` in JSON) and the result says so.
 
+use super::index_mask;
 use super::problem::Problem;
 use super::FitResult;
 use crate::{InferError, Result};
@@ -47,12 +48,8 @@ pub(super) async fn add_uncertainties<E: AsyncEvaluator + ?Sized>(
 ) -> Result<()> {
     let n = p.n();
     // A parameter at its kink has no curvature to speak of: reported as 0, as a fixed one.
-    let free: Vec<usize> = p
-        .free
-        .iter()
-        .copied()
-        .filter(|i| !at_kink.contains(i))
-        .collect();
+    let kinked = index_mask(n, at_kink);
+    let free: Vec<usize> = p.free.iter().copied().filter(|&i| !kinked[i]).collect();
     if free.is_empty() {
         result.uncertainties = Some(vec![0.0; n]);
         result.covariance = (n <= limit).then(|| vec![0.0; n * n]);
@@ -76,7 +73,18 @@ pub(super) async fn add_uncertainties<E: AsyncEvaluator + ?Sized>(
         }
     }
     drop(inv);
-    let unc: Vec<f64> = (0..n).map(|i| cov[i * n + i].max(0.0).sqrt()).collect();
+    // A negative variance (a Hessian that is not positive definite, reported beside) reads as
+    // 0; a NaN stays NaN (`f64::max` would turn it into 0).
+    let unc: Vec<f64> = (0..n)
+        .map(|i| {
+            let v = cov[i * n + i];
+            if v.is_nan() {
+                v
+            } else {
+                v.max(0.0).sqrt()
+            }
+        })
+        .collect();
     let corr: Vec<f64> = (0..n * n)
         .map(|ij| {
             let (i, j) = (ij / n, ij % n);
@@ -127,14 +135,16 @@ async fn poi_only<E: AsyncEvaluator + ?Sized>(
         unc[i] = f64::NAN;
     }
     match cg_inverse_diagonal(eval, data, &result.bestfit, free, t).await? {
-        Cg::Converged { value, iterations } => {
-            unc[free[t]] = value.max(0.0).sqrt();
+        Cg::Converged { value, iterations } if value > 0.0 => {
+            unc[free[t]] = value.sqrt();
             result.warnings.push(format!(
                 "uncertainty of the POI only ({iterations} conjugate-gradient steps on the \
                  Hessian, no matrix built); the others are not computed (null): {why}"
             ));
         }
-        Cg::NotPositive => {
+        // A variance that is not positive (rounding in the differenced products of a nearly
+        // flat direction) is no uncertainty: null with a word, never a silent 0.
+        Cg::Converged { .. } | Cg::NotPositive => {
             result.hessian_positive_definite = Some(false);
             result.warnings.push(format!(
                 "no uncertainties: the Hessian at the minimum is not positive definite along a \
@@ -151,15 +161,30 @@ async fn poi_only<E: AsyncEvaluator + ?Sized>(
                  in {iterations} steps (relative residual {residual:.1e}); {why}"
             ));
         }
+        Cg::OutOfBounds => {
+            result.warnings.push(format!(
+                "no uncertainty of the POI: a conjugate-gradient step cannot be differenced \
+                 inside the parameters' bounds (the minimum lies on bounds in both directions); \
+                 {why}"
+            ));
+        }
     }
     result.uncertainties = Some(unc);
     Ok(())
 }
 
 enum Cg {
-    Converged { value: f64, iterations: usize },
+    Converged {
+        value: f64,
+        iterations: usize,
+    },
     NotPositive,
-    NotConverged { iterations: usize, residual: f64 },
+    NotConverged {
+        iterations: usize,
+        residual: f64,
+    },
+    /// Neither the step along d nor the one against it stays inside the bounds.
+    OutOfBounds,
 }
 
 /// Relative residual at which the conjugate gradients stop. The products H·v are forward
@@ -189,13 +214,29 @@ async fn cg_inverse_diagonal<E: AsyncEvaluator + ?Sized>(
     let mut d = r.clone();
     let mut rr = 1.0;
     let mut hd = vec![0.0; k];
+    let bounds = &eval.space().bounds.clone();
+    let inside = |h: f64, d: &[f64]| {
+        free.iter().enumerate().all(|(a, &i)| {
+            let v = x[i] + h * d[a];
+            v >= bounds[i].0 && v <= bounds[i].1
+        })
+    };
+    let mut steps = 0;
     for step in 1..=CG_MAX_STEPS.min(k.max(1) * 4) {
-        // H·d by a forward difference along d (normalised so the step is 1e-6 of the scale).
+        steps = step;
+        // H·d by a forward difference along d (normalised so the step is 1e-6 of the scale),
+        // or a backward one where the forward step leaves the bounds (a minimum on a bound).
         let dmax = d.iter().fold(0.0f64, |m, v| m.max(v.abs()));
         if dmax == 0.0 {
             break;
         }
-        let h = 1e-6 * scale / dmax;
+        let mut h = 1e-6 * scale / dmax;
+        if !inside(h, &d) {
+            if !inside(-h, &d) {
+                return Ok(Cg::OutOfBounds);
+            }
+            h = -h;
+        }
         for (a, &i) in free.iter().enumerate() {
             xs[i] = x[i] + h * d[a];
         }
@@ -228,7 +269,7 @@ async fn cg_inverse_diagonal<E: AsyncEvaluator + ?Sized>(
         }
     }
     Ok(Cg::NotConverged {
-        iterations: CG_MAX_STEPS.min(k * 4),
+        iterations: steps,
         residual: rr.sqrt(),
     })
 }

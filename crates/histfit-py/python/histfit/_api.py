@@ -260,16 +260,21 @@ def _fixes(model: Model, fixed: Any) -> List[Tuple[int, float]]:
 
 
 def fit(model: Model, data: Any = None, init: Any = None, fixed: Any = None, device: str = "cpu",
-        starts: Optional[int] = None, bounds: Any = None, asimov: bool = False) -> FitResult:
+        starts: Optional[int] = None, bounds: Any = None, asimov: bool = False,
+        max_hessian_parameters: Optional[int] = None) -> FitResult:
     """Maximum likelihood fit with uncertainties, covariance and correlations (data: default the
     observed data; fixed: ``{"name": value}`` or ``[(index, value)]``). ``starts``: further
     starts searched for a lower minimum, per batch; batches go on (up to four) while they find
     different minima (default: by model size, 24 for up to 16 free parameters, none above 64;
-    0 for a single search from ``init``)."""
+    0 for a single search from ``init``). ``max_hessian_parameters`` (default 4096): above this
+    many parameters no dense Hessian is built; the POI's uncertainty alone is computed (by
+    conjugate gradients), the others are NaN and ``covariance``/``correlation`` None, with a
+    warning."""
     o = _options(model, init, fixed, bounds)
     r = json.loads(
         _native.fit(model._native, _dataset(model, data, asimov, o), o["init"], o["fix"], True, device,
-                    None if starts is None else int(starts), o["bounds"])
+                    None if starts is None else int(starts), o["bounds"],
+                    None if max_hessian_parameters is None else int(max_hessian_parameters))
     )
     n = len(r["par_names"])
     mat = lambda v: None if v is None else np.asarray(v, dtype=np.float64).reshape(n, n)  # noqa: E731
