@@ -8,10 +8,15 @@ use std::sync::Arc;
 
 pub use histfit_device::{batcher, AnyEval, AnyRunner, Device};
 
-/// [`AnyEval::new`] with the CLI's wording of a device failure.
+/// [`AnyEval::new`] with the CLI's wording of a device failure; what the device says about how
+/// it was opened (a precision fallback) goes to stderr.
 pub fn open(model: Arc<Model>, device: Device) -> Result<AnyEval> {
     let name = device.to_string();
-    AnyEval::new(model, device).map_err(|e| anyhow!("--gpu {name}: {e}"))
+    let eval = AnyEval::new(model, device).map_err(|e| anyhow!("--gpu {name}: {e}"))?;
+    if let Some(w) = eval.warning() {
+        eprintln!("warning: --gpu {name}: {w}");
+    }
+    Ok(eval)
 }
 
 /// `histfit devices`: the CPU, every CUDA device and every wgpu adapter, or why there is none —

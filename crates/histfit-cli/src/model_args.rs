@@ -33,9 +33,10 @@ pub struct ModelArgs {
     #[arg(long = "interp", value_name = "TYPE=CODE")]
     pub interp: Vec<String>,
     /// Evaluate on a GPU: cuda (device 0) or cuda:N; cuda:N,M,… or cuda:all split toy ensembles by
-    /// toy index over those devices (an ordinal may repeat), everything else on the first. Default:
-    /// the CPU.
-    #[arg(long = "gpu", value_name = "cuda[:N[,M…]|:all]")]
+    /// toy index over those devices (an ordinal may repeat), everything else on the first. Any
+    /// GPU in f32: wgpu[:N] (or vulkan, metal, dx12), with +double-float (default), +compensated
+    /// or +host-reduced for the precision strategy. Default: the CPU.
+    #[arg(long = "gpu", value_name = "cuda[:N[,M…]|:all]|wgpu[:N][+PRECISION]")]
     pub gpu: Option<Device>,
     /// Apply a patch even when the patchset's recorded digest is not this workspace's.
     #[arg(long)]

@@ -122,7 +122,7 @@ fn main() {
         Err(e) => println!("| cuda | — | not run: {e} | | | |"),
     }
     for prec in Precision::ALL {
-        match WgpuBatch::new(model.clone(), backend, None, prec) {
+        match WgpuBatch::new(model.clone(), backend, None, Some(prec)) {
             Ok(mut gpu) => {
                 let ms = batch_ms(&mut gpu, &params, &data, count);
                 let (s, got) = toys_on(&gpu, &gen, n_toys, false);

@@ -12,7 +12,7 @@ use histfit_cuda::{CudaBatch, CudaError};
 use histfit_infer::batch::{Batcher, EvalBox, Job};
 use histfit_infer::toys::{Batched, OnCpu, ToyRunner};
 use histfit_model::Model;
-use histfit_wgpu::{adapter::Backend, WgpuBatch, WgpuError};
+use histfit_wgpu::{adapter::Backend, Precision, WgpuBatch, WgpuError};
 use std::sync::Arc;
 
 /// Where the likelihood is evaluated.
@@ -27,10 +27,13 @@ pub enum Device {
     /// Every CUDA device of the host, as [`Device::CudaSplit`].
     CudaAll,
     /// The portable f32 evaluator on a wgpu adapter: any backend (`wgpu`) or one (`vulkan`,
-    /// `metal`, `dx12`), the first discrete GPU or adapter N of that backend.
+    /// `metal`, `dx12`), the first discrete GPU or adapter N of that backend, with a precision
+    /// strategy (`+double-float`, `+compensated`, `+host-reduced`; `None`: double-float, or
+    /// compensated with a warning where the adapter's compiler breaks double-float).
     Wgpu {
         backend: Backend,
         adapter: Option<usize>,
+        precision: Option<Precision>,
     },
 }
 
@@ -47,16 +50,24 @@ impl std::fmt::Display for Device {
             Device::Cuda(n) => write!(f, "cuda:{n}"),
             Device::CudaSplit(v) => write!(f, "cuda:{}", list(v)),
             Device::CudaAll => write!(f, "cuda:all"),
-            Device::Wgpu { backend, adapter } => {
+            Device::Wgpu {
+                backend,
+                adapter,
+                precision,
+            } => {
                 let name = match backend {
                     Backend::Any => "wgpu",
                     Backend::Vulkan => "vulkan",
                     Backend::Metal => "metal",
                     Backend::Dx12 => "dx12",
                 };
-                match adapter {
-                    Some(n) => write!(f, "{name}:{n}"),
-                    None => write!(f, "{name}"),
+                write!(f, "{name}")?;
+                if let Some(n) = adapter {
+                    write!(f, ":{n}")?;
+                }
+                match precision {
+                    Some(p) => write!(f, "+{}", p.name()),
+                    None => Ok(()),
                 }
             }
         }
@@ -102,8 +113,20 @@ impl std::str::FromStr for Device {
         let unknown = || {
             format!(
                 "unknown device \"{s}\" (expected cpu, cuda, cuda:N, cuda:N,M,…, cuda:all, \
-                 wgpu, wgpu:N, vulkan[:N], metal[:N] or dx12[:N])"
+                 wgpu, wgpu:N, vulkan[:N], metal[:N] or dx12[:N], the wgpu ones with an \
+                 optional +double-float, +compensated or +host-reduced)"
             )
+        };
+        // A wgpu device's precision strategy follows a '+'.
+        let (s, precision) = match s.split_once('+') {
+            Some((d, p)) => {
+                let p = Precision::ALL
+                    .into_iter()
+                    .find(|q| q.name() == p.trim())
+                    .ok_or_else(unknown)?;
+                (d.trim().to_string(), Some(p))
+            }
+            None => (s.clone(), None),
         };
         let (name, index) = match s.split_once(':') {
             Some((a, b)) => (a, Some(b)),
@@ -121,7 +144,14 @@ impl std::str::FromStr for Device {
                 None => None,
                 Some(n) => Some(n.trim().parse::<usize>().map_err(|_| unknown())?),
             };
-            return Ok(Device::Wgpu { backend, adapter });
+            return Ok(Device::Wgpu {
+                backend,
+                adapter,
+                precision,
+            });
+        }
+        if precision.is_some() {
+            return Err(unknown());
         }
         match s.as_str() {
             "cpu" => Ok(Device::Cpu),
@@ -156,9 +186,13 @@ impl AnyEval {
     pub fn new(model: Arc<Model>, device: Device) -> Result<AnyEval, DeviceError> {
         let ordinals = match device {
             Device::Cpu => return Ok(AnyEval::Cpu(CpuEvaluator::new(model))),
-            Device::Wgpu { backend, adapter } => {
+            Device::Wgpu {
+                backend,
+                adapter,
+                precision,
+            } => {
                 return Ok(AnyEval::Wgpu(OneAtATime {
-                    batch: WgpuBatch::new(model, backend, adapter, Default::default())?,
+                    batch: WgpuBatch::new(model, backend, adapter, precision)?,
                 }))
             }
             Device::Cuda(n) => vec![n],
@@ -171,6 +205,15 @@ impl AnyEval {
         Ok(AnyEval::Cuda(OneAtATime {
             batch: CudaBatch::new(model, first)?.with_peers(rest)?,
         }))
+    }
+
+    /// What the user should know about how the device was opened: a wgpu adapter whose
+    /// compiler breaks double-float arithmetic runs the compensated strategy instead.
+    pub fn warning(&self) -> Option<&str> {
+        match self {
+            AnyEval::Wgpu(e) => e.batch.session().warning.as_deref(),
+            AnyEval::Cpu(_) | AnyEval::Cuda(_) => None,
+        }
     }
 
     /// The HistFactory model this evaluator evaluates (for front ends' tables; inference sees
@@ -406,20 +449,52 @@ mod tests {
         assert_eq!(p("cuda:0,0"), Ok(Device::CudaSplit(vec![0, 0])));
         assert_eq!(p("cuda:1, 0,3"), Ok(Device::CudaSplit(vec![1, 0, 3])));
         assert_eq!(p("cuda:all"), Ok(Device::CudaAll));
-        let wgpu = |backend, adapter| Device::Wgpu { backend, adapter };
+        let wgpu = |backend, adapter| Device::Wgpu {
+            backend,
+            adapter,
+            precision: None,
+        };
         assert_eq!(p("wgpu"), Ok(wgpu(Backend::Any, None)));
         assert_eq!(p("wgpu:1"), Ok(wgpu(Backend::Any, Some(1))));
         assert_eq!(p("Vulkan"), Ok(wgpu(Backend::Vulkan, None)));
         assert_eq!(p("metal:0"), Ok(wgpu(Backend::Metal, Some(0))));
         assert_eq!(p("dx12"), Ok(wgpu(Backend::Dx12, None)));
         for d in [
-            "cpu", "cuda:2", "cuda:0,0", "cuda:all", "wgpu", "wgpu:1", "vulkan:0",
+            "cpu",
+            "cuda:2",
+            "cuda:0,0",
+            "cuda:all",
+            "wgpu",
+            "wgpu:1",
+            "vulkan:0",
+            "wgpu+compensated",
+            "vulkan:1+host-reduced",
+            "metal+double-float",
         ] {
             assert_eq!(p(d).unwrap().to_string(), d);
         }
+        assert_eq!(
+            p("Vulkan:1 + Compensated"),
+            Ok(Device::Wgpu {
+                backend: Backend::Vulkan,
+                adapter: Some(1),
+                precision: Some(super::Precision::Compensated),
+            })
+        );
         for bad in [
-            "gpu", "cuda:", "cuda:x", "cuda:0,", "cuda:-1", "cuda:0;1", "wgpu:", "wgpu:x",
+            "gpu",
+            "cuda:",
+            "cuda:x",
+            "cuda:0,",
+            "cuda:-1",
+            "cuda:0;1",
+            "wgpu:",
+            "wgpu:x",
             "metal:-1",
+            "wgpu+",
+            "wgpu+fast",
+            "cuda+compensated",
+            "cpu+host-reduced",
         ] {
             let e = p(bad).unwrap_err();
             assert!(

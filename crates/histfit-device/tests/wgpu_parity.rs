@@ -13,7 +13,12 @@ use histfit_wgpu::adapter::Backend;
 use histfit_wgpu::{Precision, WgpuBatch};
 
 fn open(model: &std::sync::Arc<histfit_model::Model>, test: &str) -> Option<WgpuBatch> {
-    match WgpuBatch::new(model.clone(), Backend::Any, None, Precision::DoubleFloat) {
+    match WgpuBatch::new(
+        model.clone(),
+        Backend::Any,
+        None,
+        Some(Precision::DoubleFloat),
+    ) {
         Ok(b) => Some(b),
         Err(histfit_wgpu::WgpuError::Unavailable(why)) => {
             println!("SKIPPED {test}: {why}");
@@ -125,6 +130,7 @@ fn toy_fits_match_the_cpu() {
         Device::Wgpu {
             backend: Backend::Any,
             adapter: None,
+            precision: None,
         },
     )
     .expect("adapter");
@@ -183,4 +189,37 @@ fn every_interpolation_code_meets_the_tiers() {
         checked >= 9,
         "only {checked} workspace × code cases compiled"
     );
+}
+
+/// A precision named in the device string (`wgpu+compensated`) is the one the session runs,
+/// through the same `AnyEval` every command opens; the default is double-float without a
+/// warning on an adapter whose compiler the probe accepts.
+#[test]
+fn the_device_string_chooses_the_precision() {
+    let (model, _) = load("complex_workspace", settings("smooth"));
+    let data = Dataset::observed(&model);
+    let p = model.init();
+    let mut cpu = CpuEvaluator::new(model.clone());
+    let want = cpu.nll(&p, &data).unwrap();
+    for (device, precision, tol) in [
+        ("wgpu", Precision::DoubleFloat, 1e-4),
+        ("wgpu+compensated", Precision::Compensated, 1e-2),
+        ("wgpu+host-reduced", Precision::HostReduced, 1e-2),
+    ] {
+        let mut eval = match AnyEval::new(model.clone(), device.parse::<Device>().unwrap()) {
+            Ok(e) => e,
+            Err(e) if e.to_string().contains("no wgpu adapter") => {
+                println!("SKIPPED the_device_string_chooses_the_precision: {e}");
+                return;
+            }
+            Err(e) => panic!("{device}: {e}"),
+        };
+        let AnyEval::Wgpu(w) = &eval else {
+            panic!("{device}: not a wgpu evaluator")
+        };
+        assert_eq!(w.batch.session().precision, precision, "{device}");
+        assert_eq!(eval.warning(), None, "{device}");
+        let got = eval.nll(&p, &data).unwrap();
+        assert!((got - want).abs() <= tol, "{device}: {got} vs {want}");
+    }
 }

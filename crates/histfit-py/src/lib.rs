@@ -51,8 +51,23 @@ fn parse_device(s: &str) -> PyResult<Device> {
         .map_err(|e| HistfitError::new_err(format!("device: {e}")))
 }
 
+/// Opens the device; what it says about how it was opened (a precision fallback) becomes a
+/// Python `UserWarning`.
 fn open(model: Arc<Model>, device: &str) -> PyResult<AnyEval> {
-    AnyEval::new(model, parse_device(device)?).map_err(|e| DeviceError::new_err(e.to_string()))
+    let eval = AnyEval::new(model, parse_device(device)?)
+        .map_err(|e| DeviceError::new_err(e.to_string()))?;
+    if let Some(w) = eval.warning() {
+        let msg = std::ffi::CString::new(format!("device {device}: {w}")).unwrap_or_default();
+        Python::attach(|py| {
+            PyErr::warn(
+                py,
+                &py.get_type::<pyo3::exceptions::PyUserWarning>(),
+                &msg,
+                1,
+            )
+        })?;
+    }
+    Ok(eval)
 }
 
 /// Runs `$body` with `$runner` bound to the toy runner of `$device` (CPU threads, or lockstep

@@ -30,7 +30,7 @@ fn main() {
                     .unwrap();
             }
             for prec in Precision::ALL {
-                let mut gpu = WgpuBatch::new(model.clone(), Backend::Any, adapter, prec)
+                let mut gpu = WgpuBatch::new(model.clone(), Backend::Any, adapter, Some(prec))
                     .expect("wgpu adapter");
                 let refs: Vec<&Dataset> = (0..batch).map(|_| &data).collect();
                 let (mut v, mut g) = (vec![0.0; batch], vec![0.0; batch * n]);

@@ -111,11 +111,42 @@ fn pack_reals(t: &HostTables) -> (Vec<f32>, Vec<(&'static str, u32)>) {
     (all, offsets)
 }
 
+/// The strategy a session runs, whether its double-float products use the fused fma, and a
+/// warning where it is not the one asked for, from what was asked (`None`: the default) and the
+/// probe of the adapter's compiler (`Err`: double-float is not exact there, with the errors).
+/// The default falls back to compensated sums with a warning; double-float asked for by name on
+/// such an adapter is an error.
+fn choose_precision(
+    asked: Option<Precision>,
+    probe: std::result::Result<bool, String>,
+    adapter: &str,
+) -> std::result::Result<(Precision, bool, Option<String>), String> {
+    match (asked, probe) {
+        (Some(p), _) if p != Precision::DoubleFloat => Ok((p, true, None)),
+        (_, Ok(fused)) => Ok((Precision::DoubleFloat, fused, None)),
+        (None, Err(errors)) => Ok((
+            Precision::Compensated,
+            true,
+            Some(format!(
+                "wgpu adapter {adapter}: its shader compiler does not keep double-float \
+                 arithmetic exact (errors {errors}); using compensated f32 sums, whose −ln L is \
+                 good to about 1e-3 and gradient to 1e-2 (double-float: 1e-4 and 1e-3)"
+            )),
+        )),
+        (Some(_), Err(errors)) => Err(format!(
+            "its shader compiler does not keep double-float arithmetic exact (errors {errors}); \
+             choose another precision (--gpu wgpu+compensated or wgpu+host-reduced) or device"
+        )),
+    }
+}
+
 /// Everything one model needs on one adapter, shared by all clones of a [`WgpuBatch`].
 #[derive(Debug)]
 pub struct Session {
     pub gpu: Gpu,
     pub precision: Precision,
+    /// Why the precision is not the one asked for (the default's fallback), to show the user.
+    pub warning: Option<String>,
     pub model: Arc<Model>,
     pub space: ParameterSpace,
     tables: HostTables,
@@ -133,13 +164,23 @@ pub struct Session {
 
 impl Session {
     /// Opens the adapter, compiles the kernel for `model` and uploads the model's tables.
+    /// `precision`: `None` for the default, double-float, which falls back to compensated f32
+    /// sums with a [warning](Session::warning) where the adapter's compiler does not keep
+    /// double-float exact; asked for by name, such an adapter is an error.
     pub fn new(
         model: Arc<Model>,
         backend: Backend,
         index: Option<usize>,
-        precision: Precision,
+        precision: Option<Precision>,
     ) -> Result<Arc<Session>> {
         let gpu = Gpu::open(backend, index)?;
+        // Double-float products: with the adapter's fma where it is fused, else split.
+        let probe = match precision {
+            None | Some(Precision::DoubleFloat) => crate::probe::fused_fma(&gpu)?,
+            Some(_) => Ok(true),
+        };
+        let (precision, fused, warning) =
+            choose_precision(precision, probe, &gpu.info.name).map_err(|e| gpu.error(e))?;
         let tables = HostTables::new(&model);
         let (ints, int_offsets) = pack_ints(&tables);
         let (reals, real_offsets) = pack_reals(&tables);
@@ -161,11 +202,6 @@ impl Session {
                 ),
             });
         }
-        // Double-float products: with the adapter's fma where it is fused, else split.
-        let fused = match precision {
-            Precision::DoubleFloat => crate::probe::fused_fma(&gpu)?,
-            _ => true,
-        };
         let mut constants: Vec<(String, f64)> = vec![
             ("STRATEGY".into(), precision.code() as f64),
             ("DF_FMA".into(), if fused { 1.0 } else { 0.0 }),
@@ -219,6 +255,7 @@ impl Session {
             host: Mutex::new(CpuEvaluator::new(model.clone())),
             gpu,
             precision,
+            warning,
             model,
             tables,
             pipeline,
@@ -267,12 +304,13 @@ impl Clone for WgpuBatch {
 }
 
 impl WgpuBatch {
-    /// Opens adapter `index` of `backend` (`None`: the first discrete GPU) for `model`.
+    /// Opens adapter `index` of `backend` (`None`: the first discrete GPU) for `model`, with
+    /// `precision` (`None`: the default, as [`Session::new`] says).
     pub fn new(
         model: Arc<Model>,
         backend: Backend,
         index: Option<usize>,
-        precision: Precision,
+        precision: Option<Precision>,
     ) -> Result<WgpuBatch> {
         Ok(WgpuBatch {
             session: Session::new(model, backend, index, precision)?,
@@ -502,5 +540,36 @@ impl BatchEvaluator for WgpuBatch {
 
     fn host_evaluator(&self) -> Option<Box<dyn Evaluator + Send>> {
         Some(Box::new(self.session.host().clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{choose_precision, Precision};
+
+    /// The default falls back to compensated sums with a warning where the probe refuses
+    /// double-float; asked for by name it is an error; other strategies skip the probe.
+    #[test]
+    fn precision_choice_and_fallback() {
+        let broken = || Err("sum 3.1e-8".to_string());
+        assert_eq!(
+            choose_precision(None, Ok(false), "a"),
+            Ok((Precision::DoubleFloat, false, None))
+        );
+        let (p, _, w) = choose_precision(None, broken(), "lavapipe").unwrap();
+        assert_eq!(p, Precision::Compensated);
+        let w = w.unwrap();
+        assert!(
+            w.contains("lavapipe") && w.contains("sum 3.1e-8") && w.contains("compensated"),
+            "{w}"
+        );
+        let e = choose_precision(Some(Precision::DoubleFloat), broken(), "a").unwrap_err();
+        assert!(e.contains("wgpu+compensated"), "{e}");
+        for p in [Precision::Compensated, Precision::HostReduced] {
+            assert_eq!(
+                choose_precision(Some(p), broken(), "a"),
+                Ok((p, true, None))
+            );
+        }
     }
 }

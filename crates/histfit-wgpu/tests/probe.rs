@@ -12,7 +12,9 @@ fn double_float_arithmetic_survives_the_shader_compiler() {
             return;
         }
     };
-    let fused = histfit_wgpu::probe::fused_fma(&gpu).expect("double-float is exact one way");
+    let fused = histfit_wgpu::probe::fused_fma(&gpu)
+        .expect("the probe runs")
+        .expect("double-float is exact one way");
     let errs = histfit_wgpu::probe::double_float_errors(&gpu, fused).expect("probe runs");
     let report: Vec<String> = histfit_wgpu::probe::FUNCTIONS
         .iter()
