@@ -13,8 +13,12 @@ pub use histfit_device::{batcher, AnyEval, AnyRunner, Device};
 pub fn open(model: Arc<Model>, device: Device) -> Result<AnyEval> {
     let name = device.to_string();
     let eval = AnyEval::new(model, device).map_err(|e| anyhow!("--gpu {name}: {e}"))?;
+    // Once per process: `grid` opens a session per point, each with the same adapter.
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if let Some(w) = eval.warning() {
-        eprintln!("warning: --gpu {name}: {w}");
+        if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            eprintln!("warning: --gpu {name}: {w}");
+        }
     }
     Ok(eval)
 }

@@ -211,6 +211,7 @@ fn pulls_without_constraints_draw_without_bars() {
         .iter()
         .filter(|p| p.get("pull").is_some())
         .collect();
+    assert!(!constrained.is_empty(), "{fit}");
     assert!(
         constrained.iter().all(|p| p["constraint"].is_null()),
         "{fit}"

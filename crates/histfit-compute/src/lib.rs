@@ -293,12 +293,27 @@ pub fn hessian<E: Evaluator + ?Sized>(
     block_on(hessian_async(&mut Blocking(eval), params, data, which))
 }
 
-/// [`hessian`] for an [`AsyncEvaluator`].
+/// [`hessian`] for an [`AsyncEvaluator`], its steps inside the evaluator's parameter bounds.
 pub async fn hessian_async<E: AsyncEvaluator + ?Sized>(
     eval: &mut E,
     params: &[f64],
     data: &Dataset,
     which: &[usize],
+) -> Result<Vec<f64>> {
+    let bounds = eval.space().bounds.clone();
+    hessian_within(eval, params, data, which, &bounds).await
+}
+
+/// [`hessian_async`] with the steps inside `bounds` (one pair per parameter; a fit's request may
+/// narrow or widen the model's): a column whose forward step would leave them is a backward
+/// difference (a minimum on its upper bound), whose likelihood beyond the bound may not even be
+/// defined.
+pub async fn hessian_within<E: AsyncEvaluator + ?Sized>(
+    eval: &mut E,
+    params: &[f64],
+    data: &Dataset,
+    which: &[usize],
+    bounds: &[(f64, f64)],
 ) -> Result<Vec<f64>> {
     let n = params.len();
     let k = which.len();
@@ -307,7 +322,10 @@ pub async fn hessian_async<E: AsyncEvaluator + ?Sized>(
     let (mut g0, mut gp) = (vec![0.0; n], vec![0.0; n]);
     eval.nll_grad(params, data, &mut g0).await?;
     for (col, &j) in which.iter().enumerate() {
-        let step = 1e-6 * params[j].abs().max(1.0);
+        let mut step = 1e-6 * params[j].abs().max(1.0);
+        if params[j] + step > bounds[j].1 && params[j] - step >= bounds[j].0 {
+            step = -step;
+        }
         x[j] = params[j] + step;
         eval.nll_grad(&x, data, &mut gp).await?;
         x[j] = params[j];

@@ -217,8 +217,16 @@ fn the_device_string_chooses_the_precision() {
         let AnyEval::Wgpu(w) = &eval else {
             panic!("{device}: not a wgpu evaluator")
         };
-        assert_eq!(w.batch.session().precision, precision, "{device}");
-        assert_eq!(eval.warning(), None, "{device}");
+        match eval.warning() {
+            None => assert_eq!(w.batch.session().precision, precision, "{device}"),
+            // The default's fallback on an adapter whose compiler breaks double-float.
+            Some(why) => {
+                assert_eq!(device, "wgpu", "{why}");
+                assert_eq!(w.batch.session().precision, Precision::Compensated);
+                println!("the default fell back: {why}");
+                continue;
+            }
+        }
         let got = eval.nll(&p, &data).unwrap();
         assert!((got - want).abs() <= tol, "{device}: {got} vs {want}");
     }

@@ -111,3 +111,43 @@ fn what_needs_the_full_covariance_refuses_above_the_limit() {
         "{e}"
     );
 }
+
+/// The difference steps of both uncertainty paths stay inside the fit's own bounds, not the
+/// model's: with the POI's lower bound widened to −5 and a deficit in the data, the best fit lies
+/// at μ < 0, outside the model's [0, 10] — the POI's uncertainty is computed (equal on both paths)
+/// rather than refused as "on bounds in both directions".
+#[test]
+fn uncertainties_follow_the_requests_bounds() {
+    let (model, mut data) = load("simple_workspace", settings("smooth"));
+    for n in data.main.iter_mut() {
+        *n -= 6.0;
+    }
+    let mut eval = CpuEvaluator::new(model.clone());
+    let space = histfit_compute::Evaluator::space(&eval).clone();
+    let poi = space.poi.unwrap();
+    let mut bounds = space.bounds.clone();
+    assert_eq!(bounds[poi].0, 0.0);
+    bounds[poi].0 = -5.0;
+    let options = |limit| FitOptions {
+        uncertainties: true,
+        bounds: Some(bounds.clone()),
+        max_dense_parameters: limit,
+        ..FitOptions::default()
+    };
+    let dense = fit(&mut eval, &data, &options(None)).unwrap();
+    assert!(
+        dense.converged && dense.bestfit[poi] < -0.1,
+        "{:?}",
+        dense.bestfit
+    );
+    let poi_only = fit(&mut eval, &data, &options(Some(0))).unwrap();
+    let (a, b) = (
+        dense.uncertainties.as_ref().unwrap()[poi],
+        poi_only.uncertainties.as_ref().unwrap()[poi],
+    );
+    assert!(
+        a.is_finite() && ((a - b) / a).abs() < 1e-4,
+        "dense {a}, CG {b}: {:?}",
+        poi_only.warnings
+    );
+}

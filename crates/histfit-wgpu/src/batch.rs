@@ -135,7 +135,9 @@ fn choose_precision(
         )),
         (Some(_), Err(errors)) => Err(format!(
             "its shader compiler does not keep double-float arithmetic exact (errors {errors}); \
-             choose another precision (--gpu wgpu+compensated or wgpu+host-reduced) or device"
+             name another precision after the device (+compensated or +host-reduced, as in \
+             `--gpu wgpu+compensated` or Python `device=\"wgpu+compensated\"`) or leave it to \
+             the default, which falls back to compensated sums"
         )),
     }
 }

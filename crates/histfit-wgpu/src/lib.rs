@@ -23,15 +23,15 @@ pub use adapter::{adapters, AdapterInfo, Backend};
 pub use batch::WgpuBatch;
 
 /// How the f32 arithmetic is arranged (the strategies a, b and c), measured side by side
-/// in BENCHMARKS.md; [`Precision::DoubleFloat`] is the default.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// in BENCHMARKS.md. The default is double-float with a fallback ([`batch::Session::new`] with
+/// `None`), so there is no `Default` here: double-float by name allows no fallback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Precision {
     /// (a) f32 per-bin terms and gradient term slots, reduced in f64 on the host.
     HostReduced,
     /// (b) f32 with compensated (Neumaier) sums on the device.
     Compensated,
     /// (c) double-float (two f32) for the expected counts, logarithms, constraint terms and sums.
-    #[default]
     DoubleFloat,
 }
 

@@ -112,6 +112,16 @@ impl Problem {
         }
     }
 
+    /// Bounds in the parameters' own units, one pair per parameter: the request's for the free
+    /// ones, the held value for the others (what a difference step must stay inside).
+    pub fn x_bounds(&self) -> Vec<(f64, f64)> {
+        let mut b: Vec<(f64, f64)> = self.start.iter().map(|&v| (v, v)).collect();
+        for (k, &i) in self.free.iter().enumerate() {
+            b[i] = (self.lower[k] * self.scale[k], self.upper[k] * self.scale[k]);
+        }
+        b
+    }
+
     /// The full parameter vector of `z` (fixed parameters at their values).
     pub fn x_of(&self, z: &[f64]) -> Vec<f64> {
         let mut x = self.start.clone();

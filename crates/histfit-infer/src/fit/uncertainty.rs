@@ -10,7 +10,7 @@ use super::index_mask;
 use super::problem::Problem;
 use super::FitResult;
 use crate::{InferError, Result};
-use histfit_compute::{hessian_async, AsyncEvaluator, Dataset};
+use histfit_compute::{hessian_within, AsyncEvaluator, Dataset};
 use histfit_optim::linalg;
 
 /// Free parameters above which no dense Hessian is built by default: 4096² doubles are 128 MiB
@@ -57,9 +57,10 @@ pub(super) async fn add_uncertainties<E: AsyncEvaluator + ?Sized>(
     }
     // The covariance and correlations are n×n over every parameter, fixed ones included.
     if free.len() > limit || n > limit {
-        return poi_only(eval, data, &free, limit, result).await;
+        return poi_only(eval, data, &free, &p.x_bounds(), limit, result).await;
     }
-    let h = hessian_async(eval, &result.bestfit, data, &free).await?;
+    let bounds = p.x_bounds();
+    let h = hessian_within(eval, &result.bestfit, data, &free, &bounds).await?;
     let k = free.len();
     let Some((inv, posdef)) = linalg::invert_symmetric(&h, k) else {
         result.hessian_positive_definite = Some(false);
@@ -73,22 +74,25 @@ pub(super) async fn add_uncertainties<E: AsyncEvaluator + ?Sized>(
         }
     }
     drop(inv);
-    // A negative variance (a Hessian that is not positive definite, reported beside) reads as
-    // 0; a NaN stays NaN (`f64::max` would turn it into 0).
+    // A free parameter's variance that is negative (the Hessian is then not positive definite,
+    // reported beside) or not a number is no uncertainty: NaN (null in JSON), never a silent 0,
+    // and so are its correlations. Fixed and kinked parameters keep 0 and no correlation.
     let unc: Vec<f64> = (0..n)
         .map(|i| {
             let v = cov[i * n + i];
-            if v.is_nan() {
-                v
+            if v >= 0.0 {
+                v.sqrt()
             } else {
-                v.max(0.0).sqrt()
+                f64::NAN
             }
         })
         .collect();
     let corr: Vec<f64> = (0..n * n)
         .map(|ij| {
             let (i, j) = (ij / n, ij % n);
-            if i == j {
+            if unc[i].is_nan() || unc[j].is_nan() {
+                f64::NAN
+            } else if i == j {
                 1.0
             } else if unc[i] > 0.0 && unc[j] > 0.0 {
                 cov[ij] / (unc[i] * unc[j])
@@ -110,6 +114,7 @@ async fn poi_only<E: AsyncEvaluator + ?Sized>(
     eval: &mut E,
     data: &Dataset,
     free: &[usize],
+    bounds: &[(f64, f64)],
     limit: usize,
     result: &mut FitResult,
 ) -> Result<()> {
@@ -117,7 +122,8 @@ async fn poi_only<E: AsyncEvaluator + ?Sized>(
     let k = free.len();
     let why = format!(
         "{k} free of {n} parameters exceed the dense-Hessian limit of {limit} (an n×n matrix \
-         would take {:.0} MiB and O(n³) time; raise it with --max-hessian-parameters)",
+         would take {:.0} MiB and O(n³) time; raise it with --max-hessian-parameters, in \
+         Python max_hessian_parameters=)",
         mib(n)
     );
     let poi = eval
@@ -134,7 +140,7 @@ async fn poi_only<E: AsyncEvaluator + ?Sized>(
     for &i in free {
         unc[i] = f64::NAN;
     }
-    match cg_inverse_diagonal(eval, data, &result.bestfit, free, t).await? {
+    match cg_inverse_diagonal(eval, data, &result.bestfit, free, bounds, t).await? {
         Cg::Converged { value, iterations } if value > 0.0 => {
             unc[free[t]] = value.sqrt();
             result.warnings.push(format!(
@@ -142,9 +148,16 @@ async fn poi_only<E: AsyncEvaluator + ?Sized>(
                  Hessian, no matrix built); the others are not computed (null): {why}"
             ));
         }
-        // A variance that is not positive (rounding in the differenced products of a nearly
-        // flat direction) is no uncertainty: null with a word, never a silent 0.
-        Cg::Converged { .. } | Cg::NotPositive => {
+        // Every d·Hd was positive, yet the variance is not: rounding in the differenced products
+        // of a nearly flat direction. No uncertainty (null) with a word, never a silent 0; the
+        // Hessian is not known to be indefinite.
+        Cg::Converged { value, iterations } => {
+            result.warnings.push(format!(
+                "no uncertainty of the POI: conjugate gradients gave a variance of {value:.3e} \
+                 after {iterations} steps (rounding in a nearly flat direction); {why}"
+            ));
+        }
+        Cg::NotPositive => {
             result.hessian_positive_definite = Some(false);
             result.warnings.push(format!(
                 "no uncertainties: the Hessian at the minimum is not positive definite along a \
@@ -195,12 +208,14 @@ const CG_TOLERANCE: f64 = 1e-6;
 /// Most conjugate-gradient steps (each one gradient).
 const CG_MAX_STEPS: usize = 2000;
 
-/// (H⁻¹)ₜₜ over the free parameters `free` at `x`: H z = eₜ by conjugate gradients, z·eₜ.
+/// (H⁻¹)ₜₜ over the free parameters `free` at `x`: H z = eₜ by conjugate gradients, z·eₜ; the
+/// difference steps stay inside `bounds` (the fit's, per parameter).
 async fn cg_inverse_diagonal<E: AsyncEvaluator + ?Sized>(
     eval: &mut E,
     data: &Dataset,
     x: &[f64],
     free: &[usize],
+    bounds: &[(f64, f64)],
     t: usize,
 ) -> Result<Cg> {
     let k = free.len();
@@ -214,7 +229,6 @@ async fn cg_inverse_diagonal<E: AsyncEvaluator + ?Sized>(
     let mut d = r.clone();
     let mut rr = 1.0;
     let mut hd = vec![0.0; k];
-    let bounds = &eval.space().bounds.clone();
     let inside = |h: f64, d: &[f64]| {
         free.iter().enumerate().all(|(a, &i)| {
             let v = x[i] + h * d[a];
