@@ -53,9 +53,38 @@ pub struct HostTables {
     pub scratch_len: usize,
 }
 
+/// Whether `m`'s tables fit the 32-bit indices of the device kernels: every count the tables
+/// index (parameters, bins, sample-bins, gradient term slots, histosys coefficients) below 2³¹.
+/// Checked before [`HostTables::new`], so that a model too large for a GPU is one clear error
+/// and never the panic of [`i`].
+pub fn check(m: &Model) -> Result<(), String> {
+    let n_terms = m.n_aux()
+        + m.normsys.len()
+        + m.scale_factors.len()
+        + m.histosys.len()
+        + m.bin_factors.len();
+    let coefs: usize = m.histosys_coef.iter().map(|c| c.len()).sum();
+    for (what, n) in [
+        ("parameters", m.n_params()),
+        ("bins", m.n_main),
+        ("sample-bins", m.nominal.len()),
+        ("gradient terms", n_terms),
+        ("histosys coefficients", coefs),
+    ] {
+        if i32::try_from(n).is_err() {
+            return Err(format!(
+                "{n} {what}: the GPU kernels index their tables with 32-bit integers (at most {})",
+                i32::MAX
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// An index into a device table; [`check`] has made sure it fits.
 fn i(v: impl TryInto<i32>) -> i32 {
     v.try_into()
-        .unwrap_or_else(|_| panic!("model table index exceeds i32"))
+        .unwrap_or_else(|_| panic!("model table index exceeds i32 (flat::check not called)"))
 }
 
 impl HostTables {

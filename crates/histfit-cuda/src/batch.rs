@@ -88,6 +88,7 @@ pub struct Session {
 impl Session {
     /// Opens device `ordinal`, loads the kernels and uploads `model`.
     pub fn new(model: Arc<Model>, ordinal: usize) -> Result<Arc<Session>> {
+        histfit_compute::flat::check(&model).map_err(CudaError::TooLarge)?;
         let tables = HostTables::new(&model);
         Session::with_tables(model, ordinal, tables)
     }
@@ -95,6 +96,7 @@ impl Session {
     /// [`Session::new`] for a model whose yields will be inputs: its tables carry the nominal
     /// yields that histosys deltas held relative to the inputs are scaled against.
     pub fn for_input_yields(model: Arc<Model>, ordinal: usize) -> Result<Arc<Session>> {
+        histfit_compute::flat::check(&model).map_err(CudaError::TooLarge)?;
         let tables = HostTables::for_input_yields(&model);
         Session::with_tables(model, ordinal, tables)
     }

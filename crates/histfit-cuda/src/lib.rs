@@ -44,6 +44,9 @@ pub enum CudaError {
     Compile(String),
     #[error("GPU out of memory: {0}")]
     OutOfMemory(String),
+    /// The model exceeds what the kernels' tables can index.
+    #[error("the model is too large for the CUDA kernels: {0}")]
+    TooLarge(String),
 }
 
 impl From<CudaError> for histfit_compute::ComputeError {

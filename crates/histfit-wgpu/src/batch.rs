@@ -176,6 +176,10 @@ impl Session {
         precision: Option<Precision>,
     ) -> Result<Arc<Session>> {
         let gpu = Gpu::open(backend, index)?;
+        histfit_compute::flat::check(&model).map_err(|rule| crate::WgpuError::Limits {
+            adapter: gpu.info.name.clone(),
+            rule,
+        })?;
         // Double-float products: with the adapter's fma where it is fused, else split.
         let probe = match precision {
             None | Some(Precision::DoubleFloat) => crate::probe::fused_fma(&gpu)?,
