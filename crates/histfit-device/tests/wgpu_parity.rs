@@ -231,3 +231,72 @@ fn the_device_string_chooses_the_precision() {
         assert!((got - want).abs() <= tol, "{device}: {got} vs {want}");
     }
 }
+
+/// The differentiable layer bridged to wgpu (`WgpuYields`): input yields written into the
+/// adapter's tables — a signal and a background with a histosys held relative to its yields —
+/// give the CPU's −2 ln L and parameter gradient at the tiers, the yield gradient exactly (it is
+/// the host's, in f64, at the same point), and the CPU's profiled q0, qμ and expected q0 with
+/// their yield gradients, in both settings.
+#[test]
+fn input_yields_on_wgpu_match_the_cpu() {
+    use histfit_infer::differentiable as d;
+    use histfit_wgpu::WgpuYields;
+    for setting in SETTINGS {
+        let (model, _) = load("complex_workspace", settings(setting));
+        let mut gpu = match WgpuYields::new(model.clone(), Backend::Any, None, None) {
+            Ok(g) => g,
+            Err(histfit_wgpu::WgpuError::Unavailable(why)) => {
+                println!("SKIPPED input_yields_on_wgpu_match_the_cpu: {why}");
+                return;
+            }
+            Err(e) => panic!("{e}"),
+        };
+        let mut cpu = CpuEvaluator::new(model.clone());
+        let data = Dataset::observed(&model);
+        let inputs = vec![(0, vec![6.0, 11.0]), (1, vec![48.0, 61.5])];
+        let (ci, gi) = (
+            d::set_yields(&mut cpu, &inputs).unwrap(),
+            d::set_yields(&mut gpu, &inputs).unwrap(),
+        );
+        let p = model.init();
+        let (vc, gc, yc) = d::twice_nll_yields(&mut cpu, &p, &data, &ci).unwrap();
+        let (vg, gg, yg) = d::twice_nll_yields(&mut gpu, &p, &data, &gi).unwrap();
+        assert!((vc - vg).abs() < 2e-4, "{setting}: −2 ln L {vc} vs {vg}");
+        assert!(max_abs(&gc, &gg) < 2e-3, "{setting}: ∇ {gc:?} vs {gg:?}");
+        assert_eq!(yc, yg, "{setting}: yield gradient");
+        // The yields are really in the adapter's tables: the model's own give another value.
+        let mut plain = CpuEvaluator::new(model.clone());
+        assert!((2.0 * plain.nll(&p, &data).unwrap() - vg).abs() > 1e-2);
+        for (mu, discovery) in [(0.0, true), (1.0, false)] {
+            let c = d::profiled_statistic(&mut cpu, &data, &ci, mu, discovery, None, None).unwrap();
+            let g = d::profiled_statistic(&mut gpu, &data, &gi, mu, discovery, None, None).unwrap();
+            assert!(
+                (c.q - g.q).abs() < 1e-4,
+                "{setting} μ={mu}: q {} vs {}",
+                c.q,
+                g.q
+            );
+            let (a, b) = (c.grad.unwrap(), g.grad.unwrap());
+            assert!(max_abs(&a, &b) < 1e-3, "{setting} μ={mu}: {a:?} vs {b:?}");
+        }
+        let c = d::expected_q0(&mut cpu, &ci, None, None).unwrap();
+        let g = d::expected_q0(&mut gpu, &gi, None, None).unwrap();
+        assert!(
+            (c.q - g.q).abs() < 1e-4,
+            "{setting}: expected q0 {} vs {}",
+            c.q,
+            g.q
+        );
+        assert!(
+            max_abs(&c.grad.unwrap(), &g.grad.unwrap()) < 1e-3,
+            "{setting}"
+        );
+        // Back to the model's yields on both.
+        d::set_yields(&mut gpu, &[]).unwrap();
+        let back = gpu.nll(&p, &data).unwrap();
+        assert!(
+            (back - plain.nll(&p, &data).unwrap()).abs() < 1e-4,
+            "{setting}: reset"
+        );
+    }
+}

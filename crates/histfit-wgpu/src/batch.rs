@@ -155,6 +155,8 @@ pub struct Session {
     pipeline: wgpu::ComputePipeline,
     ints: wgpu::Buffer,
     reals: wgpu::Buffer,
+    /// Where each real table starts in `reals`, in double-float pairs.
+    real_offsets: Vec<(&'static str, u32)>,
     /// Scratch slots (double-float pairs) and output slots (f32) per problem.
     scratch_len: usize,
     out_len: usize,
@@ -267,14 +269,86 @@ impl Session {
             pipeline,
             ints: ints_buf,
             reals: reals_buf,
+            real_offsets,
             scratch_len,
             out_len,
             chunk,
         }))
     }
 
-    fn host(&self) -> std::sync::MutexGuard<'_, CpuEvaluator> {
+    pub(crate) fn host(&self) -> std::sync::MutexGuard<'_, CpuEvaluator> {
         self.host.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Byte offset of element `at` of real table `name` in the `reals` buffer.
+    fn real_offset(&self, name: &str, at: usize) -> u64 {
+        let start = self
+            .real_offsets
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|&(_, o)| o)
+            .expect("a real table of pack_reals");
+        (start as u64 + at as u64) * 8
+    }
+
+    /// Input yields for `sample` (the differentiable layer): checked and set on the host
+    /// evaluator first (the CPU's rules), then written into this session's tables — the
+    /// sample's nominal row and, where its histosys deltas are held relative to the yields
+    /// (additive codes under `YieldVariations::Relative`), its coefficient rows scaled by
+    /// y/nominal₀ as the CPU evaluator scales its own. Every clone of the session sees them.
+    pub fn set_yields(&self, sample: usize, yields: &[f64]) -> histfit_compute::Result<()> {
+        use histfit_compute::YieldEvaluator;
+        self.host().set_yields(sample, yields)?;
+        let m = &*self.model;
+        let smp = &m.samples[sample];
+        let mut pairs = Vec::with_capacity(2 * yields.len());
+        for &y in yields {
+            split(y, &mut pairs);
+        }
+        let queue = &self.gpu.queue;
+        queue.write_buffer(
+            &self.reals,
+            self.real_offset("O_NOMINAL", smp.sb_start),
+            as_bytes(&pairs),
+        );
+        let relative = m.settings.yield_variations == histfit_model::YieldVariations::Relative;
+        if smp.histosys.1 > smp.histosys.0 && !m.settings.histosys.is_multiplicative() {
+            let scale: Vec<f64> = (0..smp.n_bins)
+                .map(|b| {
+                    let nominal = m.nominal[smp.sb_start + b];
+                    if relative && nominal != 0.0 {
+                        yields[b] / nominal
+                    } else {
+                        1.0
+                    }
+                })
+                .collect();
+            for entry in &m.histosys[smp.histosys.0 as usize..smp.histosys.1 as usize] {
+                let row = entry.coef_start as usize;
+                pairs.clear();
+                for (b, f) in scale.iter().enumerate() {
+                    for c in m.histosys_coef[row + b] {
+                        split(c * f, &mut pairs);
+                    }
+                }
+                queue.write_buffer(
+                    &self.reals,
+                    self.real_offset("O_HS_COEF", 4 * row),
+                    as_bytes(&pairs),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Every sample's yields back to the model's, on the host evaluator and in the tables.
+    pub fn reset_yields(&self) {
+        use histfit_compute::YieldEvaluator;
+        self.host().reset_yields();
+        let (reals, _) = pack_reals(&self.tables);
+        self.gpu
+            .queue
+            .write_buffer(&self.reals, 0, as_bytes(&reals));
     }
 }
 

@@ -18,9 +18,11 @@
 pub mod adapter;
 pub mod batch;
 pub mod probe;
+pub mod yields;
 
 pub use adapter::{adapters, AdapterInfo, Backend};
 pub use batch::WgpuBatch;
+pub use yields::WgpuYields;
 
 /// How the f32 arithmetic is arranged (the strategies a, b and c), measured side by side
 /// in BENCHMARKS.md. The default is double-float with a fallback ([`batch::Session::new`] with
