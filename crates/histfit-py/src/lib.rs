@@ -9,6 +9,7 @@ use histfit_device::{AnyEval, AnyRunner, Device};
 use histfit_infer::toys::{fit_toys_on, hypotest_toys_on, ToyRunner};
 use histfit_infer::{AsymptoticCalculator, FitOptions, Starts, TestStat};
 use histfit_model::{compile, InterpCode, Model, Settings, Workspace};
+use histfit_wgpu::WgpuYields;
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -57,17 +58,22 @@ fn open(model: Arc<Model>, device: &str) -> PyResult<AnyEval> {
     let eval = AnyEval::new(model, parse_device(device)?)
         .map_err(|e| DeviceError::new_err(e.to_string()))?;
     if let Some(w) = eval.warning() {
-        let msg = std::ffi::CString::new(format!("device {device}: {w}")).unwrap_or_default();
-        Python::attach(|py| {
-            PyErr::warn(
-                py,
-                &py.get_type::<pyo3::exceptions::PyUserWarning>(),
-                &msg,
-                1,
-            )
-        })?;
+        warn(&format!("device {device}: {w}"))?;
     }
     Ok(eval)
+}
+
+/// A Python `UserWarning`.
+fn warn(message: &str) -> PyResult<()> {
+    let msg = std::ffi::CString::new(message).unwrap_or_default();
+    Python::attach(|py| {
+        PyErr::warn(
+            py,
+            &py.get_type::<pyo3::exceptions::PyUserWarning>(),
+            &msg,
+            1,
+        )
+    })
 }
 
 /// Runs `$body` with `$runner` bound to the toy runner of `$device` (CPU threads, or lockstep
@@ -169,6 +175,7 @@ impl NativeWorkspace {
             cpu: Mutex::new(None),
             yields_cpu: Mutex::new(None),
             yields_cuda: Mutex::new(None),
+            yields_wgpu: Mutex::new(None),
         })
     }
 }
@@ -214,6 +221,9 @@ enum YieldSource<'py> {
 enum YieldInputs {
     /// Per input sample, its yields.
     Host(Vec<(usize, Vec<f64>)>),
+    /// Host yields for the fits on a wgpu adapter (the f32 path; yield gradients from its f64
+    /// host evaluator).
+    Wgpu(Device, Vec<(usize, Vec<f64>)>),
     Device {
         ordinal: usize,
         inputs: Vec<(String, u64, usize)>,
@@ -233,6 +243,10 @@ macro_rules! with_yields {
                     $body
                 })
                 .map_err(infer_err),
+            YieldInputs::Wgpu(device, v) => $s.with_yields_wgpu(device, |$ev| {
+                let $idx = &histfit_infer::differentiable::set_yields($ev, v)?;
+                $body
+            }),
             YieldInputs::Device {
                 ordinal,
                 inputs,
@@ -252,6 +266,9 @@ struct NativeModel {
     yields_cpu: Mutex<Option<CpuEvaluator>>,
     /// The GPU evaluator for yields given in device memory (PyTorch CUDA tensors).
     yields_cuda: Mutex<Option<CudaYields>>,
+    /// The wgpu evaluator for host yields fitted on an adapter, with the device it was opened
+    /// for.
+    yields_wgpu: Mutex<Option<(Device, WgpuYields)>>,
 }
 
 impl NativeModel {
@@ -319,7 +336,24 @@ impl NativeModel {
     }
 
     /// The inputs of a call, host or device, checked against the model.
-    fn yield_inputs(&self, source: YieldSource<'_>) -> PyResult<YieldInputs> {
+    /// The yields of `source`, for the evaluator of `device` (`None`: the CPU, or the CUDA device
+    /// the yields live on; a wgpu device fits host yields on that adapter).
+    fn yield_inputs(&self, source: YieldSource<'_>, device: Option<&str>) -> PyResult<YieldInputs> {
+        let device = device.map(parse_device).transpose()?;
+        match (source, device) {
+            (YieldSource::Host(v), Some(d @ Device::Wgpu { .. })) => {
+                Ok(YieldInputs::Wgpu(d, self.host_yields(v)?))
+            }
+            (_, Some(d @ (Device::Cuda(_) | Device::CudaSplit(_) | Device::CudaAll)))
+            | (YieldSource::Device(_), Some(d @ Device::Wgpu { .. })) => Err(bad(format!(
+                "device {d}: input yields are fitted on the CPU, a wgpu adapter (host yields), or \
+                 the CUDA device whose memory holds them (PyTorch CUDA tensors, no device named)"
+            ))),
+            (source, _) => self.yield_inputs_of(source),
+        }
+    }
+
+    fn yield_inputs_of(&self, source: YieldSource<'_>) -> PyResult<YieldInputs> {
         match source {
             YieldSource::Host(v) => Ok(YieldInputs::Host(self.host_yields(v)?)),
             YieldSource::Device(d) => {
@@ -418,6 +452,34 @@ impl NativeModel {
                 "warm starts need both the free and the conditional point",
             )),
         }
+    }
+
+    /// Runs `f` on the wgpu evaluator of `device`, opened on first use (and again for another
+    /// device); a precision fallback becomes a `UserWarning`, as for [`open`].
+    fn with_yields_wgpu<T>(
+        &self,
+        device: &Device,
+        f: impl FnOnce(&mut WgpuYields) -> histfit_infer::Result<T>,
+    ) -> PyResult<T> {
+        let mut g = self.yields_wgpu.lock().unwrap_or_else(|p| p.into_inner());
+        if g.as_ref().is_none_or(|(d, _)| d != device) {
+            let Device::Wgpu {
+                backend,
+                adapter,
+                precision,
+            } = device.clone()
+            else {
+                return Err(bad(format!("device {device}: not a wgpu device")));
+            };
+            let ev = WgpuYields::new(self.model.clone(), backend, adapter, precision)
+                .map_err(|e| DeviceError::new_err(e.to_string()))?;
+            if let Some(w) = ev.batch().session().warning.clone() {
+                warn(&format!("device {device}: {w}"))?;
+            }
+            *g = Some((device.clone(), ev));
+        }
+        let (_, ev) = g.as_mut().expect("set above");
+        f(ev).map_err(infer_err)
     }
 
     fn with_yields_cpu<T>(&self, f: impl FnOnce(&mut CpuEvaluator) -> T) -> T {
@@ -532,16 +594,18 @@ impl NativeModel {
     }
     /// −2 ln L at `pars` with the given samples' yields, its gradient with respect to the
     /// parameters, and with respect to the yields (one array per input, in order).
+    #[pyo3(signature = (pars, data, yields, device = None))]
     fn twice_nll_and_grad_yields<'py>(
         &self,
         py: Python<'py>,
         pars: PyReadonlyArray1<'_, f64>,
         data: PyReadonlyArray1<'_, f64>,
         yields: YieldSource<'_>,
+        device: Option<&str>,
     ) -> PyResult<ValueAndGrads<'py>> {
         let p = self.params(&pars)?;
         let d = self.dataset(Some(data))?;
-        let inputs = self.yield_inputs(yields)?;
+        let inputs = self.yield_inputs(yields, device)?;
         let (v, g, gy) = py.detach(|| {
             with_yields!(self, &inputs, |ev, idx| {
                 histfit_infer::differentiable::twice_nll_yields(ev, &p, &d, idx)
@@ -552,7 +616,7 @@ impl NativeModel {
 
     /// Profiled q0 (`discovery`) or one-sided qμ at the given yields, with its gradient with
     /// respect to them (JSON: q, grad, mu_hat, fits' best-fit points for warm starts).
-    #[pyo3(signature = (yields, data, mu = 0.0, discovery = true, warm_free = None, warm_cond = None, edm = None))]
+    #[pyo3(signature = (yields, data, mu = 0.0, discovery = true, warm_free = None, warm_cond = None, edm = None, device = None))]
     #[allow(clippy::too_many_arguments)]
     fn profiled_statistic(
         &self,
@@ -564,9 +628,10 @@ impl NativeModel {
         warm_free: Option<PyReadonlyArray1<'_, f64>>,
         warm_cond: Option<PyReadonlyArray1<'_, f64>>,
         edm: Option<f64>,
+        device: Option<&str>,
     ) -> PyResult<String> {
         let d = self.dataset(Some(data))?;
-        let inputs = self.yield_inputs(yields)?;
+        let inputs = self.yield_inputs(yields, device)?;
         let warm = self.warm_starts(warm_free, warm_cond)?;
         let r = py.detach(|| {
             with_yields!(self, &inputs, |ev, idx| {
@@ -586,7 +651,7 @@ impl NativeModel {
 
     /// Expected discovery significance: q0 on the Asimov dataset of μ = 1 built from the given
     /// yields, with its gradient (including the dataset's dependence on the yields). JSON.
-    #[pyo3(signature = (yields, warm_free = None, warm_cond = None, edm = None))]
+    #[pyo3(signature = (yields, warm_free = None, warm_cond = None, edm = None, device = None))]
     fn expected_q0(
         &self,
         py: Python<'_>,
@@ -594,8 +659,9 @@ impl NativeModel {
         warm_free: Option<PyReadonlyArray1<'_, f64>>,
         warm_cond: Option<PyReadonlyArray1<'_, f64>>,
         edm: Option<f64>,
+        device: Option<&str>,
     ) -> PyResult<String> {
-        let inputs = self.yield_inputs(yields)?;
+        let inputs = self.yield_inputs(yields, device)?;
         let warm = self.warm_starts(warm_free, warm_cond)?;
         let r = py.detach(|| {
             with_yields!(self, &inputs, |ev, idx| {

@@ -109,3 +109,43 @@ def test_training_on_thu_raises_the_expected_significance():
         opt.step()
         losses.append(loss.item())
     assert losses[-1] < losses[0] - 1.0, losses
+
+
+def _wgpu_adapter():
+    d = histfit.devices()
+    return bool(d.get("wgpu")), d.get("wgpu_unavailable_reason")
+
+
+def test_cpu_tensors_bridged_to_wgpu_match_the_cpu(model):
+    """``device="wgpu"``: the fits on the adapter in f32, the CPU tensors bridged; −2 ln L and its
+    gradients, q0, qμ and expected q0 with their yield gradients as on the CPU (lavapipe in CI)."""
+    ok, why = _wgpu_adapter()
+    if not ok:
+        pytest.skip(f"no wgpu adapter: {why}")
+    pars = torch.tensor([1.3, 0.97, 1.02], dtype=torch.float64, requires_grad=True)
+    y = torch.tensor([7.0, 11.0], dtype=torch.float64, requires_grad=True)
+    grads = []
+    for device in (None, "wgpu"):
+        v = ht.twice_nll(model, pars, {"signal": y}, device=device)
+        gp, gy = torch.autograd.grad(v, (pars, y))
+        grads.append((v.item(), gp, gy))
+    (vc, gpc, gyc), (vw, gpw, gyw) = grads
+    assert abs(vc - vw) < 2e-4
+    assert torch.allclose(gpc, gpw, atol=2e-3, rtol=0) and torch.allclose(gyc, gyw, atol=1e-6, rtol=0)
+    for stat in (lambda s, dev: ht.q0(model, {"signal": s}, device=dev),
+                 lambda s, dev: ht.qmu(1.0, model, {"signal": s}, device=dev),
+                 lambda s, dev: ht.expected_q0(model, {"signal": s}, device=dev)):
+        out = []
+        for device in (None, "wgpu"):
+            s = torch.tensor([12.0, 20.0], dtype=torch.float64, requires_grad=True)
+            q = stat(s, device)
+            (g,) = torch.autograd.grad(q, (s,))
+            out.append((q.item(), g))
+        (qc, gc), (qw, gw) = out
+        assert abs(qc - qw) < 1e-4, (qc, qw)
+        assert torch.allclose(gc, gw, atol=1e-3, rtol=0), (gc, gw)
+
+
+def test_a_cuda_device_with_host_yields_is_refused(model):
+    with pytest.raises(histfit.HistfitError, match="input yields are fitted on the CPU"):
+        histfit.profiled_q0(model, {"signal": [5.0, 10.0]}, device="cuda")

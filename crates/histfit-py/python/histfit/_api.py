@@ -171,6 +171,7 @@ class Model:
     def twice_nll_and_grad_yields(
         self, pars: Sequence[float], data: Sequence[float],
         yields: Union[Dict[str, Sequence[float]], "_native.DeviceYields"],
+        device: Optional[str] = None,
     ) -> Tuple[float, np.ndarray, Optional[Dict[str, np.ndarray]]]:
         """−2 ln L with the nominal yields of some samples given as inputs (``{"signal": y}``;
         a sample present in several channels takes its bins concatenated in channel order,
@@ -179,9 +180,13 @@ class Model:
         follow the input as ``Workspace.model(yield_variations=...)`` defines. ``yields`` may also be a
         ``histfit._native.DeviceYields`` (float64 buffers in GPU memory, as ``histfit.torch``
         passes CUDA tensors): the yield gradient is then written to its buffer and ``None`` is
-        returned in its place."""
+        returned in its place. ``device``: a wgpu device (``"wgpu"``, ``"vulkan:1"``,
+        ``"metal+compensated"`` …) evaluates host yields on that GPU in f32, the yield gradient
+        coming from the f64 host evaluator at the same point; default the CPU (or the CUDA device
+        that holds the yields)."""
         source, keys, arrays = _yield_source(yields)
-        v, g, gy = self._native.twice_nll_and_grad_yields(_array(pars, "pars"), _array(data, "data"), source)
+        v, g, gy = self._native.twice_nll_and_grad_yields(_array(pars, "pars"), _array(data, "data"), source,
+                                                          device)
         return v, g, _split(gy, keys, arrays)
 
 
@@ -532,17 +537,17 @@ class ProfiledStatistic:
 
 
 def _profiled(model: Model, yields, data, mu: float, discovery: bool, warm, edm=None,
-              expected: bool = False) -> ProfiledStatistic:
+              expected: bool = False, device: Optional[str] = None) -> ProfiledStatistic:
     source, keys, arrays = _yield_source(yields)
     wf = wc = None
     if warm is not None:
         wf, wc = _array(warm.free_bestfit, "warm"), _array(warm.cond_bestfit, "warm")
     edm = None if edm is None else float(edm)
     if expected:
-        r = json.loads(model._native.expected_q0(source, wf, wc, edm))
+        r = json.loads(model._native.expected_q0(source, wf, wc, edm, device))
     else:
         data = model._native.observed() if data is None else _array(data, "data")
-        r = json.loads(model._native.profiled_statistic(source, data, float(mu), discovery, wf, wc, edm))
+        r = json.loads(model._native.profiled_statistic(source, data, float(mu), discovery, wf, wc, edm, device))
     if not r["converged"]:
         warnings.warn("a fit behind the profiled statistic did not converge; its value and gradient "
                       "are unreliable (see .converged)", RuntimeWarning, stacklevel=3)
@@ -557,30 +562,36 @@ def _profiled(model: Model, yields, data, mu: float, discovery: bool, warm, edm=
 
 
 def profiled_q0(model: Model, yields: Union[Dict[str, Sequence[float]], "_native.DeviceYields"], data: Any = None,
-                warm: Optional[ProfiledStatistic] = None, edm: Optional[float] = None) -> ProfiledStatistic:
+                warm: Optional[ProfiledStatistic] = None, edm: Optional[float] = None,
+                device: Optional[str] = None) -> ProfiledStatistic:
     """Discovery statistic q0 with the given samples' yields (see
     :meth:`Model.twice_nll_and_grad_yields`, which also says how yields in GPU memory are given)
     and dq0/dyields. ``warm``: the previous call's
     result, whose fits start this call's (a training step moves the yields a little). ``edm``:
     the fits' convergence threshold (default 1e-11); at 1e-13 or below the minima are then
-    polished by Newton steps (gradient to ~1e-8 relative, at a few dozen more evaluations)."""
-    return _profiled(model, yields, data, 0.0, True, warm, edm)
+    polished by Newton steps (gradient to ~1e-8 relative, at a few dozen more evaluations).
+    ``device``: a wgpu device runs the fits on that GPU in f32 (see
+    :meth:`Model.twice_nll_and_grad_yields`)."""
+    return _profiled(model, yields, data, 0.0, True, warm, edm, device=device)
 
 
 def profiled_qmu(mu: float, model: Model, yields: Union[Dict[str, Sequence[float]], "_native.DeviceYields"],
                  data: Any = None,
-                 warm: Optional[ProfiledStatistic] = None, edm: Optional[float] = None) -> ProfiledStatistic:
-    """One-sided qμ at ``mu`` with the given yields, and dqμ/dyields."""
-    return _profiled(model, yields, data, mu, False, warm, edm)
+                 warm: Optional[ProfiledStatistic] = None, edm: Optional[float] = None,
+                 device: Optional[str] = None) -> ProfiledStatistic:
+    """One-sided qμ at ``mu`` with the given yields, and dqμ/dyields (``device`` as for
+    :func:`profiled_q0`)."""
+    return _profiled(model, yields, data, mu, False, warm, edm, device=device)
 
 
 def expected_q0(model: Model, yields: Union[Dict[str, Sequence[float]], "_native.DeviceYields"],
                 warm: Optional[ProfiledStatistic] = None,
-                edm: Optional[float] = None) -> ProfiledStatistic:
+                edm: Optional[float] = None, device: Optional[str] = None) -> ProfiledStatistic:
     """Expected discovery significance: q0 on the Asimov dataset of μ = 1 (nuisance parameters
     at their initial values) built from the given yields, and dq0/dyields — including the
-    dataset's own dependence on the yields. Z = sqrt(q0)."""
-    return _profiled(model, yields, None, 0.0, True, warm, edm, expected=True)
+    dataset's own dependence on the yields. Z = sqrt(q0). ``device`` as for
+    :func:`profiled_q0`."""
+    return _profiled(model, yields, None, 0.0, True, warm, edm, expected=True, device=device)
 
 
 def devices() -> Dict[str, Any]:

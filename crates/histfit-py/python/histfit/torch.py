@@ -90,11 +90,12 @@ class _OnDevice:
         return [g.to(y.dtype).view_as(y) for g, y in zip(parts, self.like)]
 
 
-def _yield_source(keys: List[str], yields) -> Tuple[Any, Callable[[Any], List[torch.Tensor]]]:
+def _yield_source(keys: List[str], yields, device: Optional[str] = None) -> Tuple[Any, Callable[[Any], List[torch.Tensor]]]:
     """The yields as histfit takes them — in place in GPU memory when they are CUDA tensors and
-    histfit can use the GPU, else as host arrays — and how to turn the gradient it returns into
-    tensors like the yields."""
-    if yields and all(isinstance(y, torch.Tensor) and y.is_cuda for y in yields) and _cuda_usable():
+    histfit can use the GPU (no other device named), else as host arrays — and how to turn the
+    gradient it returns into tensors like the yields."""
+    if (device is None and yields and all(isinstance(y, torch.Tensor) and y.is_cuda for y in yields)
+            and _cuda_usable()):
         dev = _OnDevice(keys, tuple(yields))
         return dev.source, lambda _: dev.grads()
     return ({k: _np(y) for k, y in zip(keys, yields)},
@@ -104,10 +105,10 @@ def _yield_source(keys: List[str], yields) -> Tuple[Any, Callable[[Any], List[to
 
 class _TwiceNLL(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, model, data, keys, pars, *yields):
+    def forward(ctx, model, data, keys, device, pars, *yields):
         like = pars
-        source, grads = _yield_source(keys, yields)
-        v, gp, gy = model.twice_nll_and_grad_yields(_np(pars), data, source)
+        source, grads = _yield_source(keys, yields, device)
+        v, gp, gy = model.twice_nll_and_grad_yields(_np(pars), data, source, device)
         gys = grads(gy)
         ctx.save_for_backward(torch.as_tensor(gp, dtype=like.dtype, device=like.device), *gys)
         return torch.as_tensor(v, dtype=like.dtype, device=like.device)
@@ -115,25 +116,30 @@ class _TwiceNLL(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out):
         gp, *gys = ctx.saved_tensors
-        return (None, None, None, grad_out * gp, *[grad_out * g for g in gys])
+        return (None, None, None, None, grad_out * gp, *[grad_out * g for g in gys])
 
 
-def twice_nll(model: "histfit.Model", pars: torch.Tensor, yields: Dict[str, torch.Tensor], data: Any = None) -> torch.Tensor:
-    """−2 ln L at ``pars`` with the given yields; differentiable in ``pars`` and every yield."""
+def twice_nll(model: "histfit.Model", pars: torch.Tensor, yields: Dict[str, torch.Tensor], data: Any = None,
+              device: Optional[str] = None) -> torch.Tensor:
+    """−2 ln L at ``pars`` with the given yields; differentiable in ``pars`` and every yield.
+    ``device``: a wgpu device (``"wgpu"``, ``"vulkan:1"``, ``"metal+compensated"`` …) evaluates on
+    that GPU in f32 with the tensors bridged from the CPU; default the CPU, or the CUDA device
+    that holds CUDA tensors."""
     keys = list(yields)
     d = model._native.observed() if data is None else np.asarray(data, dtype=np.float64)
-    return _TwiceNLL.apply(model, d, keys, pars, *[yields[k] for k in keys])
+    return _TwiceNLL.apply(model, d, keys, device, pars, *[yields[k] for k in keys])
 
 
-def nll(model: "histfit.Model", pars: torch.Tensor, yields: Dict[str, torch.Tensor], data: Any = None) -> torch.Tensor:
+def nll(model: "histfit.Model", pars: torch.Tensor, yields: Dict[str, torch.Tensor], data: Any = None,
+        device: Optional[str] = None) -> torch.Tensor:
     """−ln L (see :func:`twice_nll`)."""
-    return 0.5 * twice_nll(model, pars, yields, data)
+    return 0.5 * twice_nll(model, pars, yields, data, device)
 
 
 class _Profiled(torch.autograd.Function):
     @staticmethod
     def forward(ctx, owner, keys, *yields):
-        source, grads = _yield_source(keys, yields)
+        source, grads = _yield_source(keys, yields, owner.device)
         r = owner._evaluate(source)
         gys = grads(r.grad)
         r.grad = dict(zip(keys, gys))  # as tensors like the yields, whichever path made them
@@ -147,19 +153,21 @@ class _Profiled(torch.autograd.Function):
 
 class ProfiledQ0(torch.nn.Module):
     """q0 (discovery) as a function of sample yields; ``forward(yields) -> q0``. Keeps the last
-    fits as warm starts for the next call (``reset()`` forgets them)."""
+    fits as warm starts for the next call (``reset()`` forgets them). ``device``: a wgpu device
+    runs the fits on that GPU in f32, CPU tensors bridged (see :func:`twice_nll`)."""
 
-    def __init__(self, model: "histfit.Model", data: Any = None):
+    def __init__(self, model: "histfit.Model", data: Any = None, device: Optional[str] = None):
         super().__init__()
         self.model = model
         self.data = None if data is None else np.asarray(data, dtype=np.float64)
+        self.device = device
         self.last: Optional[histfit.ProfiledStatistic] = None
 
     def reset(self) -> None:
         self.last = None
 
     def _evaluate(self, yields):
-        self.last = histfit.profiled_q0(self.model, yields, self.data, self.last)
+        self.last = histfit.profiled_q0(self.model, yields, self.data, self.last, device=self.device)
         return self.last
 
     def forward(self, yields: Dict[str, torch.Tensor]) -> torch.Tensor:
@@ -170,12 +178,12 @@ class ProfiledQ0(torch.nn.Module):
 class ProfiledQmu(ProfiledQ0):
     """One-sided qμ at ``mu`` as a function of sample yields (see :class:`ProfiledQ0`)."""
 
-    def __init__(self, mu: float, model: "histfit.Model", data: Any = None):
-        super().__init__(model, data)
+    def __init__(self, mu: float, model: "histfit.Model", data: Any = None, device: Optional[str] = None):
+        super().__init__(model, data, device)
         self.mu = float(mu)
 
     def _evaluate(self, yields):
-        self.last = histfit.profiled_qmu(self.mu, self.model, yields, self.data, self.last)
+        self.last = histfit.profiled_qmu(self.mu, self.model, yields, self.data, self.last, device=self.device)
         return self.last
 
 
@@ -183,24 +191,26 @@ class ExpectedQ0(ProfiledQ0):
     """Expected discovery significance q0 (Asimov dataset of μ = 1 built from the yields; see
     :func:`histfit.expected_q0`) as a function of sample yields, warm-started between calls."""
 
-    def __init__(self, model: "histfit.Model"):
-        super().__init__(model, None)
+    def __init__(self, model: "histfit.Model", device: Optional[str] = None):
+        super().__init__(model, None, device)
 
     def _evaluate(self, yields):
-        self.last = histfit.expected_q0(self.model, yields, self.last)
+        self.last = histfit.expected_q0(self.model, yields, self.last, device=self.device)
         return self.last
 
 
-def q0(model: "histfit.Model", yields: Dict[str, torch.Tensor], data: Any = None) -> torch.Tensor:
+def q0(model: "histfit.Model", yields: Dict[str, torch.Tensor], data: Any = None,
+       device: Optional[str] = None) -> torch.Tensor:
     """q0 at the given yields (cold fits; use :class:`ProfiledQ0` in a training loop)."""
-    return ProfiledQ0(model, data)(yields)
+    return ProfiledQ0(model, data, device)(yields)
 
 
-def expected_q0(model: "histfit.Model", yields: Dict[str, torch.Tensor]) -> torch.Tensor:
+def expected_q0(model: "histfit.Model", yields: Dict[str, torch.Tensor], device: Optional[str] = None) -> torch.Tensor:
     """Expected q0 at the given yields (cold fits; use :class:`ExpectedQ0` in a loop)."""
-    return ExpectedQ0(model)(yields)
+    return ExpectedQ0(model, device)(yields)
 
 
-def qmu(mu: float, model: "histfit.Model", yields: Dict[str, torch.Tensor], data: Any = None) -> torch.Tensor:
+def qmu(mu: float, model: "histfit.Model", yields: Dict[str, torch.Tensor], data: Any = None,
+        device: Optional[str] = None) -> torch.Tensor:
     """One-sided qμ at the given yields (cold fits; use :class:`ProfiledQmu` in a loop)."""
-    return ProfiledQmu(mu, model, data)(yields)
+    return ProfiledQmu(mu, model, data, device)(yields)
