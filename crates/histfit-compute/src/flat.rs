@@ -63,7 +63,8 @@ pub fn check(m: &Model) -> Result<(), String> {
         + m.scale_factors.len()
         + m.histosys.len()
         + m.bin_factors.len();
-    let coefs: usize = m.histosys_coef.iter().map(|c| c.len()).sum();
+    // The widest rows: six polynomial coefficients per histosys row (`hs_poly + 6 r`).
+    let coefs = 6 * m.histosys_coef.len().max(m.histosys_poly.len());
     for (what, n) in [
         ("parameters", m.n_params()),
         ("bins", m.n_main),

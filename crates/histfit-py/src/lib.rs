@@ -335,9 +335,9 @@ impl NativeModel {
         Ok(out)
     }
 
-    /// The inputs of a call, host or device, checked against the model.
-    /// The yields of `source`, for the evaluator of `device` (`None`: the CPU, or the CUDA device
-    /// the yields live on; a wgpu device fits host yields on that adapter).
+    /// The inputs of a call, host or device, checked against the model, for the evaluator of
+    /// `device` (`None`: the CPU for host yields, the CUDA device that holds yields in its
+    /// memory; a wgpu device fits host yields on that adapter).
     fn yield_inputs(&self, source: YieldSource<'_>, device: Option<&str>) -> PyResult<YieldInputs> {
         let device = device.map(parse_device).transpose()?;
         match (source, device) {
@@ -345,7 +345,7 @@ impl NativeModel {
                 Ok(YieldInputs::Wgpu(d, self.host_yields(v)?))
             }
             (_, Some(d @ (Device::Cuda(_) | Device::CudaSplit(_) | Device::CudaAll)))
-            | (YieldSource::Device(_), Some(d @ Device::Wgpu { .. })) => Err(bad(format!(
+            | (YieldSource::Device(_), Some(d)) => Err(bad(format!(
                 "device {d}: input yields are fitted on the CPU, a wgpu adapter (host yields), or \
                  the CUDA device whose memory holds them (PyTorch CUDA tensors, no device named)"
             ))),
@@ -353,6 +353,8 @@ impl NativeModel {
         }
     }
 
+    /// The inputs of `source` where it decides the evaluator: host yields for the CPU, yields
+    /// in CUDA memory for their device.
     fn yield_inputs_of(&self, source: YieldSource<'_>) -> PyResult<YieldInputs> {
         match source {
             YieldSource::Host(v) => Ok(YieldInputs::Host(self.host_yields(v)?)),

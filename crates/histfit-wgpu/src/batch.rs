@@ -157,6 +157,8 @@ pub struct Session {
     reals: wgpu::Buffer,
     /// Where each real table starts in `reals`, in double-float pairs.
     real_offsets: Vec<(&'static str, u32)>,
+    /// Samples whose rows hold input yields ([`Session::set_yields`]), to restore on reset.
+    dirty: Mutex<Vec<usize>>,
     /// Scratch slots (double-float pairs) and output slots (f32) per problem.
     scratch_len: usize,
     out_len: usize,
@@ -270,6 +272,7 @@ impl Session {
             ints: ints_buf,
             reals: reals_buf,
             real_offsets,
+            dirty: Mutex::new(Vec::new()),
             scratch_len,
             out_len,
             chunk,
@@ -293,12 +296,24 @@ impl Session {
 
     /// Input yields for `sample` (the differentiable layer): checked and set on the host
     /// evaluator first (the CPU's rules), then written into this session's tables — the
-    /// sample's nominal row and, where its histosys deltas are held relative to the yields
-    /// (additive codes under `YieldVariations::Relative`), its coefficient rows scaled by
-    /// y/nominal₀ as the CPU evaluator scales its own. Every clone of the session sees them.
+    /// sample's nominal row and its histosys rows, whose deltas the CPU evaluator scales per bin
+    /// by y/nominal₀ under relative variations (`hs_scale`): every coefficient of an additive
+    /// code, the nominal of a multiplicative one (its up/down ratios stay). Every clone of the
+    /// session sees them, so a session taking input yields serves one caller at a time
+    /// ([`crate::WgpuYields`] owns its own).
     pub fn set_yields(&self, sample: usize, yields: &[f64]) -> histfit_compute::Result<()> {
         use histfit_compute::YieldEvaluator;
         self.host().set_yields(sample, yields)?;
+        self.write_sample(sample, yields);
+        let mut dirty = self.dirty.lock().unwrap_or_else(|p| p.into_inner());
+        if !dirty.contains(&sample) {
+            dirty.push(sample);
+        }
+        Ok(())
+    }
+
+    /// Writes `yields` as `sample`'s nominal row and its histosys rows scaled to them.
+    fn write_sample(&self, sample: usize, yields: &[f64]) {
         let m = &*self.model;
         let smp = &m.samples[sample];
         let mut pairs = Vec::with_capacity(2 * yields.len());
@@ -311,44 +326,50 @@ impl Session {
             self.real_offset("O_NOMINAL", smp.sb_start),
             as_bytes(&pairs),
         );
-        let relative = m.settings.yield_variations == histfit_model::YieldVariations::Relative;
-        if smp.histosys.1 > smp.histosys.0 && !m.settings.histosys.is_multiplicative() {
-            let scale: Vec<f64> = (0..smp.n_bins)
-                .map(|b| {
-                    let nominal = m.nominal[smp.sb_start + b];
-                    if relative && nominal != 0.0 {
-                        yields[b] / nominal
-                    } else {
-                        1.0
-                    }
-                })
-                .collect();
-            for entry in &m.histosys[smp.histosys.0 as usize..smp.histosys.1 as usize] {
-                let row = entry.coef_start as usize;
-                pairs.clear();
-                for (b, f) in scale.iter().enumerate() {
-                    for c in m.histosys_coef[row + b] {
-                        split(c * f, &mut pairs);
-                    }
-                }
-                queue.write_buffer(
-                    &self.reals,
-                    self.real_offset("O_HS_COEF", 4 * row),
-                    as_bytes(&pairs),
-                );
-            }
+        if smp.histosys.1 == smp.histosys.0 {
+            return;
         }
-        Ok(())
+        let relative = m.settings.yield_variations == histfit_model::YieldVariations::Relative;
+        let multiplicative = m.settings.histosys.is_multiplicative();
+        let scale: Vec<f64> = (0..smp.n_bins)
+            .map(|b| {
+                let nominal = m.nominal[smp.sb_start + b];
+                if relative && nominal != 0.0 {
+                    yields[b] / nominal
+                } else {
+                    1.0
+                }
+            })
+            .collect();
+        for entry in &m.histosys[smp.histosys.0 as usize..smp.histosys.1 as usize] {
+            let row = entry.coef_start as usize;
+            pairs.clear();
+            for (b, f) in scale.iter().enumerate() {
+                for (k, c) in m.histosys_coef[row + b].into_iter().enumerate() {
+                    split(
+                        if k == 0 || !multiplicative { c * f } else { c },
+                        &mut pairs,
+                    );
+                }
+            }
+            queue.write_buffer(
+                &self.reals,
+                self.real_offset("O_HS_COEF", 4 * row),
+                as_bytes(&pairs),
+            );
+        }
     }
 
-    /// Every sample's yields back to the model's, on the host evaluator and in the tables.
+    /// Every sample's yields back to the model's, on the host evaluator and in the tables (the
+    /// rows of the samples that took input yields).
     pub fn reset_yields(&self) {
         use histfit_compute::YieldEvaluator;
         self.host().reset_yields();
-        let (reals, _) = pack_reals(&self.tables);
-        self.gpu
-            .queue
-            .write_buffer(&self.reals, 0, as_bytes(&reals));
+        let m = self.model.clone();
+        for s in std::mem::take(&mut *self.dirty.lock().unwrap_or_else(|p| p.into_inner())) {
+            let smp = &m.samples[s];
+            self.write_sample(s, &m.nominal[smp.sb_start..smp.sb_start + smp.n_bins]);
+        }
     }
 }
 

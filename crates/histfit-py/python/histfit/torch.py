@@ -26,6 +26,11 @@ the GPU (``histfit.devices()`` lists no CUDA device), CUDA tensors are copied to
 warning saying why); a failure of the GPU itself raises ``histfit.DeviceError``. On the GPU path
 ``ProfiledQ0.last.grad`` holds the gradients as tensors shaped like the yields, on their device.
 
+On any other GPU, ``device="wgpu"`` (or ``"vulkan:1"``, ``"metal+compensated"`` …; every function
+and module here takes it) bridges the tensors through the host to histfit's f32 evaluator: the
+yields are written into the adapter's tables and the fits run there, and the gradient with
+respect to the yields is formed in f64 on the host at the fits' end points.
+
 """
 
 from __future__ import annotations
