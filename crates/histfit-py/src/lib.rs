@@ -938,7 +938,7 @@ fn minos(
 /// Pre-fit or post-fit yields per channel, sample and bin with propagated uncertainties (JSON).
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
-#[pyo3(signature = (model, postfit = false, data = None, fix = Vec::new(), device = "cpu", init = None, bounds = None))]
+#[pyo3(signature = (model, postfit = false, data = None, fix = Vec::new(), device = "cpu", init = None, bounds = None, max_hessian_parameters = None))]
 fn yields(
     py: Python<'_>,
     model: &NativeModel,
@@ -948,9 +948,11 @@ fn yields(
     device: &str,
     init: Option<PyReadonlyArray1<'_, f64>>,
     bounds: Option<Vec<(f64, f64)>>,
+    max_hessian_parameters: Option<usize>,
 ) -> PyResult<String> {
     let d = model.dataset(data)?;
-    let o = fit_options_with_bounds(&model.model, init, fix, bounds)?;
+    let mut o = fit_options_with_bounds(&model.model, init, fix, bounds)?;
+    o.max_dense_parameters = max_hessian_parameters;
     let m = model.model.clone();
     let mut ev = open(m.clone(), device)?;
     let table = py
@@ -1099,7 +1101,7 @@ fn significance(
 /// Nuisance-parameter ranking (JSON).
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
-#[pyo3(signature = (model, data = None, device = "cpu", init = None, fix = Vec::new(), bounds = None))]
+#[pyo3(signature = (model, data = None, device = "cpu", init = None, fix = Vec::new(), bounds = None, max_hessian_parameters = None))]
 fn ranking(
     py: Python<'_>,
     model: &NativeModel,
@@ -1108,8 +1110,10 @@ fn ranking(
     init: Option<PyReadonlyArray1<'_, f64>>,
     fix: Vec<(usize, f64)>,
     bounds: Option<Vec<(f64, f64)>>,
+    max_hessian_parameters: Option<usize>,
 ) -> PyResult<String> {
-    let o = fit_options_with_bounds(&model.model, init, fix, bounds)?;
+    let mut o = fit_options_with_bounds(&model.model, init, fix, bounds)?;
+    o.max_dense_parameters = max_hessian_parameters;
     let d = model.dataset(data)?;
     let ev = open(model.model.clone(), device)?;
     let r = py

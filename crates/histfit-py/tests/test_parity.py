@@ -144,3 +144,16 @@ def test_fit_above_the_dense_limit_gives_the_poi_alone():
     others = [u for i, u in enumerate(poi_only.uncertainties) if i != poi and dense.uncertainties[i] > 0]
     assert others and all(np.isnan(u) for u in others)
     assert any("dense-Hessian limit of 1" in w for w in poi_only.warnings), poi_only.warnings
+
+
+def test_what_needs_the_covariance_refuses_above_the_dense_limit():
+    """Ranking and post-fit yields need the dense covariance: above ``max_hessian_parameters``
+    they refuse with one message naming the limit, and run at the default."""
+    with open(fixture("complex_workspace.json")) as f:
+        model = histfit.Workspace(json.load(f)).model()
+    for call in (lambda: histfit.ranking(model, max_hessian_parameters=1),
+                 lambda: histfit.yields(model, postfit=True, max_hessian_parameters=1)):
+        with pytest.raises(histfit.HistfitError, match="above the limit of 1 parameters"):
+            call()
+    assert histfit.ranking(model, max_hessian_parameters=4096)["entries"]
+    assert histfit.yields(model, postfit=True, max_hessian_parameters=4096)

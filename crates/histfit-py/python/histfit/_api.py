@@ -326,14 +326,18 @@ def minos(model: Model, pars: Union[str, Sequence[str]] = "all", data: Any = Non
 
 
 def yields(model: Model, postfit: bool = False, data: Any = None, fixed: Any = None,
-           device: str = "cpu", init: Any = None, bounds: Any = None, asimov: bool = False) -> List[Dict[str, Any]]:
+           device: str = "cpu", init: Any = None, bounds: Any = None, asimov: bool = False,
+           max_hessian_parameters: Optional[int] = None) -> List[Dict[str, Any]]:
     """Yields per channel (``name``, ``data``), sample (``samples``: ``name``, ``yields``,
     ``uncertainties`` per bin) and the channel ``total``, with standard deviations propagated
     through the full covariance: pre-fit the constraints' widths (free parameters taken as
-    known), post-fit the fit's covariance; totals include the correlations between samples."""
+    known), post-fit the fit's covariance; totals include the correlations between samples.
+    ``max_hessian_parameters`` (default 4096): the largest model whose dense covariance is built;
+    above it the request is refused with one message (see :func:`fit`)."""
     o = _options(model, init, fixed, bounds)
     return json.loads(_native.yields(model._native, bool(postfit), _dataset(model, data, asimov, o), o["fix"], device,
-                                     o["init"], o["bounds"]))
+                                     o["init"], o["bounds"],
+                                     None if max_hessian_parameters is None else int(max_hessian_parameters)))
 
 
 def workspace_digest(spec: Dict[str, Any]) -> str:
@@ -456,9 +460,15 @@ def significance(model: Model, data: Any = None, device: str = "cpu", init: Any 
 
 
 def ranking(model: Model, data: Any = None, device: str = "cpu", init: Any = None, fixed: Any = None,
-            bounds: Any = None, asimov: bool = False) -> Dict[str, Any]:
-    """Nuisance-parameter ranking by impact on the POI."""
-    return json.loads(_native.ranking(model._native, _dataset(model, data, asimov, _options(model, init, fixed, bounds)), device, **_options(model, init, fixed, bounds)))
+            bounds: Any = None, asimov: bool = False,
+            max_hessian_parameters: Optional[int] = None) -> Dict[str, Any]:
+    """Nuisance-parameter ranking by impact on the POI. It needs the dense post-fit covariance:
+    ``max_hessian_parameters`` (default 4096) is the largest model it is built for, above which
+    the ranking is refused with one message (see :func:`fit`)."""
+    o = _options(model, init, fixed, bounds)
+    limit = None if max_hessian_parameters is None else int(max_hessian_parameters)
+    return json.loads(_native.ranking(model._native, _dataset(model, data, asimov, o), device, **o,
+                                      max_hessian_parameters=limit))
 
 
 def fit_toys(model: Model, n_toys: int, gen_params: Any = None, seed: int = 0, device: str = "cpu",
