@@ -192,6 +192,21 @@ fn brazil_and_scan_draw_the_documents_values() {
     assert_eq!(floats(&series(&drawn, 0, "1σ")["ys"]), vec![1.0, 1.0]);
 }
 
+/// The constrained parameters of a fit document (those with a pull).
+fn constrained(fit: &Value) -> Vec<&Value> {
+    fit["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p.get("pull").is_some())
+        .collect()
+}
+
+/// One numeric field of each parameter.
+fn field_of(params: &[&Value], key: &str) -> Vec<f64> {
+    params.iter().map(|p| p[key].as_f64().unwrap()).collect()
+}
+
 /// Above the dense-Hessian limit the constraints are not computed (null): the pulls are drawn
 /// without bars rather than refused.
 #[test]
@@ -205,12 +220,7 @@ fn pulls_without_constraints_draw_without_bars() {
             "1",
         ],
     );
-    let constrained: Vec<&Value> = fit["parameters"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|p| p.get("pull").is_some())
-        .collect();
+    let constrained = constrained(&fit);
     assert!(!constrained.is_empty(), "{fit}");
     assert!(
         constrained.iter().all(|p| p["constraint"].is_null()),
@@ -218,13 +228,7 @@ fn pulls_without_constraints_draw_without_bars() {
     );
     let drawn = plot("pulls", &doc, &[]);
     let pulls = series(&drawn, 0, "pull ± constraint");
-    assert_eq!(
-        floats(&pulls["xs"]),
-        constrained
-            .iter()
-            .map(|p| p["pull"].as_f64().unwrap())
-            .collect::<Vec<_>>()
-    );
+    assert_eq!(floats(&pulls["xs"]), field_of(&constrained, "pull"));
     assert!(pulls["x_err"]
         .as_array()
         .unwrap()
@@ -237,32 +241,15 @@ fn fit_documents_draw_pulls_and_correlations() {
     let (doc, fit) = document("fit", &["fit", &fixture("complex_workspace.json")]);
     let drawn = plot("pulls", &doc, &[]);
     let pulls = series(&drawn, 0, "pull ± constraint");
-    let constrained: Vec<&Value> = fit["parameters"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|p| p.get("pull").is_some())
-        .collect();
-    assert_eq!(
-        floats(&pulls["xs"]),
-        constrained
-            .iter()
-            .map(|p| p["pull"].as_f64().unwrap())
-            .collect::<Vec<_>>()
-    );
+    let constrained = constrained(&fit);
+    assert_eq!(floats(&pulls["xs"]), field_of(&constrained, "pull"));
     let errors: Vec<f64> = pulls["x_err"]
         .as_array()
         .unwrap()
         .iter()
         .map(|e| e[0].as_f64().unwrap())
         .collect();
-    assert_eq!(
-        errors,
-        constrained
-            .iter()
-            .map(|p| p["constraint"].as_f64().unwrap())
-            .collect::<Vec<_>>()
-    );
+    assert_eq!(errors, field_of(&constrained, "constraint"));
     // Names on the y axis, first at the top.
     let ticks = drawn["figure"]["panels"][0]["y"]["ticks"]
         .as_array()
