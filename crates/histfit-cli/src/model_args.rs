@@ -9,8 +9,7 @@ use histfit_compute::{Dataset, ParameterSpace};
 use histfit_model::patch::{apply_json_patch, apply_patchset};
 use histfit_model::tools::check_patchset_digest;
 use histfit_model::{
-    compile, read_json, read_text, workspace_from_text, workspace_from_value, InterpCode, Model,
-    Settings,
+    compile, read_json, workspace_from_file, workspace_from_value, InterpCode, Model, Settings,
 };
 use std::sync::Arc;
 
@@ -143,7 +142,7 @@ impl ModelArgs {
     pub fn load(&self) -> Result<(Arc<Model>, String)> {
         let mut ws = match &self.patch {
             // Read straight into the workspace's types: no JSON tree to patch.
-            None => workspace_from_text(&read_text(&self.workspace)?, &self.workspace)?,
+            None => workspace_from_file(&self.workspace)?,
             Some(p) => {
                 let mut value = read_json(&self.workspace)?;
                 self.apply_patch(&mut value, p)?;

@@ -37,7 +37,56 @@ pub fn parameter_space(model: &Model) -> ParameterSpace {
         priors,
         scales: parameter_scales(model),
         kinked: kinked_parameters(model),
+        local_term: single_bin_parameters(model),
     }
+}
+
+/// Each parameter's main bin, where it modifies that bin alone: the staterror, shapesys and
+/// shapefactor parameters of one bin, and any modifier of a one-bin sample. Its constraint is its
+/// own auxiliary datum's, so two such parameters on different bins share no term.
+fn single_bin_parameters(model: &Model) -> Vec<Option<u32>> {
+    // `None` with `many` false: not seen yet; `many`: seen on two bins (or a whole sample's).
+    let n = model.parameters.len();
+    let (mut bin, mut many) = (vec![None; n], vec![false; n]);
+    let mut touch = |p: usize, lo: usize, hi: usize| {
+        if hi != lo + 1 || bin[p].is_some_and(|b| b != lo as u32) {
+            many[p] = true;
+        }
+        bin[p] = Some(lo as u32);
+    };
+    for s in &model.samples {
+        let (lo, hi) = (s.bin_start, s.bin_start + s.n_bins);
+        let pars = model.scale_factors[s.scale_factors.0 as usize..s.scale_factors.1 as usize]
+            .iter()
+            .copied()
+            .chain(
+                model.normsys[s.normsys.0 as usize..s.normsys.1 as usize]
+                    .iter()
+                    .map(|e| e.par),
+            )
+            .chain(
+                model.histosys[s.histosys.0 as usize..s.histosys.1 as usize]
+                    .iter()
+                    .map(|e| e.par),
+            );
+        for p in pars {
+            touch(p as usize, lo, hi);
+        }
+        for b in 0..s.n_bins {
+            let sb = s.sb_start + b;
+            let (f0, f1) = (
+                model.bin_factor_offsets[sb],
+                model.bin_factor_offsets[sb + 1],
+            );
+            for &p in &model.bin_factors[f0 as usize..f1 as usize] {
+                touch(p as usize, lo + b, lo + b + 1);
+            }
+        }
+    }
+    bin.iter()
+        .zip(&many)
+        .map(|(&b, &m)| if m { None } else { b })
+        .collect()
 }
 
 /// Each parameter's natural scale: its constraint's width (σ, or 1/√τ for a Poisson one), else

@@ -47,6 +47,11 @@ pub struct ParameterSpace {
     pub scales: Vec<f64>,
     /// Parameters at which the likelihood has a kink at 0 (its first derivative jumps there).
     pub kinked: Vec<bool>,
+    /// Where a parameter enters the likelihood through one term only, besides its own
+    /// constraint: that term's label (for a binned model, the main bin). Two parameters with
+    /// different labels have no mixed second derivative, so a Hessian may step them together
+    /// and read each one's curvature from its own gradient component. `None`: no such promise.
+    pub local_term: Vec<Option<u32>>,
 }
 
 impl ParameterSpace {
@@ -69,6 +74,7 @@ impl ParameterSpace {
             ("parameter space: priors", self.priors.len()),
             ("parameter space: scales", self.scales.len()),
             ("parameter space: kinked", self.kinked.len()),
+            ("parameter space: local_term", self.local_term.len()),
         ] {
             if len != n {
                 return Err(crate::ComputeError::Length {
@@ -122,6 +128,7 @@ impl ParameterSpace {
             priors: vec![Prior::Free; n],
             scales: vec![1.0; n],
             kinked: vec![false; n],
+            local_term: vec![None; n],
         }
     }
 }

@@ -56,6 +56,7 @@ impl Counting {
                 ],
                 scales: vec![1.0, 1.0],
                 kinked: vec![false, false],
+                local_term: vec![None, None],
             },
         }
     }

@@ -11,6 +11,7 @@ pub mod patch;
 pub mod spec;
 pub mod tools;
 pub mod typed;
+pub mod unindent;
 
 pub use compile::{compile, Constraint, Model, Parameter, ParameterSet, Settings, YieldVariations};
 pub use error::{ModelError, Result};
@@ -47,10 +48,24 @@ pub fn workspace_from_text(text: &str, path: &str) -> Result<Workspace> {
     workspace_from_value(&parse_json(text, path)?, path)
 }
 
+/// Reads a workspace file: the typed reader on the file without its indentation (a quarter of a
+/// pretty-printed file's bytes); where it refuses, the walk on the file as written, so that an
+/// error names the line and column a reader sees.
+pub fn workspace_from_file(path: &str) -> Result<Workspace> {
+    let typed = unindent::read_unindented(path)
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .and_then(|text| typed::read(&text));
+    if let Some(ws) = typed {
+        return Ok(ws);
+    }
+    workspace_from_value(&read_json(path)?, path)
+}
+
 /// Reads a workspace file, applies an optional patch (`(patchset file, patch name)`) and parses it.
 pub fn load_workspace(path: &str, patch: Option<(&str, &str)>) -> Result<Workspace> {
     let Some((pfile, pname)) = patch else {
-        return workspace_from_text(&read_text(path)?, path);
+        return workspace_from_file(path);
     };
     let mut value = read_json(path)?;
     patch::apply_patchset(&mut value, &read_json(pfile)?, pname, pfile)?;
