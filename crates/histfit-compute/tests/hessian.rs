@@ -66,13 +66,18 @@ fn grouped_columns_give_the_column_by_column_hessian() {
             }
         }
     }
-    assert!(grouped_somewhere, "no shipped workspace has one-bin parameters");
+    assert!(
+        grouped_somewhere,
+        "no shipped workspace has one-bin parameters"
+    );
 }
 
 #[test]
 fn a_parameter_on_several_bins_is_not_local() {
     let (model, _) = load("workspace_tHu", settings("smooth"));
-    let space = Blocking(Box::new(CpuEvaluator::new(model.clone()))).space().clone();
+    let space = Blocking(Box::new(CpuEvaluator::new(model.clone())))
+        .space()
+        .clone();
     for (i, p) in model.parameters.iter().enumerate() {
         let local = space.local_term[i].is_some();
         // tHu's one-bin parameters are its staterror γ; its normsys, histosys, lumi and POI

@@ -184,8 +184,9 @@ pub fn multiplicative_coefficients(code: InterpCode, up: f64, dn: f64) -> [f64; 
             up * lu * lu,
             dn * ld * ld,
         ];
-        let p = solve6(code4_matrix(), rhs);
-        c[2..8].copy_from_slice(&p);
+        for (i, row) in CODE4_INVERSE.iter().enumerate() {
+            c[2 + i] = row.iter().zip(&rhs).map(|(m, r)| m * r).sum();
+        }
     }
     c
 }
@@ -211,51 +212,93 @@ pub fn multiplicative_value(code: InterpCode, c: &[f64; 8], a: f64) -> (f64, f64
     }
 }
 
-/// Rows: value, slope and curvature of Σᵢ pᵢ αⁱ at α = +1 and −1 (in the order of `rhs` above).
-fn code4_matrix() -> [[f64; 6]; 6] {
-    let mut m = [[0.0; 6]; 6];
-    for i in 0..6 {
-        let n = (i + 1) as f64;
-        let sign = if (i + 1) % 2 == 0 { 1.0 } else { -1.0 }; // (−1)^n
-        m[0][i] = 1.0;
-        m[1][i] = sign;
-        m[2][i] = n;
-        m[3][i] = -sign * n; // d/dα αⁿ at −1 = n(−1)^(n−1)
-        m[4][i] = n * (n - 1.0);
-        m[5][i] = sign * n * (n - 1.0);
-    }
-    m
-}
-
-/// Gaussian elimination with partial pivoting for the fixed, well-conditioned 6×6 code-4 system.
-fn solve6(mut m: [[f64; 6]; 6], mut b: [f64; 6]) -> [f64; 6] {
-    for col in 0..6 {
-        let piv = (col..6)
-            .max_by(|&i, &j| m[i][col].abs().total_cmp(&m[j][col].abs()))
-            .unwrap_or(col);
-        m.swap(col, piv);
-        b.swap(col, piv);
-        for row in col + 1..6 {
-            let f = m[row][col] / m[col][col];
-            for k in col..6 {
-                m[row][k] -= f * m[col][k];
-            }
-            b[row] -= f * b[col];
-        }
-    }
-    let mut x = [0.0; 6];
-    for row in (0..6).rev() {
-        let s: f64 = (row + 1..6).map(|k| m[row][k] * x[k]).sum();
-        x[row] = (b[row] - s) / m[row][row];
-    }
-    x
-}
+/// The inverse of the code-4 system's matrix (rows: value, slope and curvature of Σᵢ pᵢ αⁱ at
+/// α = +1 and −1, in the order of `rhs` above; columns: p₁..p₆). Its entries are sixteenths, exact
+/// in binary, so a product with it is the system's solution without an elimination per modifier
+/// (thousands of them in a published workspace); the test below checks it against the matrix.
+const CODE4_INVERSE: [[f64; 6]; 6] = [
+    [
+        15.0 / 16.0,
+        -15.0 / 16.0,
+        -7.0 / 16.0,
+        -7.0 / 16.0,
+        1.0 / 16.0,
+        -1.0 / 16.0,
+    ],
+    [
+        3.0 / 2.0,
+        3.0 / 2.0,
+        -9.0 / 16.0,
+        9.0 / 16.0,
+        1.0 / 16.0,
+        1.0 / 16.0,
+    ],
+    [
+        -5.0 / 8.0,
+        5.0 / 8.0,
+        5.0 / 8.0,
+        5.0 / 8.0,
+        -1.0 / 8.0,
+        1.0 / 8.0,
+    ],
+    [
+        -3.0 / 2.0,
+        -3.0 / 2.0,
+        7.0 / 8.0,
+        -7.0 / 8.0,
+        -1.0 / 8.0,
+        -1.0 / 8.0,
+    ],
+    [
+        3.0 / 16.0,
+        -3.0 / 16.0,
+        -3.0 / 16.0,
+        -3.0 / 16.0,
+        1.0 / 16.0,
+        -1.0 / 16.0,
+    ],
+    [
+        1.0 / 2.0,
+        1.0 / 2.0,
+        -5.0 / 16.0,
+        5.0 / 16.0,
+        1.0 / 16.0,
+        1.0 / 16.0,
+    ],
+];
 
 pub mod oracle;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Rows: value, slope and curvature of Σᵢ pᵢ αⁱ at α = +1 and −1 (in the order of `rhs` above).
+    fn code4_matrix() -> [[f64; 6]; 6] {
+        let mut m = [[0.0; 6]; 6];
+        for i in 0..6 {
+            let n = (i + 1) as f64;
+            let sign = if (i + 1) % 2 == 0 { 1.0 } else { -1.0 }; // (−1)^n
+            m[0][i] = 1.0;
+            m[1][i] = sign;
+            m[2][i] = n;
+            m[3][i] = -sign * n; // d/dα αⁿ at −1 = n(−1)^(n−1)
+            m[4][i] = n * (n - 1.0);
+            m[5][i] = sign * n * (n - 1.0);
+        }
+        m
+    }
+
+    #[test]
+    fn the_code4_inverse_inverts_its_matrix_exactly() {
+        let m = code4_matrix();
+        for i in 0..6 {
+            for j in 0..6 {
+                let v: f64 = (0..6).map(|k| CODE4_INVERSE[i][k] * m[k][j]).sum();
+                assert_eq!(v, if i == j { 1.0 } else { 0.0 }, "({i}, {j})");
+            }
+        }
+    }
 
     fn additive(code: InterpCode, nom: f64, hi: f64, lo: f64, a: f64) -> (f64, f64) {
         let c = additive_coefficients(code, nom, hi, lo);
