@@ -13,7 +13,8 @@ use crate::error::{ModelError, Result};
 use crate::interp::{self, InterpCode};
 use crate::modifiers::{self, Defaults, SampleBuild, SetContext};
 use crate::spec::{Channel, Measurement, ParameterConfig, Workspace};
-use std::collections::{BTreeMap, HashMap};
+use crate::NameMap;
+use std::collections::BTreeMap;
 
 /// Choices made when compiling a workspace into a model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -274,10 +275,10 @@ pub fn compile(ws: &Workspace, measurement: Option<&str>, settings: &Settings) -
     let mut b = Builder {
         ws,
         sets: BTreeMap::new(),
-        type_of: HashMap::new(),
-        set_pos: HashMap::new(),
+        type_of: NameMap::default(),
+        set_pos: NameMap::default(),
         shapesys: modifiers::shapesys::first_occurrences(ws),
-        stat: HashMap::new(),
+        stat: NameMap::default(),
     };
     b.collect_sets(&order)?;
     let (parameters, sets, set_index, mut warnings) = b.parameter_table(meas)?;
@@ -312,7 +313,7 @@ pub fn compile(ws: &Workspace, measurement: Option<&str>, settings: &Settings) -
     let mut observed = vec![0.0; n_main];
     let mut seen = vec![false; ws.channels.len()];
     // Channel name → (workspace index, position in name order): one look-up per observation.
-    let channel_at: HashMap<&str, (usize, usize)> = order
+    let channel_at: NameMap<&str, (usize, usize)> = order
         .iter()
         .enumerate()
         .map(|(pos, &ci)| (ws.channels[ci].name.as_str(), (ci, pos)))
@@ -431,12 +432,12 @@ struct Builder<'a> {
     ws: &'a Workspace,
     /// Per modifier type (sorted), the set names in order of first appearance.
     sets: BTreeMap<&'static str, Vec<(String, SetInfo)>>,
-    type_of: HashMap<String, (&'static str, String)>,
+    type_of: NameMap<String, (&'static str, String)>,
     /// (type, set name) → its position in `sets[type]`.
-    set_pos: HashMap<(&'static str, &'a str), usize>,
-    shapesys: HashMap<&'a str, (&'a [f64], &'a [f64])>,
+    set_pos: NameMap<(&'static str, &'a str), usize>,
+    shapesys: NameMap<&'a str, (&'a [f64], &'a [f64])>,
     /// staterror name → per-bin (Σδ², Σnominal).
-    stat: HashMap<String, Vec<(f64, f64)>>,
+    stat: NameMap<String, Vec<(f64, f64)>>,
 }
 
 impl Builder<'_> {
@@ -520,12 +521,12 @@ impl Builder<'_> {
     ) -> Result<(
         Vec<Parameter>,
         Vec<ParameterSet>,
-        HashMap<String, usize>,
+        NameMap<String, usize>,
         Vec<String>,
     )> {
         let mut parameters = Vec::new();
         let mut sets = Vec::new();
-        let mut index = HashMap::new();
+        let mut index = NameMap::default();
         let mut n_aux = 0;
         let meas_pos = self
             .ws
@@ -534,7 +535,7 @@ impl Builder<'_> {
             .position(|m| m.name == meas.name)
             .unwrap_or(0);
         let mut warnings = Vec::new();
-        let mut config: HashMap<&str, (usize, &ParameterConfig)> = HashMap::new();
+        let mut config: NameMap<&str, (usize, &ParameterConfig)> = NameMap::default();
         for (i, p) in meas.parameters.iter().enumerate() {
             let place = format!("measurements[{meas_pos}].config.parameters[{i}]");
             if config.insert(p.name.as_str(), (i, p)).is_some() {
@@ -719,7 +720,7 @@ fn aux_defaults(
     meas: &Measurement,
 ) -> Result<Vec<f64>> {
     let mut aux = Vec::new();
-    let auxdata: HashMap<&str, &Vec<f64>> = meas
+    let auxdata: NameMap<&str, &Vec<f64>> = meas
         .parameters
         .iter()
         .filter_map(|c| Some((c.name.as_str(), c.auxdata.as_ref()?)))
@@ -774,9 +775,10 @@ fn aux_defaults(
 pub(crate) fn check_names(ws: &Workspace) -> Result<()> {
     // First index of each name, by hash: a scan of the earlier names for each one is quadratic
     // (10⁵ channels, thousands of modifiers on one sample).
-    let mut channels: HashMap<&str, usize> = HashMap::with_capacity(ws.channels.len());
-    let mut samples: HashMap<&str, usize> = HashMap::new();
-    let mut mods: HashMap<(&str, &str), usize> = HashMap::new();
+    let mut channels: NameMap<&str, usize> =
+        NameMap::with_capacity_and_hasher(ws.channels.len(), Default::default());
+    let mut samples: NameMap<&str, usize> = NameMap::default();
+    let mut mods: NameMap<(&str, &str), usize> = NameMap::default();
     for (ci, c) in ws.channels.iter().enumerate() {
         if let Some(prev) = channels.insert(&c.name, ci) {
             return Err(ModelError::new(
@@ -880,7 +882,7 @@ fn add_sample(
     ci: usize,
     pos: usize,
     si: usize,
-    set_index: &HashMap<String, usize>,
+    set_index: &NameMap<String, usize>,
     settings: &Settings,
 ) -> Result<()> {
     let c: &Channel = &ws.channels[ci];

@@ -18,6 +18,11 @@ pub use error::{ModelError, Result};
 pub use interp::InterpCode;
 pub use spec::Workspace;
 
+/// The hash map of compilation's name look-ups (a published workspace's thousands of modifier
+/// names): foldhash's seeded hash, several times faster than the standard SipHash on short
+/// keys, and still seeded per process.
+pub(crate) type NameMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
 /// Reads a JSON file (a workspace, a patchset), naming the file and the place of a syntax error.
 pub fn read_json(path: &str) -> Result<serde_json::Value> {
     parse_json(&read_text(path)?, path)

@@ -20,8 +20,8 @@ pub mod staterror;
 use crate::compile::{Constraint, Model, Settings};
 use crate::error::Result;
 use crate::spec::{ModifierData, ParameterConfig};
+use crate::NameMap;
 use serde_json::{Map, Value};
-use std::collections::HashMap;
 
 /// The pyhf type names, in the order an error message lists them.
 pub const KINDS: [&str; 7] = [
@@ -66,7 +66,7 @@ pub(crate) fn collect(
     data: &ModifierData,
     name: &str,
     nominal: &[f64],
-    stat: &mut HashMap<String, Vec<(f64, f64)>>,
+    stat: &mut NameMap<String, Vec<(f64, f64)>>,
 ) {
     if let ModifierData::StatError { uncertainties } = data {
         let acc = stat
@@ -134,7 +134,7 @@ impl Defaults {
 /// What a kind's defaults may read about one parameter set.
 pub(crate) struct SetContext<'a> {
     /// shapesys name → its first occurrence ([`shapesys::first_occurrences`]).
-    pub shapesys: &'a HashMap<&'a str, (&'a [f64], &'a [f64])>,
+    pub shapesys: &'a NameMap<&'a str, (&'a [f64], &'a [f64])>,
     pub name: &'a str,
     pub len: usize,
     /// The set's first occurrence, for messages.
@@ -143,7 +143,7 @@ pub(crate) struct SetContext<'a> {
     pub cfg: Option<&'a ParameterConfig>,
     pub cplace: &'a str,
     /// staterror name → per-bin (Σδ², Σnominal) over the samples that carry it.
-    pub stat: &'a HashMap<String, Vec<(f64, f64)>>,
+    pub stat: &'a NameMap<String, Vec<(f64, f64)>>,
 }
 
 /// pyhf's defaults for each parameter of a set of kind `kind`.

@@ -6,8 +6,8 @@
 use super::{Defaults, SampleBuild};
 use crate::error::Result;
 use crate::spec::{ModifierData, Workspace};
+use crate::NameMap;
 use serde_json::Value;
-use std::collections::HashMap;
 
 pub const NAME: &str = "shapesys";
 pub const PER_BIN: bool = true;
@@ -37,8 +37,8 @@ pub(crate) fn defaults((nominal, uncertainties): (&[f64], &[f64])) -> Vec<Defaul
 
 /// Per shapesys name, the nominal yields and uncertainties of the first sample carrying it
 /// (workspace order): one walk for all sets, not one per set.
-pub(crate) fn first_occurrences(ws: &Workspace) -> HashMap<&str, (&[f64], &[f64])> {
-    let mut out = HashMap::new();
+pub(crate) fn first_occurrences(ws: &Workspace) -> NameMap<&str, (&[f64], &[f64])> {
+    let mut out = NameMap::default();
     for s in ws.channels.iter().flat_map(|c| &c.samples) {
         for m in &s.modifiers {
             if let ModifierData::ShapeSys { uncertainties } = &m.data {
