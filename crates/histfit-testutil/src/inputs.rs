@@ -25,6 +25,7 @@ pub fn workspace_bytes(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
+    reads_as_written_without_indentation(text);
     // The walk's reading (the authority), with the typed one checked against it.
     let parsed = match serde_json::from_str::<Value>(text) {
         Err(_) => Workspace::from_str(text, "fuzz.json"),
@@ -44,6 +45,7 @@ pub fn workspace_bytes(data: &[u8]) {
 /// reads it), never accept what the walk refuses, and reads what it accepts exactly as the
 /// walk does.
 pub fn typed_reads_as_the_walk(text: &str) {
+    reads_as_written_without_indentation(text);
     match serde_json::from_str::<Value>(text) {
         Ok(v) => typed_agrees(text, &Workspace::from_value(&v)),
         Err(e) => assert!(
@@ -51,6 +53,19 @@ pub fn typed_reads_as_the_walk(text: &str) {
             "the typed reader accepted text that is not JSON: {e}"
         ),
     }
+}
+
+/// The typed reader on `text` without its indentation (what `histfit_model::workspace_from_file`
+/// reads) reads exactly what it reads from the text as written, accepting and refusing alike.
+fn reads_as_written_without_indentation(text: &str) {
+    let (mut bytes, mut at_line_start) = (Vec::new(), false);
+    histfit_model::unindent::unindent_into(text.as_bytes(), &mut at_line_start, &mut bytes);
+    let unindented = String::from_utf8(bytes).expect("removing ASCII blanks keeps UTF-8");
+    assert_eq!(
+        histfit_model::typed::read(&unindented),
+        histfit_model::typed::read(text),
+        "the typed reader reads the text differently without its indentation"
+    );
 }
 
 /// The typed reading of `text` against the walk's reading of the same text.
