@@ -935,3 +935,37 @@ fn xml2json_writes_pyhf_s_workspace_and_it_fits() {
     );
     let _ = std::fs::remove_file(out);
 }
+
+/// A workspace read from a pipe is read once: one the typed reader refuses (a key it does not
+/// know, which the walk accepts) still loads, and the fit equals the file's.
+#[test]
+fn a_workspace_on_standard_input_is_read_once() {
+    use std::io::Write;
+    let mut spec: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("simple_workspace.json")).unwrap())
+            .unwrap();
+    spec["comment"] = Value::from("not a key the typed reader knows");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_histfit"))
+        .args(["fit", "/dev/stdin", "--json"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let text = serde_json::to_string_pretty(&spec).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let piped: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let file = run_json(&["fit", &fixture("simple_workspace.json"), "--json"]);
+    assert_eq!(piped["twice_nll"], file["twice_nll"]);
+}

@@ -281,7 +281,8 @@ impl<B: BatchEvaluator> Evaluator for OneAtATime<B> {
 }
 
 /// Hessian of −ln L by forward differences of the analytic gradient, symmetrised, over the
-/// parameters in `which` (row-major `which.len()²`): one gradient per column. The step (1e-6 of
+/// parameters in `which` (row-major `which.len()²`): one gradient per column, or per group of
+/// columns of parameters local to different terms ([`hessian_within`]). The step (1e-6 of
 /// the parameter's size) keeps truncation and rounding both near 1e-6 relative, far below what an
 /// uncertainty needs, at half the cost of central differences.
 pub fn hessian<E: Evaluator + ?Sized>(
@@ -309,8 +310,8 @@ pub async fn hessian_async<E: AsyncEvaluator + ?Sized>(
 /// difference (a minimum on its upper bound), whose likelihood beyond the bound may not even be
 /// defined.
 ///
-/// Parameters local to one term ([`ParameterSpace::local_term`]: a binned model's staterror
-/// and shapesys γ) are stepped together, one from each term, in a single gradient: a local
+/// Parameters local to one term ([`ParameterSpace::local_term`]: a binned model's staterror,
+/// shapesys and shapefactor parameters of one bin, and any modifier of a one-bin sample) are stepped together, one from each term, in a single gradient: a local
 /// parameter's gradient then moves only with the one stepped parameter of its own term, which
 /// gives their mixed entry (and each one's diagonal) exactly as its own column would. The
 /// entries between a local and a non-local parameter come from the non-local one's column.

@@ -1,7 +1,8 @@
 //! The parameter space of a likelihood: what inference may know about its parameters and nothing
 //! about how the likelihood is built. Names, starting point, bounds, which are fixed, the
 //! parameter of interest, each parameter's constraint (kind, centre, width), the scale a fit
-//! works in, and the non-smooth points (kinks at 0) an optimizer has to treat with care.
+//! works in, the non-smooth points (kinks at 0) an optimizer has to treat with care, and which
+//! parameters enter through one term only (what lets a Hessian step several at once).
 //!
 //! Every likelihood describes itself with one [`ParameterSpace`]; a binned HistFactory model
 //! builds its own in [`crate::histfactory::parameter_space`].
@@ -50,7 +51,8 @@ pub struct ParameterSpace {
     /// Where a parameter enters the likelihood through one term only, besides its own
     /// constraint: that term's label (for a binned model, the main bin). Two parameters with
     /// different labels have no mixed second derivative, so a Hessian may step them together
-    /// and read each one's curvature from its own gradient component. `None`: no such promise.
+    /// and read each one's curvature from its own gradient component. `None`: no such promise
+    /// (and what a wrapper that adds a term coupling parameters must set).
     pub local_term: Vec<Option<u32>>,
 }
 

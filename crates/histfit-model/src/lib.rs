@@ -57,6 +57,11 @@ pub fn workspace_from_text(text: &str, path: &str) -> Result<Workspace> {
 /// pretty-printed file's bytes); where it refuses, the walk on the file as written, so that an
 /// error names the line and column a reader sees.
 pub fn workspace_from_file(path: &str) -> Result<Workspace> {
+    // Only a regular file can be read a second time for the walk: a pipe or /dev/stdin is read
+    // once, as written.
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return workspace_from_text(&read_text(path)?, path);
+    }
     let typed = unindent::read_unindented(path)
         .ok()
         .and_then(|bytes| String::from_utf8(bytes).ok())

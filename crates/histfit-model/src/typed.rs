@@ -20,7 +20,8 @@ use serde::Deserialize;
 use std::fmt;
 
 /// The workspace, or `None` where the walk ([`Workspace::from_value`]) must decide (and
-/// explain). Callers use [`crate::workspace_from_text`] or [`Workspace::from_str`], which fall
+/// explain). Callers use [`crate::workspace_from_text`], [`crate::workspace_from_file`] or
+/// [`Workspace::from_str`], which fall
 /// back to the walk; this is public for the fuzz invariant that compares the two.
 pub fn read(text: &str) -> Option<Workspace> {
     let raw: Obj<RawWorkspace> = serde_json::from_str(text).ok()?;

@@ -1,5 +1,5 @@
 //! Uncertainties at a fit's minimum. Up to a limit of free parameters, the dense Hessian (one
-//! gradient per column), its inverse by Cholesky, the covariance and the correlations. Beyond
+//! gradient per column, one-bin parameters of different bins stepped together), its inverse by Cholesky, the covariance and the correlations. Beyond
 //! it the n×n matrices would not fit in memory or time (n = 10⁵ γ parameters of a large
 //! staterror model: 80 GB and O(n³)), so only the POI's uncertainty is computed, without any
 //! matrix: σ² = (H⁻¹)ₚₚ from H z = eₚ by conjugate gradients, each product H·v a forward
