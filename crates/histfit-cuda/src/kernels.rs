@@ -4,6 +4,10 @@
 //! changed kernel or a different GPU never picks up a stale PTX. The cache lives in
 //! `$HISTFIT_KERNEL_CACHE`, else `$XDG_CACHE_HOME/histfit/kernels`, else
 //! `~/.cache/histfit/kernels`; when none is writable the kernels are simply compiled each run.
+//!
+//! For kernel development only, `$HISTFIT_KERNEL_SOURCE` names a file compiled instead of the
+//! built-in source, so that variants of a kernel can be timed on a lent GPU without rebuilding
+//! the binary (the Rust side's launch arguments must still match it).
 
 use crate::device::Gpu;
 use crate::{driver, CudaError, Result};
@@ -129,7 +133,16 @@ impl Kernels {
         // NVRTC wants a 'static architecture name; one leaked string per process and device.
         let arch: &'static str = Box::leak(format!("sm_{major}{minor}").into_boxed_str());
         let opts = options(arch);
-        let key = fnv1a(&[SOURCE.as_bytes(), format!("{opts:?}").as_bytes()]);
+        let source = match std::env::var_os("HISTFIT_KERNEL_SOURCE") {
+            Some(path) => std::fs::read_to_string(&path).map_err(|e| {
+                CudaError::Compile(format!(
+                    "HISTFIT_KERNEL_SOURCE={}: {e}",
+                    PathBuf::from(&path).display()
+                ))
+            })?,
+            None => SOURCE.to_string(),
+        };
+        let key = fnv1a(&[source.as_bytes(), format!("{opts:?}").as_bytes()]);
         let file = cache_dir().map(|d| d.join(format!("histfit-{key:016x}-{arch}.ptx")));
         let cached = file
             .as_ref()
@@ -138,7 +151,7 @@ impl Kernels {
         let ptx = match cached {
             Some(src) => Ptx::from_src(src),
             None => {
-                let ptx = cudarc::nvrtc::compile_ptx_with_opts(SOURCE, opts)
+                let ptx = cudarc::nvrtc::compile_ptx_with_opts(source, opts)
                     .map_err(|e| CudaError::Compile(format!("{e:?}")))?;
                 if let Some(f) = &file {
                     // Best effort: a read-only home just means compiling again next run.
