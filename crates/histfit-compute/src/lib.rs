@@ -21,7 +21,9 @@ pub mod yields;
 pub use cpu::CpuEvaluator;
 pub use dataset::Dataset;
 pub use histfactory::{check_batch, expected_aux, expected_data};
-pub use resident::{ResidentFit, ResidentFits, ResidentRequest, ResidentSettings, ResidentStatus};
+pub use resident::{
+    Progress, ResidentFit, ResidentFits, ResidentRequest, ResidentSettings, ResidentStatus,
+};
 pub use space::{ParameterSpace, Prior};
 pub use yields::{AsimovTerm, YieldEvaluator, YieldGradTerms, YieldGradient};
 

@@ -47,6 +47,21 @@ pub struct ResidentRequest<'a> {
     pub report: Option<usize>,
     /// Bring every fitted vector back.
     pub want_params: bool,
+    /// Told how many more toys the device has finished, while it fits (see [`Progress`]).
+    pub progress: Option<Progress<'a>>,
+}
+
+/// A resident ensemble's progress: called with the number of toys finished since its previous
+/// call, from any thread (a split ensemble's workers each report their own), at least once at the
+/// end; the calls of one ensemble add up to its toy count. Toys whose fit the device could not
+/// certify are among them (the caller fits those again).
+#[derive(Clone, Copy)]
+pub struct Progress<'a>(pub &'a (dyn Fn(usize) + Sync));
+
+impl std::fmt::Debug for Progress<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Progress")
+    }
 }
 
 /// How a fit on the device ended.

@@ -12,9 +12,12 @@
 use crate::batch::Session;
 use crate::toys::AuxInputs;
 use crate::{driver, CudaBatch, CudaError, Result};
-use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::sys::CUdeviceptr;
+use cudarc::driver::{
+    CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, LaunchConfig, PushKernelArg,
+};
 use histfit_compute::{
-    ComputeError, Evaluator, ResidentFit, ResidentFits, ResidentRequest, ResidentStatus,
+    ComputeError, Evaluator, Progress, ResidentFit, ResidentFits, ResidentRequest, ResidentStatus,
 };
 use histfit_model::Constraint;
 use std::sync::Arc;
@@ -324,6 +327,7 @@ fn fit_toys(
     let mut counter = stream
         .alloc_zeros::<i32>(1)
         .map_err(driver("cuMemAlloc (resident fits)"))?;
+    let counter_ptr = counter.device_ptr(&stream).0;
 
     let mut results = Vec::with_capacity(total);
     let mut first = req.indices.start;
@@ -395,6 +399,17 @@ fn fit_toys(
         // kernel indexes: workers × state_len and × scratch_len, count × FIT_OUT results and
         // count × n fitted parameters when asked.
         unsafe { l.launch(cfg) }.map_err(driver("launch of fit_toys"))?;
+        let mut reported = 0;
+        if let Some(progress) = req.progress {
+            watch(
+                &stream,
+                counter_ptr,
+                workers.min(count),
+                count,
+                progress,
+                &mut reported,
+            )?;
+        }
         let out = stream
             .clone_dtoh(&out_d.slice(0..count * FIT_OUT))
             .map_err(driver("download of resident fit results"))?;
@@ -408,6 +423,9 @@ fn fit_toys(
             None
         };
         stream.synchronize().map_err(driver("fit_toys"))?;
+        if let Some(progress) = req.progress.filter(|_| count > reported) {
+            (progress.0)(count - reported);
+        }
         for k in 0..count {
             let o = &out[k * FIT_OUT..(k + 1) * FIT_OUT];
             let status =
@@ -436,4 +454,47 @@ fn fit_toys(
         first += count as u64;
     }
     Ok(results)
+}
+
+/// Reports a running launch's progress until it ends: the toys its workers have taken (the
+/// kernel's work counter, read while it runs) less one in progress per worker. Polled every
+/// 10 ms for the first second, then every 100 ms: short launches end at most 10 ms late.
+fn watch(
+    stream: &Arc<CudaStream>,
+    counter: CUdeviceptr,
+    workers: usize,
+    count: usize,
+    progress: Progress<'_>,
+    reported: &mut usize,
+) -> Result<()> {
+    let end = stream
+        .record_event(None)
+        .map_err(driver("cuEventRecord (resident fits)"))?;
+    let start = std::time::Instant::now();
+    while !end
+        .try_is_complete()
+        .map_err(driver("cuEventQuery (resident fits)"))?
+    {
+        let pause = if start.elapsed().as_secs() < 1 {
+            10
+        } else {
+            100
+        };
+        std::thread::sleep(std::time::Duration::from_millis(pause));
+        let mut taken = [0i32];
+        // A synchronous copy on the legacy default stream, which does not wait for this
+        // non-blocking stream's kernel: a snapshot of the counter while it runs.
+        // SAFETY: `counter` is the live allocation of one i32 that the kernel counts in.
+        unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut taken, counter) }
+            .map_err(driver("cuMemcpyDtoH (resident fit progress)"))?;
+        let finished = usize::try_from(taken[0])
+            .unwrap_or(0)
+            .saturating_sub(workers)
+            .min(count);
+        if finished > *reported {
+            (progress.0)(finished - *reported);
+            *reported = finished;
+        }
+    }
+    Ok(())
 }

@@ -59,11 +59,24 @@ fn main() {
         settings: histfit_infer::fit::resident_settings(&od),
         report: model.poi,
         want_params: false,
+        progress: None,
     };
     let mut g1 = gpu.clone();
     let _ = g1.fit_toys_resident(&req(0..100)).unwrap(); // kernels compiled, caches warm
     let t = Instant::now();
-    let raw = g1.fit_toys_resident(&req(0..n)).unwrap();
+    // HISTFIT_BENCH_PROGRESS: print the device's progress reports as they come (with the time).
+    let seen = std::sync::atomic::AtomicUsize::new(0);
+    let show = |k: usize| {
+        let d = seen.fetch_add(k, std::sync::atomic::Ordering::Relaxed) + k;
+        eprintln!("progress {d}/{n} at {:.3} s", t.elapsed().as_secs_f64());
+    };
+    let raw = g1
+        .fit_toys_resident(&ResidentRequest {
+            progress: std::env::var_os("HISTFIT_BENCH_PROGRESS")
+                .map(|_| histfit_compute::Progress(&show)),
+            ..req(0..n)
+        })
+        .unwrap();
     let dt_raw = t.elapsed().as_secs_f64();
     let mut by_status = std::collections::BTreeMap::new();
     for r in &raw {

@@ -580,8 +580,21 @@ fn resident_toy_fits_match_the_cpu_and_split_bit_identically() {
             settings: histfit_infer::fit::resident_settings(&od),
             report: model.poi,
             want_params: true,
+            progress: None,
         };
-        let whole = gpu.clone().fit_toys_resident(&req(0..n)).unwrap();
+        // Progress while the device fits: the reports add up to the ensemble.
+        let reported = std::sync::atomic::AtomicUsize::new(0);
+        let count = |k: usize| {
+            reported.fetch_add(k, std::sync::atomic::Ordering::Relaxed);
+        };
+        let whole = gpu
+            .clone()
+            .fit_toys_resident(&ResidentRequest {
+                progress: Some(histfit_compute::Progress(&count)),
+                ..req(0..n)
+            })
+            .unwrap();
+        assert_eq!(reported.into_inner(), n as usize, "{ws}: progress reports");
         let mut parts = gpu.fit_toys_with_workers(&req(0..123), 1).unwrap();
         parts.extend(gpu.fit_toys_with_workers(&req(123..n), 7).unwrap());
         assert_eq!(whole, parts, "{ws}: split results differ");

@@ -16,7 +16,7 @@ use crate::fit::{fit, fit_async, FitOptions, FitResult};
 use crate::{InferError, Result};
 use histfit_compute::{
     block_on, AsyncEvaluator, BatchEvaluator, Blocking, Dataset, Evaluator, ParameterSpace,
-    ResidentFit, ResidentRequest,
+    Progress, ResidentFit, ResidentRequest,
 };
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -283,8 +283,22 @@ pub fn fit_toys_on<R: ToyRunner>(
     o.init = Some(gen_params.to_vec());
     let list: Vec<u64> = indices.clone().collect();
     let plan = crate::fit::device_plan(runner.space(), &o)?;
+    // Device progress counts every finished fit; the uncertified ones are taken back below and
+    // counted again as the host refits them.
+    let on_device = |n: usize| {
+        let d = done.fetch_add(n, Ordering::Relaxed) + n;
+        progress(d.min(total), total);
+    };
     let device = match plan {
-        Some(plan) => device_fits(runner, &plan, gen_params, seed, indices, Some(poi))?,
+        Some(plan) => device_fits(
+            runner,
+            &plan,
+            gen_params,
+            seed,
+            indices,
+            Some(poi),
+            Progress(&on_device),
+        )?,
         None => None,
     };
     let Some(device) = device else {
@@ -378,6 +392,7 @@ fn device_fits<R: ToyRunner>(
     seed: u64,
     indices: std::ops::Range<u64>,
     report: Option<usize>,
+    progress: Progress<'_>,
 ) -> Result<Option<Vec<Option<ToyFit>>>> {
     let req = ResidentRequest {
         gen_params: gen,
@@ -392,6 +407,7 @@ fn device_fits<R: ToyRunner>(
         settings: plan.settings,
         report,
         want_params: false,
+        progress: Some(progress),
     };
     let results = match runner.resident(&req) {
         None | Some(Err(InferError::Compute(histfit_compute::ComputeError::Unsupported(_)))) => {
@@ -676,6 +692,12 @@ pub fn hypotest_toys_on<R: ToyRunner>(
         ) else {
             return host(gen, stream_seed, &list, false);
         };
+        // Device progress: a toy's statistic is two fits (free, then conditional).
+        let (base, fits) = (done.load(Ordering::Relaxed), AtomicUsize::new(0));
+        let on_device = |n: usize| {
+            let f = fits.fetch_add(n, Ordering::Relaxed) + n;
+            progress((base + f / 2).min(total), total);
+        };
         let free = device_fits(
             runner,
             &plan_free,
@@ -683,9 +705,18 @@ pub fn hypotest_toys_on<R: ToyRunner>(
             stream_seed,
             indices.clone(),
             Some(poi),
+            Progress(&on_device),
         )?;
         let cond = match &free {
-            Some(_) => device_fits(runner, &plan_cond, gen, stream_seed, indices.clone(), None)?,
+            Some(_) => device_fits(
+                runner,
+                &plan_cond,
+                gen,
+                stream_seed,
+                indices.clone(),
+                None,
+                Progress(&on_device),
+            )?,
             None => None,
         };
         let (Some(free), Some(cond)) = (free, cond) else {

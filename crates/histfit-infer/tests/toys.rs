@@ -430,6 +430,10 @@ mod resident_stand_in {
                             ..Default::default()
                         };
                         let r = fit(&mut self.cpu, &toy, &o).expect("a fit");
+                        // As a device reports: every finished fit, certified or not.
+                        if let Some(p) = req.progress {
+                            (p.0)(1);
+                        }
                         Ok(ResidentFit {
                             index: i,
                             nll: r.twice_nll / 2.0,
@@ -469,13 +473,17 @@ fn resident_fits_are_taken_where_certified_and_refitted_elsewhere() {
         ..Default::default()
     };
     let cpu = fit_toys(&ev, &gen, 9, 0..24, &o, &|_, _| {}).unwrap();
+    let seen = std::sync::Mutex::new(Vec::new());
     let run = |mode: Mode| {
         let batcher = Batcher::new(Device {
             cpu: CpuEvaluator::new(model.clone()),
             mode,
         });
         let runner = Batched::new(&batcher);
-        fit_toys_on(&runner, &gen, 9, 0..24, &o, &|_, _| {})
+        seen.lock().unwrap().clear();
+        fit_toys_on(&runner, &gen, 9, 0..24, &o, &|d, n| {
+            seen.lock().unwrap().push((d, n))
+        })
     };
     let calls = || resident_stand_in::CALLS.load(std::sync::atomic::Ordering::Relaxed);
     // Refused: every toy fitted from the host, as without the device.
@@ -485,6 +493,13 @@ fn resident_fits_are_taken_where_certified_and_refitted_elsewhere() {
     // in index order.
     let emulated = run(Mode::Emulate).unwrap();
     assert_eq!(calls(), 2, "the device was asked");
+    // Progress while the device fits (one report per fit here), then as the host refits the
+    // uncertified half: it ends at the whole ensemble and never passes it.
+    let seen = seen.lock().unwrap().clone();
+    assert!(seen.len() >= 24 + 12, "{seen:?}");
+    assert!(seen.iter().all(|&(d, n)| n == 24 && d <= 24), "{seen:?}");
+    assert_eq!(seen[23], (24, 24), "the device's reports: {seen:?}");
+    assert_eq!(seen.last(), Some(&(24, 24)), "{seen:?}");
     assert_eq!(emulated.len(), cpu.len());
     for (a, b) in emulated.iter().zip(&cpu) {
         assert_eq!(a.index, b.index);
