@@ -52,8 +52,8 @@ pub struct ResidentRequest<'a> {
 }
 
 /// A resident ensemble's progress: called with the number of toys finished since its previous
-/// call, from any thread (a split ensemble's workers each report their own), at least once at the
-/// end; the calls of one ensemble add up to its toy count. Toys whose fit the device could not
+/// call, from any thread (a split ensemble's workers each report their own), at the latest when
+/// its launch ends; the calls of one ensemble add up to its toy count. Toys whose fit the device could not
 /// certify are among them (the caller fits those again).
 #[derive(Clone, Copy)]
 pub struct Progress<'a>(pub &'a (dyn Fn(usize) + Sync));

@@ -11,10 +11,7 @@ use std::sync::Arc;
 
 #[test]
 fn edge_cases_match_pyhf() {
-    let path = format!(
-        "{}/../../tests/fixtures/edge_cases.golden.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    let path = histfit_testutil::fixture("edge_cases.golden.json");
     let golden: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     for case in golden["cases"].as_array().unwrap() {
         let label = format!(

@@ -7,7 +7,8 @@
 //!
 //! For kernel development only, `$HISTFIT_KERNEL_SOURCE` names a file compiled instead of the
 //! built-in source, so that variants of a kernel can be timed on a lent GPU without rebuilding
-//! the binary (the Rust side's launch arguments must still match it).
+//! the binary (the Rust side's launch arguments must still match it). It is said on stderr, and
+//! such a source is compiled each run, never cached.
 
 use crate::device::Gpu;
 use crate::{driver, CudaError, Result};
@@ -133,17 +134,31 @@ impl Kernels {
         // NVRTC wants a 'static architecture name; one leaked string per process and device.
         let arch: &'static str = Box::leak(format!("sm_{major}{minor}").into_boxed_str());
         let opts = options(arch);
-        let source = match std::env::var_os("HISTFIT_KERNEL_SOURCE") {
-            Some(path) => std::fs::read_to_string(&path).map_err(|e| {
-                CudaError::Compile(format!(
-                    "HISTFIT_KERNEL_SOURCE={}: {e}",
-                    PathBuf::from(&path).display()
-                ))
-            })?,
+        let replaced = std::env::var_os("HISTFIT_KERNEL_SOURCE");
+        let source = match &replaced {
+            Some(path) => {
+                // Never silent: these are not the kernels this binary was tested with.
+                static WARNED: std::sync::Once = std::sync::Once::new();
+                WARNED.call_once(|| {
+                    eprintln!(
+                        "warning: HISTFIT_KERNEL_SOURCE={} replaces the built-in CUDA kernels",
+                        PathBuf::from(path).display()
+                    )
+                });
+                std::fs::read_to_string(path).map_err(|e| {
+                    CudaError::Compile(format!(
+                        "HISTFIT_KERNEL_SOURCE={}: {e}",
+                        PathBuf::from(path).display()
+                    ))
+                })?
+            }
             None => SOURCE.to_string(),
         };
         let key = fnv1a(&[source.as_bytes(), format!("{opts:?}").as_bytes()]);
-        let file = cache_dir().map(|d| d.join(format!("histfit-{key:016x}-{arch}.ptx")));
+        // (A replaced source is compiled each run: variants do not pile up in the cache.)
+        let file = cache_dir()
+            .filter(|_| replaced.is_none())
+            .map(|d| d.join(format!("histfit-{key:016x}-{arch}.ptx")));
         let cached = file
             .as_ref()
             .and_then(|f| std::fs::read_to_string(f).ok())

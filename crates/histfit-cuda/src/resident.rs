@@ -336,6 +336,15 @@ fn fit_toys(
         stream
             .memset_zeros(&mut counter)
             .map_err(driver("cuMemsetD32 (resident fits)"))?;
+        // Progress reads the counter only once this launch has zeroed it.
+        let zeroed = match req.progress {
+            Some(_) => Some(
+                stream
+                    .record_event(None)
+                    .map_err(driver("cuEventRecord (resident fits)"))?,
+            ),
+            None => None,
+        };
         let f = |s: &CudaSlice<f64>| s.device_ptr(&stream).0;
         let arg = FitArg {
             seed: req.seed,
@@ -400,15 +409,16 @@ fn fit_toys(
         // count × n fitted parameters when asked.
         unsafe { l.launch(cfg) }.map_err(driver("launch of fit_toys"))?;
         let mut reported = 0;
-        if let Some(progress) = req.progress {
+        if let (Some(progress), Some(zeroed)) = (req.progress, &zeroed) {
             watch(
                 &stream,
+                zeroed,
                 counter_ptr,
                 workers.min(count),
                 count,
                 progress,
                 &mut reported,
-            )?;
+            );
         }
         let out = stream
             .clone_dtoh(&out_d.slice(0..count * FIT_OUT))
@@ -457,36 +467,43 @@ fn fit_toys(
 }
 
 /// Reports a running launch's progress until it ends: the toys its workers have taken (the
-/// kernel's work counter, read while it runs) less one in progress per worker. Polled every
-/// 10 ms for the first second, then every 100 ms: short launches end at most 10 ms late.
+/// kernel's work counter, read while it runs, once `zeroed` has passed) less one in progress per
+/// worker. The end is checked every millisecond, the counter read every 10 ms for the first
+/// second and every 100 ms after. Progress is only a display: where a query fails, watching
+/// stops and the launch's own synchronisation reports the error.
 fn watch(
     stream: &Arc<CudaStream>,
+    zeroed: &cudarc::driver::CudaEvent,
     counter: CUdeviceptr,
     workers: usize,
     count: usize,
     progress: Progress<'_>,
     reported: &mut usize,
-) -> Result<()> {
-    let end = stream
-        .record_event(None)
-        .map_err(driver("cuEventRecord (resident fits)"))?;
+) {
+    let Ok(end) = stream.record_event(None) else {
+        return;
+    };
     let start = std::time::Instant::now();
-    while !end
-        .try_is_complete()
-        .map_err(driver("cuEventQuery (resident fits)"))?
-    {
-        let pause = if start.elapsed().as_secs() < 1 {
-            10
-        } else {
-            100
-        };
-        std::thread::sleep(std::time::Duration::from_millis(pause));
+    let mut next_read = std::time::Duration::ZERO;
+    while let Ok(false) = end.try_is_complete() {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        let now = start.elapsed();
+        if now < next_read || !matches!(zeroed.try_is_complete(), Ok(true)) {
+            continue;
+        }
+        next_read =
+            now + std::time::Duration::from_millis(if now.as_secs() < 1 { 10 } else { 100 });
         let mut taken = [0i32];
         // A synchronous copy on the legacy default stream, which does not wait for this
-        // non-blocking stream's kernel: a snapshot of the counter while it runs.
+        // non-blocking stream's kernel: a snapshot of the counter while it runs. (The context
+        // is bound again: the progress callback may have bound another on this thread.)
         // SAFETY: `counter` is the live allocation of one i32 that the kernel counts in.
-        unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut taken, counter) }
-            .map_err(driver("cuMemcpyDtoH (resident fit progress)"))?;
+        let read = stream.context().bind_to_thread().and_then(|()| unsafe {
+            cudarc::driver::result::memcpy_dtoh_sync(&mut taken, counter)
+        });
+        if read.is_err() {
+            return;
+        }
         let finished = usize::try_from(taken[0])
             .unwrap_or(0)
             .saturating_sub(workers)
@@ -496,5 +513,4 @@ fn watch(
             *reported = finished;
         }
     }
-    Ok(())
 }

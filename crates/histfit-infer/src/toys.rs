@@ -693,10 +693,10 @@ pub fn hypotest_toys_on<R: ToyRunner>(
             return host(gen, stream_seed, &list, false);
         };
         // Device progress: a toy's statistic is two fits (free, then conditional).
-        let (base, fits) = (done.load(Ordering::Relaxed), AtomicUsize::new(0));
+        let (before, fits) = (done.load(Ordering::Relaxed), AtomicUsize::new(0));
         let on_device = |n: usize| {
             let f = fits.fetch_add(n, Ordering::Relaxed) + n;
-            progress((base + f / 2).min(total), total);
+            progress((before + f / 2).min(total), total);
         };
         let free = device_fits(
             runner,

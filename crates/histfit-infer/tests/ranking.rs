@@ -8,10 +8,7 @@ use std::sync::Arc;
 
 #[test]
 fn ranking_matches_refits_and_is_thread_independent() {
-    let path = format!(
-        "{}/../../tests/fixtures/complex_workspace.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    let path = histfit_testutil::fixture("complex_workspace.json");
     let ws = Workspace::from_str(&std::fs::read_to_string(path).unwrap(), "complex").unwrap();
     let model = Arc::new(compile(&ws, None, &Settings::smooth()).unwrap());
     let data = Dataset::observed(&model);

@@ -20,12 +20,22 @@ pub const WORKSPACES: [&str; 4] = [
 /// The two interpolation settings of the goldens.
 pub const SETTINGS: [&str; 2] = ["smooth", "pyhf"];
 
+/// The repository's root, from the manifest folder of the running test's crate (every crate
+/// sits at `crates/NAME`). Cargo sets it when it runs a test; the value compiled in is only the
+/// fallback, because a test binary reused from a build target shared with a checkout elsewhere
+/// would carry that checkout's path.
+pub fn repo_root() -> std::path::PathBuf {
+    let dir = std::env::var("CARGO_MANIFEST_DIR")
+        .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned());
+    std::path::Path::new(&dir).join("../..")
+}
+
 /// Path of a file in `tests/fixtures` (`$HISTFIT_FIXTURES` overrides the folder, for test
 /// binaries built here and run on another machine, such as the lent GPU).
 pub fn fixture(name: &str) -> String {
     match std::env::var("HISTFIT_FIXTURES") {
         Ok(dir) => format!("{dir}/{name}"),
-        Err(_) => format!("{}/../../tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR")),
+        Err(_) => format!("{}/tests/fixtures/{name}", repo_root().display()),
     }
 }
 

@@ -3,12 +3,10 @@
 //! minimized corpora; each finding's file is named by the fuzzer, and the fix names it.
 
 use histfit_testutil::inputs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 fn files(dir: &str) -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz")
-        .join(dir);
+    let dir = histfit_testutil::repo_root().join("fuzz").join(dir);
     let Ok(entries) = std::fs::read_dir(&dir) else {
         return Vec::new();
     };
@@ -45,16 +43,18 @@ fn replay(target: &str, check: impl Fn(&[u8])) {
 /// The two findings, pinned to their fixes' messages.
 #[test]
 fn findings_give_their_messages() {
-    let text = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join(
-        "../../fuzz/regressions/workspace_json/crash-a4cedc8ac17e52591bc3fbfda9aaba7c56b5c218",
-    ))
+    let text = std::fs::read(
+        histfit_testutil::repo_root()
+            .join("fuzz/regressions/workspace_json/crash-a4cedc8ac17e52591bc3fbfda9aaba7c56b5c218"),
+    )
     .unwrap();
     let e = histfit_model::Workspace::from_str(std::str::from_utf8(&text).unwrap(), "x.json")
         .unwrap_err();
     assert!(e.rule.contains("malformed JSON"), "{e}");
-    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(
-        "../../fuzz/regressions/workspace_json/crash-713d63fb7b08db728fe90bb165b1fb471528d2f9",
-    ))
+    let text = std::fs::read_to_string(
+        histfit_testutil::repo_root()
+            .join("fuzz/regressions/workspace_json/crash-713d63fb7b08db728fe90bb165b1fb471528d2f9"),
+    )
     .unwrap();
     let ws = histfit_model::Workspace::from_str(&text, "x.json").unwrap();
     let model = histfit_model::compile(&ws, None, &histfit_model::Settings::smooth()).unwrap();
@@ -73,8 +73,8 @@ fn findings_give_their_messages() {
 #[test]
 fn a_width_too_small_is_refused_by_name() {
     let text = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../fuzz/regressions/workspace_json/structured-crash-2b1ba5b0.json"),
+        histfit_testutil::repo_root()
+            .join("fuzz/regressions/workspace_json/structured-crash-2b1ba5b0.json"),
     )
     .unwrap();
     let ws = histfit_model::Workspace::from_str(&text, "x.json").unwrap();
@@ -124,8 +124,8 @@ fn xml_import() {
 /// overflow checks are on, as in this test build) is refused as a malformed block.
 #[test]
 fn xz_decoder_panic_is_a_malformed_block() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/regressions/root_file/crash-77096f5a6b78054c456431eec01f4b566d38625d");
+    let path = histfit_testutil::repo_root()
+        .join("fuzz/regressions/root_file/crash-77096f5a6b78054c456431eec01f4b566d38625d");
     let mut file = histfit_import::RootFile::from_bytes(&path, std::fs::read(&path).unwrap())
         .expect("the header and directory read");
     let keys = file.keys("").expect("the top directory lists").to_vec();
