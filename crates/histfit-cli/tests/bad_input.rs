@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 use std::process::Command;
 
 fn fixture(name: &str) -> String {
-    format!("{}/../../tests/fixtures/{name}", manifest_dir())
+    histfit_testutil::fixture(name)
 }
 
 fn base() -> Value {
@@ -389,10 +389,4 @@ fn xml_import_errors_name_the_file_and_the_object() {
         ],
     );
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// This crate's folder as cargo gives it to the running test (the compiled-in one is only the
-/// fallback: a binary reused from a target shared with a checkout elsewhere carries its path).
-fn manifest_dir() -> String {
-    std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned())
 }

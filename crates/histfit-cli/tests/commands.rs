@@ -4,7 +4,7 @@ use serde_json::Value;
 use std::process::Command;
 
 fn fixture(name: &str) -> String {
-    format!("{}/../../tests/fixtures/{name}", manifest_dir())
+    histfit_testutil::fixture(name)
 }
 
 fn run_json(args: &[&str]) -> Value {
@@ -360,7 +360,7 @@ fn same_document(a: &Value, b: &Value, at: &str) -> Result<(), String> {
 /// The README's example outputs are real runs (`scripts/readme_examples.py` writes them).
 #[test]
 fn readme_examples_match_real_runs() {
-    let root = format!("{}/../..", manifest_dir());
+    let root = histfit_testutil::repo_root().display().to_string();
     let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
     let lines: Vec<&str> = readme.lines().collect();
     let mut checked = 0;
@@ -968,10 +968,4 @@ fn a_workspace_on_standard_input_is_read_once() {
     let piped: Value = serde_json::from_slice(&out.stdout).unwrap();
     let file = run_json(&["fit", &fixture("simple_workspace.json"), "--json"]);
     assert_eq!(piped["twice_nll"], file["twice_nll"]);
-}
-
-/// This crate's folder as cargo gives it to the running test (the compiled-in one is only the
-/// fallback: a binary reused from a target shared with a checkout elsewhere carries its path).
-fn manifest_dir() -> String {
-    std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned())
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn fixture(name: &str) -> String {
-    format!("{}/../../tests/fixtures/{name}", manifest_dir())
+    histfit_testutil::fixture(name)
 }
 
 fn dir() -> PathBuf {
@@ -457,10 +457,4 @@ fn plot_errors_are_one_line() {
         assert_eq!(lines.len(), 1, "{stderr}");
         assert!(lines[0].contains(needle), "{args:?}: {stderr}");
     }
-}
-
-/// This crate's folder as cargo gives it to the running test (the compiled-in one is only the
-/// fallback: a binary reused from a target shared with a checkout elsewhere carries its path).
-fn manifest_dir() -> String {
-    std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned())
 }
