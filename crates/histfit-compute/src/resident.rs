@@ -26,6 +26,9 @@ pub struct ResidentSettings {
     /// The fit's certificate: the largest projected gradient a converged fit may keep (above
     /// it, the device finishes the minimum by Newton steps as the host fit does).
     pub certify: f64,
+    /// A certified fit stopped with a projected gradient above this is finished by one more
+    /// round of Newton steps, kept where it stays certified (histfit-infer's `POLISH_PG`).
+    pub polish: f64,
 }
 
 /// An ensemble to generate and fit: toys `indices` of `seed` drawn at `gen_params`, each fitted

@@ -689,7 +689,7 @@ __device__ double block_dot(const double* a, const double* b, int n, double* red
 struct FitArgs {
     u64 seed, first;
     int count, poi, memory, max_iterations, max_evaluations, want_x;
-    double pgtol, ftol, edm, c1, c2, gauss_const, certify;
+    double pgtol, ftol, edm, c1, c2, gauss_const, certify, polish_pg;
     const double* lam_main;   // expected main counts at the generating point (M)
     const int* aux_kind;      // generation: constraint kind of each auxiliary datum
     const double* aux_center; // generation: θ (Gauss) or θ·τ (Poisson)
@@ -1665,6 +1665,27 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* row, d
             eval_z(tb, A, z, g, row, sc, red);
             ++evals;
             pg = projected_gradient(A, z, g, P, red);
+        }
+    }
+    // Precision (polish.rs's `sharpen`): a certified point with a projected gradient above
+    // polish_pg gets one more round of Newton steps, kept where the point stays certified.
+    if (isfinite(f) && (status == FIT_CONVERGED || status == FIT_FAILED_LINE_SEARCH) && pg > A.polish_pg &&
+        pg <= A.certify) {
+        for (int i = t; i < P; i += T) F.zb4[i] = z[i];
+        const double f_before = f, pg_before = pg;
+        polish(F, f, evals);
+        int same = 1;
+        for (int i = t; i < P; i += T)
+            if (z[i] != F.zb4[i]) same = 0;
+        if (block_min((double)same, red) != 1.0) {
+            eval_z(tb, A, z, g, row, sc, red);
+            ++evals;
+            pg = projected_gradient(A, z, g, P, red);
+            if (!(pg <= A.certify)) {
+                for (int i = t; i < P; i += T) z[i] = F.zb4[i];
+                f = f_before;
+                pg = pg_before;
+            }
         }
     }
     // The verdict (fit/mod.rs): a stopped line search whose point meets the certificate is a

@@ -70,7 +70,7 @@ impl StateLayout {
     }
 }
 
-/// The kernel's `FitArgs` (layout matches the C struct: two u64, six ints, seven doubles,
+/// The kernel's `FitArgs` (layout matches the C struct: two u64, six ints, eight doubles,
 /// sixteen pointers, six lengths and offsets).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -78,7 +78,7 @@ struct FitArg {
     seed: u64,
     first: u64,
     ints: [i32; 6],
-    reals: [f64; 7],
+    reals: [f64; 8],
     ptrs: [u64; 16],
     lens: [i64; 6],
 }
@@ -86,8 +86,8 @@ struct FitArg {
 // SAFETY: plain old data whose layout matches `struct FitArgs` in histfit.cu.
 unsafe impl DeviceRepr for FitArg {}
 const _: () = assert!(
-    std::mem::size_of::<FitArg>() == 272,
-    "FitArgs is 272 bytes in histfit.cu"
+    std::mem::size_of::<FitArg>() == 280,
+    "FitArgs is 280 bytes in histfit.cu"
 );
 
 fn request_error(msg: String) -> ComputeError {
@@ -365,6 +365,7 @@ fn fit_toys(
                 req.settings.c2,
                 gauss_const,
                 req.settings.certify,
+                req.settings.polish,
             ],
             ptrs: [
                 f(&inputs_f[0]),

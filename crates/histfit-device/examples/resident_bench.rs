@@ -36,7 +36,6 @@ fn main() {
     let gen = fit(&mut cpu, &data, &FitOptions::default()).unwrap();
     assert!(gen.converged, "the observed fit: {}", gen.reason);
     let gen = gen.bestfit;
-    let o = FitOptions::default();
     let gpu = CudaBatch::new(model.clone(), 0).expect("GPU session");
     let seed = 7;
     let mut table: Vec<(String, f64)> = Vec::new();
@@ -45,7 +44,20 @@ fn main() {
     let space = histfit_compute::Evaluator::space(&cpu).clone();
     let lower: Vec<f64> = space.bounds.iter().map(|b| b.0).collect();
     let upper: Vec<f64> = space.bounds.iter().map(|b| b.1).collect();
-    let od = histfit_optim::Options::default();
+    // HISTFIT_BENCH_MAX_ITER, HISTFIT_BENCH_MEMORY: the fits' iteration limit and L-BFGS-B
+    // memory (the optimizer's defaults otherwise), on the device and the CPU alike.
+    let env = |k: &str, d: usize| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let od0 = histfit_optim::Options::default();
+    let od = histfit_optim::Options {
+        max_iterations: env("HISTFIT_BENCH_MAX_ITER", od0.max_iterations),
+        memory: env("HISTFIT_BENCH_MEMORY", od0.memory),
+        ..od0
+    };
     let req = |indices: std::ops::Range<u64>| ResidentRequest {
         gen_params: &gen,
         seed,
@@ -60,6 +72,10 @@ fn main() {
         report: model.poi,
         want_params: false,
         progress: None,
+    };
+    let o = FitOptions {
+        optimizer: Some(od),
+        ..FitOptions::default()
     };
     let mut g1 = gpu.clone();
     let _ = g1.fit_toys_resident(&req(0..100)).unwrap(); // kernels compiled, caches warm
@@ -103,6 +119,19 @@ fn main() {
             .filter(|r| r.projected_gradient <= 1e-3)
             .map(|r| r.projected_gradient)
             .fold(0.0, f64::max)
+    );
+    // The spread of the work: the ensemble ends with its slowest toys (one worker block each).
+    let mut its: Vec<usize> = raw.iter().map(|r| r.iterations).collect();
+    its.sort_unstable();
+    let q = |f: f64| its[((its.len() - 1) as f64 * f) as usize];
+    println!(
+        "iterations per toy: median {}, p90 {}, p99 {}, p99.9 {}, max {}; toys above 1000: {}",
+        q(0.5),
+        q(0.9),
+        q(0.99),
+        q(0.999),
+        q(1.0),
+        its.iter().filter(|&&i| i > 1000).count()
     );
     table.push((format!("device kernel, {n} toys (s)"), dt_raw));
     if std::env::var("HISTFIT_BENCH_RAW_ONLY").is_ok() {

@@ -79,6 +79,45 @@ pub fn load(name: &str, settings: Settings) -> (Arc<Model>, Dataset) {
     (model, data)
 }
 
+/// Compiles the public likelihood `tests/fixtures/public/{name}.json.gz` (gzipped; the file may
+/// hold the JSON as a JSON string) with the observed data. Where the measurement's POI is not a
+/// parameter of the model (a signal patch would add it), the first normfactor is the POI, as in
+/// `scripts/public_likelihoods.py`.
+pub fn load_public(name: &str, settings: Settings) -> (Arc<Model>, Dataset) {
+    use std::io::Read;
+    let path = fixture(&format!("public/{name}.json.gz"));
+    let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(file)
+        .read_to_string(&mut text)
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut spec: Value = serde_json::from_str(&text).expect("JSON");
+    if let Value::String(inner) = &spec {
+        spec = serde_json::from_str(inner).expect("JSON inside the string");
+    }
+    let mut normfactors: Vec<String> = Vec::new();
+    for channel in spec["channels"].as_array().expect("channels") {
+        for sample in channel["samples"].as_array().expect("samples") {
+            for m in sample["modifiers"].as_array().expect("modifiers") {
+                let name = m["name"].as_str().expect("modifier name");
+                if m["type"] == "normfactor" && !normfactors.iter().any(|n| n == name) {
+                    normfactors.push(name.to_owned());
+                }
+            }
+        }
+    }
+    let poi = spec["measurements"][0]["config"]["poi"].clone();
+    if !normfactors.iter().any(|n| poi == n.as_str()) {
+        for m in spec["measurements"].as_array_mut().expect("measurements") {
+            m["config"]["poi"] = Value::String(normfactors[0].clone());
+        }
+    }
+    let ws = Workspace::from_str(&spec.to_string(), name).expect("valid workspace");
+    let model = Arc::new(compile(&ws, None, &settings).expect("compiles"));
+    let data = Dataset::observed(&model);
+    (model, data)
+}
+
 /// The `settings.{setting}` object of `{name}.golden.json`.
 pub fn golden(name: &str, setting: &str) -> Value {
     json(&format!("{name}.golden.json"))["settings"][setting].clone()

@@ -40,6 +40,11 @@ pub use uncertainty::{check_dense, DENSE_HESSIAN_LIMIT};
 /// (estimated distance to minimum 1e-11) components are 1e-7–1e-4 on real models.
 pub const CERTIFY_PG: f64 = 1e-3;
 
+/// A certified fit that stops with a projected gradient above this is finished by one more
+/// round of Newton steps (kept only where it stays certified): the precision that toy fits
+/// compared across devices need (see `polish.rs`'s `sharpen`).
+pub const POLISH_PG: f64 = 1e-4;
+
 /// How many further starts a fit makes to look for a lower minimum.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Starts {
@@ -309,6 +314,7 @@ pub fn resident_settings(o: &Options) -> histfit_compute::ResidentSettings {
         c1: o.c1,
         c2: o.c2,
         certify: CERTIFY_PG,
+        polish: POLISH_PG,
     }
 }
 
