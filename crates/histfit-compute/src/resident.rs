@@ -12,7 +12,8 @@
 
 use crate::Result;
 
-/// The optimizer's settings for fits on the device (histfit-optim's `Options` fields that apply).
+/// The optimizer's settings for fits on the device (histfit-optim's `Options` fields that apply),
+/// and the fit's certificate and last Newton round (histfit-infer's `CERTIFY_PG`, `POLISH_PG`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ResidentSettings {
     pub memory: usize,
@@ -28,7 +29,7 @@ pub struct ResidentSettings {
     pub certify: f64,
     /// A certified fit stopped with a projected gradient above this is finished by one more
     /// round of Newton steps, kept where it stays certified (histfit-infer's `POLISH_PG`).
-    pub polish: f64,
+    pub polish_pg: f64,
 }
 
 /// An ensemble to generate and fit: toys `indices` of `seed` drawn at `gen_params`, each fitted

@@ -1491,8 +1491,8 @@ __device__ int descend(Fit& F, double& f, int& iters, int& evals, double& bounde
 
 // Up to six Newton steps over the coordinates off their bounds (polish.rs): conjugate gradients
 // on Hessian–vector products from gradient differences, then the full step or shorter ones,
-// each judged against the f polishing started from. z, f move; g is left at z's gradient only
-// where a step was taken (the caller evaluates again).
+// each judged against the f polishing started from. z, f move; g is not touched (trial
+// gradients go to gt), so the caller evaluates again.
 __device__ void polish(Fit& F, double& f, int& evals) {
     const Tables& tb = *F.tb;
     const FitArgs& A = *F.A;
@@ -1593,7 +1593,9 @@ __device__ void polish(Fit& F, double& f, int& evals) {
 // further starts: L-BFGS-B from the start, then its finish (polish.rs's `finish`): where the
 // search stopped with the certificate unmet (projected gradient above `certify`) or its line
 // search found no decrease, Newton steps (and from the second round a fresh descent), up to
-// five rounds. Writes the FIT_OUT results at `o` (thread 0) and the fitted parameters at `ox`
+// five rounds; then, where the point is certified but its projected gradient is above
+// `polish_pg`, one more round of Newton steps kept where it stays certified (`sharpen`). Writes
+// the FIT_OUT results at `o` (thread 0) and the fitted parameters at `ox`
 // when not null. `st`: the block's state (see fit_toys for its layout).
 __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* row, double* st, double* sc,
                         double* red, double* o, double* ox) {
@@ -1681,6 +1683,7 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* row, d
             eval_z(tb, A, z, g, row, sc, red);
             ++evals;
             pg = projected_gradient(A, z, g, P, red);
+            // (g is left at the rejected point's gradient on a revert: nothing reads it after.)
             if (!(pg <= A.certify)) {
                 for (int i = t; i < P; i += T) z[i] = F.zb4[i];
                 f = f_before;

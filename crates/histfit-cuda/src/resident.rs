@@ -365,7 +365,7 @@ fn fit_toys(
                 req.settings.c2,
                 gauss_const,
                 req.settings.certify,
-                req.settings.polish,
+                req.settings.polish_pg,
             ],
             ptrs: [
                 f(&inputs_f[0]),

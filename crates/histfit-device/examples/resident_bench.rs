@@ -5,6 +5,11 @@
 //! [LOCKSTEP_N]`: `WS` a fixture name (`HISTFIT_FIXTURES` points at the folder), `SETTING`
 //! smooth or pyhf, `N` toys on the GPU, the first `CPU_N` (default min(N, 10000)) also on the
 //! CPU and compared toy by toy, `LOCKSTEP_N` (default 0) in lockstep. Prints a table last.
+//!
+//! Environment: `HISTFIT_BENCH_MAX_ITER`, `HISTFIT_BENCH_MEMORY` (at most 16) the fits'
+//! iteration limit and L-BFGS-B memory, device and CPU alike; `HISTFIT_BENCH_PROGRESS` prints the
+//! device's progress reports with their times; `HISTFIT_BENCH_RAW_ONLY` stops after the raw
+//! device fits; `HISTFIT_BENCH_SKIP_CLS` skips the toy CLs.
 
 use histfit_compute::{CpuEvaluator, ResidentFits, ResidentRequest};
 use histfit_cuda::CudaBatch;
@@ -46,11 +51,11 @@ fn main() {
     let upper: Vec<f64> = space.bounds.iter().map(|b| b.1).collect();
     // HISTFIT_BENCH_MAX_ITER, HISTFIT_BENCH_MEMORY: the fits' iteration limit and L-BFGS-B
     // memory (the optimizer's defaults otherwise), on the device and the CPU alike.
-    let env = |k: &str, d: usize| {
-        std::env::var(k)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(d)
+    let env = |k: &str, d: usize| match std::env::var(k) {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|_| panic!("{k}={v}: not a whole number")),
+        Err(_) => d,
     };
     let od0 = histfit_optim::Options::default();
     let od = histfit_optim::Options {
@@ -58,6 +63,11 @@ fn main() {
         memory: env("HISTFIT_BENCH_MEMORY", od0.memory),
         ..od0
     };
+    assert!(
+        (1..=histfit_cuda::resident::MAX_MEMORY).contains(&od.memory),
+        "HISTFIT_BENCH_MEMORY: 1 to {} pairs on the device",
+        histfit_cuda::resident::MAX_MEMORY
+    );
     let req = |indices: std::ops::Range<u64>| ResidentRequest {
         gen_params: &gen,
         seed,
@@ -123,9 +133,13 @@ fn main() {
     // The spread of the work: the ensemble ends with its slowest toys (one worker block each).
     let mut its: Vec<usize> = raw.iter().map(|r| r.iterations).collect();
     its.sort_unstable();
-    let q = |f: f64| its[((its.len() - 1) as f64 * f) as usize];
+    let q = |f: f64| {
+        its.get((its.len().saturating_sub(1) as f64 * f) as usize)
+            .copied()
+            .unwrap_or(0)
+    };
     println!(
-        "iterations per toy: median {}, p90 {}, p99 {}, p99.9 {}, max {}; toys above 1000: {}",
+        "iterations per toy: median {}, p90 {}, p99 {}, p99.9 {}, max {}; toys above 1000 iterations: {}",
         q(0.5),
         q(0.9),
         q(0.99),

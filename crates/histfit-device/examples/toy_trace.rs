@@ -14,8 +14,14 @@ use histfit_testutil::{load, settings};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.len() < 2 {
+        eprintln!(
+            "usage: toy_trace WORKSPACE N_TOYS (HISTFIT_FIXTURES: the folder of WORKSPACE.json)"
+        );
+        std::process::exit(2);
+    }
     let ws = args[0].as_str();
-    let n: u64 = args[1].parse().unwrap();
+    let n: u64 = args[1].parse().expect("N_TOYS: a number");
     let (model, data) = load(ws, settings("smooth"));
     let mut cpu = CpuEvaluator::new(model.clone());
     let gen = fit(&mut cpu, &data, &FitOptions::default())
@@ -35,7 +41,13 @@ fn main() {
         .map(|(&i, s)| space.bounds[i].1 / s)
         .collect();
     let z0: Vec<f64> = free.iter().zip(&sc).map(|(&i, s)| gen[i] / s).collect();
-    let toys = cpu.toys(&gen, 7, 0..n).unwrap();
+    // Without the datasets' constants, as the fit (fit_async) and the kernel minimise them.
+    let toys: Vec<_> = cpu
+        .toys(&gen, 7, 0..n)
+        .unwrap()
+        .iter()
+        .map(|d| d.without_constant())
+        .collect();
     let mut its = Vec::new();
     let mut tot_ev = 0usize;
     for (k, d) in toys.iter().enumerate() {

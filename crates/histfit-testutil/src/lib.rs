@@ -88,20 +88,20 @@ pub fn load_public(name: &str, settings: Settings) -> (Arc<Model>, Dataset) {
     let path = fixture(&format!("public/{name}.json.gz"));
     let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let mut text = String::new();
-    flate2::read::GzDecoder::new(file)
+    flate2::read::MultiGzDecoder::new(file)
         .read_to_string(&mut text)
         .unwrap_or_else(|e| panic!("{path}: {e}"));
-    let mut spec: Value = serde_json::from_str(&text).expect("JSON");
+    let mut spec: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
     if let Value::String(inner) = &spec {
-        spec = serde_json::from_str(inner).expect("JSON inside the string");
+        spec = serde_json::from_str(inner).unwrap_or_else(|e| panic!("{path} (inner JSON): {e}"));
     }
     let mut normfactors: Vec<String> = Vec::new();
     for channel in spec["channels"].as_array().expect("channels") {
         for sample in channel["samples"].as_array().expect("samples") {
             for m in sample["modifiers"].as_array().expect("modifiers") {
-                let name = m["name"].as_str().expect("modifier name");
-                if m["type"] == "normfactor" && !normfactors.iter().any(|n| n == name) {
-                    normfactors.push(name.to_owned());
+                let modifier = m["name"].as_str().expect("modifier name");
+                if m["type"] == "normfactor" && !normfactors.iter().any(|n| n == modifier) {
+                    normfactors.push(modifier.to_owned());
                 }
             }
         }

@@ -13,7 +13,10 @@
 //!   first);
 //! - here: the lowest minimum, its certificate (a fit is converged only if the projected
 //!   gradient, one-sided at kinks, is within [`CERTIFY_PG`]; where stiff directions leave it
-//!   above, [`polish`] finishes the minimum by Newton steps first), and the uncertainties.
+//!   above, [`polish`] finishes the minimum by Newton steps first; a certified minimum whose
+//!   projected gradient is still above [`POLISH_PG`] gets one more round of them, so that fits
+//!   of the same data whose sums round differently end at the same point), and the
+//!   uncertainties.
 //!
 //! Every fit of histfit-infer (free, conditional, Asimov, scans, ranking, toys on any device,
 //! the differentiable statistics) comes through [`minimise_async`], so the same rules hold in
@@ -302,7 +305,8 @@ pub(crate) fn device_plan(
     }))
 }
 
-/// A device fit's settings: the optimizer's options and the fit's certificate.
+/// A device fit's settings: the optimizer's options, the fit's certificate and the threshold of
+/// its last round of Newton steps.
 pub fn resident_settings(o: &Options) -> histfit_compute::ResidentSettings {
     histfit_compute::ResidentSettings {
         memory: o.memory,
@@ -314,7 +318,7 @@ pub fn resident_settings(o: &Options) -> histfit_compute::ResidentSettings {
         c1: o.c1,
         c2: o.c2,
         certify: CERTIFY_PG,
-        polish: POLISH_PG,
+        polish_pg: POLISH_PG,
     }
 }
 

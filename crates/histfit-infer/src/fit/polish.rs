@@ -9,6 +9,10 @@
 //! product a forward difference of the analytic gradient (a step of 1e-8, small against the
 //! width of the empty-bin wall); a step (or a quarter, a sixteenth … of it) is kept only where it lowers
 //! f, or shrinks the gradient without raising f beyond its rounding.
+//!
+//! The same steps serve precision in flat directions: a certified minimum (projected gradient
+//! ≤ [`CERTIFY_PG`]) may still stop a few 1e-6 in f, and a weakly constrained POI up to 1e-3,
+//! short of the minimum; above [`POLISH_PG`] the fit takes one more round of them (`sharpen`).
 
 use super::index_mask;
 use super::kinks::Certificate;
@@ -30,6 +34,7 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
     /// whose line search found no decrease is stopped by the same limit more often than not (a
     /// direction of curvature 1e11 — a bin of 435 events whose constraint is known to 0.1 % — leaves
     /// steepest descent no step f can resolve): it gets the same Newton steps and descent.
+    /// Last, a certified point above [`POLISH_PG`] is sharpened (see [`Self::sharpen`]).
     pub async fn finish(&mut self, best: &mut Local) -> Result<Option<Certificate>> {
         if !best.f.is_finite() {
             return Ok(None);
@@ -84,12 +89,13 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
         if best.z == before.z {
             return Ok(());
         }
+        let f_changed = best.f != before.f;
         let again = self.certificate(&best.z).await?;
         if again.projected_gradient <= CERTIFY_PG
             && again.descents.iter().all(|d| d.2 <= CERTIFY_PG)
         {
             *cert = again;
-            if !best.reason.ends_with("(finished by Newton steps)") {
+            if f_changed && !best.reason.ends_with("(finished by Newton steps)") {
                 best.reason = format!("{} (finished by Newton steps)", best.reason);
             }
         } else {
