@@ -151,22 +151,11 @@ fn main() {
                 f
             };
             let run = |f_eval: &mut dyn FnMut(&[f64], &mut [f64]) -> f64, z: &[f64], cap: usize| {
-                let mut opt = Lbfgsb::new(
-                    z,
-                    &lo,
-                    &hi,
-                    Options {
-                        max_iterations: cap,
-                        ..Options::default()
-                    },
-                );
-                let mut gz = vec![0.0; z.len()];
-                while let Ask::Evaluate(zz) = opt.ask() {
-                    let zz = zz.to_vec();
-                    let f = f_eval(&zz, &mut gz);
-                    opt.tell(f, &gz);
-                }
-                opt
+                let opts = Options {
+                    max_iterations: cap,
+                    ..Options::default()
+                };
+                histfit_optim::minimize(f_eval, z, &lo, &hi, opts)
             };
             let plain = run(&mut f_eval, &z0, 5000);
             let first = run(&mut f_eval, &z0, k);
