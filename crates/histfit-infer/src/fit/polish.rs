@@ -26,6 +26,18 @@ pub(crate) fn stalled(b: &Local) -> bool {
     !b.converged && b.f.is_finite() && b.reason.starts_with("line search failed")
 }
 
+/// Whether no kinked coordinate at its kink has a side that descends beyond the certificate.
+fn kinks_certified(cert: &Certificate) -> bool {
+    cert.descents.iter().all(|d| d.2 <= CERTIFY_PG)
+}
+
+/// Says in the fit's reason (once) that Newton steps moved its minimum.
+fn note_newton(best: &mut Local) {
+    if !best.reason.ends_with("(finished by Newton steps)") {
+        best.reason = format!("{} (finished by Newton steps)", best.reason);
+    }
+}
+
 impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
     /// Finishes the fit's lowest minimum and returns its certificate (None where f is not
     /// finite). A converged search whose gradient is still above the tolerance off the kinks has
@@ -41,7 +53,7 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
         }
         let mut cert = self.certificate(&best.z).await?;
         for round in 0..5 {
-            let kink_ok = cert.descents.iter().all(|d| d.2 <= CERTIFY_PG);
+            let kink_ok = kinks_certified(&cert);
             if !((best.converged && cert.smooth > CERTIFY_PG || stalled(best)) && kink_ok) {
                 break;
             }
@@ -60,8 +72,8 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
             }
             let f_before = best.f;
             self.polish(best).await?;
-            if best.f != f_before && !best.reason.ends_with("(finished by Newton steps)") {
-                best.reason = format!("{} (finished by Newton steps)", best.reason);
+            if best.f != f_before {
+                note_newton(best);
             }
             if best.z == z_before {
                 break;
@@ -79,7 +91,7 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
     /// differently) stop at different such points; Newton steps take both to the minimum.
     /// Fits that stop below [`POLISH_PG`] (most; every `workspace_tHu` toy) do not pay for it.
     async fn sharpen(&mut self, best: &mut Local, cert: &mut Certificate) -> Result<()> {
-        let kink_ok = cert.descents.iter().all(|d| d.2 <= CERTIFY_PG);
+        let kink_ok = kinks_certified(cert);
         let pg = cert.projected_gradient;
         if !((best.converged || stalled(best)) && kink_ok && pg > POLISH_PG && pg <= CERTIFY_PG) {
             return Ok(());
@@ -91,12 +103,10 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
         }
         let f_changed = best.f != before.f;
         let again = self.certificate(&best.z).await?;
-        if again.projected_gradient <= CERTIFY_PG
-            && again.descents.iter().all(|d| d.2 <= CERTIFY_PG)
-        {
+        if again.projected_gradient <= CERTIFY_PG && kinks_certified(&again) {
             *cert = again;
-            if f_changed && !best.reason.ends_with("(finished by Newton steps)") {
-                best.reason = format!("{} (finished by Newton steps)", best.reason);
+            if f_changed {
+                note_newton(best);
             }
         } else {
             *best = before;
