@@ -9,7 +9,8 @@
 //! Environment: `HISTFIT_BENCH_MAX_ITER`, `HISTFIT_BENCH_MEMORY` (at most 16) the fits'
 //! iteration limit and L-BFGS-B memory, device and CPU alike; `HISTFIT_BENCH_PROGRESS` prints the
 //! device's progress reports with their times; `HISTFIT_BENCH_RAW_ONLY` stops after the raw
-//! device fits; `HISTFIT_BENCH_SKIP_CLS` skips the toy CLs.
+//! device fits; `HISTFIT_BENCH_SKIP_CLS` skips the toy CLs; `HISTFIT_BENCH_WIDTH_SCALES` fits in
+//! the constraint widths' units instead of the ensembles' curvature units.
 
 use histfit_compute::{CpuEvaluator, ResidentFits, ResidentRequest};
 use histfit_cuda::CudaBatch;
@@ -68,6 +69,22 @@ fn main() {
         "HISTFIT_BENCH_MEMORY: 1 to {} pairs on the device",
         histfit_cuda::resident::MAX_MEMORY
     );
+    let o = FitOptions {
+        optimizer: Some(od),
+        ..FitOptions::default()
+    };
+    // The ensembles' units (`curvature_scales` at the generating point, as every toy ensemble
+    // takes them), or with HISTFIT_BENCH_WIDTH_SCALES the likelihood's (constraint widths, as
+    // before session 16) — on the device and the CPU alike.
+    let scales = if std::env::var_os("HISTFIT_BENCH_WIDTH_SCALES").is_some() {
+        space.scales.clone()
+    } else {
+        histfit_infer::fit::curvature_scales(&mut cpu, &gen, &o).unwrap()
+    };
+    let o = FitOptions {
+        scales: Some(scales.clone()),
+        ..o
+    };
     let req = |indices: std::ops::Range<u64>| ResidentRequest {
         gen_params: &gen,
         seed,
@@ -76,16 +93,12 @@ fn main() {
         fixed: &space.fixed,
         lower: &lower,
         upper: &upper,
-        scales: &space.scales,
+        scales: &scales,
         kinks: &space.kinked,
         settings: histfit_infer::fit::resident_settings(&od),
         report: model.poi,
         want_params: false,
         progress: None,
-    };
-    let o = FitOptions {
-        optimizer: Some(od),
-        ..FitOptions::default()
     };
     let mut g1 = gpu.clone();
     let _ = g1.fit_toys_resident(&req(0..100)).unwrap(); // kernels compiled, caches warm
@@ -241,6 +254,14 @@ fn main() {
     // Toy CLs: device vs CPU on the same seed.
     if model.poi.is_some() && std::env::var("HISTFIT_BENCH_SKIP_CLS").is_err() {
         let n_cls = n_cpu.clamp(1, 2000);
+        // Each ensemble in its own units (at its generating point), as the CLI's.
+        let o = FitOptions {
+            scales: o
+                .scales
+                .clone()
+                .filter(|_| std::env::var_os("HISTFIT_BENCH_WIDTH_SCALES").is_some()),
+            ..o.clone()
+        };
         let t = Instant::now();
         let h_dev = hypotest_toys_on(
             &runner,

@@ -29,7 +29,39 @@ fn main() {
         .bestfit;
     let space = cpu.space().clone();
     let free: Vec<usize> = (0..gen.len()).filter(|&i| !space.fixed[i]).collect();
-    let sc: Vec<f64> = free.iter().map(|&i| space.scales[i]).collect();
+    let mut sc: Vec<f64> = free.iter().map(|&i| space.scales[i]).collect();
+    if std::env::var("SCALE").as_deref() == Ok("hess") {
+        // 1/√H_ii of the observed data's −ln L at the generating point (central differences).
+        let mut gp = vec![0.0; gen.len()];
+        let mut gm = vec![0.0; gen.len()];
+        let d0 = data.without_constant();
+        let mut changed = Vec::new();
+        for (j, &i) in free.iter().enumerate() {
+            let h = 1e-4 * sc[j];
+            let mut x = gen.clone();
+            x[i] = gen[i] + h;
+            cpu.nll_grad(&x, &d0, &mut gp).unwrap();
+            x[i] = gen[i] - h;
+            cpu.nll_grad(&x, &d0, &mut gm).unwrap();
+            let hii = (gp[i] - gm[i]) / (2.0 * h);
+            if hii.is_finite() && hii > 0.0 {
+                let mut s = 1.0 / hii.sqrt();
+                if std::env::var("POW2").is_ok() {
+                    s = s.log2().round().exp2();
+                }
+                changed.push((space.names[i].clone(), sc[j], s));
+                sc[j] = s;
+            }
+        }
+        changed.sort_by(|a, b| {
+            (b.1 / b.2)
+                .max(b.2 / b.1)
+                .total_cmp(&(a.1 / a.2).max(a.2 / a.1))
+        });
+        for c in changed.iter().take(8) {
+            println!("scale {}: {:.3e} -> {:.3e}", c.0, c.1, c.2);
+        }
+    }
     let lo: Vec<f64> = free
         .iter()
         .zip(&sc)

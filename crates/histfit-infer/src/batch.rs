@@ -221,6 +221,17 @@ pub struct Solo<'a, B: BatchEvaluator> {
     batcher: &'a Batcher<B>,
 }
 
+impl<B: BatchEvaluator> Solo<'_, B> {
+    /// `f` on the batch evaluator; a panic there is an error, as in the lockstep executor.
+    fn call<T>(
+        &self,
+        f: impl FnOnce(&mut B) -> histfit_compute::Result<T>,
+    ) -> histfit_compute::Result<T> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.batcher.with_eval(f)))
+            .unwrap_or_else(|_| Err(ComputeError::Device("the batch evaluator panicked".into())))
+    }
+}
+
 impl<B: BatchEvaluator> Evaluator for Solo<'_, B> {
     fn space(&self) -> &ParameterSpace {
         &self.batcher.space
@@ -236,12 +247,11 @@ impl<B: BatchEvaluator> Evaluator for Solo<'_, B> {
         grad: &mut [f64],
     ) -> histfit_compute::Result<f64> {
         let mut v = [0.0];
-        self.batcher
-            .with_eval(|b| b.nll_grad_batch(params, &[data], &mut v, grad))?;
+        self.call(|b| b.nll_grad_batch(params, &[data], &mut v, grad))?;
         Ok(v[0])
     }
     fn asimov(&mut self, params: &[f64]) -> histfit_compute::Result<Dataset> {
-        self.batcher.with_eval(|b| b.asimov(params))
+        self.call(|b| b.asimov(params))
     }
     fn toys(
         &mut self,
@@ -249,11 +259,10 @@ impl<B: BatchEvaluator> Evaluator for Solo<'_, B> {
         seed: u64,
         indices: std::ops::Range<u64>,
     ) -> histfit_compute::Result<Vec<Dataset>> {
-        self.batcher.with_eval(|b| b.toys(params, seed, indices))
+        self.call(|b| b.toys(params, seed, indices))
     }
     fn expected_main(&mut self, params: &[f64], out: &mut [f64]) -> histfit_compute::Result<()> {
-        self.batcher
-            .with_eval(|b| b.expected_main_batch(params, out))
+        self.call(|b| b.expected_main_batch(params, out))
     }
 }
 

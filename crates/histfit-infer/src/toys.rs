@@ -281,6 +281,13 @@ pub fn fit_toys_on<R: ToyRunner>(
     let mut o = base.clone();
     o.uncertainties = false;
     o.init = Some(gen_params.to_vec());
+    if o.scales.is_none() {
+        o.scales = Some(crate::fit::curvature_scales(
+            &mut *runner.single(),
+            gen_params,
+            &o,
+        )?);
+    }
     let list: Vec<u64> = indices.clone().collect();
     let plan = crate::fit::device_plan(runner.space(), &o)?;
     // Device progress counts every finished fit; the uncertified ones are taken back below and
@@ -657,40 +664,54 @@ pub fn hypotest_toys_on<R: ToyRunner>(
     let total = 2 * (indices.end - indices.start) as usize;
     let done = AtomicUsize::new(0);
     let done = &done;
-    let host =
-        |gen: &[f64], stream_seed: u64, list: &[u64], refits: bool| -> Result<Vec<ToyStat>> {
-            run_listed(
-                runner,
-                refits,
-                gen,
-                stream_seed,
-                list,
-                &move |mut ev, i, toy| {
-                    Box::pin(async move {
-                        let (q, reason) =
-                            statistic(&mut *ev, &toy, mu, test_stat, base, gen).await?;
-                        progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
-                        Ok(ToyStat {
-                            index: i,
-                            q,
-                            converged: reason.is_none(),
-                            reason,
-                        })
+    let host = |base: &FitOptions,
+                gen: &[f64],
+                stream_seed: u64,
+                list: &[u64],
+                refits: bool|
+     -> Result<Vec<ToyStat>> {
+        run_listed(
+            runner,
+            refits,
+            gen,
+            stream_seed,
+            list,
+            &move |mut ev, i, toy| {
+                Box::pin(async move {
+                    let (q, reason) = statistic(&mut *ev, &toy, mu, test_stat, base, gen).await?;
+                    progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
+                    Ok(ToyStat {
+                        index: i,
+                        q,
+                        converged: reason.is_none(),
+                        reason,
                     })
-                },
-            )
-        };
+                })
+            },
+        )
+    };
     // Both fits of every toy whole on the device where it runs them; toys either of whose fits
     // it could not certify get the host's statistic (both fits again).
     let run = |gen: &[f64], stream_seed: u64| -> Result<Vec<ToyStat>> {
         let list: Vec<u64> = indices.clone().collect();
+        // The ensemble's units, at its generating point (both fits of every toy in them).
+        let mut base = base.clone();
+        if base.scales.is_none() {
+            let (o, _) = statistic_options(runner.space(), &base, mu, test_stat, gen, poi);
+            base.scales = Some(crate::fit::curvature_scales(
+                &mut *runner.single(),
+                gen,
+                &o,
+            )?);
+        }
+        let base = &base;
         let (o, oc) = statistic_options(runner.space(), base, mu, test_stat, gen, poi);
         // Both fits must qualify before either ensemble is launched.
         let (Some(plan_free), Some(plan_cond)) = (
             crate::fit::device_plan(runner.space(), &o)?,
             crate::fit::device_plan(runner.space(), &oc)?,
         ) else {
-            return host(gen, stream_seed, &list, false);
+            return host(base, gen, stream_seed, &list, false);
         };
         // Device progress: a toy's statistic is two fits (free, then conditional).
         let (before, fits) = (done.load(Ordering::Relaxed), AtomicUsize::new(0));
@@ -720,7 +741,7 @@ pub fn hypotest_toys_on<R: ToyRunner>(
             None => None,
         };
         let (Some(free), Some(cond)) = (free, cond) else {
-            return host(gen, stream_seed, &list, false);
+            return host(base, gen, stream_seed, &list, false);
         };
         let redo: Vec<u64> = list
             .iter()
@@ -730,7 +751,7 @@ pub fn hypotest_toys_on<R: ToyRunner>(
             .collect();
         done.fetch_add(list.len() - redo.len(), Ordering::Relaxed);
         progress(done.load(Ordering::Relaxed), total);
-        let mut refits = host(gen, stream_seed, &redo, true)?.into_iter();
+        let mut refits = host(base, gen, stream_seed, &redo, true)?.into_iter();
         Ok(list
             .iter()
             .zip(free.into_iter().zip(cond))

@@ -427,6 +427,7 @@ mod resident_stand_in {
                         let o = FitOptions {
                             init: Some(req.init.to_vec()),
                             starts: Starts::Count(0),
+                            scales: Some(req.scales.to_vec()),
                             ..Default::default()
                         };
                         let r = fit(&mut self.cpu, &toy, &o).expect("a fit");

@@ -88,6 +88,11 @@ pub struct FitOptions {
     /// [`DENSE_HESSIAN_LIMIT`]); above it only the POI's uncertainty is computed, without the
     /// matrix (conjugate gradients on Hessian–vector products).
     pub max_dense_parameters: Option<usize>,
+    /// The optimizer's unit of each parameter, one per parameter (`None`: the likelihood's,
+    /// [`ParameterSpace::scales`](histfit_compute::ParameterSpace::scales)): the fit works in
+    /// θ/scale, and its certificate ([`CERTIFY_PG`]) is per unit of it. Ensembles of toys pass
+    /// [`curvature_scales`] at their generating point.
+    pub scales: Option<Vec<f64>>,
 }
 
 impl FitOptions {
@@ -258,6 +263,54 @@ pub(crate) fn polish_minimum<E: Evaluator + ?Sized>(
     })
 }
 
+/// Each parameter's unit for fits of data drawn at `at`: the width 1/√H_ii of −ln L of the
+/// Asimov data there (the curvature toys drawn at `at` have on average), rounded to a power of
+/// two; the likelihood's own scale where that curvature is not positive (a parameter the data
+/// do not see). Parameters the fit holds (`opts.fix`, the model's fixed ones) keep their scale.
+///
+/// L-BFGS-B starts from a multiple of the identity as its Hessian: in these units every
+/// direction has a curvature near 1, where the constraint widths leave free normalisations and
+/// the POI at their curvature, often 100× apart. Toy fits take 2–8× fewer evaluations (tHu's
+/// median 106 → 50 iterations, 3L off-shell's 253 → 38; BENCHMARKS.md, issue 23). Powers of two
+/// make θ/scale exact in floating point, and the units the same on every device whose Hessian
+/// differs from the CPU's in the last bits. Costs one Hessian (one gradient per non-local
+/// parameter and one per group of one-bin parameters), once per ensemble.
+pub fn curvature_scales<E: Evaluator + ?Sized>(
+    eval: &mut E,
+    at: &[f64],
+    opts: &FitOptions,
+) -> Result<Vec<f64>> {
+    let p = Problem::new(
+        eval.space(),
+        &FitOptions {
+            init: Some(at.to_vec()),
+            scales: None,
+            ..opts.clone()
+        },
+    )?;
+    let mut scales = eval.space().scales.clone();
+    let asimov = eval.asimov(&p.start)?.without_constant();
+    let bounds = p.x_bounds();
+    let h = block_on(histfit_compute::hessian_within(
+        &mut Blocking(eval),
+        &p.start,
+        &asimov,
+        &p.free,
+        &bounds,
+    ))?;
+    let k = p.free.len();
+    for (j, &i) in p.free.iter().enumerate() {
+        let hii = h[j * k + j];
+        let s = 1.0 / hii.sqrt();
+        // Within a factor 2²⁰ of the likelihood's scale: a sanity bound on a difference
+        // quotient, far outside any model's real range.
+        if s.is_finite() && s > 0.0 && (s / scales[i]).log2().abs() < 20.0 {
+            scales[i] = s.log2().round().exp2();
+        }
+    }
+    Ok(scales)
+}
+
 /// A fit a device may run whole ([`histfit_compute::ResidentFits`]): the request's parameters
 /// in the fitting code's terms. Given only where the fit rules come down to one descent from
 /// one start — no kinks (whose checks run on the host) and no further starts — so the device's
@@ -300,7 +353,7 @@ pub(crate) fn device_plan(
         fixed: p.fixed,
         lower,
         upper,
-        scales: space.scales.clone(),
+        scales: opts.scales.clone().unwrap_or_else(|| space.scales.clone()),
         kinks: space.kinked.clone(),
     }))
 }

@@ -3,7 +3,8 @@
 //!
 //! The scale s of a parameter is the likelihood's ([`ParameterSpace::scales`]: a constraint's
 //! width, else 1), so a lumi with σ = 2 % and a free normalisation have similar curvature, which
-//! is what L-BFGS-B's single scalar θ assumes.
+//! is what L-BFGS-B's single scalar θ assumes; or the request's ([`FitOptions::scales`]: toy
+//! ensembles use the likelihood's curvature at the generating point, [`super::curvature_scales`]).
 
 use super::FitOptions;
 use crate::{InferError, Result};
@@ -65,7 +66,25 @@ impl Problem {
             fixed[i] = true;
         }
         let free: Vec<usize> = (0..n).filter(|&i| !fixed[i]).collect();
-        let scale: Vec<f64> = free.iter().map(|&i| space.scales[i]).collect();
+        let scales = match &opts.scales {
+            None => &space.scales,
+            Some(s) if s.len() != n => {
+                return Err(InferError::Request(format!(
+                    "scales have {} values, the model has {n} parameters",
+                    s.len()
+                )))
+            }
+            Some(s) => {
+                if let Some(i) = s.iter().position(|v| !(v.is_finite() && *v > 0.0)) {
+                    return Err(InferError::Request(format!(
+                        "the scale of \"{}\" is {}: a scale is a positive finite number",
+                        space.names[i], s[i]
+                    )));
+                }
+                s
+            }
+        };
+        let scale: Vec<f64> = free.iter().map(|&i| scales[i]).collect();
         let z = |f: &dyn Fn(&(f64, f64)) -> f64| -> Vec<f64> {
             free.iter()
                 .zip(&scale)
