@@ -125,10 +125,19 @@ fn main() {
         .iter()
         .filter(|r| {
             r.status == histfit_compute::ResidentStatus::Converged
-                && r.projected_gradient <= 1e-3
+                && r.projected_gradient <= histfit_infer::fit::CERTIFY_PG
                 && r.unmoved == 0
         })
         .count();
+    // Certified but not finished to POLISH_PG: the ensembles fit these again on the host.
+    let short = raw
+        .iter()
+        .filter(|r| {
+            r.projected_gradient > histfit_infer::fit::POLISH_PG
+                && r.projected_gradient <= histfit_infer::fit::CERTIFY_PG
+        })
+        .count();
+    println!("device fits certified but above POLISH_PG (refitted on the host): {short}");
     let bounded = raw.iter().filter(|r| r.bounded).count();
     println!("device fits that met a bound: {bounded}");
     let mean = |f: &dyn Fn(&histfit_compute::ResidentFit) -> f64| {

@@ -377,13 +377,15 @@ pub fn resident_settings(o: &Options) -> histfit_compute::ResidentSettings {
 
 /// Whether a device fit made under a [`DevicePlan`] is this fit's result: stopped by one of the
 /// optimizer's rules (the device runs the same L-BFGS-B, so it takes the same path to the same
-/// minimum), finite, with the certificate met ([`CERTIFY_PG`]) and no coordinate left at its
-/// start (where the search would probe for a saddle). Anything else is fitted again on the
-/// host, so the fit's rules — its polish, saddle probe and failure reasons — hold.
+/// minimum), finite, finished to [`POLISH_PG`] (the device's Newton rounds are the host's; where
+/// they leave the point above it, the host's `sharpen` may go on with a descent the kernel
+/// does not make) and no coordinate left at its start (where the search would probe for a
+/// saddle). Anything else is fitted again on the host, so the fit's rules — its polish, saddle
+/// probe and failure reasons — hold.
 pub(crate) fn device_fit_certified(r: &histfit_compute::ResidentFit) -> bool {
     r.status == histfit_compute::ResidentStatus::Converged
         && r.nll.is_finite()
-        && r.projected_gradient <= CERTIFY_PG
+        && r.projected_gradient <= POLISH_PG
         && r.unmoved == 0
 }
 
