@@ -186,6 +186,14 @@ fn fit_toys(
     if req.report.is_some_and(|p| p >= n) {
         return Err(request_error("reported parameter out of range".into()));
     }
+    if let Some(i) =
+        (0..n).find(|&i| !(req.fixed[i] || req.scales[i].is_finite() && req.scales[i] > 0.0))
+    {
+        return Err(request_error(format!(
+            "scale {} of parameter {i}: a free parameter's scale is a positive finite number",
+            req.scales[i]
+        )));
+    }
     histfit_compute::rng::check_generation_params(req.gen_params)?;
     let total = req.indices.end.saturating_sub(req.indices.start) as usize;
     if total == 0 {

@@ -567,6 +567,8 @@ fn resident_toy_fits_match_the_cpu_and_split_bit_identically() {
         let od = histfit_infer::fit::FitOptions::default()
             .optimizer
             .unwrap_or_default();
+        // In the units the ensembles above fit in.
+        let units = histfit_infer::fit::curvature_scales(&mut cpu, &gen, &o).unwrap();
         let req = |indices: std::ops::Range<u64>| ResidentRequest {
             gen_params: &gen,
             seed: 11,
@@ -575,7 +577,7 @@ fn resident_toy_fits_match_the_cpu_and_split_bit_identically() {
             fixed: &space.fixed,
             lower: &lower,
             upper: &upper,
-            scales: &space.scales,
+            scales: &units,
             kinks: &space.kinked,
             settings: histfit_infer::fit::resident_settings(&od),
             report: model.poi,

@@ -228,7 +228,12 @@ impl<B: BatchEvaluator> Solo<'_, B> {
         f: impl FnOnce(&mut B) -> histfit_compute::Result<T>,
     ) -> histfit_compute::Result<T> {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.batcher.with_eval(f)))
-            .unwrap_or_else(|_| Err(ComputeError::Device("the batch evaluator panicked".into())))
+            .unwrap_or_else(|e| {
+                Err(ComputeError::Device(format!(
+                    "the batch evaluator panicked: {}",
+                    panic_message(&*e)
+                )))
+            })
     }
 }
 
@@ -353,12 +358,16 @@ fn poll_job<T>(job: &mut Job<'_, T>, cx: &mut Context<'_>) -> Poll<Result<T>> {
 }
 
 /// The error a caught panic of a job becomes.
-fn panic_error(e: Box<dyn std::any::Any + Send>) -> InferError {
-    let what = e
-        .downcast_ref::<&str>()
+/// A panic's message, where it carries one.
+fn panic_message(e: &(dyn std::any::Any + Send)) -> String {
+    e.downcast_ref::<&str>()
         .map(|s| s.to_string())
         .or_else(|| e.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".into());
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
+fn panic_error(e: Box<dyn std::any::Any + Send>) -> InferError {
+    let what = panic_message(&*e);
     InferError::Request(format!("a fit panicked in the lockstep executor: {what}"))
 }
 

@@ -281,7 +281,7 @@ pub fn fit_toys_on<R: ToyRunner>(
     let mut o = base.clone();
     o.uncertainties = false;
     o.init = Some(gen_params.to_vec());
-    if o.scales.is_none() {
+    if o.scales.is_none() && !indices.is_empty() {
         o.scales = Some(crate::fit::curvature_scales(
             &mut *runner.single(),
             gen_params,
@@ -696,7 +696,7 @@ pub fn hypotest_toys_on<R: ToyRunner>(
         let list: Vec<u64> = indices.clone().collect();
         // The ensemble's units, at its generating point (both fits of every toy in them).
         let mut base = base.clone();
-        if base.scales.is_none() {
+        if base.scales.is_none() && !indices.is_empty() {
             let (o, _) = statistic_options(runner.space(), &base, mu, test_stat, gen, poi);
             base.scales = Some(crate::fit::curvature_scales(
                 &mut *runner.single(),

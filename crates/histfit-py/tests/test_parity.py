@@ -117,10 +117,12 @@ def test_inference_helpers_run():
     again = histfit.fit_toys(model, 20, seed=3)
     np.testing.assert_array_equal(toys["twice_nll"], again["twice_nll"])
     assert toys["reason"] == [""] * 20
-    # Model.toy_data gives the ensemble's draws: fitting toy 7 from the same start gives its fit.
+    # Model.toy_data gives the ensemble's draws: fitting toy 7 from the same start gives its fit
+    # (to rounding: an ensemble fits in units of the curvature at its generating point, a single
+    # fit in the likelihood's own, so the two descents round differently on the way).
     gen = toys["gen_params"]
     one = histfit.fit(model, model.toy_data(gen, 3, 7), init=gen)
-    assert one.twice_nll == toys["twice_nll"][7]
+    assert abs(one.twice_nll - toys["twice_nll"][7]) <= 1e-9
     # Another point explicitly: the model's initial point.
     init = model.suggested_init()
     at_init = histfit.fit_toys(model, 5, gen_params=init, seed=3)

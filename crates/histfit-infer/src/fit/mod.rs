@@ -90,8 +90,9 @@ pub struct FitOptions {
     pub max_dense_parameters: Option<usize>,
     /// The optimizer's unit of each parameter, one per parameter (`None`: the likelihood's,
     /// [`ParameterSpace::scales`](histfit_compute::ParameterSpace::scales)): the fit works in
-    /// θ/scale, and its certificate ([`CERTIFY_PG`]) is per unit of it. Ensembles of toys pass
-    /// [`curvature_scales`] at their generating point.
+    /// θ/scale, and its certificate ([`CERTIFY_PG`]) and further starts' spread are per unit of
+    /// it; each free parameter's must be positive and finite (a held one's is not used).
+    /// Ensembles of toys pass [`curvature_scales`] at their generating point.
     pub scales: Option<Vec<f64>>,
 }
 
@@ -272,9 +273,11 @@ pub(crate) fn polish_minimum<E: Evaluator + ?Sized>(
 /// direction has a curvature near 1, where the constraint widths leave free normalisations and
 /// the POI at their curvature, often 100× apart. Toy fits take 2–8× fewer evaluations (tHu's
 /// median 106 → 50 iterations, 3L off-shell's 253 → 38; BENCHMARKS.md, issue 23). Powers of two
-/// make θ/scale exact in floating point, and the units the same on every device whose Hessian
-/// differs from the CPU's in the last bits. Costs one Hessian (one gradient per non-local
-/// parameter and one per group of one-bin parameters), once per ensemble.
+/// make θ/scale exact in floating point. Ensembles compute these with the host's f64 evaluator
+/// (`ToyRunner::single`), so every device, worker split and shard fits in the same units. Costs
+/// one Hessian (one gradient per non-local parameter and one per group of one-bin parameters),
+/// once per ensemble. What a fit measures in units of scale is then measured in curvature
+/// widths: its certificate, and for models small enough to take further starts, their spread.
 pub fn curvature_scales<E: Evaluator + ?Sized>(
     eval: &mut E,
     at: &[f64],

@@ -116,9 +116,12 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
         let mut again = self.certificate(&best.z).await?;
         let certified = |c: &Certificate| c.projected_gradient <= CERTIFY_PG && kinks_certified(c);
         if !certified(&again) && best.f < before.f {
-            let descent = self
+            let mut descent = self
                 .descend(&best.z, (&p.lower, &p.upper), &best.pinned)
                 .await?;
+            if p.has_kinks() {
+                descent = self.orthant_rounds(descent, (&p.lower, &p.upper)).await?;
+            }
             if descent.converged && descent.f <= best.f + 1e-12 * best.f.abs().max(1.0) {
                 best.replace_keeping_compared(descent);
                 self.polish(best).await?;

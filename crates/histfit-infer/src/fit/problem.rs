@@ -75,7 +75,8 @@ impl Problem {
                 )))
             }
             Some(s) => {
-                if let Some(i) = s.iter().position(|v| !(v.is_finite() && *v > 0.0)) {
+                let bad = |&i: &usize| !(fixed[i] || s[i].is_finite() && s[i] > 0.0);
+                if let Some(i) = (0..n).find(bad) {
                     return Err(InferError::Request(format!(
                         "the scale of \"{}\" is {}: a scale is a positive finite number",
                         space.names[i], s[i]
