@@ -22,15 +22,7 @@ fn main() {
         histfit_infer::fit::curvature_scales(&mut ev, &gen, &FitOptions::default()).unwrap()
     };
     let poi = model.poi.unwrap_or(0);
-    let nearby: Vec<f64> = (0..gen.len())
-        .map(|i| {
-            if space.fixed[i] {
-                gen[i]
-            } else {
-                (gen[i] + 1e-3 * scales[i]).clamp(space.bounds[i].0, space.bounds[i].1)
-            }
-        })
-        .collect();
+    let nearby = histfit_testutil::nearby_start(&space, &gen, &scales);
     let toys = ev.toys(&gen, 0, 0..n).unwrap();
     let (mut above, mut worst) = (0, 0.0f64);
     for (k, toy) in toys.iter().enumerate() {

@@ -537,17 +537,7 @@ fn toy_fits_reach_the_minimum_from_nearby_starts() {
         histfit_infer::fit::curvature_scales(&mut ev, &gen, &FitOptions::default()).unwrap();
     for (what, scales) in [("widths", space.scales.clone()), ("curvature", curvature)] {
         // The second start: every free parameter moved by 1e-3 of its unit.
-        let nearby: Vec<f64> = gen
-            .iter()
-            .enumerate()
-            .map(|(i, &v)| {
-                if space.fixed[i] {
-                    v
-                } else {
-                    (v + 1e-3 * scales[i]).clamp(space.bounds[i].0, space.bounds[i].1)
-                }
-            })
-            .collect();
+        let nearby = histfit_testutil::nearby_start(&space, &gen, &scales);
         let mut worst = (0.0f64, 0.0f64);
         for (k, toy) in toys.iter().enumerate() {
             let at = |init: &[f64]| {

@@ -59,16 +59,7 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
             }
             let z_before = best.z.clone();
             if round > 0 || stalled(best) {
-                let p = self.p;
-                let mut again = self
-                    .descend(&best.z, (&p.lower, &p.upper), &best.pinned)
-                    .await?;
-                if p.has_kinks() {
-                    again = self.orthant_rounds(again, (&p.lower, &p.upper)).await?;
-                }
-                if again.converged && again.f <= best.f + 1e-12 * best.f.abs().max(1.0) {
-                    best.replace_keeping_compared(again);
-                }
+                self.descend_again(best).await?;
             }
             let f_before = best.f;
             self.polish(best).await?;
@@ -107,7 +98,6 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
         {
             return Ok(());
         }
-        let p = self.p;
         let before = best.clone();
         self.polish(best).await?;
         if best.z == before.z {
@@ -115,18 +105,9 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
         }
         let mut again = self.certificate(&best.z).await?;
         let certified = |c: &Certificate| c.projected_gradient <= CERTIFY_PG && kinks_certified(c);
-        if !certified(&again) && best.f < before.f {
-            let mut descent = self
-                .descend(&best.z, (&p.lower, &p.upper), &best.pinned)
-                .await?;
-            if p.has_kinks() {
-                descent = self.orthant_rounds(descent, (&p.lower, &p.upper)).await?;
-            }
-            if descent.converged && descent.f <= best.f + 1e-12 * best.f.abs().max(1.0) {
-                best.replace_keeping_compared(descent);
-                self.polish(best).await?;
-                again = self.certificate(&best.z).await?;
-            }
+        if !certified(&again) && best.f < before.f && self.descend_again(best).await? {
+            self.polish(best).await?;
+            again = self.certificate(&best.z).await?;
         }
         if certified(&again) {
             *cert = again;
@@ -137,6 +118,23 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
             *best = before;
         }
         Ok(())
+    }
+
+    /// A fresh descent from `best` (with the orthant rounds on a kinked model), taken where it
+    /// converges no higher; returns whether it was.
+    async fn descend_again(&mut self, best: &mut Local) -> Result<bool> {
+        let p = self.p;
+        let mut again = self
+            .descend(&best.z, (&p.lower, &p.upper), &best.pinned)
+            .await?;
+        if p.has_kinks() {
+            again = self.orthant_rounds(again, (&p.lower, &p.upper)).await?;
+        }
+        let kept = again.converged && again.f <= best.f + 1e-12 * best.f.abs().max(1.0);
+        if kept {
+            best.replace_keeping_compared(again);
+        }
+        Ok(kept)
     }
 
     /// Up to six Newton steps from `at` over the coordinates off their bounds, kinks and pins.
