@@ -8,6 +8,7 @@ mod device;
 mod model_args;
 mod output;
 mod progress;
+mod timing;
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -24,6 +25,7 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
+    timing::start();
     keep_freed_memory();
     match Cli::parse().command.run() {
         Ok(code) => code,

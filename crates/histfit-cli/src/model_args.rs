@@ -79,8 +79,10 @@ impl ModelArgs {
     /// every command needs.
     pub fn prepare(&self) -> Result<(Arc<Model>, String, Dataset, AnyEval)> {
         let (model, source) = self.load()?;
+        crate::timing::mark("workspace read and compiled");
         let data = Dataset::observed(&model);
         let eval = crate::device::open(model.clone(), self.device())?;
+        crate::timing::mark("device opened");
         Ok((model, source, data, eval))
     }
 

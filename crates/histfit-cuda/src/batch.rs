@@ -12,6 +12,7 @@
 use crate::device::Gpu;
 use crate::kernels::Kernels;
 use crate::layout::{DeviceTables, HostTables};
+use crate::split::Peer;
 use crate::{driver, CudaError, Result};
 use cudarc::driver::{
     CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PinnedHostSlice, PushKernelArg,
@@ -102,10 +103,19 @@ impl Session {
     }
 
     fn with_tables(model: Arc<Model>, ordinal: usize, host: HostTables) -> Result<Arc<Session>> {
+        let clock = crate::timing::Clock::start();
         let gpu = Gpu::open(ordinal)?;
+        let opened = clock.lap();
         let kernels = Kernels::load(&gpu)?;
+        let loaded = clock.lap();
         let stream = gpu.ctx.default_stream();
         let tables = DeviceTables::upload(host, &stream)?;
+        clock.report(|| {
+            format!(
+                "cuda:{ordinal} opened: context {opened:.3} s, kernels {loaded:.3} s, tables {:.3} s",
+                clock.lap()
+            )
+        });
         let bytes = (tables.host.scratch_len + threads().max(256) as usize) * 8;
         let limit = gpu
             .ctx
@@ -236,7 +246,7 @@ pub struct CudaBatch {
     use_resident: bool,
     /// Sessions of the same model on further devices (or the same one again): resident toy
     /// ensembles are split over this session and these by toy index ([`crate::resident`]).
-    pub(crate) peers: Vec<Arc<Session>>,
+    pub(crate) peers: Vec<Peer>,
 }
 
 impl Clone for CudaBatch {
@@ -276,14 +286,24 @@ impl CudaBatch {
         }
     }
 
-    /// This evaluator with sessions of its model on the devices `ordinals` too (an ordinal may
-    /// repeat), over which resident toy ensembles are split.
-    pub fn with_peers(mut self, ordinals: &[usize]) -> Result<CudaBatch> {
-        for &n in ordinals {
-            self.peers
-                .push(Session::new(self.session.model.clone(), n)?);
+    /// An evaluator on `ordinals[0]` with sessions of the same model on the rest (an ordinal may
+    /// repeat), over which resident toy ensembles are split ([`crate::split`]). Every ordinal is
+    /// checked now; the rest are opened in the background, side by side with the first, and
+    /// join an ensemble when they are ready (a context costs a few tenths of a second each).
+    pub fn on_devices(model: Arc<Model>, ordinals: &[usize]) -> Result<CudaBatch> {
+        let (&first, rest) = ordinals
+            .split_first()
+            .ok_or_else(|| CudaError::Unavailable("no CUDA device".into()))?;
+        let count = crate::devices()?.len();
+        if let Some(&n) = ordinals.iter().find(|&&n| n >= count) {
+            return Err(CudaError::Unavailable(format!(
+                "no CUDA device {n} (the host has {count})"
+            )));
         }
-        Ok(self)
+        let peers: Vec<Peer> = rest.iter().map(|&n| Peer::open(model.clone(), n)).collect();
+        let mut batch = CudaBatch::new(model, first)?;
+        batch.peers = peers;
+        Ok(batch)
     }
 
     pub fn session(&self) -> &Arc<Session> {

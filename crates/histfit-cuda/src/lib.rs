@@ -23,6 +23,8 @@ pub mod device;
 pub mod kernels;
 pub mod layout;
 pub mod resident;
+pub mod split;
+mod timing;
 pub mod toys;
 pub mod yields;
 

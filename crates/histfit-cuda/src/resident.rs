@@ -98,9 +98,8 @@ fn request_error(msg: String) -> ComputeError {
 }
 
 impl ResidentFits for CudaBatch {
-    /// On this session alone, or split by toy index into contiguous blocks over it and its peers
-    /// (one thread each): a toy's fit does not depend on where it runs, so the results are those
-    /// of one device.
+    /// On this session alone, or split by toy index over it and its peers ([`crate::split`]):
+    /// a toy's fit does not depend on where it runs, so the results are those of one device.
     fn fit_toys_resident(
         &mut self,
         req: &ResidentRequest<'_>,
@@ -108,44 +107,9 @@ impl ResidentFits for CudaBatch {
         if self.peers.is_empty() {
             return fit_toys(self.session(), req, None);
         }
-        let sessions: Vec<&Arc<Session>> =
-            std::iter::once(self.session()).chain(&self.peers).collect();
-        let (start, total) = (
-            req.indices.start,
-            req.indices.end.saturating_sub(req.indices.start),
-        );
-        let n = sessions.len() as u64;
-        let parts: Vec<histfit_compute::Result<Vec<ResidentFit>>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = sessions
-                .iter()
-                .enumerate()
-                .map(|(j, session)| {
-                    let j = j as u64;
-                    // (u128: total · (j + 1) may exceed u64 for huge ensembles.)
-                    let at = |j: u64| start + (total as u128 * j as u128 / n as u128) as u64;
-                    let part = ResidentRequest {
-                        indices: at(j)..at(j + 1),
-                        ..req.clone()
-                    };
-                    scope.spawn(move || fit_toys(session, &part, None))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join().unwrap_or_else(|_| {
-                        Err(ComputeError::Device(
-                            "a resident fit worker panicked".into(),
-                        ))
-                    })
-                })
-                .collect()
-        });
-        let mut out = Vec::with_capacity(total as usize);
-        for p in parts {
-            out.extend(p?);
-        }
-        Ok(out)
+        crate::split::fit_split(self.session(), &self.peers, req, |session, part| {
+            fit_toys(session, part, None)
+        })
     }
 }
 
@@ -204,6 +168,7 @@ fn fit_toys(
             "resident fits with no or more than 16 correction pairs",
         ));
     }
+    let clock = crate::timing::Clock::start();
     let mut lam = vec![0.0; m.n_main];
     session
         .host_rates
@@ -337,6 +302,7 @@ fn fit_toys(
         .map_err(driver("cuMemAlloc (resident fits)"))?;
     let counter_ptr = counter.device_ptr(&stream).0;
 
+    let setup = clock.lap();
     let mut results = Vec::with_capacity(total);
     let mut first = req.indices.start;
     while first < req.indices.end {
@@ -472,6 +438,13 @@ fn fit_toys(
         }
         first += count as u64;
     }
+    clock.report(|| {
+        format!(
+            "cuda:{}: {total} toys, inputs and buffers {setup:.3} s, fits {:.3} s",
+            session.gpu.info.ordinal,
+            clock.lap()
+        )
+    });
     Ok(results)
 }
 

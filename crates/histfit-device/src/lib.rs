@@ -199,11 +199,8 @@ impl AnyEval {
             Device::CudaSplit(list) => list,
             Device::CudaAll => (0..histfit_cuda::devices()?.len()).collect(),
         };
-        let (&first, rest) = ordinals
-            .split_first()
-            .ok_or_else(|| CudaError::Unavailable("no CUDA device".into()))?;
         Ok(AnyEval::Cuda(OneAtATime {
-            batch: CudaBatch::new(model, first)?.with_peers(rest)?,
+            batch: CudaBatch::on_devices(model, &ordinals)?,
         }))
     }
 

@@ -631,8 +631,9 @@ fn resident_toy_fits_match_the_cpu_and_split_bit_identically() {
     }
 }
 
-/// `cuda:0,0`: an ensemble split by toy index over two workers on one GPU gives the toys of one
-/// worker, bit for bit, through the whole inference path (runner, certification, refits).
+/// `cuda:0,0`: an ensemble of 10 000 toys split by toy index over two sessions on one GPU (four
+/// workers taking blocks from one queue) gives the toys of one session, bit for bit, through the
+/// whole inference path (runner, certification, refits).
 #[test]
 fn split_over_two_workers_is_bit_identical() {
     if !gpu_or_skip("split_over_two_workers_is_bit_identical") {
@@ -653,11 +654,11 @@ fn split_over_two_workers_is_bit_identical() {
         let eval = AnyEval::new(model.clone(), device).expect("GPU");
         let b = batcher(&eval);
         let runner = AnyRunner::new(&eval, b.as_ref());
-        fit_toys_on(&runner, &gen, 3, 100..2100, &o, &|_, _| {}).unwrap()
+        fit_toys_on(&runner, &gen, 3, 100..10_100, &o, &|_, _| {}).unwrap()
     };
     let one = run(Device::Cuda(0));
     let two = run(Device::CudaSplit(vec![0, 0]));
-    assert_eq!(one.len(), 2000);
+    assert_eq!(one.len(), 10_000);
     for (a, b) in one.iter().zip(&two) {
         assert_eq!(a.index, b.index);
         assert_eq!(

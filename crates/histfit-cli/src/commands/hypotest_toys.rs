@@ -3,7 +3,7 @@
 use super::OutputArgs;
 use crate::model_args::{FitArgs, ModelArgs};
 use crate::output::{self, band_line};
-use crate::{device, progress};
+use crate::{device, progress, timing};
 use anyhow::Result;
 use histfit_infer::{TestStat, ToyHypotest};
 use std::process::ExitCode;
@@ -45,6 +45,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         &|d, _| bar.set(d),
     )?;
     bar.finish();
+    timing::mark("baseline fits and both ensembles fitted");
     let failed = r.summary.failed_sb + r.summary.failed_b;
     if failed > 0 {
         eprintln!("warning: {failed} toys had a fit that did not converge; they are left out of the p-values and counted in failed_sb/failed_b");
@@ -53,6 +54,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         || output::json(&source, &model, &Doc::from(r.clone())),
         || table(&r),
     )?;
+    timing::mark("output written");
     Ok(ExitCode::SUCCESS)
 }
 

@@ -3,7 +3,7 @@
 
 use super::OutputArgs;
 use crate::model_args::{FitArgs, ModelArgs};
-use crate::{device, output, progress};
+use crate::{device, output, progress, timing};
 use anyhow::Result;
 use histfit_infer::toys::ToyRunner;
 use histfit_infer::{GenPoint, ToyEnsemble};
@@ -38,10 +38,12 @@ pub fn run(a: Args) -> Result<ExitCode> {
     // The generating point from the runner's one-off evaluator (the host's on a GPU, as every
     // baseline fit around an ensemble): the same point, hence the same toys, on every device.
     let gen = histfit_infer::generation_point(&mut *runner.single(), &data, &at, &base)?;
+    timing::mark("generation point fitted");
     let bar = progress::Bar::new("toys", (range.end - range.start) as usize);
     let fits =
         histfit_infer::toys::fit_toys_on(&runner, &gen, a.seed, range, &base, &|d, _| bar.set(d))?;
     bar.finish();
+    timing::mark("ensemble fitted");
     let doc = ToyEnsemble::new(a.seed, a.n_toys, gen, fits);
     if doc.summary.failed > 0 {
         eprintln!(
@@ -53,6 +55,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         || output::json(&source, &model, &Doc::from(doc.clone())),
         || table(&doc),
     )?;
+    timing::mark("output written");
     Ok(ExitCode::SUCCESS)
 }
 
