@@ -3,8 +3,11 @@
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-pub struct Bar(ProgressBar);
+/// The bar and the most done so far (several workers report cumulative counts, not always in
+/// order: the bar never moves back).
+pub struct Bar(ProgressBar, AtomicU64);
 
 impl Bar {
     pub fn new(label: &str, total: usize) -> Bar {
@@ -24,11 +27,13 @@ impl Bar {
             .progress_chars("=> "),
         );
         bar.set_prefix(label.to_owned());
-        Bar(bar)
+        Bar(bar, AtomicU64::new(0))
     }
 
     pub fn set(&self, done: usize) {
-        self.0.set_position(done as u64);
+        let done = done as u64;
+        self.0
+            .set_position(self.1.fetch_max(done, Ordering::Relaxed).max(done));
     }
 
     /// One more item done (from any thread).

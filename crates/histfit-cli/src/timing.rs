@@ -1,7 +1,8 @@
-//! `HISTFIT_TIMING=1`: the time since the start of the process at the end of each phase of a
-//! command (reading and compiling, opening the device, baseline fits, the ensemble, output), on
-//! stderr. It says where a GPU run's fixed costs go; the CUDA backend adds its own lines (each
-//! device's opening, each device's share of a resident ensemble) under the same variable.
+//! `HISTFIT_TIMING` (set to anything, e.g. 1): the time since the start of the process at the
+//! end of each phase of a command (reading and compiling, opening the device, baseline fits, the
+//! ensemble, output), on stderr. It says where a GPU run's fixed costs go; the CUDA backend adds
+//! its own lines (each device's opening, each block of a resident ensemble) under the same
+//! variable.
 
 use std::sync::OnceLock;
 use std::time::Instant;

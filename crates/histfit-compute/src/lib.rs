@@ -413,3 +413,12 @@ fn hessian_columns(local_term: &[Option<u32>], which: &[usize]) -> Vec<Vec<usize
     columns.extend(groups);
     columns
 }
+
+/// A caught panic's message, where it carries one (worker threads turn panics into errors that
+/// keep it).
+pub fn panic_message(e: &(dyn std::any::Any + Send)) -> String {
+    e.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| e.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}

@@ -12,7 +12,7 @@
 use crate::device::Gpu;
 use crate::kernels::Kernels;
 use crate::layout::{DeviceTables, HostTables};
-use crate::split::Peer;
+use crate::split::{Peer, SplitPlan};
 use crate::{driver, CudaError, Result};
 use cudarc::driver::{
     CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PinnedHostSlice, PushKernelArg,
@@ -244,9 +244,11 @@ pub struct CudaBatch {
     resident: Option<(u64, CudaSlice<f64>)>,
     /// The resolved problems read the resident row, not the cache.
     use_resident: bool,
-    /// Sessions of the same model on further devices (or the same one again): resident toy
-    /// ensembles are split over this session and these by toy index ([`crate::resident`]).
+    /// The same model on further devices (or the same one again), opened when an ensemble
+    /// starts: resident toy ensembles are split over this session and these ([`crate::split`]).
     pub(crate) peers: Vec<Peer>,
+    /// How (`None`: [`SplitPlan::from_env`] at each ensemble).
+    pub(crate) split: Option<SplitPlan>,
 }
 
 impl Clone for CudaBatch {
@@ -261,6 +263,7 @@ impl Clone for CudaBatch {
             resident: None,
             use_resident: false,
             peers: self.peers.clone(),
+            split: self.split,
         }
     }
 }
@@ -283,27 +286,33 @@ impl CudaBatch {
             resident: None,
             use_resident: false,
             peers: Vec::new(),
+            split: None,
         }
     }
 
-    /// An evaluator on `ordinals[0]` with sessions of the same model on the rest (an ordinal may
-    /// repeat), over which resident toy ensembles are split ([`crate::split`]). Every ordinal is
-    /// checked now; the rest are opened in the background, side by side with the first, and
-    /// join an ensemble when they are ready (a context costs a few tenths of a second each).
+    /// An evaluator on `ordinals[0]` with the same model on the rest (an ordinal may repeat),
+    /// over which resident toy ensembles are split ([`crate::split`]). Every ordinal is checked
+    /// now; the others are opened in the background when the first ensemble starts (each
+    /// context costs a few tenths of a second, and most commands fit no ensemble).
     pub fn on_devices(model: Arc<Model>, ordinals: &[usize]) -> Result<CudaBatch> {
         let (&first, rest) = ordinals
             .split_first()
             .ok_or_else(|| CudaError::Unavailable("no CUDA device".into()))?;
-        let count = crate::devices()?.len();
+        let count = crate::device::count()?;
         if let Some(&n) = ordinals.iter().find(|&&n| n >= count) {
             return Err(CudaError::Unavailable(format!(
-                "no CUDA device {n} (the host has {count})"
+                "no CUDA device with ordinal {n} (the driver reports {count} device(s))"
             )));
         }
-        let peers: Vec<Peer> = rest.iter().map(|&n| Peer::open(model.clone(), n)).collect();
-        let mut batch = CudaBatch::new(model, first)?;
-        batch.peers = peers;
+        let mut batch = CudaBatch::new(model.clone(), first)?;
+        batch.peers = rest.iter().map(|&n| Peer::new(model.clone(), n)).collect();
         Ok(batch)
+    }
+
+    /// This evaluator with its ensembles split as `plan` says, whatever the environment.
+    pub fn with_split(mut self, plan: SplitPlan) -> CudaBatch {
+        self.split = Some(plan);
+        self
     }
 
     pub fn session(&self) -> &Arc<Session> {

@@ -25,8 +25,8 @@ pub(crate) fn nvrtc_present() -> bool {
     unsafe { cudarc::nvrtc::sys::is_culib_present() }
 }
 
-/// The CUDA devices of this machine; an error saying why there are none.
-pub fn devices() -> Result<Vec<DeviceInfo>> {
+/// How many CUDA devices the driver reports; an error saying why there are none.
+pub(crate) fn count() -> Result<usize> {
     if !driver_present() {
         return Err(CudaError::Unavailable(
             "the NVIDIA driver library (libcuda.so.1) was not found on this machine".into(),
@@ -34,19 +34,34 @@ pub fn devices() -> Result<Vec<DeviceInfo>> {
     }
     cudarc::driver::result::init().map_err(driver("cuInit"))?;
     let n = CudaContext::device_count().map_err(driver("cuDeviceGetCount"))?;
-    let mut out = Vec::new();
-    for ordinal in 0..n.max(0) as usize {
-        let ctx = CudaContext::new(ordinal).map_err(driver("cuCtxCreate"))?;
-        out.push(DeviceInfo {
-            ordinal,
-            name: ctx.name().map_err(driver("cuDeviceGetName"))?,
-            compute_capability: ctx
-                .compute_capability()
-                .map_err(driver("cuDeviceGetAttribute"))?,
-            memory_bytes: ctx.total_mem().map_err(driver("cuDeviceTotalMem"))?,
-        });
-    }
-    Ok(out)
+    Ok(n.max(0) as usize)
+}
+
+/// What the driver says of device `ordinal` (`ordinal` < [`count`]), read from the device
+/// itself: no context is created. (A context costs 0.3 s or so; listing the devices through
+/// contexts made every `--gpu` run create and destroy one per GPU of the host, twice.)
+fn info(ordinal: usize) -> Result<DeviceInfo> {
+    use cudarc::driver::result::device;
+    use cudarc::driver::sys::CUdevice_attribute as A;
+    let dev = device::get(ordinal as i32).map_err(driver("cuDeviceGet"))?;
+    // SAFETY: `dev` is the handle cuDeviceGet just returned for an existing ordinal.
+    let attribute =
+        |a| unsafe { device::get_attribute(dev, a) }.map_err(driver("cuDeviceGetAttribute"));
+    Ok(DeviceInfo {
+        ordinal,
+        name: device::get_name(dev).map_err(driver("cuDeviceGetName"))?,
+        compute_capability: (
+            attribute(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+            attribute(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+        ),
+        // SAFETY: as above.
+        memory_bytes: unsafe { device::total_mem(dev) }.map_err(driver("cuDeviceTotalMem"))?,
+    })
+}
+
+/// The CUDA devices of this machine; an error saying why there are none.
+pub fn devices() -> Result<Vec<DeviceInfo>> {
+    (0..count()?).map(info).collect()
 }
 
 /// An opened device: its context and compute capability.
@@ -59,13 +74,13 @@ pub struct Gpu {
 impl Gpu {
     /// Opens device `ordinal`, checking first that the driver, NVRTC and the device exist.
     pub fn open(ordinal: usize) -> Result<Gpu> {
-        let list = devices()?;
-        let Some(info) = list.into_iter().find(|d| d.ordinal == ordinal) else {
+        let n = count()?;
+        if ordinal >= n {
             return Err(CudaError::Unavailable(format!(
-                "no CUDA device with ordinal {ordinal} (the driver reports {} device(s))",
-                CudaContext::device_count().unwrap_or(0)
+                "no CUDA device with ordinal {ordinal} (the driver reports {n} device(s))"
             )));
-        };
+        }
+        let info = info(ordinal)?;
         if !nvrtc_present() {
             return Err(CudaError::Unavailable(
                 "the CUDA run-time compiler library (libnvrtc) was not found; histfit compiles \

@@ -46,6 +46,9 @@ pub enum CudaError {
     Compile(String),
     #[error("GPU out of memory: {0}")]
     OutOfMemory(String),
+    /// A setting of the backend read from the environment is not valid (named with the rule).
+    #[error("{0}")]
+    Setting(String),
     /// The model exceeds what the kernels' tables can index.
     #[error("the model is too large for the CUDA kernels: {0}")]
     TooLarge(String),

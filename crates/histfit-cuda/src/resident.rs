@@ -107,7 +107,11 @@ impl ResidentFits for CudaBatch {
         if self.peers.is_empty() {
             return fit_toys(self.session(), req, None);
         }
-        crate::split::fit_split(self.session(), &self.peers, req, |session, part| {
+        let plan = match self.split {
+            Some(plan) => plan,
+            None => crate::split::SplitPlan::from_env()?,
+        };
+        crate::split::fit_split(self.session(), &self.peers, plan, req, |session, part| {
             fit_toys(session, part, None)
         })
     }
@@ -440,7 +444,7 @@ fn fit_toys(
     }
     clock.report(|| {
         format!(
-            "cuda:{}: {total} toys, inputs and buffers {setup:.3} s, fits {:.3} s",
+            "cuda:{}: a block of {total} toys, inputs and buffers {setup:.3} s, fits {:.3} s",
             session.gpu.info.ordinal,
             clock.lap()
         )

@@ -1,6 +1,6 @@
-//! `HISTFIT_TIMING=1`: how long each device's opening and its share of a resident ensemble
-//! take, on stderr (the CLI prints its phases under the same variable): what a split over
-//! several GPUs pays once per device.
+//! `HISTFIT_TIMING` (set to anything): how long each device's opening and each block of a
+//! resident ensemble take, on stderr (the CLI prints its phases under the same variable): what a
+//! split over several GPUs pays once per device, and how its blocks went.
 
 use std::time::Instant;
 

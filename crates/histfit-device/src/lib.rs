@@ -20,9 +20,9 @@ use std::sync::Arc;
 pub enum Device {
     Cpu,
     Cuda(usize),
-    /// Several CUDA devices (an ordinal may repeat: two workers on one GPU): toy ensembles fitted
-    /// on the device are split by toy index, one worker per entry, with the same results as on
-    /// one; everything else runs on the first.
+    /// Several CUDA devices (an ordinal may repeat: two sessions on one GPU): toy ensembles
+    /// fitted on the device are split over them by toy index (`histfit_cuda::split`), with the
+    /// same results as on one; everything else runs on the first.
     CudaSplit(Vec<usize>),
     /// Every CUDA device of the host, as [`Device::CudaSplit`].
     CudaAll,

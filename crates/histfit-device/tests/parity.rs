@@ -8,6 +8,7 @@
 
 use histfit_compute::rng::generate_toy;
 use histfit_compute::{BatchEvaluator, CpuEvaluator, Dataset, Evaluator, OneAtATime};
+use histfit_cuda::split::SplitPlan;
 use histfit_cuda::CudaBatch;
 use histfit_infer::fit::{fit, FitOptions};
 use histfit_model::{InterpCode, Model, Settings};
@@ -631,9 +632,9 @@ fn resident_toy_fits_match_the_cpu_and_split_bit_identically() {
     }
 }
 
-/// `cuda:0,0`: an ensemble of 10 000 toys split by toy index over two sessions on one GPU (four
-/// workers taking blocks from one queue) gives the toys of one session, bit for bit, through the
-/// whole inference path (runner, certification, refits).
+/// `cuda:0,0`: an ensemble of 10 000 toys split by toy index over two sessions on one GPU, in
+/// static halves or from the queue, gives the toys of one session, bit for bit, through the whole
+/// inference path (runner, certification, refits).
 #[test]
 fn split_over_two_workers_is_bit_identical() {
     if !gpu_or_skip("split_over_two_workers_is_bit_identical") {
@@ -650,24 +651,47 @@ fn split_over_two_workers_is_bit_identical() {
     .unwrap()
     .bestfit;
     let o = FitOptions::default();
-    let run = |device: Device| {
-        let eval = AnyEval::new(model.clone(), device).expect("GPU");
+    let run = |eval: AnyEval| {
         let b = batcher(&eval);
         let runner = AnyRunner::new(&eval, b.as_ref());
         fit_toys_on(&runner, &gen, 3, 100..10_100, &o, &|_, _| {}).unwrap()
     };
-    let one = run(Device::Cuda(0));
-    let two = run(Device::CudaSplit(vec![0, 0]));
+    let one = run(AnyEval::new(model.clone(), Device::Cuda(0)).expect("GPU"));
     assert_eq!(one.len(), 10_000);
-    for (a, b) in one.iter().zip(&two) {
-        assert_eq!(a.index, b.index);
-        assert_eq!(
-            a.twice_nll.to_bits(),
-            b.twice_nll.to_bits(),
-            "toy {}",
-            a.index
-        );
-        assert_eq!(a.poi.to_bits(), b.poi.to_bits(), "toy {}", a.index);
-        assert_eq!(a.converged, b.converged, "toy {}", a.index);
+    let split = |plan: SplitPlan| {
+        AnyEval::Cuda(OneAtATime {
+            batch: CudaBatch::on_devices(model.clone(), &[0, 0])
+                .expect("GPU")
+                .with_split(plan),
+        })
+    };
+    // The static halves (the second session fits half the toys whenever it opens), the queue
+    // with small blocks (both sessions take blocks as they come), and the default plan through
+    // `Device` as the CLI opens it.
+    let small = SplitPlan {
+        min_block: 512,
+        share: 2,
+        ..SplitPlan::QUEUE
+    };
+    for (what, two) in [
+        ("static", run(split(SplitPlan::STATIC))),
+        ("queue of small blocks", run(split(small))),
+        (
+            "cuda:0,0",
+            run(AnyEval::new(model.clone(), Device::CudaSplit(vec![0, 0])).expect("GPU")),
+        ),
+    ] {
+        assert_eq!(two.len(), one.len(), "{what}");
+        for (a, b) in one.iter().zip(&two) {
+            assert_eq!(a.index, b.index, "{what}");
+            assert_eq!(
+                a.twice_nll.to_bits(),
+                b.twice_nll.to_bits(),
+                "{what}: toy {}",
+                a.index
+            );
+            assert_eq!(a.poi.to_bits(), b.poi.to_bits(), "{what}: toy {}", a.index);
+            assert_eq!(a.converged, b.converged, "{what}: toy {}", a.index);
+        }
     }
 }

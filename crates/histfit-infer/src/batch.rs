@@ -13,7 +13,8 @@
 
 use crate::{InferError, Result};
 use histfit_compute::{
-    AsyncEvaluator, BatchEvaluator, ComputeError, Dataset, EvalFuture, Evaluator, ParameterSpace,
+    panic_message, AsyncEvaluator, BatchEvaluator, ComputeError, Dataset, EvalFuture, Evaluator,
+    ParameterSpace,
 };
 use std::cell::RefCell;
 use std::future::Future;
@@ -358,14 +359,6 @@ fn poll_job<T>(job: &mut Job<'_, T>, cx: &mut Context<'_>) -> Poll<Result<T>> {
 }
 
 /// The error a caught panic of a job becomes.
-/// A panic's message, where it carries one.
-fn panic_message(e: &(dyn std::any::Any + Send)) -> String {
-    e.downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| e.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".into())
-}
-
 fn panic_error(e: Box<dyn std::any::Any + Send>) -> InferError {
     let what = panic_message(&*e);
     InferError::Request(format!("a fit panicked in the lockstep executor: {what}"))
