@@ -43,8 +43,14 @@ fn main() -> ExitCode {
 /// mmap threshold on 64-bit; larger ones are still mapped), a whole `histfit fit` of tHu faults in
 /// 470 fewer pages (1 636 → 1 167): 17.1 → 16.5 ms, and `histfit inspect` 9.5 → 8.7 ms (dev-vm,
 /// medians of 100 interleaved runs). The memory kept goes back to the kernel when the process
-/// ends, which for a command is soon. A user's own allocator settings (`MALLOC_*_`,
-/// `GLIBC_TUNABLES`) are left in force.
+/// ends, which for a command is soon.
+///
+/// The heap then grows by 16 MiB at a time and asks for transparent huge pages (what glibc's
+/// `glibc.malloc.hugetlb=1` tunable does, which a program cannot set for itself once started):
+/// where the kernel grants them (`enabled` = `madvise` or `always`), the ≈ 9 MB a tHu fit touches
+/// arrive in a few 2 MiB faults instead of ≈ 900 of 4 kB, each of which traps into the kernel
+/// (page faults 1 071 → 188; BENCHMARKS.md, issue 22). A user's own allocator settings
+/// (`MALLOC_*_`, `GLIBC_TUNABLES`) are left in force.
 fn keep_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
@@ -56,13 +62,53 @@ fn keep_freed_memory() {
             return;
         }
         const LIMIT: libc::c_int = 32 << 20;
+        const PAD: libc::c_int = 16 << 20;
         // SAFETY: mallopt only sets allocator parameters; it is called before any thread
         // starts. The trim threshold is set only where the mmap one was accepted (setting it
-        // alone would switch off glibc's own raising of the mmap threshold).
+        // alone would switch off glibc's own raising of the mmap threshold); see
+        // `huge_pages_ahead` for the rest.
         unsafe {
             if libc::mallopt(libc::M_MMAP_THRESHOLD, LIMIT) == 1 {
                 libc::mallopt(libc::M_TRIM_THRESHOLD, LIMIT);
+                if libc::mallopt(libc::M_TOP_PAD, PAD) == 1 {
+                    huge_pages_ahead();
+                }
             }
         }
     }
+}
+
+/// Marks the main heap's next 16 MiB for transparent huge pages (see [`keep_freed_memory`]).
+///
+/// # Safety
+/// Called once, before any thread starts. sbrk(0) only reads the break; the heap grows
+/// through malloc itself; madvise only advises on whole 2 MiB pages inside the heap's new part
+/// (an error, e.g. from a kernel without transparent huge pages, changes nothing and is
+/// ignored); the block that fills the rest is never freed nor written.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+unsafe fn huge_pages_ahead() {
+    const HUGE: usize = 2 << 20;
+    const GROW: usize = 1 << 20;
+    let failed = |p: *mut libc::c_void| p as usize == usize::MAX;
+    let start = libc::sbrk(0);
+    // A block larger than what is left makes the heap grow by it and the pad (black_box: a
+    // malloc whose block is freed unused is otherwise optimised away).
+    libc::free(std::hint::black_box(libc::malloc(GROW)));
+    let end = libc::sbrk(0);
+    if failed(start) || failed(end) {
+        return;
+    }
+    let (start, end) = (start as usize, end as usize);
+    // Past the growth block's end, where freeing it wrote the next chunk's header: a page
+    // faulted in small keeps its whole 2 MiB range in small pages.
+    let from = (start + GROW + (64 << 10)).next_multiple_of(HUGE);
+    let to = end - end % HUGE;
+    if to <= from {
+        return; // the heap did not grow (glibc fell back to mapping memory)
+    }
+    libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_HUGEPAGE);
+    // Below the first whole huge page the heap stays in small pages: a block that is never used
+    // (its pages never touched) fills it, so that what the command allocates next starts on
+    // huge pages.
+    std::hint::black_box(libc::malloc(from - start - 4096));
 }
