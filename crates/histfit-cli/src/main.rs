@@ -45,11 +45,13 @@ fn main() -> ExitCode {
 /// medians of 100 interleaved runs). The memory kept goes back to the kernel when the process
 /// ends, which for a command is soon.
 ///
-/// The heap then grows by 16 MiB at a time and asks for transparent huge pages (what glibc's
-/// `glibc.malloc.hugetlb=1` tunable does, which a program cannot set for itself once started):
-/// where the kernel grants them (`enabled` = `madvise` or `always`), the ≈ 9 MB a tHu fit touches
-/// arrive in a few 2 MiB faults instead of ≈ 900 of 4 kB, each of which traps into the kernel
-/// (page faults 1 071 → 188; BENCHMARKS.md, issue 22). A user's own allocator settings
+/// The heap's first 16 MiB beyond what start-up used are then asked for on transparent huge
+/// pages (what glibc's `glibc.malloc.hugetlb=1` tunable does, which a program cannot set for
+/// itself once started): where the kernel grants them (`enabled` = `madvise` or `always`), the
+/// ≈ 9 MB a tHu fit touches arrive in a few 2 MiB faults instead of ≈ 900 of 4 kB, each of which
+/// traps into the kernel (page faults 1 071 → 188; BENCHMARKS.md, issue 22). The price: up to
+/// 2 MiB of resident memory per huge page touched, and, with the kernel's `defrag` = `madvise`,
+/// a fault that may compact memory on a fragmented host. A user's own allocator settings
 /// (`MALLOC_*_`, `GLIBC_TUNABLES`) are left in force.
 fn keep_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -62,7 +64,6 @@ fn keep_freed_memory() {
             return;
         }
         const LIMIT: libc::c_int = 32 << 20;
-        const PAD: libc::c_int = 16 << 20;
         // SAFETY: mallopt only sets allocator parameters; it is called before any thread
         // starts. The trim threshold is set only where the mmap one was accepted (setting it
         // alone would switch off glibc's own raising of the mmap threshold); see
@@ -70,15 +71,15 @@ fn keep_freed_memory() {
         unsafe {
             if libc::mallopt(libc::M_MMAP_THRESHOLD, LIMIT) == 1 {
                 libc::mallopt(libc::M_TRIM_THRESHOLD, LIMIT);
-                if libc::mallopt(libc::M_TOP_PAD, PAD) == 1 {
-                    huge_pages_ahead();
-                }
+                huge_pages_ahead();
             }
         }
     }
 }
 
-/// Marks the main heap's next 16 MiB for transparent huge pages (see [`keep_freed_memory`]).
+/// Grows the main heap by 16 MiB now and marks its whole 2 MiB pages for transparent huge pages
+/// (see [`keep_freed_memory`]); glibc's pad is back at its default after, so later growth of this
+/// heap and the heaps of other threads' arenas are as before.
 ///
 /// # Safety
 /// Called once, before any thread starts. sbrk(0) only reads the break; the heap grows
@@ -89,26 +90,36 @@ fn keep_freed_memory() {
 unsafe fn huge_pages_ahead() {
     const HUGE: usize = 2 << 20;
     const GROW: usize = 1 << 20;
-    let failed = |p: *mut libc::c_void| p as usize == usize::MAX;
-    let start = libc::sbrk(0);
-    // A block larger than what is left makes the heap grow by it and the pad (black_box: a
-    // malloc whose block is freed unused is otherwise optimised away).
-    libc::free(std::hint::black_box(libc::malloc(GROW)));
-    let end = libc::sbrk(0);
-    if failed(start) || failed(end) {
+    const PAD: libc::c_int = 16 << 20;
+    const DEFAULT_PAD: libc::c_int = 128 << 10;
+    if libc::mallopt(libc::M_TOP_PAD, PAD) != 1 {
         return;
     }
-    let (start, end) = (start as usize, end as usize);
-    // Past the growth block's end, where freeing it wrote the next chunk's header: a page
-    // faulted in small keeps its whole 2 MiB range in small pages.
-    let from = (start + GROW + (64 << 10)).next_multiple_of(HUGE);
+    let failed = |p: *mut libc::c_void| p as usize == usize::MAX;
+    let start = libc::sbrk(0);
+    // A block larger than what is left of the heap makes it grow by the block and the pad. It
+    // is cut from the old top of the heap, below `start`; splitting it off wrote the header of
+    // the free space after it, at its end (black_box: a malloc whose block is freed unused is
+    // otherwise optimised away).
+    let block = std::hint::black_box(libc::malloc(GROW));
+    libc::free(block);
+    libc::mallopt(libc::M_TOP_PAD, DEFAULT_PAD);
+    let end = libc::sbrk(0);
+    if failed(start) || failed(end) || block.is_null() {
+        return;
+    }
+    let (start, end, block) = (start as usize, end as usize, block as usize);
+    // Past that header: a page faulted in small keeps its whole 2 MiB range in small pages.
+    let from = (start.max(block + GROW) + (64 << 10)).next_multiple_of(HUGE);
     let to = end - end % HUGE;
-    if to <= from {
-        return; // the heap did not grow (glibc fell back to mapping memory)
+    if block >= start || to <= from {
+        // The heap did not grow from its old top (the block came from free space or from a
+        // mapping of its own): nothing to mark.
+        return;
     }
     libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_HUGEPAGE);
     // Below the first whole huge page the heap stays in small pages: a block that is never used
-    // (its pages never touched) fills it, so that what the command allocates next starts on
-    // huge pages.
-    std::hint::black_box(libc::malloc(from - start - 4096));
+    // (its pages never touched) fills it from where the growth block was, so that what the
+    // command allocates next starts on huge pages.
+    std::hint::black_box(libc::malloc(from - block - 4096));
 }
