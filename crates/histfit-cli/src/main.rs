@@ -49,7 +49,7 @@ fn main() -> ExitCode {
 /// pages (what glibc's `glibc.malloc.hugetlb=1` tunable does, which a program cannot set for
 /// itself once started): where the kernel grants them (`enabled` = `madvise` or `always`), the
 /// ≈ 9 MB a tHu fit touches arrive in a few 2 MiB faults instead of ≈ 900 of 4 kB, each of which
-/// traps into the kernel (page faults 1 071 → 188; BENCHMARKS.md, issue 22). The price: up to
+/// traps into the kernel (page faults 1 071 → 156; BENCHMARKS.md, issue 22). The price: up to
 /// 2 MiB of resident memory per huge page touched, and, with the kernel's `defrag` = `madvise`,
 /// a fault that may compact memory on a fragmented host. A user's own allocator settings
 /// (`MALLOC_*_`, `GLIBC_TUNABLES`) are left in force.
