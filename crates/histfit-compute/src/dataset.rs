@@ -15,6 +15,11 @@ pub struct Dataset {
     /// Set when the main counts live only in the memory of the device evaluator that made the
     /// dataset (the key it gave out, see [`Dataset::resident`]); `main` then holds NaN.
     pub resident: Option<u64>,
+    /// How far below λ = 0 a main bin without events continues: the `w` of
+    /// [`crate::EMPTY_BIN_WALL`], which every dataset has. A fit's first descent uses copies with
+    /// wider walls ([`Dataset::with_empty_bin_wall`]) and ends on this one; it does not change
+    /// −ln L where every λ ≥ 0.
+    pub empty_bin_wall: f64,
 }
 
 impl Dataset {
@@ -43,6 +48,7 @@ impl Dataset {
             aux,
             constant,
             resident: None,
+            empty_bin_wall: crate::EMPTY_BIN_WALL,
         }
     }
 
@@ -103,6 +109,7 @@ impl Dataset {
             aux,
             constant,
             resident: None,
+            empty_bin_wall: crate::EMPTY_BIN_WALL,
         })
     }
 
@@ -128,6 +135,15 @@ impl Dataset {
     pub fn without_constant(&self) -> Dataset {
         Dataset {
             constant: 0.0,
+            ..self.clone()
+        }
+    }
+
+    /// This dataset with empty main bins continuing below λ = 0 over a width `wall` instead
+    /// (see [`Dataset::empty_bin_wall`]).
+    pub fn with_empty_bin_wall(&self, wall: f64) -> Dataset {
+        Dataset {
+            empty_bin_wall: wall,
             ..self.clone()
         }
     }

@@ -59,10 +59,25 @@ pub type Result<T> = std::result::Result<T, ComputeError>;
 /// Every evaluator uses this constant (CUDA gets it as a compiler definition).
 pub const EMPTY_BIN_WALL: f64 = 1e-6;
 
+/// The wider empty-bin walls ([`Dataset::empty_bin_wall`]) of a fit's first descents, widest
+/// first, before the last on [`EMPTY_BIN_WALL`] (histfit-infer's search, and the resident
+/// kernel's fits, which get them as `SOFT_WALL_0`, `SOFT_WALL_1`). Where a minimum presses an
+/// empty bin against λ = 0 it lies on the curved boundary λ_b(θ) = 0, and on the stiff wall
+/// (curvature 1/w in λ) L-BFGS-B crawls along it: hundreds to thousands of iterations on 1–4 %
+/// of the toys of public likelihoods (BENCHMARKS.md, issue 23, session 15). On a wider wall it
+/// follows the boundary quickly, and each narrower wall starts next to its minimum. A wider
+/// wall changes −ln L only where an empty bin's λ < 0. Raw L-BFGS-B iterations on 300 toys, p99
+/// / max, one wall → these three: 1Lbb 1 556 / 2 168 → 620 / 824, 3L off-shell 656 / 1 085 →
+/// 223 / 313, 4L 1 023 / 1 802 → 324 / 370, 3L resonance 1 685 / 2 477 → 468 / 694; the end
+/// points as low or lower on all but a few (BENCHMARKS.md, issue 23, session 19).
+pub const SOFT_EMPTY_BIN_WALLS: [f64; 2] = [1e-2, 1e-4];
+
 /// −ln L of one main bin relative to its saturated value, and its derivative in λ; `None` where
-/// the likelihood is zero (λ ≤ 0 with events observed, or λ not a number).
+/// the likelihood is zero (λ ≤ 0 with events observed, or λ not a number). `wall`: the width of
+/// an empty bin's continuation below 0 ([`Dataset::empty_bin_wall`], normally
+/// [`EMPTY_BIN_WALL`]).
 #[inline(always)]
-pub fn poisson_term(l: f64, n: f64) -> Option<(f64, f64)> {
+pub fn poisson_term(l: f64, n: f64, wall: f64) -> Option<(f64, f64)> {
     if l == f64::INFINITY {
         // A rate that overflowed: the likelihood is 0 (a NaN from ∞ − ∞ otherwise).
         return None;
@@ -84,7 +99,7 @@ pub fn poisson_term(l: f64, n: f64) -> Option<(f64, f64)> {
     } else if l.is_nan() {
         None
     } else {
-        Some((l + l * l / (2.0 * EMPTY_BIN_WALL), 1.0 + l / EMPTY_BIN_WALL))
+        Some((l + l * l / (2.0 * wall), 1.0 + l / wall))
     }
 }
 
@@ -129,7 +144,7 @@ pub trait Evaluator {
         let gap = lam
             .iter()
             .zip(&data.main)
-            .map(|(&l, &n)| poisson_term(l, n).map_or(f64::INFINITY, |t| t.0))
+            .map(|(&l, &n)| poisson_term(l, n, data.empty_bin_wall).map_or(f64::INFINITY, |t| t.0))
             .sum();
         Ok((gap, lam.len()))
     }

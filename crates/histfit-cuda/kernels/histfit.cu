@@ -161,10 +161,10 @@ __device__ double fixed_sum(const double* v, int n, double* red) {
 // SM). nll_grad_wide: the same body with up to 1024 threads, for launches of a few problems
 // (a single fit's evaluations), whose time is one block's latency.
 #define NLL_GRAD_ARGS Tables tb, int n_problems, const double* __restrict__ params, \
-    const int* __restrict__ data_index, const double* __restrict__ data, double* __restrict__ out_nll, \
+    const int* __restrict__ data_index, const double* __restrict__ walls, const double* __restrict__ data, double* __restrict__ out_nll, \
     double* __restrict__ out_grad, double* __restrict__ out_lam, double* __restrict__ out_sbfac, \
     double* __restrict__ scratch, long long scratch_len
-#define NLL_GRAD_PASS tb, n_problems, params, data_index, data, out_nll, out_grad, out_lam, out_sbfac, \
+#define NLL_GRAD_PASS tb, n_problems, params, data_index, walls, data, out_nll, out_grad, out_lam, out_sbfac, \
     scratch, scratch_len
 
 // −ln L (without the dataset's constant) at the parameters in sc[0 .. n_params) against the row
@@ -176,7 +176,7 @@ __device__ double fixed_sum(const double* v, int n, double* red) {
 // sc and dat need none.
 __device__ double eval_point(const Tables& tb, const double* __restrict__ dat, double* sc, double* red,
                              double* __restrict__ out_grad, double* __restrict__ out_lam,
-                             double* __restrict__ out_sbfac) {
+                             double* __restrict__ out_sbfac, double wall) {
     __shared__ int invalid;
     int t = threadIdx.x, T = blockDim.x;
     const int P = tb.n_params, M = tb.n_main;
@@ -281,9 +281,10 @@ __device__ double eval_point(const Tables& tb, const double* __restrict__ dat, d
             contrib[b] = l;
             dlam[b] = 1.0;
         } else {
-            // An empty bin below λ = 0 (histfit_compute::EMPTY_BIN_WALL).
-            contrib[b] = l + l * l / (2.0 * EMPTY_BIN_WALL);
-            dlam[b] = 1.0 + l / EMPTY_BIN_WALL;
+            // An empty bin below λ = 0 (histfit_compute::EMPTY_BIN_WALL; `wall` its width,
+            // Dataset::empty_bin_wall).
+            contrib[b] = l + l * l / (2.0 * wall);
+            dlam[b] = 1.0 + l / wall;
         }
     }
     // constraint terms
@@ -396,7 +397,8 @@ __device__ __forceinline__ void nll_grad_body(NLL_GRAD_ARGS) {
     const double* dat = data + (long long)data_index[p] * (M + tb.n_aux);
     double nll = eval_point(tb, dat, sc, smem, out_grad ? out_grad + (long long)p * P : nullptr,
                             out_lam ? out_lam + (long long)p * M : nullptr,
-                            out_sbfac ? out_sbfac + (long long)p * tb.n_sb : nullptr);
+                            out_sbfac ? out_sbfac + (long long)p * tb.n_sb : nullptr,
+                            walls ? walls[p] : EMPTY_BIN_WALL);
     if (t == 0) out_nll[p] = nll;
 }
 
@@ -744,10 +746,10 @@ __device__ double zoom_step(Trial lo, Trial hi) {
 // moves, and its component in the curvature pairs (y = Δg with s = 0) would corrupt the
 // quasi-Newton model of the others (θ = yᵀy/sᵀy above all) — sixfold the iterations on tHu.
 __device__ double eval_z(const Tables& tb, const FitArgs& A, const double* z, double* g, const double* row,
-                         double* sc, double* red) {
+                         double* sc, double* red, double wall) {
     int t = threadIdx.x, T = blockDim.x;
     for (int i = t; i < tb.n_params; i += T) sc[i] = z[i] * A.scale[i];
-    double f = eval_point(tb, row, sc, red, g, nullptr, nullptr);
+    double f = eval_point(tb, row, sc, red, g, nullptr, nullptr, wall);
     for (int i = t; i < tb.n_params; i += T) g[i] = A.z_lo[i] == A.z_hi[i] ? 0.0 : g[i] * A.scale[i];
     return f;
 }
@@ -1266,6 +1268,8 @@ struct Fit {
     double *z, *g, *d, *zt, *gt, *zl, *gl, *zb4, *S, *Y, *sc, *red;
     Small q;
     Dir D;
+    // The empty-bin wall evaluations use (EMPTY_BIN_WALL but in the first descents).
+    double wall;
 };
 
 // L-BFGS-B from z (f and g there given) with fresh memory, to one of its stopping rules
@@ -1342,7 +1346,7 @@ __device__ int descend(Fit& F, double& f, int& iters, int& evals, double& bounde
         double at = a0, ft = 0.0;
         for (;;) {
             for (int i = t; i < P; i += T) zt[i] = fmin(fmax(z[i] + at * d[i], lo[i]), hi[i]);
-            ft = eval_z(tb, A, zt, gt, row, sc, red);
+            ft = eval_z(tb, A, zt, gt, row, sc, red, F.wall);
             ++evals;
             ++ls;
             double dg = block_dot(gt, d, P, red);
@@ -1516,7 +1520,7 @@ __device__ void polish(Fit& F, double& f, int& evals) {
     }
     int n_active = (int)block_sum(na, red);
     if (n_active == 0) return;
-    eval_z(tb, A, z, gw, F.row, F.sc, red);
+    eval_z(tb, A, z, gw, F.row, F.sc, red, F.wall);
     ++evals;
     for (int i = t; i < P; i += T) g0[i] = act[i] != 0.0 ? gw[i] : 0.0;
     const double f_start = f;
@@ -1536,7 +1540,7 @@ __device__ void polish(Fit& F, double& f, int& evals) {
             dmax = block_max(dmax, red);
             double eps = 1e-8 / dmax;
             for (int i = t; i < P; i += T) zp[i] = act[i] != 0.0 ? z[i] + eps * dv[i] : z[i];
-            eval_z(tb, A, zp, gw, F.row, F.sc, red);
+            eval_z(tb, A, zp, gw, F.row, F.sc, red, F.wall);
             ++evals;
             for (int i = t; i < P; i += T) hd[i] = act[i] != 0.0 ? (gw[i] - g0[i]) / eps : 0.0;
             double dhd = block_dot(dv, hd, P, red);
@@ -1567,7 +1571,7 @@ __device__ void polish(Fit& F, double& f, int& evals) {
         for (int tries = 0; tries < 8; ++tries) {
             for (int i = t; i < P; i += T)
                 zp[i] = act[i] != 0.0 ? fmin(fmax(z[i] + step * v[i], lo[i]), hi[i]) : z[i];
-            fn = eval_z(tb, A, zp, gw, F.row, F.sc, red);
+            fn = eval_z(tb, A, zp, gw, F.row, F.sc, red, F.wall);
             ++evals;
             double gn = 0.0;
             for (int i = t; i < P; i += T)
@@ -1629,8 +1633,22 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* row, d
     int evals = 1, iters = 0;
     // Whether a free coordinate met a bound (this thread's share; reported, not acted on).
     double bounded = 0.0;
-    double f = eval_z(tb, A, z, g, row, sc, red);
-    int status = descend(F, f, iters, evals, bounded);
+    // The first descents on the wider walls of SOFT_WALL_0, SOFT_WALL_1 where the toy has an
+    // empty main bin, then on its own (search.rs's soft_descents; histfit_compute's
+    // SOFT_EMPTY_BIN_WALLS says why). A stage whose start is not finite leaves z where it was.
+    double empty = 0.0;
+    __syncthreads();  // (the toy's row, drawn by thread 0, is read by every thread here)
+    for (int b = t; b < tb.n_main; b += T)
+        if (row[b] == 0.0) empty = 1.0;
+    const int soft = block_max(empty, red) > 0.0 ? 2 : 0;
+    double f = 0.0;
+    int status = 0;
+    for (int stage = 0; stage <= soft; ++stage) {
+        F.wall = stage == soft ? EMPTY_BIN_WALL : (stage == 0 ? SOFT_WALL_0 : SOFT_WALL_1);
+        if (stage > 0) ++evals;
+        f = eval_z(tb, A, z, g, row, sc, red, F.wall);
+        status = descend(F, f, iters, evals, bounded);
+    }
     // Coordinates the first descent never moved, off kinks and bounds (the host fit probes them
     // for a saddle, search.rs's leave_saddle): counted so the host refits those toys. None
     // where nothing moved.
@@ -1664,7 +1682,7 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* row, d
             for (int i = t; i < P; i += T)
                 if (z[i] != F.zb4[i]) same = 0;
             if (block_min((double)same, red) == 1.0) break;
-            eval_z(tb, A, z, g, row, sc, red);
+            eval_z(tb, A, z, g, row, sc, red, F.wall);
             ++evals;
             pg = projected_gradient(A, z, g, P, red);
         }
@@ -1680,7 +1698,7 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* row, d
         for (int i = t; i < P; i += T)
             if (z[i] != F.zb4[i]) same = 0;
         if (block_min((double)same, red) != 1.0) {
-            eval_z(tb, A, z, g, row, sc, red);
+            eval_z(tb, A, z, g, row, sc, red, F.wall);
             ++evals;
             pg = projected_gradient(A, z, g, P, red);
             // (g is left at the rejected point's gradient on a revert: nothing reads it after.)

@@ -184,6 +184,10 @@ struct Buffers {
     pin_nll: PinnedHostSlice<f64>,
     /// The dataset indices on the device (a fit's evaluations repeat them: not sent again).
     index_sent: Vec<i32>,
+    /// Each problem's empty-bin wall ([`Dataset::empty_bin_wall`]), sent (like the indices)
+    /// when it changes; launches where every problem has the default pass none.
+    walls: CudaSlice<f64>,
+    walls_sent: Vec<f64>,
 }
 
 /// Datasets resident on the device, found by content.
@@ -239,11 +243,16 @@ pub struct CudaBatch {
     bufs: Option<Buffers>,
     cache: DataCache,
     host_index: Vec<i32>,
+    /// The resolved problems' empty-bin walls, one per entry of `host_index`.
+    host_walls: Vec<f64>,
     /// A dataset whose main counts were made on the device (key, row): see
     /// [`Dataset::resident`].
     resident: Option<(u64, CudaSlice<f64>)>,
     /// The resolved problems read the resident row, not the cache.
     use_resident: bool,
+    /// The last uploaded launch has a problem whose wall is not the default (the kernel then
+    /// reads `Buffers::walls`).
+    walls_on: bool,
     /// The same model on further devices (or the same one again), opened when an ensemble
     /// starts: resident toy ensembles are split over this session and these ([`crate::split`]).
     pub(crate) peers: Vec<Peer>,
@@ -260,8 +269,10 @@ impl Clone for CudaBatch {
             bufs: None,
             cache: DataCache::default(),
             host_index: Vec::new(),
+            host_walls: Vec::new(),
             resident: None,
             use_resident: false,
+            walls_on: false,
             peers: self.peers.clone(),
             split: self.split,
         }
@@ -283,8 +294,10 @@ impl CudaBatch {
             bufs: None,
             cache: DataCache::default(),
             host_index: Vec::new(),
+            host_walls: Vec::new(),
             resident: None,
             use_resident: false,
+            walls_on: false,
             peers: Vec::new(),
             split: None,
         }
@@ -357,6 +370,8 @@ impl CudaBatch {
                 pin_grad: pinned(&self.session, cap * m.n_params())?,
                 pin_nll: pinned(&self.session, cap)?,
                 index_sent: Vec::new(),
+                walls: alloc(cap)?,
+                walls_sent: Vec::new(),
             });
         }
         Ok(self.bufs.as_mut().expect("allocated above"))
@@ -378,6 +393,7 @@ impl CudaBatch {
         }
         self.host_index.clear();
         self.host_index.resize(data.len(), 0);
+        self.set_walls(data.iter().map(|d| d.empty_bin_wall));
         self.use_resident = true;
         Ok(())
     }
@@ -426,7 +442,14 @@ impl CudaBatch {
             };
             self.host_index.push(slot as i32);
         }
+        self.set_walls(data.iter().map(|d| d.empty_bin_wall));
         self.upload_new_rows()
+    }
+
+    /// Each resolved problem's empty-bin wall, in the order of `host_index`.
+    fn set_walls(&mut self, walls: impl Iterator<Item = f64>) {
+        self.host_walls.clear();
+        self.host_walls.extend(walls);
     }
 
     /// Device rows of `data` (found by content; new ones uploaded).
@@ -471,6 +494,7 @@ impl CudaBatch {
             self.host_index.push(slot as i32);
             last = Some((*d as *const Dataset, slot));
         }
+        self.set_walls(data.iter().map(|d| d.empty_bin_wall));
         self.upload_new_rows()
     }
 
@@ -513,6 +537,7 @@ impl CudaBatch {
         let b = range.len();
         let stream = self.stream.clone();
         let index_host: Vec<i32> = self.host_index[range.clone()].to_vec();
+        let walls_host: Vec<f64> = self.host_walls[range.clone()].to_vec();
         let n_sb = self.session.model.nominal.len();
         let bufs = self.buffers(b)?;
         if outs.sbfac && bufs.sbfac.is_none() {
@@ -546,6 +571,16 @@ impl CudaBatch {
                 .map_err(driver("upload of dataset indices"))?;
             bufs.index_sent = index_host;
         }
+        let default_walls = walls_host
+            .iter()
+            .all(|w| w.to_bits() == histfit_compute::EMPTY_BIN_WALL.to_bits());
+        if !default_walls && bufs.walls_sent != walls_host {
+            stream
+                .memcpy_htod(&walls_host[..], &mut bufs.walls)
+                .map_err(driver("upload of empty-bin walls"))?;
+            bufs.walls_sent = walls_host;
+        }
+        self.walls_on = !default_walls;
         self.launch_resident(b, outs)
     }
 }
@@ -569,10 +604,16 @@ impl CudaBatch {
         let stream = self.stream.clone();
         let scratch_len = session.tables.host.scratch_len as i64;
         let data_ptr = self.data_base();
+        let walls_on = self.walls_on;
         let bufs = self.bufs.as_mut().expect("an upload allocated the buffers");
         let ptrs = [
             bufs.params.device_ptr(&stream).0,
             bufs.index.device_ptr(&stream).0,
+            if walls_on {
+                bufs.walls.device_ptr(&stream).0
+            } else {
+                0
+            },
             data_ptr,
             bufs.nll.device_ptr_mut(&stream).0,
             if outs.grad {
@@ -614,7 +655,7 @@ impl CudaBatch {
             l.arg(p);
         }
         l.arg(&scratch_len);
-        // SAFETY: the arguments match the kernel's signature (params, index, data, nll, grad,
+        // SAFETY: the arguments match the kernel's signature (params, index, walls, data, nll, grad,
         // lam, sbfac, scratch); every pointer is null or a live allocation of at least the size the
         // kernel indexes (b problems).
         unsafe { l.launch(cfg) }.map_err(driver("launch of the likelihood kernel"))?;

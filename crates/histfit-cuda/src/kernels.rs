@@ -46,10 +46,12 @@ fn options(arch: &'static str) -> CompileOptions {
 /// print in their shortest round-trip form, so the kernels read the same bits.)
 pub fn shared_definitions() -> Vec<String> {
     use histfit_compute::rng;
-    let mut d = vec![format!(
-        "-DEMPTY_BIN_WALL={:e}",
-        histfit_compute::EMPTY_BIN_WALL
-    )];
+    let [soft0, soft1] = histfit_compute::SOFT_EMPTY_BIN_WALLS;
+    let mut d = vec![
+        format!("-DEMPTY_BIN_WALL={:e}", histfit_compute::EMPTY_BIN_WALL),
+        format!("-DSOFT_WALL_0={soft0:e}"),
+        format!("-DSOFT_WALL_1={soft1:e}"),
+    ];
     d.extend(
         histfit_model::InterpCode::ALL
             .iter()
@@ -273,6 +275,10 @@ mod tests {
         assert_eq!(
             get("EMPTY_BIN_WALL").to_bits(),
             histfit_compute::EMPTY_BIN_WALL.to_bits()
+        );
+        assert_eq!(
+            [get("SOFT_WALL_0").to_bits(), get("SOFT_WALL_1").to_bits()],
+            histfit_compute::SOFT_EMPTY_BIN_WALLS.map(f64::to_bits)
         );
         assert_eq!(get("CODE4P") as i32, histfit_model::InterpCode::Code4p.id());
     }

@@ -6,7 +6,9 @@
 //! (toys 0..N of seed 7 at the observed fit, smooth setting). `MEM=m`: L-BFGS-B memory;
 //! `QUIET=1`: the summary only; `TRACE_ALL=1`: every toy's path; `DUMP=1`: each toy's f on
 //! stderr; `NEWTON_AT=K`: also a hybrid — K iterations, Newton-CG steps, then L-BFGS-B again —
-//! against the plain run (BENCHMARKS.md, issue 23, session 15).
+//! against the plain run (BENCHMARKS.md, issue 23, session 15); `CONT=w1,w2,…`: also descents
+//! on those empty-bin walls in turn, then on the dataset's own, against the plain run
+//! (`CONT_ALL=1` lists every toy; histfit_compute's SOFT_EMPTY_BIN_WALLS, session 19).
 use histfit_compute::{CpuEvaluator, Evaluator};
 use histfit_infer::{fit, FitOptions};
 use histfit_optim::{Ask, Lbfgsb, Options};
@@ -81,6 +83,8 @@ fn main() {
         .map(|d| d.without_constant())
         .collect();
     let mut its = Vec::new();
+    let mut cont_its: Vec<usize> = Vec::new();
+    let (mut cont_worse, mut cont_better) = (0, 0);
     let mut tot_ev = 0usize;
     for (k, d) in toys.iter().enumerate() {
         let mem: usize = std::env::var("MEM")
@@ -126,6 +130,57 @@ fn main() {
         }
         if std::env::var("DUMP").is_ok() {
             eprintln!("F {k} {:.12} {}", opt.f(), opt.iterations);
+        }
+        if let Ok(cont) = std::env::var("CONT") {
+            let walls: Vec<f64> = cont.split(',').map(|v| v.parse().unwrap()).collect();
+            let mut z = z0.clone();
+            let mut total = 0usize;
+            let mut status = String::new();
+            let mut fz = 0.0;
+            for (si, &w) in walls.iter().chain(std::iter::once(&1e-6)).enumerate() {
+                let dw = d.with_empty_bin_wall(w);
+                let mut f_eval = |zz: &[f64], gz: &mut [f64]| -> f64 {
+                    for (j, &i) in free.iter().enumerate() {
+                        x[i] = zz[j] * sc[j];
+                    }
+                    let f = cpu.nll_grad(&x, &dw, &mut g).unwrap();
+                    for (j, &i) in free.iter().enumerate() {
+                        gz[j] = g[i] * sc[j];
+                    }
+                    f
+                };
+                let r = histfit_optim::minimize(
+                    &mut f_eval,
+                    &z,
+                    &lo,
+                    &hi,
+                    Options {
+                        memory: mem,
+                        ..Options::default()
+                    },
+                );
+                total += r.iterations;
+                z = r.x().to_vec();
+                fz = r.f();
+                status = format!("{status} s{si}:{}", r.iterations);
+                if si == walls.len() {
+                    status = format!("{status} {:?}", r.status());
+                }
+            }
+            cont_its.push(total);
+            let df = fz - opt.f();
+            if df.abs() > 1e-9 || std::env::var("CONT_ALL").is_ok() {
+                println!(
+                    "toy {k}: plain {} it f {:.10}; cont {total} it ({status}) df {df:.3e}",
+                    opt.iterations,
+                    opt.f()
+                );
+            }
+            if df > 1e-9 {
+                cont_worse += 1;
+            } else if df < -1e-9 {
+                cont_better += 1;
+            }
         }
         its.push((opt.iterations, k));
         tot_ev += opt.evaluations;
@@ -227,6 +282,12 @@ fn main() {
             ev_list[ev_list.len() * 99 / 100],
             ev_list[ev_list.len() - 1]
         );
+    }
+    if !cont_its.is_empty() {
+        cont_its.sort();
+        let q = |f: f64| cont_its[((cont_its.len() - 1) as f64 * f) as usize];
+        println!("continuation: median {} p90 {} p99 {} max {}; total {}; worse {cont_worse} better {cont_better}",
+            q(0.5), q(0.9), q(0.99), q(1.0), cont_its.iter().sum::<usize>());
     }
     its.sort();
     let q = |f: f64| its[((its.len() - 1) as f64 * f) as usize].0;

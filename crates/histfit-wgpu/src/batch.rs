@@ -25,6 +25,10 @@ const DOUBLE_FLOAT: &str = include_str!("df.wgsl");
 pub const MAX_LAUNCH: usize = 4096;
 
 /// The constants the kernel shares with Rust, written as WGSL declarations ahead of its source.
+/// Every problem's empty bins continue on [`histfit_compute::EMPTY_BIN_WALL`]: a dataset's own
+/// `empty_bin_wall` is not read here (the wider walls of a fit's first descents, see
+/// `SOFT_EMPTY_BIN_WALLS`, then evaluate the same −ln L, and those descents only restart
+/// L-BFGS-B on this evaluator; the minimum is the one the wall defines either way).
 fn shared_header() -> String {
     let mut h = String::new();
     for c in histfit_model::InterpCode::ALL {

@@ -455,7 +455,7 @@ impl CpuEvaluator {
         let mut nll = 0.0;
         for (&l, &n) in self.lam.iter().zip(&data.main) {
             // Relative to the saturated value (see `Dataset::constant`).
-            match crate::poisson_term(l, n) {
+            match crate::poisson_term(l, n, data.empty_bin_wall) {
                 Some((v, _)) => nll += v,
                 None => return f64::INFINITY,
             }
@@ -481,7 +481,7 @@ impl CpuEvaluator {
     /// ∂(−ln L)/∂λ_b per main bin, after a forward pass.
     fn fill_dlam(&mut self, data: &Dataset) {
         for ((d, &l), &n) in self.dlam.iter_mut().zip(&self.lam).zip(&data.main) {
-            *d = crate::poisson_term(l, n).map_or(f64::NAN, |t| t.1);
+            *d = crate::poisson_term(l, n, data.empty_bin_wall).map_or(f64::NAN, |t| t.1);
         }
     }
 

@@ -5,7 +5,7 @@
 
 use super::problem::Problem;
 use crate::Result;
-use histfit_compute::{AsyncEvaluator, Dataset};
+use histfit_compute::{AsyncEvaluator, Dataset, SOFT_EMPTY_BIN_WALLS as SOFT_WALLS};
 use histfit_optim::{Ask, Lbfgsb};
 
 /// The probe of [`Search::leave_saddle`], in units of a coordinate's prior width: small enough
@@ -76,6 +76,10 @@ pub(crate) struct Search<'a, E: AsyncEvaluator + ?Sized> {
     pub side: Vec<f64>,
     x: Vec<f64>,
     grad: Vec<f64>,
+    /// `data` with the walls of [`SOFT_WALLS`] (made on first use), and which of them
+    /// evaluations use now (`None`: `data` itself).
+    soft: Vec<Dataset>,
+    stage: Option<usize>,
 }
 
 impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
@@ -91,6 +95,8 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
             side: vec![0.0; p.free.len()],
             x: p.start.clone(),
             grad: vec![0.0; n],
+            soft: Vec::new(),
+            stage: None,
         }
     }
 
@@ -108,17 +114,22 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
     pub async fn nll(&mut self, z: &[f64]) -> Result<f64> {
         self.place(z);
         self.evaluations += 1;
-        Ok(self.eval.nll(&self.x, self.data).await?)
+        let data = match self.stage {
+            Some(k) => &self.soft[k],
+            None => self.data,
+        };
+        Ok(self.eval.nll(&self.x, data).await?)
     }
 
     /// −ln L at `z` and its gradient with respect to z.
     pub async fn nll_grad(&mut self, z: &[f64], gz: &mut [f64]) -> Result<f64> {
         self.place(z);
         self.evaluations += 1;
-        let f = self
-            .eval
-            .nll_grad(&self.x, self.data, &mut self.grad)
-            .await?;
+        let data = match self.stage {
+            Some(k) => &self.soft[k],
+            None => self.data,
+        };
+        let f = self.eval.nll_grad(&self.x, data, &mut self.grad).await?;
         for (k, &i) in self.p.free.iter().enumerate() {
             gz[k] = self.grad[i] * self.p.scale[k];
         }
@@ -195,13 +206,42 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
     /// has kinks.
     pub async fn local_minimum(&mut self, z0: &[f64]) -> Result<Local> {
         let p = self.p;
-        let local = self.descend(z0, (&p.lower, &p.upper), &[]).await?;
+        let z = self.soft_descents(z0).await?;
+        let local = self.descend(&z, (&p.lower, &p.upper), &[]).await?;
         let local = self.leave_saddle(z0, local).await?;
         if p.has_kinks() {
             self.settle_kinks(local).await
         } else {
             Ok(local)
         }
+    }
+
+    /// L-BFGS-B from `z0` on each wall of [`SOFT_WALLS`] in turn, each from where the last
+    /// ended; returns the last end point (`z0` where f was never finite), where the descent on
+    /// the dataset's own wall begins. Data without an empty main bin (or whose counts only a
+    /// device holds) have no wall to widen: `z0` itself.
+    async fn soft_descents(&mut self, z0: &[f64]) -> Result<Vec<f64>> {
+        let p = self.p;
+        if !self.data.main.contains(&0.0) {
+            return Ok(z0.to_vec());
+        }
+        if self.soft.is_empty() {
+            self.soft = SOFT_WALLS
+                .iter()
+                .map(|&w| self.data.with_empty_bin_wall(w))
+                .collect();
+        }
+        let mut z = z0.to_vec();
+        for k in 0..SOFT_WALLS.len() {
+            self.stage = Some(k);
+            let run = self.lbfgsb(&z, &p.lower, &p.upper).await;
+            self.stage = None;
+            let opt = run?;
+            if opt.f().is_finite() {
+                z = opt.x().to_vec();
+            }
+        }
+        Ok(z)
     }
 
     /// A descent can end on a saddle it never saw. Where f is even in a coordinate about its
