@@ -640,3 +640,41 @@ fn fit_units_are_checked_and_curvature_units_are_asimov_widths() {
         );
     }
 }
+
+/// Toy fits whose minimum presses an empty bin against λ = 0: on the dataset's own wall
+/// (`EMPTY_BIN_WALL`, 1e-6) L-BFGS-B crawled along the curved boundary, and these seven toys of
+/// the public 3L off-shell likelihood (seed 0 of 100 000, at the observed fit, in the
+/// ensembles' curvature units) ended uncertified on every device: a projected gradient of
+/// 1e-3–7e-3, one-sided 0.55–6.7 (BENCHMARKS.md, issue 24, session 17). With the first descents
+/// on the wider walls of `SOFT_EMPTY_BIN_WALLS` every one converges, and where a main bin is
+/// empty its λ ends on the wall, no further below 0 than the wall's own minimum allows.
+#[test]
+fn toy_fits_pressed_against_an_empty_bin_converge() {
+    use histfit_compute::Evaluator;
+    let (model, data) = histfit_testutil::load_public("3L_2021__offshell", Settings::smooth());
+    let mut ev = CpuEvaluator::new(model.clone());
+    let gen = histfit_infer::fit(&mut ev, &data, &FitOptions::default()).unwrap();
+    assert!(gen.converged, "{}", gen.reason);
+    let gen = gen.bestfit;
+    let scales =
+        histfit_infer::fit::curvature_scales(&mut ev, &gen, &FitOptions::default()).unwrap();
+    for k in [11774u64, 22972, 29777, 31599, 50659, 60731, 94653] {
+        let toy = ev.toys(&gen, 0, k..k + 1).unwrap().remove(0);
+        let o = FitOptions {
+            init: Some(gen.clone()),
+            scales: Some(scales.clone()),
+            ..FitOptions::default()
+        };
+        let r = histfit_infer::fit(&mut ev, &toy, &o).unwrap();
+        assert!(r.converged, "toy {k}: {}", r.reason);
+        assert!(r.projected_gradient_norm <= histfit_infer::fit::CERTIFY_PG);
+        let mut lam = vec![0.0; model.n_main];
+        ev.expected_main(&r.bestfit, &mut lam).unwrap();
+        for (b, (&l, &n)) in lam.iter().zip(&toy.main).enumerate() {
+            assert!(
+                n > 0.0 || l >= -2.0 * histfit_compute::EMPTY_BIN_WALL,
+                "toy {k}, bin {b}: λ {l:e}"
+            );
+        }
+    }
+}
