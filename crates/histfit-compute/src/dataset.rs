@@ -20,6 +20,8 @@ pub struct Dataset {
     /// wider walls ([`Dataset::with_empty_bin_wall`]) and ends on this one; it does not change
     /// −ln L where every λ ≥ 0.
     pub empty_bin_wall: f64,
+    /// For a dataset whose counts a device holds: whether one of them is 0 (the device says).
+    device_has_empty: bool,
 }
 
 impl Dataset {
@@ -49,6 +51,7 @@ impl Dataset {
             constant,
             resident: None,
             empty_bin_wall: crate::EMPTY_BIN_WALL,
+            device_has_empty: false,
         }
     }
 
@@ -110,19 +113,38 @@ impl Dataset {
             constant,
             resident: None,
             empty_bin_wall: crate::EMPTY_BIN_WALL,
+            device_has_empty: false,
         })
     }
 
     /// A dataset whose main counts a device evaluator keeps in its own memory under `key` (an
     /// Asimov dataset built from yields that live there). Only that evaluator can use it: the
     /// host sees NaN counts. `main_constant`: the main counts' part of [`Dataset::constant`]
-    /// (Σ ln Γ(n+1) + n − n ln n), summed by the device.
-    pub fn resident(model: &Model, aux: Vec<f64>, main_constant: f64, key: u64) -> Result<Dataset> {
+    /// (Σ ln Γ(n+1) + n − n ln n), summed by the device; `has_empty`: whether a main count is 0
+    /// (see [`Dataset::has_empty_main_bin`]).
+    pub fn resident(
+        model: &Model,
+        aux: Vec<f64>,
+        main_constant: f64,
+        has_empty: bool,
+        key: u64,
+    ) -> Result<Dataset> {
         let mut d = Dataset::from_parts(model, vec![0.0; model.n_main], aux)?;
         d.main.fill(f64::NAN);
         d.constant += main_constant;
         d.resident = Some(key);
+        d.device_has_empty = has_empty;
         Ok(d)
+    }
+
+    /// Whether a main bin has no events (as the device says for a dataset it holds): only then
+    /// does [`Dataset::empty_bin_wall`] matter, and only then do fits widen it first.
+    pub fn has_empty_main_bin(&self) -> bool {
+        if self.resident.is_some() {
+            self.device_has_empty
+        } else {
+            self.main.contains(&0.0)
+        }
     }
 
     /// The part of −ln L that depends on the data alone.
@@ -140,8 +162,12 @@ impl Dataset {
     }
 
     /// This dataset with empty main bins continuing below λ = 0 over a width `wall` instead
-    /// (see [`Dataset::empty_bin_wall`]).
+    /// (see [`Dataset::empty_bin_wall`]; a positive, finite width).
     pub fn with_empty_bin_wall(&self, wall: f64) -> Dataset {
+        assert!(
+            wall > 0.0 && wall.is_finite(),
+            "an empty-bin wall is a positive width, not {wall}"
+        );
         Dataset {
             empty_bin_wall: wall,
             ..self.clone()

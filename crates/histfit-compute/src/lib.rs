@@ -56,7 +56,9 @@ pub type Result<T> = std::result::Result<T, ComputeError>;
 /// within about w of the minimum on it. (A C² cubic continuation was tried: no fewer failed
 /// toy fits.) pyhf continues
 /// with λ itself, without bound, and can run off to −∞ there; ROOT refuses negative means.
-/// Every evaluator uses this constant (CUDA gets it as a compiler definition).
+/// Every dataset carries it as [`Dataset::empty_bin_wall`], which evaluators read (CUDA gets
+/// the default as a compiler definition; the f32 wgpu evaluator keeps this constant); fits widen
+/// it in their first descents ([`SOFT_EMPTY_BIN_WALLS`]).
 pub const EMPTY_BIN_WALL: f64 = 1e-6;
 
 /// The wider empty-bin walls ([`Dataset::empty_bin_wall`]) of a fit's first descents, widest
@@ -106,7 +108,8 @@ pub fn poisson_term(l: f64, n: f64, wall: f64) -> Option<(f64, f64)> {
 /// Evaluates one likelihood: −ln L (pyhf's `-logpdf` for a HistFactory model) and its gradient,
 /// and generates its data. Where the likelihood is zero (for a HistFactory model: a
 /// non-positive rate where events are observed) the value is `+inf`, never a panic; HistFactory
-/// bins without events continue below λ = 0 as [`EMPTY_BIN_WALL`] says.
+/// bins without events continue below λ = 0 as [`EMPTY_BIN_WALL`] says, over the width the
+/// dataset gives ([`Dataset::empty_bin_wall`]).
 pub trait Evaluator {
     /// The likelihood's parameters.
     fn space(&self) -> &ParameterSpace;

@@ -76,3 +76,50 @@ fn edge_cases_match_pyhf() {
         }
     }
 }
+
+/// A main bin without events continues below λ = 0 over the dataset's wall
+/// (`Dataset::empty_bin_wall`, default `EMPTY_BIN_WALL`): a copy with a wider wall
+/// (`with_empty_bin_wall`, what a fit's first descents use) has the same −ln L and gradient
+/// wherever every λ ≥ 0, and below 0 the term λ + λ²/(2w) of its own width.
+#[test]
+fn empty_bins_continue_over_the_datasets_wall() {
+    // Bin 2 has no events; μ < 0 takes its λ = 2μ below 0 while bin 1 stays positive.
+    let spec = serde_json::json!({
+        "channels": [{"name": "c", "samples": [
+            {"name": "s", "data": [1.0, 2.0], "modifiers": [
+                {"name": "mu", "type": "normfactor", "data": null}]},
+            {"name": "b", "data": [10.0, 0.0], "modifiers": []}]}],
+        "observations": [{"name": "c", "data": [12.0, 0.0]}],
+        "measurements": [{"name": "m", "config": {"poi": "mu", "parameters": [
+            {"name": "mu", "bounds": [[-5.0, 5.0]]}]}}],
+        "version": "1.0.0"
+    });
+    let ws = Workspace::from_value(&spec).unwrap();
+    let model = Arc::new(compile(&ws, None, &Settings::smooth()).unwrap());
+    let mut ev = CpuEvaluator::new(model.clone());
+    let own = Dataset::observed(&model);
+    assert_eq!(own.empty_bin_wall, histfit_compute::EMPTY_BIN_WALL);
+    assert!(own.has_empty_main_bin());
+    let wide = own.with_empty_bin_wall(1e-2);
+    let (mut g_own, mut g_wide) = (vec![0.0], vec![0.0]);
+    for mu in [0.5, 1e-9, 0.0] {
+        let a = ev.nll_grad(&[mu], &own, &mut g_own).unwrap();
+        let b = ev.nll_grad(&[mu], &wide, &mut g_wide).unwrap();
+        assert_eq!((a, g_own[0]), (b, g_wide[0]), "μ = {mu}");
+    }
+    let mu = -1e-3;
+    let l = 2.0 * mu;
+    let a = ev.nll_grad(&[mu], &own, &mut g_own).unwrap();
+    let b = ev.nll_grad(&[mu], &wide, &mut g_wide).unwrap();
+    let w = histfit_compute::EMPTY_BIN_WALL;
+    let expect = l * l / 2.0 * (1.0 / w - 1.0 / 1e-2);
+    assert!(
+        ((a - b) - expect).abs() <= 1e-9 * expect,
+        "{a} − {b} vs {expect}"
+    );
+    let dexpect = 2.0 * l * (1.0 / w - 1.0 / 1e-2);
+    assert!(((g_own[0] - g_wide[0]) - dexpect).abs() <= 1e-9 * dexpect.abs());
+    // With every bin observed there is no wall to widen.
+    let full = Dataset::new(&model, &[12.0, 1.0]).unwrap();
+    assert!(!full.has_empty_main_bin());
+}

@@ -416,9 +416,10 @@ extern "C" __global__ void __launch_bounds__(1024, 1) nll_grad_wide(NLL_GRAD_ARG
 // The gradient of a profiled statistic with respect to the input sample-bins in_sb[j]:
 // out[j] = Σ_{i<k} c_i ∂(−ln L)/∂y at problem i + cd ln(λ_b(i_f)/λ_b(i_c)) ∂λ_b/∂y at i_at,
 // with ∂(−ln L)/∂y_sb = (1 − n_b/λ_b)·sbfac_sb (sbfac alone where n_b = 0). lam and sbfac are
-// the rows nll_grad_batch just wrote for those problems; k ≤ 2.
+// the rows nll_grad_batch just wrote for those problems; k ≤ 2; `wall` the dataset's empty-bin
+// wall (Dataset::empty_bin_wall).
 extern "C" __global__ void yield_grad_sum(int n_in, const int* __restrict__ in_sb, const int* __restrict__ sb_bin,
-                                          int M, int n_sb, const double* __restrict__ data_main,
+                                          int M, int n_sb, double wall, const double* __restrict__ data_main,
                                           const double* __restrict__ lam, const double* __restrict__ sbfac,
                                           int k, double c0, double c1, double cd, int i_f, int i_c, int i_at,
                                           double* __restrict__ out) {
@@ -429,7 +430,7 @@ extern "C" __global__ void yield_grad_sum(int n_in, const int* __restrict__ in_s
     double g = 0.0;
     for (int i = 0; i < k; ++i) {
         double l = lam[(long long)i * M + b];
-        double dl = n > 0.0 ? 1.0 - n / l : (l >= 0.0 ? 1.0 : 1.0 + l / EMPTY_BIN_WALL);
+        double dl = n > 0.0 ? 1.0 - n / l : (l >= 0.0 ? 1.0 : 1.0 + l / wall);
         g += (i == 0 ? c0 : c1) * (dl * sbfac[(long long)i * n_sb + sb]);
     }
     if (cd != 0.0) {
@@ -461,21 +462,30 @@ __device__ __forceinline__ double count_constant(double n) {
 }
 
 // Σ_b count_constant(n_b) over the main counts at `main` (Dataset::constant's main part), for a
-// dataset made on the device. One block.
+// dataset made on the device, into out[0]; into out[1] 1 where a count is 0, else 0
+// (Dataset::has_empty_main_bin). One block.
 extern "C" __global__ void main_constant(const double* __restrict__ main, int n, double* __restrict__ out) {
     __shared__ double red[LANES];
     __shared__ double v[1024];
+    __shared__ int empty;
+    if (threadIdx.x == 0) empty = 0;
+    __syncthreads();
     double s = 0.0;
     for (int b0 = 0; b0 < n; b0 += 1024) {
         int m = n - b0 < 1024 ? n - b0 : 1024;
         for (int i = threadIdx.x; i < m; i += blockDim.x) {
             double x = main[b0 + i];
             v[i] = count_constant(x);
+            if (x == 0.0) empty = 1;
         }
         __syncthreads();
         s += fixed_sum(v, m, red);
     }
-    if (threadIdx.x == 0) out[0] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        out[0] = s;
+        out[1] = empty ? 1.0 : 0.0;
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1594,7 +1604,8 @@ __device__ void polish(Fit& F, double& f, int& evals) {
 }
 
 // One toy's fit against `row`, as histfit-infer's fit does it for a model without kinks and
-// further starts: L-BFGS-B from the start, then its finish (polish.rs's `finish`): where the
+// further starts: L-BFGS-B from the start (first on the wider empty-bin walls where the toy has
+// an empty main bin, as search.rs's soft_descents), then its finish (polish.rs's `finish`): where the
 // search stopped with the certificate unmet (projected gradient above `certify`) or its line
 // search found no decrease, Newton steps (and from the second round a fresh descent), up to
 // five rounds; then, where the point is certified but its projected gradient is above
@@ -1763,7 +1774,7 @@ extern "C" __global__ void __launch_bounds__(256, FIT_MIN_BLOCKS) fit_toys(Table
         if (t == 0)
             draw_toy(A.seed, A.first + (u64)k, M, tb.n_aux, A.lam_main, A.aux_kind, A.aux_center,
                      A.aux_sigma, row);
-        // (eval_point's barrier publishes the row before anyone reads it)
+        // (fit_one's barrier before its first read publishes the row)
         fit_one(tb, A, row, st, sc, smem, A.out + (long long)k * FIT_OUT,
                 A.want_x ? A.out_x + (long long)k * P : nullptr);
     }

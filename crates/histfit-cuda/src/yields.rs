@@ -438,7 +438,7 @@ impl YieldGradient for CudaYields {
         }
         // The counts' part of the dataset's constant, summed where they are (8 bytes back).
         let mut constant = stream
-            .alloc_zeros::<f64>(1)
+            .alloc_zeros::<f64>(2)
             .map_err(driver("Asimov dataset"))
             .map_err(compute_err)?;
         let n = m.n_main as i32;
@@ -450,11 +450,11 @@ impl YieldGradient for CudaYields {
         let mut l = stream.launch_builder(&session.kernels.main_constant);
         l.arg(&row_ptr).arg(&n).arg(&mut constant);
         // SAFETY: matches main_constant(const double*, int, double*); the row holds n_main
-        // counts, `constant` one value.
+        // counts, `constant` two values.
         unsafe { l.launch(cfg) }
             .map_err(driver("launch of main_constant"))
             .map_err(compute_err)?;
-        let mut c = [0.0];
+        let mut c = [0.0; 2];
         stream
             .memcpy_dtoh(&constant, &mut c)
             .map_err(driver("Asimov dataset"))
@@ -464,7 +464,7 @@ impl YieldGradient for CudaYields {
             .map_err(driver("Asimov dataset"))
             .map_err(compute_err)?;
         self.asimov_aux = aux.clone();
-        Dataset::resident(&m, aux, c[0], self.key)
+        Dataset::resident(&m, aux, c[0], c[1] != 0.0, self.key)
     }
 
     fn yield_grad_sum(
@@ -538,6 +538,7 @@ impl YieldGradient for CudaYields {
             let cd = g.asimov.map_or(0.0, |a| a.coef);
             let (i_f, i_c, i_at) = (k, k + 1, k + 2);
             let (n_in_i, m_i, n_sb) = (n_in as i32, m.n_main as i32, m.nominal.len() as i32);
+            let wall = g.data.empty_bin_wall;
             let sb_bin = session.tables.sb_bin_ptr();
             let cfg = LaunchConfig {
                 grid_dim: (n_in.div_ceil(128) as u32, 1, 1),
@@ -550,6 +551,7 @@ impl YieldGradient for CudaYields {
                 .arg(&sb_bin)
                 .arg(&m_i)
                 .arg(&n_sb)
+                .arg(&wall)
                 .arg(&main)
                 .arg(&lam)
                 .arg(&sbfac)

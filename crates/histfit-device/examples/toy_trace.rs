@@ -137,7 +137,11 @@ fn main() {
             let mut total = 0usize;
             let mut status = String::new();
             let mut fz = 0.0;
-            for (si, &w) in walls.iter().chain(std::iter::once(&1e-6)).enumerate() {
+            for (si, &w) in walls
+                .iter()
+                .chain(std::iter::once(&d.empty_bin_wall))
+                .enumerate()
+            {
                 let dw = d.with_empty_bin_wall(w);
                 let mut f_eval = |zz: &[f64], gz: &mut [f64]| -> f64 {
                     for (j, &i) in free.iter().enumerate() {

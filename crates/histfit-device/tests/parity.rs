@@ -695,3 +695,63 @@ fn split_over_two_workers_is_bit_identical() {
         }
     }
 }
+
+/// Each problem of a batch is evaluated on its own dataset's empty-bin wall
+/// (`Dataset::empty_bin_wall`: the wider walls of a fit's first descents), equal to the CPU's,
+/// in batches whose walls change between launches (all default, mixed, default again, the same
+/// mixed again: the device's copy of the walls is sent only when they change).
+#[test]
+fn batches_take_each_datasets_empty_bin_wall() {
+    if !gpu_or_skip("batches_take_each_datasets_empty_bin_wall") {
+        return;
+    }
+    // Bin 2 has no events; μ < 0 takes its λ = 2μ below 0 while bin 1 stays positive.
+    let spec = serde_json::json!({
+        "channels": [{"name": "c", "samples": [
+            {"name": "s", "data": [1.0, 2.0], "modifiers": [
+                {"name": "mu", "type": "normfactor", "data": null}]},
+            {"name": "b", "data": [10.0, 0.0], "modifiers": []}]}],
+        "observations": [{"name": "c", "data": [12.0, 0.0]}],
+        "measurements": [{"name": "m", "config": {"poi": "mu", "parameters": [
+            {"name": "mu", "bounds": [[-5.0, 5.0]]}]}}],
+        "version": "1.0.0"
+    });
+    let ws = histfit_model::Workspace::from_value(&spec).unwrap();
+    let model = Arc::new(histfit_model::compile(&ws, None, &Settings::smooth()).unwrap());
+    let mut gpu = CudaBatch::new(model.clone(), 0).expect("GPU session");
+    let mut cpu = CpuEvaluator::new(model.clone());
+    let own = Dataset::observed(&model);
+    let walls = [histfit_compute::EMPTY_BIN_WALL, 1e-2, 1e-4];
+    let sets: Vec<Dataset> = walls.iter().map(|&w| own.with_empty_bin_wall(w)).collect();
+    let mus: Vec<f64> = (0..12).map(|k| -3e-3 + 1e-3 * k as f64).collect();
+    for round in ["default", "mixed", "default", "mixed"] {
+        let refs: Vec<&Dataset> = (0..mus.len())
+            .map(|k| {
+                if round == "default" {
+                    &sets[0]
+                } else {
+                    &sets[k % 3]
+                }
+            })
+            .collect();
+        let (mut nll, mut grad) = (vec![0.0; mus.len()], vec![0.0; mus.len()]);
+        gpu.nll_grad_batch(&mus, &refs, &mut nll, &mut grad)
+            .unwrap();
+        let mut g = vec![0.0];
+        for (k, &mu) in mus.iter().enumerate() {
+            let v = cpu.nll_grad(&[mu], refs[k], &mut g).unwrap();
+            assert!(
+                (v - nll[k]).abs() <= 1e-10 * v.abs().max(1.0),
+                "{round}, μ = {mu}, wall {}: {v} vs {}",
+                refs[k].empty_bin_wall,
+                nll[k]
+            );
+            assert!(
+                (g[0] - grad[k]).abs() <= 1e-8 * g[0].abs().max(1.0),
+                "{round}, μ = {mu}: gradient {} vs {}",
+                g[0],
+                grad[k]
+            );
+        }
+    }
+}

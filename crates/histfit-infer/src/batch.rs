@@ -142,6 +142,11 @@ struct SlotData {
     waiting: bool,
     result: Option<histfit_compute::Result<f64>>,
     grad: Vec<f64>,
+    /// The datasets this fit has sent, each once: a fit moves among a few (its own and the
+    /// copies with wider empty-bin walls of its first descents, see
+    /// `histfit_compute::SOFT_EMPTY_BIN_WALLS`); the same `Arc` again lets a device evaluator
+    /// find its row by pointer instead of storing and uploading another.
+    known: Vec<Arc<Dataset>>,
 }
 
 type Slot = Rc<RefCell<SlotData>>;
@@ -177,8 +182,19 @@ impl BatchClient {
             let mut s = self.slot.borrow_mut();
             s.params.clear();
             s.params.extend_from_slice(params);
+            // (Equality includes the empty-bin wall: a dataset with another wall is another
+            // request.)
             if s.data.as_deref() != Some(data) {
-                s.data = Some(Arc::new(data.clone()));
+                let known = s.known.iter().find(|d| ***d == *data).cloned();
+                let arc = known.unwrap_or_else(|| {
+                    let a = Arc::new(data.clone());
+                    if s.known.len() == 4 {
+                        s.known.remove(0);
+                    }
+                    s.known.push(a.clone());
+                    a
+                });
+                s.data = Some(arc);
             }
             s.result = None;
             s.waiting = true;

@@ -7,7 +7,8 @@
 //! - [`starts`]: the starts — the requested point (the model's initial point where −ln L is not
 //!   finite there) and, for models small enough, further deterministic starts that look for a
 //!   lower basin;
-//! - [`search`]: from each start, L-BFGS-B (and a probe of saddles it cannot see) and, where the
+//! - [`search`]: from each start, L-BFGS-B (first on wider empty-bin walls where the data have an
+//!   empty bin, then on their own) and a probe of saddles it cannot see, and, where the
 //!   model has kinks, [`kinks`]: one-sided first-order checks, orthant descents that treat each
 //!   kink as a bound, the other side of concave kinks searched (greedily flipped together
 //!   first);
@@ -316,7 +317,7 @@ pub fn curvature_scales<E: Evaluator + ?Sized>(
 
 /// A fit a device may run whole ([`histfit_compute::ResidentFits`]): the request's parameters
 /// in the fitting code's terms. Given only where the fit rules come down to one descent from
-/// one start — no kinks (whose checks run on the host) and no further starts — so the device's
+/// one start (after those on the wider empty-bin walls, which the device makes too) — no kinks (whose checks run on the host) and no further starts — so the device's
 /// end point, once certified ([`device_fit_certified`]), is what this fit would report.
 pub(crate) struct DevicePlan {
     pub init: Vec<f64>,

@@ -1,5 +1,7 @@
-//! The search for a minimum from one start: L-BFGS-B in scaled coordinates, restarted with fresh
-//! curvature memory where kinks can stall it, a probe of the saddles it cannot see (coordinates
+//! The search for a minimum from one start: L-BFGS-B in scaled coordinates — first on the data's
+//! empty bins continued over wider walls (`histfit_compute::SOFT_EMPTY_BIN_WALLS`, where a main
+//! bin is empty), then on the data's own —, restarted with fresh curvature memory where kinks
+//! can stall it, a probe of the saddles it cannot see (coordinates
 //! with an exactly zero gradient it never moved), then the kink checks of [`super::kinks`]. Every
 //! evaluation goes through [`Search`], which counts them.
 
@@ -202,7 +204,8 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
         })
     }
 
-    /// The best minimum reachable from `z0`: a descent, then the kink checks where the model
+    /// The best minimum reachable from `z0`: descents on the wider empty-bin walls where the
+    /// data have an empty bin, a descent on the data's own, then the kink checks where the model
     /// has kinks.
     pub async fn local_minimum(&mut self, z0: &[f64]) -> Result<Local> {
         let p = self.p;
@@ -222,7 +225,7 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
     /// device holds) have no wall to widen: `z0` itself.
     async fn soft_descents(&mut self, z0: &[f64]) -> Result<Vec<f64>> {
         let p = self.p;
-        if !self.data.main.contains(&0.0) {
+        if !self.data.has_empty_main_bin() {
             return Ok(z0.to_vec());
         }
         if self.soft.is_empty() {
