@@ -83,19 +83,7 @@ fn edge_cases_match_pyhf() {
 /// wherever every λ ≥ 0, and below 0 the term λ + λ²/(2w) of its own width.
 #[test]
 fn empty_bins_continue_over_the_datasets_wall() {
-    // Bin 2 has no events; μ < 0 takes its λ = 2μ below 0 while bin 1 stays positive.
-    let spec = serde_json::json!({
-        "channels": [{"name": "c", "samples": [
-            {"name": "s", "data": [1.0, 2.0], "modifiers": [
-                {"name": "mu", "type": "normfactor", "data": null}]},
-            {"name": "b", "data": [10.0, 0.0], "modifiers": []}]}],
-        "observations": [{"name": "c", "data": [12.0, 0.0]}],
-        "measurements": [{"name": "m", "config": {"poi": "mu", "parameters": [
-            {"name": "mu", "bounds": [[-5.0, 5.0]]}]}}],
-        "version": "1.0.0"
-    });
-    let ws = Workspace::from_value(&spec).unwrap();
-    let model = Arc::new(compile(&ws, None, &Settings::smooth()).unwrap());
+    let model = histfit_testutil::empty_bin_model(Settings::smooth());
     let mut ev = CpuEvaluator::new(model.clone());
     let own = Dataset::observed(&model);
     assert_eq!(own.empty_bin_wall, histfit_compute::EMPTY_BIN_WALL);

@@ -705,19 +705,7 @@ fn batches_take_each_datasets_empty_bin_wall() {
     if !gpu_or_skip("batches_take_each_datasets_empty_bin_wall") {
         return;
     }
-    // Bin 2 has no events; μ < 0 takes its λ = 2μ below 0 while bin 1 stays positive.
-    let spec = serde_json::json!({
-        "channels": [{"name": "c", "samples": [
-            {"name": "s", "data": [1.0, 2.0], "modifiers": [
-                {"name": "mu", "type": "normfactor", "data": null}]},
-            {"name": "b", "data": [10.0, 0.0], "modifiers": []}]}],
-        "observations": [{"name": "c", "data": [12.0, 0.0]}],
-        "measurements": [{"name": "m", "config": {"poi": "mu", "parameters": [
-            {"name": "mu", "bounds": [[-5.0, 5.0]]}]}}],
-        "version": "1.0.0"
-    });
-    let ws = histfit_model::Workspace::from_value(&spec).unwrap();
-    let model = Arc::new(histfit_model::compile(&ws, None, &Settings::smooth()).unwrap());
+    let model = histfit_testutil::empty_bin_model(Settings::smooth());
     let mut gpu = CudaBatch::new(model.clone(), 0).expect("GPU session");
     let mut cpu = CpuEvaluator::new(model.clone());
     let own = Dataset::observed(&model);

@@ -69,6 +69,24 @@ pub fn settings(name: &str) -> Settings {
     }
 }
 
+/// A one-channel, two-bin model whose second bin has no events: signal (1, 2) × `mu`
+/// (bounds ±5) over a background (10, 0), observed (12, 0). μ < 0 takes the empty bin's λ = 2μ
+/// below 0 while the first bin stays positive: the tests of `Dataset::empty_bin_wall`.
+pub fn empty_bin_model(settings: Settings) -> Arc<Model> {
+    let spec = serde_json::json!({
+        "channels": [{"name": "c", "samples": [
+            {"name": "s", "data": [1.0, 2.0], "modifiers": [
+                {"name": "mu", "type": "normfactor", "data": null}]},
+            {"name": "b", "data": [10.0, 0.0], "modifiers": []}]}],
+        "observations": [{"name": "c", "data": [12.0, 0.0]}],
+        "measurements": [{"name": "m", "config": {"poi": "mu", "parameters": [
+            {"name": "mu", "bounds": [[-5.0, 5.0]]}]}}],
+        "version": "1.0.0"
+    });
+    let ws = Workspace::from_value(&spec).expect("valid workspace");
+    Arc::new(compile(&ws, None, &settings).expect("compiles"))
+}
+
 /// Compiles `tests/fixtures/{name}.json` and returns the model with its observed data.
 pub fn load(name: &str, settings: Settings) -> (Arc<Model>, Dataset) {
     let path = fixture(&format!("{name}.json"));
