@@ -432,6 +432,30 @@ fn device_fits<R: ToyRunner>(
             ),
         )));
     }
+    if std::env::var_os("HISTFIT_TIMING").is_some() {
+        // Why device fits go back to the host (the same diagnostic switch as the CLI's timing):
+        // the first rule of `device_fit_certified` each one fails.
+        let mut why = std::collections::BTreeMap::<String, usize>::new();
+        for r in results
+            .iter()
+            .filter(|r| !crate::fit::device_fit_certified(r))
+        {
+            let rule = if r.status != histfit_compute::ResidentStatus::Converged {
+                format!("{:?}", r.status)
+            } else if !r.nll.is_finite() {
+                "not finite".into()
+            } else if r.projected_gradient > crate::fit::POLISH_PG {
+                "above POLISH_PG".into()
+            } else {
+                "coordinates left at their start".into()
+            };
+            *why.entry(rule).or_default() += 1;
+        }
+        eprintln!(
+            "timing: {} device fits, refitted on the host: {why:?}",
+            results.len()
+        );
+    }
     Ok(Some(
         results
             .into_iter()
