@@ -537,7 +537,14 @@ impl CudaBatch {
         let b = range.len();
         let stream = self.stream.clone();
         let index_host: Vec<i32> = self.host_index[range.clone()].to_vec();
-        let walls_host: Vec<f64> = self.host_walls[range.clone()].to_vec();
+        // The problems' walls where one is not the default (most launches: nothing copied or
+        // sent).
+        let walls = &self.host_walls[range.clone()];
+        let walls = walls
+            .iter()
+            .any(|w| w.to_bits() != histfit_compute::EMPTY_BIN_WALL.to_bits())
+            .then(|| walls.to_vec());
+        self.walls_on = walls.is_some();
         let n_sb = self.session.model.nominal.len();
         let bufs = self.buffers(b)?;
         if outs.sbfac && bufs.sbfac.is_none() {
@@ -571,16 +578,14 @@ impl CudaBatch {
                 .map_err(driver("upload of dataset indices"))?;
             bufs.index_sent = index_host;
         }
-        let default_walls = walls_host
-            .iter()
-            .all(|w| w.to_bits() == histfit_compute::EMPTY_BIN_WALL.to_bits());
-        if !default_walls && bufs.walls_sent != walls_host {
-            stream
-                .memcpy_htod(&walls_host[..], &mut bufs.walls)
-                .map_err(driver("upload of empty-bin walls"))?;
-            bufs.walls_sent = walls_host;
+        if let Some(walls) = walls {
+            if bufs.walls_sent != walls {
+                stream
+                    .memcpy_htod(&walls[..], &mut bufs.walls)
+                    .map_err(driver("upload of empty-bin walls"))?;
+                bufs.walls_sent = walls;
+            }
         }
-        self.walls_on = !default_walls;
         self.launch_resident(b, outs)
     }
 }

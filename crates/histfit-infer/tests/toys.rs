@@ -524,11 +524,7 @@ fn resident_fits_are_taken_where_certified_and_refitted_elsewhere() {
 /// slow for a test: 2 of 300 toys, `examples/nearby.rs`).
 #[test]
 fn toy_fits_reach_the_minimum_from_nearby_starts() {
-    let (model, data) = histfit_testutil::load_public("3L_2021__offshell", Settings::smooth());
-    let mut ev = CpuEvaluator::new(model.clone());
-    let gen = histfit_infer::fit(&mut ev, &data, &FitOptions::default()).unwrap();
-    assert!(gen.converged, "{}", gen.reason);
-    let gen = gen.bestfit;
+    let (model, mut ev, gen) = public_3l_offshell_at_its_fit();
     let space = histfit_compute::Evaluator::space(&ev).clone();
     let poi = model.poi.unwrap();
     let toys = histfit_compute::Evaluator::toys(&mut ev, &gen, 0, 0..40).unwrap();
@@ -641,6 +637,16 @@ fn fit_units_are_checked_and_curvature_units_are_asimov_widths() {
     }
 }
 
+/// The public 3L off-shell likelihood (smooth setting), its CPU evaluator and its observed free
+/// fit, where the toys of the tests below are drawn.
+fn public_3l_offshell_at_its_fit() -> (Arc<histfit_model::Model>, CpuEvaluator, Vec<f64>) {
+    let (model, data) = histfit_testutil::load_public("3L_2021__offshell", Settings::smooth());
+    let mut ev = CpuEvaluator::new(model.clone());
+    let gen = histfit_infer::fit(&mut ev, &data, &FitOptions::default()).unwrap();
+    assert!(gen.converged, "{}", gen.reason);
+    (model, ev, gen.bestfit)
+}
+
 /// Toy fits whose minimum presses an empty bin against λ = 0: on the dataset's own wall
 /// (`EMPTY_BIN_WALL`, 1e-6) L-BFGS-B crawled along the curved boundary, and these seven toys of
 /// the public 3L off-shell likelihood (seed 0 of 100 000, at the observed fit, in the
@@ -651,11 +657,7 @@ fn fit_units_are_checked_and_curvature_units_are_asimov_widths() {
 #[test]
 fn toy_fits_pressed_against_an_empty_bin_converge() {
     use histfit_compute::Evaluator;
-    let (model, data) = histfit_testutil::load_public("3L_2021__offshell", Settings::smooth());
-    let mut ev = CpuEvaluator::new(model.clone());
-    let gen = histfit_infer::fit(&mut ev, &data, &FitOptions::default()).unwrap();
-    assert!(gen.converged, "{}", gen.reason);
-    let gen = gen.bestfit;
+    let (model, mut ev, gen) = public_3l_offshell_at_its_fit();
     let scales =
         histfit_infer::fit::curvature_scales(&mut ev, &gen, &FitOptions::default()).unwrap();
     for k in [11774u64, 22972, 29777, 31599, 50659, 60731, 94653] {

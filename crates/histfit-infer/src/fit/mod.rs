@@ -317,8 +317,9 @@ pub fn curvature_scales<E: Evaluator + ?Sized>(
 
 /// A fit a device may run whole ([`histfit_compute::ResidentFits`]): the request's parameters
 /// in the fitting code's terms. Given only where the fit rules come down to one descent from
-/// one start (after those on the wider empty-bin walls, which the device makes too) — no kinks (whose checks run on the host) and no further starts — so the device's
-/// end point, once certified ([`device_fit_certified`]), is what this fit would report.
+/// one start (after those on the wider empty-bin walls, which the device makes too) — no kinks
+/// (whose checks run on the host) and no further starts — so the device's end point, once
+/// certified ([`device_fit_certified`]), is what this fit would report.
 pub(crate) struct DevicePlan {
     pub init: Vec<f64>,
     pub fixed: Vec<bool>,

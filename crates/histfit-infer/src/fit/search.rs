@@ -15,6 +15,12 @@ use histfit_optim::{Ask, Lbfgsb};
 /// curvature·step²/2) stands far above its rounding.
 const SADDLE_STEP: f64 = 0.05;
 
+/// The dataset a search evaluates now: `data`, or its copy `soft[k]` with a wider empty-bin wall
+/// during the first descents (a free function, so that the evaluator can be borrowed beside it).
+fn stage_data<'d>(data: &'d Dataset, soft: &'d [Dataset], stage: Option<usize>) -> &'d Dataset {
+    stage.map_or(data, |k| &soft[k])
+}
+
 /// A minimum found from one start (or where the search stopped).
 #[derive(Debug, Clone)]
 pub(crate) struct Local {
@@ -116,10 +122,7 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
     pub async fn nll(&mut self, z: &[f64]) -> Result<f64> {
         self.place(z);
         self.evaluations += 1;
-        let data = match self.stage {
-            Some(k) => &self.soft[k],
-            None => self.data,
-        };
+        let data = stage_data(self.data, &self.soft, self.stage);
         Ok(self.eval.nll(&self.x, data).await?)
     }
 
@@ -127,10 +130,7 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
     pub async fn nll_grad(&mut self, z: &[f64], gz: &mut [f64]) -> Result<f64> {
         self.place(z);
         self.evaluations += 1;
-        let data = match self.stage {
-            Some(k) => &self.soft[k],
-            None => self.data,
-        };
+        let data = stage_data(self.data, &self.soft, self.stage);
         let f = self.eval.nll_grad(&self.x, data, &mut self.grad).await?;
         for (k, &i) in self.p.free.iter().enumerate() {
             gz[k] = self.grad[i] * self.p.scale[k];
@@ -221,8 +221,8 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
 
     /// L-BFGS-B from `z0` on each wall of [`SOFT_WALLS`] in turn, each from where the last
     /// ended; returns the last end point (`z0` where f was never finite), where the descent on
-    /// the dataset's own wall begins. Data without an empty main bin (or whose counts only a
-    /// device holds) have no wall to widen: `z0` itself.
+    /// the dataset's own wall begins. Data without an empty main bin
+    /// ([`Dataset::has_empty_main_bin`]) have no wall to widen: `z0` itself.
     async fn soft_descents(&mut self, z0: &[f64]) -> Result<Vec<f64>> {
         let p = self.p;
         if !self.data.has_empty_main_bin() {
