@@ -34,13 +34,17 @@ pub struct ResidentSettings {
 
 /// An ensemble to generate and fit: toys `indices` of `seed` drawn at `gen_params`, each fitted
 /// from `init` with the parameters in `fixed` held (at their `init` values) within
-/// `lower`..`upper`, in the coordinates θ/`scales`.
+/// `lower`..`upper`, in the coordinates θ/`scales`. A toy where −ln L is not finite at `init`
+/// starts from `model_init` instead, where it is finite there (as histfit-infer's fit does).
 #[derive(Debug, Clone)]
 pub struct ResidentRequest<'a> {
     pub gen_params: &'a [f64],
     pub seed: u64,
     pub indices: std::ops::Range<u64>,
     pub init: &'a [f64],
+    /// The fit's fallback start: the model's initial point with the fixed parameters at their
+    /// values (a fixed parameter's entry is not read: it stays at its `init` value).
+    pub model_init: &'a [f64],
     pub fixed: &'a [bool],
     pub lower: &'a [f64],
     pub upper: &'a [f64],

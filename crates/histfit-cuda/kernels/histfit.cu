@@ -716,7 +716,7 @@ struct FitArgs {
     int* next_toy;            // work counter (0 at launch)
     double* out;              // per toy: FIT_OUT values
     double* out_x;            // per toy: the fitted parameters (when want_x)
-    const double* unused0;
+    const double* z_model;    // the fallback start where −ln L is not finite at z_init (scaled)
     const double* unused1;
     // Per block: doubles of state, of scratch, and where in the state S (then Y), the Small
     // area and the toy's row begin (resident.rs lays the state out).
@@ -1652,12 +1652,41 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* row, d
     for (int b = t; b < tb.n_main; b += T)
         if (row[b] == 0.0) empty = 1.0;
     const int soft = block_max(empty, red) > 0.0 ? 2 : 0;
-    double f = 0.0;
+    const auto stage_wall = [&](int stage) {
+        return stage == soft ? EMPTY_BIN_WALL : (stage == 0 ? SOFT_WALL_0 : SOFT_WALL_1);
+    };
+    F.wall = stage_wall(0);
+    double f = eval_z(tb, A, z, g, row, sc, red, F.wall);
+    // Where −ln L is not finite at the requested start (a generating point far from this toy's
+    // fixed POI), the model's initial point where it is finite there (fit/mod.rs's
+    // search_starts). The walls do not change whether f is finite.
+    const double* start = A.z_init;
+    if (!isfinite(f)) {
+        double differs = 0.0;
+        for (int i = t; i < P; i += T) {
+            F.zt[i] = fmin(fmax(A.z_model[i], lo[i]), hi[i]);
+            if (F.zt[i] != z[i]) differs = 1.0;
+        }
+        if (block_max(differs, red) > 0.0) {
+            double fm = eval_z(tb, A, F.zt, F.gt, row, sc, red, F.wall);
+            ++evals;
+            if (isfinite(fm)) {
+                for (int i = t; i < P; i += T) {
+                    z[i] = F.zt[i];
+                    g[i] = F.gt[i];
+                }
+                f = fm;
+                start = A.z_model;
+            }
+        }
+    }
     int status = 0;
     for (int stage = 0; stage <= soft; ++stage) {
-        F.wall = stage == soft ? EMPTY_BIN_WALL : (stage == 0 ? SOFT_WALL_0 : SOFT_WALL_1);
-        if (stage > 0) ++evals;
-        f = eval_z(tb, A, z, g, row, sc, red, F.wall);
+        if (stage > 0) {
+            F.wall = stage_wall(stage);
+            f = eval_z(tb, A, z, g, row, sc, red, F.wall);
+            ++evals;
+        }
         status = descend(F, f, iters, evals, bounded);
     }
     // Coordinates the first descent never moved, off kinks and bounds (the host fit probes them
@@ -1665,7 +1694,7 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* row, d
     // where nothing moved.
     double moved = 0.0, unmoved = 0.0;
     for (int i = t; i < P; i += T) {
-        double z0 = fmin(fmax(A.z_init[i], lo[i]), hi[i]);
+        double z0 = fmin(fmax(start[i], lo[i]), hi[i]);
         if (z[i] != z0) moved += 1.0;
         else if (lo[i] < z0 && z0 < hi[i] && !A.kink[i]) unmoved += 1.0;
     }

@@ -139,6 +139,7 @@ fn fit_toys(
     for (what, len) in [
         ("generating parameters", req.gen_params.len()),
         ("init", req.init.len()),
+        ("model init", req.model_init.len()),
         ("fixed", req.fixed.len()),
         ("lower bounds", req.lower.len()),
         ("upper bounds", req.upper.len()),
@@ -191,15 +192,17 @@ fn fit_toys(
         .sum();
     // The fitting code's coordinates (histfit-infer's fit/problem.rs): z = θ/s, fixed
     // parameters held at their value (scale 1, lower = upper).
-    let mut z_init = vec![0.0; n];
+    let (mut z_init, mut z_model) = (vec![0.0; n], vec![0.0; n]);
     let (mut z_lo, mut z_hi, mut scale) = (vec![0.0; n], vec![0.0; n], vec![1.0; n]);
     for i in 0..n {
         if req.fixed[i] {
             (z_init[i], z_lo[i], z_hi[i]) = (req.init[i], req.init[i], req.init[i]);
+            z_model[i] = req.init[i];
         } else {
             let s = req.scales[i];
             scale[i] = s;
             (z_init[i], z_lo[i], z_hi[i]) = (req.init[i] / s, req.lower[i] / s, req.upper[i] / s);
+            z_model[i] = req.model_init[i] / s;
         }
     }
     let kink: Vec<i32> = req.kinks.iter().map(|&k| i32::from(k)).collect();
@@ -228,6 +231,7 @@ fn fit_toys(
         up_f(&z_lo)?,
         up_f(&z_hi)?,
         up_f(&scale)?,
+        up_f(&z_model)?,
     ];
     let inputs_i = [up_i(&aux.kind)?, up_i(&kink)?];
 
@@ -364,7 +368,7 @@ fn fit_toys(
                 } else {
                     0
                 },
-                0,
+                f(&inputs_f[7]),
                 0,
             ],
             lens: [

@@ -90,6 +90,7 @@ fn main() {
         seed,
         indices,
         init: &gen,
+        model_init: &space.init,
         fixed: &space.fixed,
         lower: &lower,
         upper: &upper,

@@ -575,6 +575,7 @@ fn resident_toy_fits_match_the_cpu_and_split_bit_identically() {
             seed: 11,
             indices,
             init: &gen,
+            model_init: &space.init,
             fixed: &space.fixed,
             lower: &lower,
             upper: &upper,
@@ -742,4 +743,74 @@ fn batches_take_each_datasets_empty_bin_wall() {
             );
         }
     }
+}
+
+/// A resident fit whose requested start is not finite (a toy count in a bin whose λ is below
+/// 0 there, as at a generating point far from a conditional fit's POI) starts from the model's
+/// initial point, as the host fit does, and reaches the host's minimum certified on the device;
+/// toys where the start is finite (an empty bin: the wall continues λ below 0) start there.
+#[test]
+fn resident_fits_start_from_the_models_init_where_the_start_is_not_finite() {
+    if !gpu_or_skip("resident_fits_start_from_the_models_init_where_the_start_is_not_finite") {
+        return;
+    }
+    use histfit_compute::{ResidentFits, ResidentRequest, ResidentStatus};
+    use histfit_infer::fit::Starts;
+    let model = histfit_testutil::empty_bin_model(Settings::smooth());
+    let mut cpu = CpuEvaluator::new(model.clone());
+    let space = Evaluator::space(&cpu).clone();
+    // Toys at μ = 1 (λ = 11, 2), fitted from μ = −1, where the second bin's λ is −2.
+    let gen = vec![1.0];
+    let start = vec![-1.0];
+    let lower: Vec<f64> = space.bounds.iter().map(|b| b.0).collect();
+    let upper: Vec<f64> = space.bounds.iter().map(|b| b.1).collect();
+    let o = FitOptions {
+        init: Some(start.clone()),
+        starts: Starts::Count(0),
+        ..FitOptions::default()
+    };
+    let n = 200;
+    let gpu = CudaBatch::new(model.clone(), 0).expect("GPU session");
+    let fits = gpu
+        .clone()
+        .fit_toys_resident(&ResidentRequest {
+            gen_params: &gen,
+            seed: 5,
+            indices: 0..n,
+            init: &start,
+            model_init: &space.init,
+            fixed: &space.fixed,
+            lower: &lower,
+            upper: &upper,
+            scales: &space.scales,
+            kinks: &space.kinked,
+            settings: histfit_infer::fit::resident_settings(&Default::default()),
+            report: model.poi,
+            want_params: false,
+            progress: None,
+        })
+        .unwrap();
+    let toys = Evaluator::toys(&mut cpu, &gen, 5, 0..n).unwrap();
+    let mut fell_back = 0;
+    for (r, toy) in fits.iter().zip(&toys) {
+        if !cpu.nll(&start, toy).unwrap().is_finite() {
+            fell_back += 1;
+        }
+        assert_eq!(r.status, ResidentStatus::Converged, "toy {}", r.index);
+        let h = fit(&mut cpu, toy, &o).unwrap();
+        assert!(h.converged, "toy {}: {}", r.index, h.reason);
+        assert!(
+            (h.twice_nll - r.twice_nll()).abs() <= 1e-6,
+            "toy {}: host {} device {}",
+            r.index,
+            h.twice_nll,
+            r.twice_nll()
+        );
+        assert!((h.bestfit[0] - r.poi).abs() <= 2e-4, "toy {}", r.index);
+    }
+    // Both kinds of toy are among them.
+    assert!(
+        fell_back > 100 && fell_back < n,
+        "{fell_back} of {n} started elsewhere"
+    );
 }

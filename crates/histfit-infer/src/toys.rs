@@ -406,6 +406,7 @@ fn device_fits<R: ToyRunner>(
         seed,
         indices: indices.clone(),
         init: &plan.init,
+        model_init: &plan.model_init,
         fixed: &plan.fixed,
         lower: &plan.lower,
         upper: &plan.upper,

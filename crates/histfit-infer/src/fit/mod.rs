@@ -322,6 +322,8 @@ pub fn curvature_scales<E: Evaluator + ?Sized>(
 /// certified ([`device_fit_certified`]), is what this fit would report.
 pub(crate) struct DevicePlan {
     pub init: Vec<f64>,
+    /// Where the fit starts when −ln L is not finite at `init` (`search_starts`).
+    pub model_init: Vec<f64>,
     pub fixed: Vec<bool>,
     pub lower: Vec<f64>,
     pub upper: Vec<f64>,
@@ -355,6 +357,7 @@ pub(crate) fn device_plan(
     Ok(Some(DevicePlan {
         settings: resident_settings(&p.options),
         init: p.start,
+        model_init: p.model_start,
         fixed: p.fixed,
         lower,
         upper,
