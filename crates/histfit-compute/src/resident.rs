@@ -77,7 +77,7 @@ impl std::fmt::Debug for Progress<'_> {
 pub enum ResidentStatus {
     /// One of the optimizer's stopping rules was met and the certificate holds.
     Converged,
-    /// −ln L or its gradient is not finite at the start.
+    /// −ln L or its gradient is not finite at the start, nor −ln L at the model's initial point.
     FailedStart,
     /// The line search found no decrease away from a minimum.
     FailedLineSearch,
@@ -115,7 +115,9 @@ impl ResidentStatus {
     pub fn describe(&self) -> &'static str {
         match self {
             ResidentStatus::Converged => "converged",
-            ResidentStatus::FailedStart => "-ln L is not finite at the starting point",
+            ResidentStatus::FailedStart => {
+                "-ln L is not finite at the starting point, nor at the model's initial point"
+            }
             ResidentStatus::FailedLineSearch => "line search failed to reduce f",
             ResidentStatus::FailedLimit => "reached the iteration or evaluation limit",
             ResidentStatus::FailedDirection => "no descent direction",

@@ -759,14 +759,17 @@ fn resident_fits_start_from_the_models_init_where_the_start_is_not_finite() {
     let model = histfit_testutil::empty_bin_model(Settings::smooth());
     let mut cpu = CpuEvaluator::new(model.clone());
     let space = Evaluator::space(&cpu).clone();
-    // Toys at μ = 1 (λ = 11, 2), fitted from μ = −1, where the second bin's λ is −2.
+    // Toys at μ = 1 (λ = 11, 2), fitted from μ = −1, where the second bin's λ is −2, in units
+    // of 0.5 (the start the kernel falls back to is scaled as the requested one).
     let gen = vec![1.0];
     let start = vec![-1.0];
+    let scales = vec![0.5];
     let lower: Vec<f64> = space.bounds.iter().map(|b| b.0).collect();
     let upper: Vec<f64> = space.bounds.iter().map(|b| b.1).collect();
     let o = FitOptions {
         init: Some(start.clone()),
         starts: Starts::Count(0),
+        scales: Some(scales.clone()),
         ..FitOptions::default()
     };
     let n = 200;
@@ -782,7 +785,7 @@ fn resident_fits_start_from_the_models_init_where_the_start_is_not_finite() {
             fixed: &space.fixed,
             lower: &lower,
             upper: &upper,
-            scales: &space.scales,
+            scales: &scales,
             kinks: &space.kinked,
             settings: histfit_infer::fit::resident_settings(&Default::default()),
             report: model.poi,
@@ -796,7 +799,15 @@ fn resident_fits_start_from_the_models_init_where_the_start_is_not_finite() {
         if !cpu.nll(&start, toy).unwrap().is_finite() {
             fell_back += 1;
         }
+        // Certified as the toy ensembles certify a device fit (not refitted on the host).
         assert_eq!(r.status, ResidentStatus::Converged, "toy {}", r.index);
+        assert!(
+            r.unmoved == 0 && r.projected_gradient <= histfit_infer::fit::POLISH_PG,
+            "toy {}: unmoved {}, projected gradient {:e}",
+            r.index,
+            r.unmoved,
+            r.projected_gradient
+        );
         let h = fit(&mut cpu, toy, &o).unwrap();
         assert!(h.converged, "toy {}: {}", r.index, h.reason);
         assert!(
