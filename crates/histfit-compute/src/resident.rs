@@ -45,6 +45,9 @@ pub struct ResidentRequest<'a> {
     /// The fit's fallback start: the model's initial point with the fixed parameters at their
     /// values (a fixed parameter's entry is not read: it stays at its `init` value).
     pub model_init: &'a [f64],
+    /// Each toy's own start in place of `init`, where given: n values per toy of `indices`, in
+    /// index order (an ensemble's second starts; fixed parameters' entries are not read).
+    pub starts: Option<&'a [f64]>,
     pub fixed: &'a [bool],
     pub lower: &'a [f64],
     pub upper: &'a [f64],
@@ -57,6 +60,19 @@ pub struct ResidentRequest<'a> {
     pub want_params: bool,
     /// Told how many more toys the device has finished, while it fits (see [`Progress`]).
     pub progress: Option<Progress<'a>>,
+}
+
+impl<'a> ResidentRequest<'a> {
+    /// The request for toys `block` of its `indices` (a worker's share), each with its start.
+    pub fn part(&self, block: std::ops::Range<u64>) -> ResidentRequest<'a> {
+        let n = self.init.len();
+        let at = |i: u64| (i - self.indices.start) as usize * n;
+        ResidentRequest {
+            starts: self.starts.map(|s| &s[at(block.start)..at(block.end)]),
+            indices: block,
+            ..self.clone()
+        }
+    }
 }
 
 /// A resident ensemble's progress: called with the number of toys finished since its previous

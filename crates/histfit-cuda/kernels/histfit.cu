@@ -717,7 +717,7 @@ struct FitArgs {
     double* out;              // per toy: FIT_OUT values
     double* out_x;            // per toy: the fitted parameters (when want_x)
     const double* z_model;    // the fallback start where −ln L is not finite at z_init (scaled)
-    const double* unused1;
+    const double* z_starts;   // per toy of the launch: its own start in place of z_init (or null)
     // Per block: doubles of state, of scratch, and where in the state S (then Y), the Small
     // area and the toy's row begin (resident.rs lays the state out).
     long long state_len, scratch_len, s_off, small_off, row_off, unused2;
@@ -1638,8 +1638,8 @@ __device__ void polish(Fit& F, double& f, int& evals) {
 // `polish_pg`, one more round of Newton steps kept where it stays certified (`sharpen`). Writes
 // the FIT_OUT results at `o` (thread 0) and the fitted parameters at `ox`
 // when not null. `st`: the block's state (see fit_toys for its layout).
-__device__ void fit_one(const Tables& tb, const FitArgs& A, const double* row, double* st, double* sc,
-                        double* red, double* o, double* ox) {
+__device__ void fit_one(const Tables& tb, const FitArgs& A, const double* z_init, const double* row,
+                        double* st, double* sc, double* red, double* o, double* ox) {
     const int t = threadIdx.x, T = blockDim.x, P = tb.n_params, m = A.memory;
     Fit F;
     F.tb = &tb; F.A = &A; F.row = row; F.sc = sc; F.red = red;
@@ -1659,7 +1659,7 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* row, d
     D.dhat = F.zl; D.rfull = F.gl; D.d = F.d;
     double movable = 0.0, kinked = 0.0;
     for (int i = t; i < P; i += T) {
-        z[i] = fmin(fmax(A.z_init[i], lo[i]), hi[i]);
+        z[i] = fmin(fmax(z_init[i], lo[i]), hi[i]);
         if (lo[i] < hi[i]) {
             movable += 1.0;
             if (A.kink[i]) kinked = 1.0;
@@ -1686,7 +1686,7 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* row, d
     // Where −ln L is not finite at the requested start (a generating point far from this toy's
     // fixed POI), the model's initial point where it is finite there (fit/mod.rs's
     // search_starts). The walls do not change whether f is finite.
-    const double* start = A.z_init;
+    const double* start = z_init;
     if (!isfinite(f)) {
         double differs = 0.0;
         for (int i = t; i < P; i += T) {
@@ -1830,7 +1830,8 @@ extern "C" __global__ void __launch_bounds__(256, FIT_MIN_BLOCKS) fit_toys(Table
             draw_toy(A.seed, A.first + (u64)k, M, tb.n_aux, A.lam_main, A.aux_kind, A.aux_center,
                      A.aux_sigma, row);
         // (fit_one's barrier before its first read publishes the row)
-        fit_one(tb, A, row, st, sc, smem, A.out + (long long)k * FIT_OUT,
+        fit_one(tb, A, A.z_starts ? A.z_starts + (long long)k * P : A.z_init, row, st, sc, smem,
+                A.out + (long long)k * FIT_OUT,
                 A.want_x ? A.out_x + (long long)k * P : nullptr);
     }
 }

@@ -152,6 +152,15 @@ fn fit_toys(
             )));
         }
     }
+    if let Some(s) = req.starts {
+        let toys = req.indices.end.saturating_sub(req.indices.start) as usize;
+        if s.len() != toys * n {
+            return Err(request_error(format!(
+                "starts: {} values for {toys} toys of {n} parameters",
+                s.len()
+            )));
+        }
+    }
     if req.report.is_some_and(|p| p >= n) {
         return Err(request_error("reported parameter out of range".into()));
     }
@@ -262,16 +271,23 @@ fn fit_toys(
     };
     let mut per_launch = per_launch.min(total);
     // Result buffers first, the launch shortened until they fit.
-    let (mut out_d, mut x_d) = loop {
+    let (mut out_d, mut x_d, mut starts_d) = loop {
         let alloc = |len: usize| -> Result<CudaSlice<f64>> {
             stream
                 .alloc_zeros::<f64>(len.max(1))
                 .map_err(driver("cuMemAlloc (resident fit results)"))
         };
         let want_x = if req.want_params { per_launch * n } else { 1 };
-        match (alloc(per_launch * FIT_OUT), alloc(want_x)) {
-            (Ok(a), Ok(b)) => break (a, b),
-            (Err(CudaError::OutOfMemory(msg)), _) | (_, Err(CudaError::OutOfMemory(msg))) => {
+        let want_s = if req.starts.is_some() {
+            per_launch * n
+        } else {
+            1
+        };
+        match (alloc(per_launch * FIT_OUT), alloc(want_x), alloc(want_s)) {
+            (Ok(a), Ok(b), Ok(c)) => break (a, b, c),
+            (Err(CudaError::OutOfMemory(msg)), _, _)
+            | (_, Err(CudaError::OutOfMemory(msg)), _)
+            | (_, _, Err(CudaError::OutOfMemory(msg))) => {
                 if per_launch == 1 {
                     return Err(
                         CudaError::OutOfMemory(format!("resident fit results: {msg}")).into(),
@@ -279,7 +295,7 @@ fn fit_toys(
                 }
                 per_launch = per_launch.div_ceil(2);
             }
-            (Err(e), _) | (_, Err(e)) => return Err(e.into()),
+            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return Err(e.into()),
         }
     };
     let mut workers = workers.unwrap_or(sms.max(1) * per_sm).min(per_launch);
@@ -315,6 +331,23 @@ fn fit_toys(
     let mut first = req.indices.start;
     while first < req.indices.end {
         let count = ((req.indices.end - first) as usize).min(per_launch);
+        if let Some(starts) = req.starts {
+            // This launch's toys' starts, scaled as z_init (fixed parameters at their value).
+            let at = (first - req.indices.start) as usize * n;
+            let mut z = starts[at..at + count * n].to_vec();
+            for row in z.chunks_mut(n) {
+                for i in 0..n {
+                    row[i] = if req.fixed[i] {
+                        req.init[i]
+                    } else {
+                        row[i] / scale[i]
+                    };
+                }
+            }
+            stream
+                .memcpy_htod(&z, &mut starts_d.slice_mut(0..count * n))
+                .map_err(driver("upload of a resident fit's starts"))?;
+        }
         stream
             .memset_zeros(&mut counter)
             .map_err(driver("cuMemsetD32 (resident fits)"))?;
@@ -369,7 +402,11 @@ fn fit_toys(
                     0
                 },
                 f(&inputs_f[7]),
-                0,
+                if req.starts.is_some() {
+                    starts_d.device_ptr_mut(&stream).0
+                } else {
+                    0
+                },
             ],
             lens: [
                 state_len as i64,

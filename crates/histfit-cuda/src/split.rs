@@ -279,10 +279,7 @@ pub(crate) fn fit_split(
             None if plan.fixed => None,
             None => queue.take(),
         } {
-            let part = ResidentRequest {
-                indices: block.clone(),
-                ..req.clone()
-            };
+            let part = req.part(block.clone());
             match fit(&session, &part) {
                 Ok(fits) => out.extend(fits),
                 Err(e) if out_of_memory(&e) && !plan.fixed && live.load(Ordering::SeqCst) > 1 => {

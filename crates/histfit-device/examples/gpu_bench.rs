@@ -87,7 +87,7 @@ fn main() {
             ..Batched::new(&batcher)
         };
         let t = Instant::now();
-        let g = fit_toys_on(&runner, &gen.bestfit, 7, 0..n, &o, &|_, _| {}).unwrap();
+        let g = fit_toys_on(&runner, &gen.bestfit, 7, n, 0..n, &o, &|_, _| {}).unwrap();
         let dt = t.elapsed().as_secs_f64();
         let st = batcher.stats();
         let conv = g.iter().filter(|t| t.converged).count();
@@ -102,7 +102,7 @@ fn main() {
         rows.push((n, dt));
         if n <= 10_000 && !skip("cpu") {
             let t = Instant::now();
-            let c = fit_toys(&cpu, &gen.bestfit, 7, 0..n, &o, &|_, _| {}).unwrap();
+            let c = fit_toys(&cpu, &gen.bestfit, 7, n, 0..n, &o, &|_, _| {}).unwrap();
             let dc = t.elapsed().as_secs_f64();
             let cc = c.iter().filter(|t| t.converged).count();
             let (mut dn, mut dp) = (0.0f64, 0.0f64);

@@ -91,6 +91,7 @@ fn main() {
         indices,
         init: &gen,
         model_init: &space.init,
+        starts: None,
         fixed: &space.fixed,
         lower: &lower,
         upper: &upper,
@@ -196,7 +197,7 @@ fn main() {
     let batcher = Batcher::new(gpu.clone());
     let runner = Batched::new(&batcher);
     let t = Instant::now();
-    let dev = fit_toys_on(&runner, &gen, seed, 0..n, &o, &|_, _| {}).unwrap();
+    let dev = fit_toys_on(&runner, &gen, seed, n, 0..n, &o, &|_, _| {}).unwrap();
     let dt_dev = t.elapsed().as_secs_f64();
     let conv_dev = dev.iter().filter(|t| t.converged).count();
     println!(
@@ -208,7 +209,7 @@ fn main() {
 
     if n_cpu > 0 {
         let t = Instant::now();
-        let c = fit_toys(&cpu, &gen, seed, 0..n_cpu, &o, &|_, _| {}).unwrap();
+        let c = fit_toys(&cpu, &gen, seed, n_cpu, 0..n_cpu, &o, &|_, _| {}).unwrap();
         let dc = t.elapsed().as_secs_f64();
         let cc = c.iter().filter(|t| t.converged).count();
         let (mut dn, mut dp, mut over_n, mut over_p, mut conv_diff) = (0.0f64, 0.0f64, 0, 0, 0);
@@ -252,7 +253,7 @@ fn main() {
             ..Batched::new(&batcher)
         };
         let t = Instant::now();
-        let l = fit_toys_on(&runner, &gen, seed, 0..n_lock, &o, &|_, _| {}).unwrap();
+        let l = fit_toys_on(&runner, &gen, seed, n_lock, 0..n_lock, &o, &|_, _| {}).unwrap();
         let dl = t.elapsed().as_secs_f64();
         println!(
             "GPU lockstep {n_lock} toys: {dl:.3} s, converged {}/{n_lock}",

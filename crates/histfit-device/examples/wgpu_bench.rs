@@ -46,7 +46,7 @@ fn toys_on<B: BatchEvaluator + Clone>(
         ..Batched::new(&batcher)
     };
     let t = Instant::now();
-    let r = fit_toys_on(&runner, gen, 7, 0..n, &FitOptions::default(), &|_, _| {}).unwrap();
+    let r = fit_toys_on(&runner, gen, 7, n, 0..n, &FitOptions::default(), &|_, _| {}).unwrap();
     (t.elapsed().as_secs_f64(), r)
 }
 
@@ -88,7 +88,16 @@ fn main() {
         .unwrap()
         .bestfit;
     let t = Instant::now();
-    let want = fit_toys(&cpu, &gen, 7, 0..n_toys, &FitOptions::default(), &|_, _| {}).unwrap();
+    let want = fit_toys(
+        &cpu,
+        &gen,
+        7,
+        n_toys,
+        0..n_toys,
+        &FitOptions::default(),
+        &|_, _| {},
+    )
+    .unwrap();
     let cpu_s = t.elapsed().as_secs_f64();
     let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
     println!("| device | evaluator | tHu × {count} NLL+grad (ms) | {n_toys} toys (s) | converged | worst Δ(−ln L) vs CPU |");

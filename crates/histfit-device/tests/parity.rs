@@ -535,16 +535,22 @@ fn resident_toy_fits_match_the_cpu_and_split_bit_identically() {
             .bestfit;
         let o = FitOptions::default();
         let n = 500;
-        let c = fit_toys(&cpu, &gen, 11, 0..n, &o, &|_, _| {}).unwrap();
+        let c = fit_toys(&cpu, &gen, 11, n, 0..n, &o, &|_, _| {}).unwrap();
         let gpu = CudaBatch::new(model.clone(), 0).expect("GPU session");
         let batcher = Batcher::new(gpu.clone());
-        let g = fit_toys_on(&Batched::new(&batcher), &gen, 11, 0..n, &o, &|_, _| {}).unwrap();
+        let g = fit_toys_on(&Batched::new(&batcher), &gen, 11, n, 0..n, &o, &|_, _| {}).unwrap();
         for (a, b) in c.iter().zip(&g) {
             assert_eq!(a.index, b.index);
             assert_eq!(
                 a.converged, b.converged,
                 "{ws} toy {}: {:?} vs {:?}",
                 a.index, a.reason, b.reason
+            );
+            assert_eq!(
+                a.second_start.is_some(),
+                b.second_start.is_some(),
+                "{ws} toy {}: second starts",
+                a.index
             );
             assert!(
                 (a.twice_nll - b.twice_nll).abs() <= 1e-6,
@@ -576,6 +582,7 @@ fn resident_toy_fits_match_the_cpu_and_split_bit_identically() {
             indices,
             init: &gen,
             model_init: &space.init,
+            starts: None,
             fixed: &space.fixed,
             lower: &lower,
             upper: &upper,
@@ -614,6 +621,69 @@ fn resident_toy_fits_match_the_cpu_and_split_bit_identically() {
                 "{ws}: every fit certified on the device"
             );
         }
+        // Each toy from its own start (an ensemble's second starts): the mirror of its fit
+        // through the generating point. Split over workers the same bits; each certified fit
+        // the CPU's from that start.
+        let starts: Vec<f64> = whole
+            .iter()
+            .flat_map(|r| {
+                let end = r.bestfit.as_ref().unwrap();
+                (0..end.len())
+                    .map(|i| match space.fixed[i] {
+                        true => gen[i],
+                        false => {
+                            let (lo, hi) = space.bounds[i];
+                            (2.0 * gen[i] - end[i]).clamp(lo + 1e-3, hi - 1e-3)
+                        }
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let second = ResidentRequest {
+            starts: Some(&starts),
+            ..req(0..n)
+        };
+        let mirrored = gpu.clone().fit_toys_resident(&second).unwrap();
+        let mut parts = gpu.fit_toys_with_workers(&second.part(0..77), 1).unwrap();
+        parts.extend(gpu.fit_toys_with_workers(&second.part(77..n), 5).unwrap());
+        assert_eq!(
+            mirrored, parts,
+            "{ws}: split results from own starts differ"
+        );
+        let p = space.len();
+        let mut compared = 0;
+        for r in mirrored.iter().take(40) {
+            if !histfit_infer::fit::device_fit_certified(r) {
+                continue;
+            }
+            let k = r.index as usize;
+            let toy = Evaluator::toys(&mut cpu, &gen, 11, r.index..r.index + 1)
+                .unwrap()
+                .pop()
+                .unwrap();
+            let host = fit(
+                &mut cpu,
+                &toy,
+                &FitOptions {
+                    init: Some(starts[k * p..(k + 1) * p].to_vec()),
+                    scales: Some(units.clone()),
+                    starts: histfit_infer::fit::Starts::Count(0),
+                    ..FitOptions::default()
+                },
+            )
+            .unwrap();
+            assert!(
+                (host.twice_nll - r.twice_nll()).abs() <= 1e-6,
+                "{ws} toy {k} from its own start: CPU {} device {}",
+                host.twice_nll,
+                r.twice_nll()
+            );
+            compared += 1;
+        }
+        assert!(
+            compared >= 30,
+            "{ws}: {compared} of 40 fits from own starts certified"
+        );
         // The toys the device drew are the CPU's: its fitted vector evaluated on the CPU's toy
         // gives its −ln L.
         for r in whole.iter().take(20) {
@@ -655,7 +725,7 @@ fn split_over_two_workers_is_bit_identical() {
     let run = |eval: AnyEval| {
         let b = batcher(&eval);
         let runner = AnyRunner::new(&eval, b.as_ref());
-        fit_toys_on(&runner, &gen, 3, 100..10_100, &o, &|_, _| {}).unwrap()
+        fit_toys_on(&runner, &gen, 3, 10_100, 100..10_100, &o, &|_, _| {}).unwrap()
     };
     let one = run(AnyEval::new(model.clone(), Device::Cuda(0)).expect("GPU"));
     assert_eq!(one.len(), 10_000);
@@ -693,6 +763,12 @@ fn split_over_two_workers_is_bit_identical() {
             );
             assert_eq!(a.poi.to_bits(), b.poi.to_bits(), "{what}: toy {}", a.index);
             assert_eq!(a.converged, b.converged, "{what}: toy {}", a.index);
+            assert_eq!(
+                a.second_start.map(f64::to_bits),
+                b.second_start.map(f64::to_bits),
+                "{what}: toy {}",
+                a.index
+            );
         }
     }
 }
@@ -782,6 +858,7 @@ fn resident_fits_start_from_the_models_init_where_the_start_is_not_finite() {
             indices: 0..n,
             init: &start,
             model_init: &space.init,
+            starts: None,
             fixed: &space.fixed,
             lower: &lower,
             upper: &upper,

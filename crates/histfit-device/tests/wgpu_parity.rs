@@ -113,7 +113,7 @@ fn toy_fits_match_the_cpu() {
         .unwrap()
         .bestfit;
     let o = FitOptions::default();
-    let want = histfit_infer::toys::fit_toys(&cpu, &gen, 5, 0..24, &o, &|_, _| {}).unwrap();
+    let want = histfit_infer::toys::fit_toys(&cpu, &gen, 5, 24, 0..24, &o, &|_, _| {}).unwrap();
     let eval = AnyEval::new(
         model.clone(),
         Device::Wgpu {
@@ -125,7 +125,8 @@ fn toy_fits_match_the_cpu() {
     .expect("adapter");
     let batcher = histfit_device::batcher(&eval);
     let runner = AnyRunner::new(&eval, batcher.as_ref());
-    let got = histfit_infer::toys::fit_toys_on(&runner, &gen, 5, 0..24, &o, &|_, _| {}).unwrap();
+    let got =
+        histfit_infer::toys::fit_toys_on(&runner, &gen, 5, 24, 0..24, &o, &|_, _| {}).unwrap();
     for (a, b) in want.iter().zip(&got) {
         assert_eq!(a.index, b.index);
         assert_eq!(a.converged, b.converged, "toy {}", a.index);

@@ -26,6 +26,7 @@ fn main() {
         &runner,
         &gen.bestfit,
         1,
+        n,
         0..n,
         &FitOptions::default(),
         &|_, _| {},

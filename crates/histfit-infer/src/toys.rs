@@ -44,6 +44,11 @@ pub struct ToyFit {
     /// Why the fit did not converge (absent when it did).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Where the toy was fitted from a second start too (the ensemble's basin probe,
+    /// [`PROBE_TOYS`]): by how much that lowered twice_nll (0 where the first start's minimum
+    /// stood). Absent where the toy made one start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub second_start: Option<f64>,
 }
 
 /// Where an ensemble runs. The statistics below are written once against this: on CPU threads
@@ -252,31 +257,61 @@ impl<B: BatchEvaluator> ToyRunner for Batched<'_, B> {
     }
 }
 
-/// Fits toys `indices` generated at `gen_params`, in parallel on the CPU.
+/// The toys of an ensemble's basin probe: toys 0..`PROBE_TOYS` of its seed (fewer where the
+/// ensemble has fewer). Fits of a model with more free parameters than a fit makes further
+/// starts for ([`crate::fit::Starts::Auto`]) make a second start on these toys; where one of
+/// them ends in a lower basin, every toy of the ensemble makes one. The probe's toys are the
+/// same whatever part of the ensemble is fitted, so shards decide alike and merge into the
+/// whole ensemble's result.
+pub const PROBE_TOYS: u64 = 200;
+
+/// A second start whose minimum is lower than the first's by more than this, in twice_nll,
+/// found another basin.
+pub const LOWER_BASIN: f64 = 1e-6;
+
+/// Fits toys `indices` (of an ensemble of `n_toys`) generated at `gen_params`, in parallel on
+/// the CPU.
 pub fn fit_toys<E: Evaluator + Clone + Send + Sync + 'static>(
     eval: &E,
     gen_params: &[f64],
     seed: u64,
+    n_toys: u64,
     indices: std::ops::Range<u64>,
     base: &FitOptions,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Vec<ToyFit>> {
-    fit_toys_on(&OnCpu(eval), gen_params, seed, indices, base, progress)
+    fit_toys_on(
+        &OnCpu(eval),
+        gen_params,
+        seed,
+        n_toys,
+        indices,
+        base,
+        progress,
+    )
 }
 
-/// Fits toys `indices` generated at `gen_params` (each starts there) on `runner`: whole on its
-/// device where it runs them ([`ToyRunner::resident`]) and the fit qualifies, with the toys it
-/// could not certify fitted again from the host; else every fit driven from the host.
+/// Fits toys `indices` (of an ensemble of `n_toys`) generated at `gen_params` (each starts
+/// there) on `runner`: whole on its device where it runs them ([`ToyRunner::resident`]) and the
+/// fit qualifies, with the toys it could not certify fitted again from the host; else every fit
+/// driven from the host. Where the model is too large for a fit's own further starts, the
+/// ensemble's basin probe ([`PROBE_TOYS`]) decides whether every toy makes a second start.
 pub fn fit_toys_on<R: ToyRunner>(
     runner: &R,
     gen_params: &[f64],
     seed: u64,
+    n_toys: u64,
     indices: std::ops::Range<u64>,
     base: &FitOptions,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Vec<ToyFit>> {
-    let total = (indices.end - indices.start) as usize;
-    let done = AtomicUsize::new(0);
+    if indices.end > n_toys || indices.start > indices.end {
+        return Err(InferError::Request(format!(
+            "toys {}..{} are not toys of an ensemble of {n_toys}",
+            indices.start, indices.end
+        )));
+    }
+    let shown = (indices.end - indices.start) as usize;
     let poi = runner.space().poi()?;
     let mut o = base.clone();
     o.uncertainties = false;
@@ -288,50 +323,271 @@ pub fn fit_toys_on<R: ToyRunner>(
             &o,
         )?);
     }
-    let list: Vec<u64> = indices.clone().collect();
-    let plan = crate::fit::device_plan(runner.space(), &o)?;
-    // Device progress counts every finished fit; the uncertified ones are taken back below and
-    // counted again as the host refits them.
-    let on_device = |n: usize| {
-        let d = done.fetch_add(n, Ordering::Relaxed) + n;
-        progress(d.min(total), total);
+    let ticks = Ticks::new(progress, shown);
+    ensemble_fits(runner, gen_params, seed, n_toys, indices, &o, poi, &ticks)
+}
+
+/// Toys `indices` (of an ensemble of `n_toys`) drawn at `gen` and fitted under `o` (its start,
+/// units and fixed parameters set), reporting parameter `poi`; one fit per toy of `indices` is
+/// planned in `ticks` by the caller. Where the fits make a second start
+/// ([`crate::fit::SecondStart`]), the basin probe ([`PROBE_TOYS`]) fits its toys from both
+/// starts and, where one of them ends lower, every toy.
+#[allow(clippy::too_many_arguments)]
+fn ensemble_fits<R: ToyRunner>(
+    runner: &R,
+    gen: &[f64],
+    seed: u64,
+    n_toys: u64,
+    indices: std::ops::Range<u64>,
+    o: &FitOptions,
+    poi: usize,
+    ticks: &Ticks<'_>,
+) -> Result<Vec<ToyFit>> {
+    let plan = crate::fit::device_plan(runner.space(), o)?;
+    let pass = Pass {
+        runner,
+        gen,
+        seed,
+        o,
+        plan: plan.as_ref(),
+        poi,
+        ticks,
     };
-    let device = match plan {
-        Some(plan) => device_fits(
-            runner,
-            &plan,
-            gen_params,
-            seed,
-            indices,
-            Some(poi),
-            Progress(&on_device),
-        )?,
-        None => None,
+    let second = match indices.is_empty() {
+        true => None,
+        false => crate::fit::SecondStart::new(runner.space(), o)?,
     };
-    let Some(device) = device else {
-        return host_toy_fits(
-            runner, gen_params, seed, &list, &o, poi, &done, total, progress, false,
-        );
+    let Some(second) = second else {
+        return Ok(first_of(pass.fits(indices, None, false)?));
     };
-    let redo: Vec<u64> = device
+    let probe = 0..PROBE_TOYS.min(n_toys);
+    let rest = indices.start.max(probe.end)..indices.end.max(probe.end);
+    let in_range = indices.end.min(probe.end).saturating_sub(indices.start);
+    let n_rest = (rest.end - rest.start) as usize;
+    ticks.plan_more(2 * probe.end as usize - in_range as usize);
+    let probed = pass.two_starts(probe, &second)?;
+    let lower = probed
         .iter()
-        .zip(&list)
-        .filter(|(d, _)| d.is_none())
-        .map(|(_, &i)| i)
-        .collect();
-    done.store(total - redo.len(), Ordering::Relaxed);
-    progress(total - redo.len(), total);
-    let mut refits = host_toy_fits(
-        runner, gen_params, seed, &redo, &o, poi, &done, total, progress, true,
-    )?
-    .into_iter();
-    Ok(device
+        .any(|t| t.second_start.is_some_and(|d| d > LOWER_BASIN));
+    let fitted = if lower {
+        ticks.plan_more(n_rest);
+        pass.two_starts(rest, &second)?
+    } else {
+        first_of(pass.fits(rest, None, false)?)
+    };
+    Ok(probed
         .into_iter()
-        .map(|d| d.unwrap_or_else(|| refits.next().expect("one refit per uncertified toy")))
+        .filter(|t| indices.contains(&t.index))
+        .chain(fitted)
         .collect())
 }
 
-/// Toy fits driven from the host (lockstep batches on a device, threads on the CPU).
+/// A toy's fit and, where asked, its end point.
+type Fitted = (ToyFit, Option<Vec<f64>>);
+
+/// The toy fits of a pass, without their end points.
+fn first_of(fits: Vec<Fitted>) -> Vec<ToyFit> {
+    fits.into_iter().map(|(t, _)| t).collect()
+}
+
+/// Of two fits of one toy from different starts, the one to report: the converged one, else
+/// the lower; with how much lower its minimum is than `first`, the first start's.
+fn keep_lower(first: f64, a: ToyFit, b: ToyFit) -> ToyFit {
+    let take_b = b.converged && (!a.converged || b.twice_nll < a.twice_nll);
+    let mut t = if take_b { b } else { a };
+    t.second_start = Some(match first.is_finite() {
+        true => (first - t.twice_nll).max(0.0),
+        false => 0.0,
+    });
+    t
+}
+
+/// An ensemble's progress over passes that fit some toys more than once: `done` fits of the
+/// `planned` ones shown as a share of the `shown` toys, never going back.
+struct Ticks<'a> {
+    progress: &'a (dyn Fn(usize, usize) + Sync),
+    shown: usize,
+    done: AtomicUsize,
+    planned: AtomicUsize,
+    last: AtomicUsize,
+}
+
+impl<'a> Ticks<'a> {
+    fn new(progress: &'a (dyn Fn(usize, usize) + Sync), shown: usize) -> Self {
+        Ticks {
+            progress,
+            shown,
+            done: AtomicUsize::new(0),
+            planned: AtomicUsize::new(shown),
+            last: AtomicUsize::new(0),
+        }
+    }
+    fn plan(&self, fits: usize) {
+        self.planned.store(fits.max(1), Ordering::Relaxed);
+    }
+    fn plan_more(&self, fits: usize) {
+        self.planned.fetch_add(fits, Ordering::Relaxed);
+    }
+    fn tick(&self, n: usize) {
+        let d = self.done.fetch_add(n, Ordering::Relaxed) + n;
+        let planned = self.planned.load(Ordering::Relaxed).max(1);
+        let s = (d.saturating_mul(self.shown) / planned).min(self.shown);
+        let s = self.last.fetch_max(s, Ordering::Relaxed).max(s);
+        (self.progress)(s, self.shown);
+    }
+    /// Fits a device counted that the host fits again (and counts again).
+    fn untick(&self, n: usize) {
+        let _ = self
+            .done
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| {
+                Some(d.saturating_sub(n))
+            });
+    }
+}
+
+/// What the passes of one ensemble share: where and how its toys are fitted.
+struct Pass<'a, R: ToyRunner> {
+    runner: &'a R,
+    gen: &'a [f64],
+    seed: u64,
+    o: &'a FitOptions,
+    plan: Option<&'a crate::fit::DevicePlan>,
+    poi: usize,
+    ticks: &'a Ticks<'a>,
+}
+
+impl<R: ToyRunner> Pass<'_, R> {
+    /// Toys `range`, each from its first start and from the mirror of that fit's end through it
+    /// ([`crate::fit::SecondStart`]), the lower kept ([`keep_lower`]).
+    fn two_starts(
+        &self,
+        range: std::ops::Range<u64>,
+        second: &crate::fit::SecondStart,
+    ) -> Result<Vec<ToyFit>> {
+        let first = self.fits(range.clone(), None, true)?;
+        let starts: Vec<f64> = first
+            .iter()
+            .flat_map(|(_, end)| second.of(end.as_deref().expect("end points were asked")))
+            .collect();
+        let again = self.fits(range, Some(&starts), false)?;
+        let mut best = Vec::with_capacity(first.len());
+        let mut split = Vec::new();
+        for ((a, _), (b, _)) in first.into_iter().zip(again) {
+            // Both starts' minima, where they differ: this toy's likelihood has several basins
+            // near it, and the first two starts may both have missed the lowest.
+            if (a.twice_nll - b.twice_nll).abs() > LOWER_BASIN {
+                split.push((best.len(), a.index, a.twice_nll));
+            }
+            let f = a.twice_nll;
+            best.push(keep_lower(f, a, b));
+        }
+        if split.is_empty() {
+            return Ok(best);
+        }
+        // Those toys from further starts (the model's initial point and points around it), on
+        // the host: a few toys in a hundred.
+        let list: Vec<u64> = split.iter().map(|&(_, i, _)| i).collect();
+        let further: Vec<Vec<Vec<f64>>> = list.iter().map(|&i| second.further(i)).collect();
+        self.ticks
+            .plan_more(list.len() * crate::fit::FURTHER_STARTS);
+        for r in 0..crate::fit::FURTHER_STARTS {
+            let start_of = |i: u64| {
+                let k = list.binary_search(&i).expect("a listed toy");
+                further[k][r].clone()
+            };
+            let fits = host_toy_fits(
+                self.runner,
+                self.gen,
+                self.seed,
+                &list,
+                self.o,
+                Some(&start_of),
+                false,
+                self.poi,
+                self.ticks,
+                true,
+            )?;
+            for (&(k, _, f), (c, _)) in split.iter().zip(fits) {
+                let cur = std::mem::replace(&mut best[k], c.clone());
+                best[k] = keep_lower(f, cur, c);
+            }
+        }
+        Ok(best)
+    }
+
+    /// Toys `range`, each from its entry of `starts` (n values per toy, in index order) or from
+    /// the fit's start: whole on the device where the plan allows, the toys it could not
+    /// certify fitted again from the host; with each fit's end point where `want_end`.
+    fn fits(
+        &self,
+        range: std::ops::Range<u64>,
+        starts: Option<&[f64]>,
+        want_end: bool,
+    ) -> Result<Vec<Fitted>> {
+        if range.is_empty() {
+            return Ok(Vec::new());
+        }
+        let list: Vec<u64> = range.clone().collect();
+        let n = self.runner.space().names.len();
+        let first = range.start;
+        let start_of = |i: u64| {
+            let s = starts.expect("called only with starts");
+            let at = (i - first) as usize * n;
+            s[at..at + n].to_vec()
+        };
+        let start_of: Option<&(dyn Fn(u64) -> Vec<f64> + Sync)> = match starts {
+            Some(_) => Some(&start_of),
+            None => None,
+        };
+        let tick = |n: usize| self.ticks.tick(n);
+        let device = match self.plan {
+            Some(plan) => device_fits(
+                self.runner,
+                plan,
+                self.gen,
+                self.seed,
+                range,
+                Some(self.poi),
+                starts,
+                want_end,
+                Progress(&tick),
+            )?,
+            None => None,
+        };
+        let host = |list: &[u64], refits: bool| {
+            host_toy_fits(
+                self.runner,
+                self.gen,
+                self.seed,
+                list,
+                self.o,
+                start_of,
+                want_end,
+                self.poi,
+                self.ticks,
+                refits,
+            )
+        };
+        let Some(device) = device else {
+            return host(&list, false);
+        };
+        let redo: Vec<u64> = device
+            .iter()
+            .zip(&list)
+            .filter(|(d, _)| d.is_none())
+            .map(|(_, &i)| i)
+            .collect();
+        self.ticks.untick(redo.len());
+        let mut refits = host(&redo, true)?.into_iter();
+        Ok(device
+            .into_iter()
+            .map(|d| d.unwrap_or_else(|| refits.next().expect("one refit per uncertified toy")))
+            .collect())
+    }
+}
+
+/// Toy fits driven from the host (lockstep batches on a device, threads on the CPU), each from
+/// `start_of(toy index)` where given.
 #[allow(clippy::too_many_arguments)]
 fn host_toy_fits<R: ToyRunner>(
     runner: &R,
@@ -339,12 +595,12 @@ fn host_toy_fits<R: ToyRunner>(
     seed: u64,
     list: &[u64],
     o: &FitOptions,
+    start_of: Option<&(dyn Fn(u64) -> Vec<f64> + Sync)>,
+    want_end: bool,
     poi: usize,
-    done: &AtomicUsize,
-    total: usize,
-    progress: &(dyn Fn(usize, usize) + Sync),
+    ticks: &Ticks<'_>,
     refits: bool,
-) -> Result<Vec<ToyFit>> {
+) -> Result<Vec<Fitted>> {
     run_listed(
         runner,
         refits,
@@ -353,15 +609,27 @@ fn host_toy_fits<R: ToyRunner>(
         list,
         &move |mut ev, i, data| {
             Box::pin(async move {
+                let own;
+                let o = match start_of {
+                    Some(start) => {
+                        let mut with = o.clone();
+                        with.init = Some(start(i));
+                        own = with;
+                        &own
+                    }
+                    None => o,
+                };
                 let r = fit_async(&mut *ev, &data, o).await?;
-                progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
-                Ok(ToyFit {
+                ticks.tick(1);
+                let fit = ToyFit {
                     index: i,
                     twice_nll: r.twice_nll,
                     poi: r.bestfit[poi],
                     converged: r.converged,
                     reason: (!r.converged).then_some(r.reason),
-                })
+                    second_start: None,
+                };
+                Ok((fit, want_end.then_some(r.bestfit)))
             })
         },
     )
@@ -392,6 +660,7 @@ fn run_listed<'w, R: ToyRunner, T: Send>(
 /// run fits there (or not these: a device may refuse settings it cannot follow); else per toy
 /// its fit, or `None` where the device's result is not certified
 /// ([`crate::fit::device_fit_certified`]) and the host must fit it.
+#[allow(clippy::too_many_arguments)]
 fn device_fits<R: ToyRunner>(
     runner: &R,
     plan: &crate::fit::DevicePlan,
@@ -399,14 +668,17 @@ fn device_fits<R: ToyRunner>(
     seed: u64,
     indices: std::ops::Range<u64>,
     report: Option<usize>,
+    starts: Option<&[f64]>,
+    want_params: bool,
     progress: Progress<'_>,
-) -> Result<Option<Vec<Option<ToyFit>>>> {
+) -> Result<Option<Vec<Option<Fitted>>>> {
     let req = ResidentRequest {
         gen_params: gen,
         seed,
         indices: indices.clone(),
         init: &plan.init,
         model_init: &plan.model_init,
+        starts,
         fixed: &plan.fixed,
         lower: &plan.lower,
         upper: &plan.upper,
@@ -414,7 +686,7 @@ fn device_fits<R: ToyRunner>(
         kinks: &plan.kinks,
         settings: plan.settings,
         report,
-        want_params: false,
+        want_params,
         progress: Some(progress),
     };
     let results = match runner.resident(&req) {
@@ -461,12 +733,16 @@ fn device_fits<R: ToyRunner>(
         results
             .into_iter()
             .map(|r| {
-                crate::fit::device_fit_certified(&r).then(|| ToyFit {
-                    index: r.index,
-                    twice_nll: r.twice_nll(),
-                    poi: r.poi,
-                    converged: true,
-                    reason: None,
+                crate::fit::device_fit_certified(&r).then(|| {
+                    let fit = ToyFit {
+                        index: r.index,
+                        twice_nll: r.twice_nll(),
+                        poi: r.poi,
+                        converged: true,
+                        reason: None,
+                        second_start: None,
+                    };
+                    (fit, r.bestfit)
                 })
             })
             .collect(),
@@ -517,6 +793,10 @@ pub struct ToyStat {
     /// Which of the toy's fits did not converge, and why (absent when both did).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Where the toy's fits made second starts (the ensemble's basin probe, [`PROBE_TOYS`]):
+    /// the most that one lowered a fit's twice_nll. Absent where they made one start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub second_start: Option<f64>,
 }
 
 /// Toy-based hypothesis test: the per-toy statistics (so shards can be merged) and the CLs
@@ -551,6 +831,12 @@ pub struct ToySummary {
     pub n_b: usize,
     pub failed_sb: usize,
     pub failed_b: usize,
+    /// Toys of both ensembles whose fits made second starts, and of those the toys where one
+    /// ended lower by more than [`LOWER_BASIN`] (see [`PROBE_TOYS`]).
+    #[serde(default)]
+    pub second_starts: usize,
+    #[serde(default)]
+    pub lower_basins: usize,
 }
 
 async fn statistic<E: AsyncEvaluator + ?Sized>(
@@ -568,16 +854,40 @@ async fn statistic<E: AsyncEvaluator + ?Sized>(
     let t = (cond.twice_nll - free.twice_nll).max(0.0);
     let mu_hat = free.bestfit[poi];
     let q = ts.from_ratio(t, mu_hat, mu);
-    let reason = match (free.converged, cond.converged) {
-        (true, true) => None,
-        (false, true) => Some(format!("free fit: {}", free.reason)),
-        (true, false) => Some(format!("conditional fit: {}", cond.reason)),
-        (false, false) => Some(format!(
-            "free fit: {}; conditional fit: {}",
-            free.reason, cond.reason
-        )),
-    };
+    let reason = fits_reason(free.converged, &free.reason, cond.converged, &cond.reason);
     Ok((q, reason))
+}
+
+/// A toy's statistic from its free and conditional fits (as [`statistic`] makes it).
+fn toy_statistic(free: ToyFit, cond: ToyFit, mu: f64, ts: TestStat) -> ToyStat {
+    let q = ts.from_ratio((cond.twice_nll - free.twice_nll).max(0.0), free.poi, mu);
+    let reason = fits_reason(
+        free.converged,
+        free.reason.as_deref().unwrap_or(""),
+        cond.converged,
+        cond.reason.as_deref().unwrap_or(""),
+    );
+    let second_start = match (free.second_start, cond.second_start) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0.0).max(b.unwrap_or(0.0))),
+    };
+    ToyStat {
+        index: free.index,
+        q,
+        converged: reason.is_none(),
+        reason,
+        second_start,
+    }
+}
+
+/// Which of a statistic's two fits did not converge, and why (none where both did).
+fn fits_reason(free_ok: bool, free: &str, cond_ok: bool, cond: &str) -> Option<String> {
+    match (free_ok, cond_ok) {
+        (true, true) => None,
+        (false, true) => Some(format!("free fit: {free}")),
+        (true, false) => Some(format!("conditional fit: {cond}")),
+        (false, false) => Some(format!("free fit: {free}; conditional fit: {cond}")),
+    }
 }
 
 /// The free and conditional fits of a test statistic at `mu`, from `init` (for q̃ the free fit's
@@ -686,39 +996,21 @@ pub fn hypotest_toys_on<R: ToyRunner>(
         // For q0 the "signal+background" role is the null μ = 0 and the alternative is μ = 1.
         (q_obs, cond_at(mu)?, cond_at(mu_b)?)
     };
-    let total = 2 * (indices.end - indices.start) as usize;
-    let done = AtomicUsize::new(0);
-    let done = &done;
-    let host = |base: &FitOptions,
-                gen: &[f64],
-                stream_seed: u64,
-                list: &[u64],
-                refits: bool|
-     -> Result<Vec<ToyStat>> {
-        run_listed(
-            runner,
-            refits,
-            gen,
-            stream_seed,
-            list,
-            &move |mut ev, i, toy| {
-                Box::pin(async move {
-                    let (q, reason) = statistic(&mut *ev, &toy, mu, test_stat, base, gen).await?;
-                    progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
-                    Ok(ToyStat {
-                        index: i,
-                        q,
-                        converged: reason.is_none(),
-                        reason,
-                    })
-                })
-            },
-        )
-    };
-    // Both fits of every toy whole on the device where it runs them; toys either of whose fits
-    // it could not certify get the host's statistic (both fits again).
+    if indices.end > n_toys || indices.start > indices.end {
+        return Err(InferError::Request(format!(
+            "toys {}..{} are not toys of an ensemble of {n_toys}",
+            indices.start, indices.end
+        )));
+    }
+    // Progress in toy statistics of both ensembles; two fits each (free, conditional), before
+    // any second starts.
+    let len = (indices.end - indices.start) as usize;
+    let ticks = Ticks::new(progress, 2 * len);
+    ticks.plan(4 * len);
+    let ticks = &ticks;
+    // Each ensemble's free and conditional fits, whole on the device where it runs them (the
+    // toys it could not certify fitted again on the host), then each toy's statistic.
     let run = |gen: &[f64], stream_seed: u64| -> Result<Vec<ToyStat>> {
-        let list: Vec<u64> = indices.clone().collect();
         // The ensemble's units, at its generating point (both fits of every toy in them).
         let mut base = base.clone();
         if base.scales.is_none() && !indices.is_empty() {
@@ -729,66 +1021,25 @@ pub fn hypotest_toys_on<R: ToyRunner>(
                 &o,
             )?);
         }
-        let base = &base;
-        let (o, oc) = statistic_options(runner.space(), base, mu, test_stat, gen, poi);
-        // Both fits must qualify before either ensemble is launched.
-        let (Some(plan_free), Some(plan_cond)) = (
-            crate::fit::device_plan(runner.space(), &o)?,
-            crate::fit::device_plan(runner.space(), &oc)?,
-        ) else {
-            return host(base, gen, stream_seed, &list, false);
-        };
-        // Device progress: a toy's statistic is two fits (free, then conditional).
-        let (before, fits) = (done.load(Ordering::Relaxed), AtomicUsize::new(0));
-        let on_device = |n: usize| {
-            let f = fits.fetch_add(n, Ordering::Relaxed) + n;
-            progress((before + f / 2).min(total), total);
-        };
-        let free = device_fits(
-            runner,
-            &plan_free,
-            gen,
-            stream_seed,
-            indices.clone(),
-            Some(poi),
-            Progress(&on_device),
-        )?;
-        let cond = match &free {
-            Some(_) => device_fits(
+        let (o, oc) = statistic_options(runner.space(), &base, mu, test_stat, gen, poi);
+        let fits = |o: &FitOptions| {
+            ensemble_fits(
                 runner,
-                &plan_cond,
                 gen,
                 stream_seed,
+                n_toys,
                 indices.clone(),
-                None,
-                Progress(&on_device),
-            )?,
-            None => None,
+                o,
+                poi,
+                ticks,
+            )
         };
-        let (Some(free), Some(cond)) = (free, cond) else {
-            return host(base, gen, stream_seed, &list, false);
-        };
-        let redo: Vec<u64> = list
-            .iter()
-            .zip(free.iter().zip(&cond))
-            .filter(|(_, (f, c))| f.is_none() || c.is_none())
-            .map(|(&i, _)| i)
-            .collect();
-        done.fetch_add(list.len() - redo.len(), Ordering::Relaxed);
-        progress(done.load(Ordering::Relaxed), total);
-        let mut refits = host(base, gen, stream_seed, &redo, true)?.into_iter();
-        Ok(list
-            .iter()
-            .zip(free.into_iter().zip(cond))
-            .map(|(&i, fc)| match fc {
-                (Some(f), Some(c)) => ToyStat {
-                    index: i,
-                    q: test_stat.from_ratio((c.twice_nll - f.twice_nll).max(0.0), f.poi, mu),
-                    converged: true,
-                    reason: None,
-                },
-                _ => refits.next().expect("one refit per uncertified toy"),
-            })
+        let free = fits(&o)?;
+        let cond = fits(&oc)?;
+        Ok(free
+            .into_iter()
+            .zip(cond)
+            .map(|(f, c)| toy_statistic(f, c, mu, test_stat))
             .collect())
     };
     // Distinct seeds for the two ensembles, derived from the user's seed.
@@ -819,6 +1070,7 @@ pub fn summarize(
     let ok =
         |t: &[ToyStat]| -> Vec<f64> { t.iter().filter(|x| x.converged).map(|x| x.q).collect() };
     let (qs_sb, qs_b) = (ok(toys_sb), ok(toys_b));
+    let both = || toys_sb.iter().chain(toys_b);
     // P(q ≥ value) in an ensemble.
     let tail = |qs: &[f64], v: f64| {
         if qs.is_empty() {
@@ -876,6 +1128,10 @@ pub fn summarize(
         n_b: qs_b.len(),
         failed_sb: toys_sb.len() - qs_sb.len(),
         failed_b: toys_b.len() - qs_b.len(),
+        second_starts: both().filter(|t| t.second_start.is_some()).count(),
+        lower_basins: both()
+            .filter(|t| t.second_start.is_some_and(|d| d > LOWER_BASIN))
+            .count(),
     }
 }
 
@@ -1035,6 +1291,13 @@ pub struct EnsembleSummary {
     pub failed: usize,
     pub poi_mean: f64,
     pub poi_std: f64,
+    /// Toys fitted from two starts (the basin probe's, and every toy where it found a lower
+    /// basin; see [`PROBE_TOYS`]).
+    #[serde(default)]
+    pub second_starts: usize,
+    /// Of those, the toys whose second start ended lower by more than [`LOWER_BASIN`].
+    #[serde(default)]
+    pub lower_basins: usize,
 }
 
 impl ToyEnsemble {
@@ -1053,6 +1316,11 @@ impl ToyEnsemble {
                 failed: toys.len() - ok.len(),
                 poi_mean: mean,
                 poi_std: var.sqrt(),
+                second_starts: toys.iter().filter(|t| t.second_start.is_some()).count(),
+                lower_basins: toys
+                    .iter()
+                    .filter(|t| t.second_start.is_some_and(|d| d > LOWER_BASIN))
+                    .count(),
             },
             toys,
         }
@@ -1095,6 +1363,7 @@ mod merge_tests {
                 poi: 1.0,
                 converged: true,
                 reason: None,
+                second_start: None,
             })
             .collect();
         ToyEnsemble::new(7, n_toys, vec![1.0, 2.0], toys)

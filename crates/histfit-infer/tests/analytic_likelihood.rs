@@ -332,7 +332,16 @@ fn toy_ensemble_is_unbiased_and_thread_independent() {
             .build()
             .unwrap();
         pool.install(|| {
-            fit_toys(&ev, &gen, 7, 0..2000, &FitOptions::default(), &|_, _| {}).unwrap()
+            fit_toys(
+                &ev,
+                &gen,
+                7,
+                2000,
+                0..2000,
+                &FitOptions::default(),
+                &|_, _| {},
+            )
+            .unwrap()
         })
     };
     let one = run(1);
@@ -369,7 +378,7 @@ fn lockstep_runner_gives_the_cpu_ensembles() {
     let d = data(N_OBS, A_OBS);
     let gen = [1.0, 0.0];
     let o = FitOptions::default();
-    let cpu = fit_toys(&ev, &gen, 11, 0..300, &o, &|_, _| {}).unwrap();
+    let cpu = fit_toys(&ev, &gen, 11, 300, 0..300, &o, &|_, _| {}).unwrap();
     let batcher = Batcher::new(ev.clone());
     let runner = Batched {
         batcher: &batcher,
@@ -377,7 +386,7 @@ fn lockstep_runner_gives_the_cpu_ensembles() {
         chunk: 100,
         resident: false,
     };
-    let lockstep = fit_toys_on(&runner, &gen, 11, 0..300, &o, &|_, _| {}).unwrap();
+    let lockstep = fit_toys_on(&runner, &gen, 11, 300, 0..300, &o, &|_, _| {}).unwrap();
     assert_eq!(cpu, lockstep);
     let ts = TestStat::QmuTilde;
     let a = hypotest_toys(&ev, &d, 3.0, ts, 5, 200, 0..200, &o, &|_, _| {}).unwrap();

@@ -38,8 +38,9 @@ fn toy_fits_do_not_depend_on_threads() {
     let ev = CpuEvaluator::new(model.clone());
     let gen = model.init();
     let run = |t| {
-        pool(t)
-            .install(|| fit_toys(&ev, &gen, 11, 0..64, &FitOptions::default(), &|_, _| {}).unwrap())
+        pool(t).install(|| {
+            fit_toys(&ev, &gen, 11, 64, 0..64, &FitOptions::default(), &|_, _| {}).unwrap()
+        })
     };
     let (a, b) = (run(1), run(2));
     assert_eq!(a, b);
@@ -206,7 +207,7 @@ fn lockstep_batches_give_the_per_thread_result() {
     let ev = CpuEvaluator::new(model.clone());
     let gen = model.init();
     let o = FitOptions::default();
-    let cpu = fit_toys(&ev, &gen, 5, 0..50, &o, &|_, _| {}).unwrap();
+    let cpu = fit_toys(&ev, &gen, 5, 50, 0..50, &o, &|_, _| {}).unwrap();
     let batcher = Batcher::new(CpuEvaluator::new(model.clone()));
     let runner = Batched {
         batcher: &batcher,
@@ -214,7 +215,7 @@ fn lockstep_batches_give_the_per_thread_result() {
         chunk: 20,
         resident: false,
     };
-    let batched = fit_toys_on(&runner, &gen, 5, 0..50, &o, &|_, _| {}).unwrap();
+    let batched = fit_toys_on(&runner, &gen, 5, 50, 0..50, &o, &|_, _| {}).unwrap();
     assert_eq!(cpu, batched);
     let stats = batcher.stats();
     assert!(
@@ -316,6 +317,7 @@ fn lockstep_failures_become_errors() {
             &runner,
             &model.init(),
             1,
+            10,
             0..10,
             &FitOptions::default(),
             &|_, _| {},
@@ -473,7 +475,7 @@ fn resident_fits_are_taken_where_certified_and_refitted_elsewhere() {
         starts: Starts::Count(0),
         ..Default::default()
     };
-    let cpu = fit_toys(&ev, &gen, 9, 0..24, &o, &|_, _| {}).unwrap();
+    let cpu = fit_toys(&ev, &gen, 9, 24, 0..24, &o, &|_, _| {}).unwrap();
     let seen = std::sync::Mutex::new(Vec::new());
     let run = |mode: Mode| {
         let batcher = Batcher::new(Device {
@@ -482,7 +484,7 @@ fn resident_fits_are_taken_where_certified_and_refitted_elsewhere() {
         });
         let runner = Batched::new(&batcher);
         seen.lock().unwrap().clear();
-        fit_toys_on(&runner, &gen, 9, 0..24, &o, &|d, n| {
+        fit_toys_on(&runner, &gen, 9, 24, 0..24, &o, &|d, n| {
             seen.lock().unwrap().push((d, n))
         })
     };
@@ -679,4 +681,59 @@ fn toy_fits_pressed_against_an_empty_bin_converge() {
             );
         }
     }
+}
+
+/// The basin probe of ensembles whose model is too large for a fit's own further starts (the
+/// public 3L off-shell likelihood, 327 free parameters): its toys (0..PROBE_TOYS of the seed)
+/// are fitted from the generating point and from the mirror of that fit's end through it; where
+/// one ends lower, every toy is, and each reports by how much its second start lowered it.
+/// A shard decides as the whole ensemble does, so its toys are the whole's bit for bit.
+#[test]
+fn large_models_make_second_starts_where_the_probe_finds_a_lower_basin() {
+    use histfit_infer::toys::{LOWER_BASIN, PROBE_TOYS};
+    let (_, ev, gen) = public_3l_offshell_at_its_fit();
+    let n = PROBE_TOYS + 60;
+    let o = FitOptions::default();
+    let whole = fit_toys(&ev, &gen, 0, n, 0..n, &o, &|_, _| {}).unwrap();
+    let summary = histfit_infer::ToyEnsemble::new(0, n, gen.clone(), whole.clone()).summary;
+    assert_eq!(summary.converged as u64, n);
+    assert!(summary.lower_basins > 0, "{summary:?}");
+    assert_eq!(summary.second_starts as u64, n, "{summary:?}");
+    let shard = fit_toys(&ev, &gen, 0, n, PROBE_TOYS + 20..n, &o, &|_, _| {}).unwrap();
+    assert_eq!(shard[..], whole[(PROBE_TOYS + 20) as usize..]);
+    // The lowered toys against one search from the generating point alone, in the ensemble's
+    // units: that search ends where the toy's first start did, `second_start` above its result.
+    let scales = histfit_infer::fit::curvature_scales(&mut ev.clone(), &gen, &o).unwrap();
+    let one = FitOptions {
+        init: Some(gen.clone()),
+        scales: Some(scales),
+        starts: histfit_infer::fit::Starts::Count(0),
+        ..FitOptions::default()
+    };
+    let lowered: Vec<_> = whole
+        .iter()
+        .filter(|t| t.second_start.unwrap() > LOWER_BASIN)
+        .collect();
+    for t in &lowered {
+        let toy = histfit_compute::Evaluator::toys(&mut ev.clone(), &gen, 0, t.index..t.index + 1)
+            .unwrap()
+            .remove(0);
+        let first = histfit_infer::fit(&mut ev.clone(), &toy, &one).unwrap();
+        let by = t.second_start.unwrap();
+        assert!(
+            (first.twice_nll - (t.twice_nll + by)).abs() < 1e-9 * first.twice_nll.abs(),
+            "toy {}: one search {} against {} + {by}",
+            t.index,
+            first.twice_nll,
+            t.twice_nll
+        );
+    }
+    println!(
+        "{} of {n} toys lowered by a second start: {:?}",
+        lowered.len(),
+        lowered
+            .iter()
+            .map(|t| (t.index, t.second_start.unwrap()))
+            .collect::<Vec<_>>()
+    );
 }

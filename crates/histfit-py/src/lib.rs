@@ -1159,7 +1159,7 @@ fn fit_toys(
                 })
             };
             gen.and_then(|g| {
-                fit_toys_on(&runner, &g, seed, 0..n_toys, &o, &|_, _| {})
+                fit_toys_on(&runner, &g, seed, n_toys, 0..n_toys, &o, &|_, _| {})
                     .map(|toys| histfit_infer::ToyEnsemble::new(seed, n_toys, g, toys))
             })
         })

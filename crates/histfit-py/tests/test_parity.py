@@ -117,6 +117,8 @@ def test_inference_helpers_run():
     again = histfit.fit_toys(model, 20, seed=3)
     np.testing.assert_array_equal(toys["twice_nll"], again["twice_nll"])
     assert toys["reason"] == [""] * 20
+    # A model this small makes its further starts in every fit: no ensemble second starts.
+    assert np.isnan(toys["second_start"]).all() and toys["summary"]["second_starts"] == 0
     # Model.toy_data gives the ensemble's draws: fitting toy 7 from the same start gives its fit
     # (to rounding: an ensemble fits in units of the curvature at its generating point, a single
     # fit in the likelihood's own, so the two descents round differently on the way).
@@ -129,6 +131,18 @@ def test_inference_helpers_run():
     np.testing.assert_array_equal(at_init["gen_params"], init)
     ht = histfit.hypotest_toys(1.0, model, 50, data, seed=1)
     assert 0.0 <= ht["summary"]["cls_obs"] <= 1.0
+
+
+def test_large_model_toys_report_the_basin_probe():
+    """tHu (184 free parameters) is above the size where a fit makes its own further starts: its
+    ensembles' basin probe fits the first toys from a second start too, and reports it per toy."""
+    ws, model = load("workspace_tHu", "smooth")
+    toys = histfit.fit_toys(model, 12, seed=2)
+    assert toys["converged"].all()
+    assert toys["summary"]["second_starts"] == 12
+    # tHu's toys have one basin near the generating point: the second start changes nothing.
+    assert toys["summary"]["lower_basins"] == 0
+    assert np.isfinite(toys["second_start"]).all() and (toys["second_start"] <= 1e-6).all()
 
 
 def test_fit_above_the_dense_limit_gives_the_poi_alone():

@@ -50,6 +50,12 @@ pub fn run(a: Args) -> Result<ExitCode> {
     if failed > 0 {
         eprintln!("warning: {failed} toys had a fit that did not converge; they are left out of the p-values and counted in failed_sb/failed_b");
     }
+    if r.summary.lower_basins > 0 {
+        eprintln!(
+            "warning: the likelihood has several minima near these toys: starts beyond the generating point found a lower minimum for a fit of {} of {} toys fitted from more than one start (each statistic uses the lowest; \"second_start\" per toy says by how much)",
+            r.summary.lower_basins, r.summary.second_starts
+        );
+    }
     a.out.emit(
         || output::json(&source, &model, &Doc::from(r.clone())),
         || table(&r),
@@ -90,5 +96,11 @@ pub fn table(r: &ToyHypotest) -> String {
         "toys: {} s+b, {} b-only used; failed fits: {} s+b, {} b-only\n",
         s.n_sb, s.n_b, s.failed_sb, s.failed_b
     ));
+    if s.second_starts > 0 {
+        out.push_str(&format!(
+            "second starts: {} toys, {} in a lower basin\n",
+            s.second_starts, s.lower_basins
+        ));
+    }
     out
 }

@@ -40,8 +40,15 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let gen = histfit_infer::generation_point(&mut *runner.single(), &data, &at, &base)?;
     timing::mark("generation point fitted");
     let bar = progress::Bar::new("toys", (range.end - range.start) as usize);
-    let fits =
-        histfit_infer::toys::fit_toys_on(&runner, &gen, a.seed, range, &base, &|d, _| bar.set(d))?;
+    let fits = histfit_infer::toys::fit_toys_on(
+        &runner,
+        &gen,
+        a.seed,
+        a.n_toys,
+        range,
+        &base,
+        &|d, _| bar.set(d),
+    )?;
     bar.finish();
     timing::mark("ensemble fitted");
     let doc = ToyEnsemble::new(a.seed, a.n_toys, gen, fits);
@@ -49,6 +56,12 @@ pub fn run(a: Args) -> Result<ExitCode> {
         eprintln!(
             "warning: {} of {} toy fits did not converge (counted in \"failed\", flagged per toy)",
             doc.summary.failed, doc.summary.n
+        );
+    }
+    if doc.summary.lower_basins > 0 {
+        eprintln!(
+            "warning: the likelihood has several minima near these toys: starts beyond the generating point (the mirror of its fit through it; where the two disagree, the model's initial point and points around it) found a lower minimum on {} of {} toys fitted from more than one start (each reports its lowest; \"second_start\" per toy says by how much)",
+            doc.summary.lower_basins, doc.summary.second_starts
         );
     }
     a.out.emit(
@@ -80,7 +93,19 @@ impl From<ToyEnsemble> for Doc {
 pub fn table(d: &ToyEnsemble) -> String {
     let s = &d.summary;
     format!(
-        "{} toys (seed {}): {} converged, {} failed\nfitted POI: mean {:.6}, standard deviation {:.6}\n",
-        s.n, d.seed, s.converged, s.failed, s.poi_mean, s.poi_std
+        "{} toys (seed {}): {} converged, {} failed\nfitted POI: mean {:.6}, standard deviation {:.6}\n{}",
+        s.n,
+        d.seed,
+        s.converged,
+        s.failed,
+        s.poi_mean,
+        s.poi_std,
+        match s.second_starts {
+            0 => String::new(),
+            k => format!(
+                "second starts: {k} toys, {} in a lower basin\n",
+                s.lower_basins
+            ),
+        }
     )
 }

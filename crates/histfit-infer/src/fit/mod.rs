@@ -28,6 +28,7 @@ mod polish;
 mod problem;
 mod search;
 mod starts;
+pub(crate) use starts::{SecondStart, FURTHER_STARTS};
 mod uncertainty;
 
 use crate::Result;
@@ -390,7 +391,7 @@ pub fn resident_settings(o: &Options) -> histfit_compute::ResidentSettings {
 /// does not make) and no coordinate left at its start (where the search would probe for a
 /// saddle). Anything else is fitted again on the host, so the fit's rules — its polish, saddle
 /// probe and failure reasons — hold.
-pub(crate) fn device_fit_certified(r: &histfit_compute::ResidentFit) -> bool {
+pub fn device_fit_certified(r: &histfit_compute::ResidentFit) -> bool {
     r.status == histfit_compute::ResidentStatus::Converged
         && r.nll.is_finite()
         && r.projected_gradient <= POLISH_PG

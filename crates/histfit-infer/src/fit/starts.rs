@@ -45,6 +45,73 @@ pub(crate) fn start_point(p: &Problem, center: &[f64], j: u64, width: f64) -> Ve
         .collect()
 }
 
+/// Starts made for a toy whose first two starts ended in different basins (see
+/// [`SecondStart::further`]).
+pub(crate) const FURTHER_STARTS: usize = 4;
+
+/// The second start of a toy ensemble's fits ([`crate::toys`]'s basin probe): the mirror of a
+/// fit's end point through its start, 2·start − end in the optimizer's units (θ/scale), inside
+/// the bounds. Where the first descent walked from the generating point into one basin, the
+/// mirror lies as far on the other side, where the other basin of a ridge the first descent
+/// crossed usually is (session 19 of BENCHMARKS.md, issue 21: on the public 1Lbb and 3L
+/// off-shell likelihoods it found the lower minimum on every toy where a random restart did).
+pub(crate) struct SecondStart {
+    p: Problem,
+    z_start: Vec<f64>,
+}
+
+impl SecondStart {
+    /// The second start of fits under `opts` (which start at `opts.init`), where those fits make
+    /// one: left to the automatic starts ([`super::Starts::Auto`]) of a model with more free
+    /// parameters than [`auto_starts`] makes further starts for. `None` otherwise.
+    pub fn new(
+        space: &histfit_compute::ParameterSpace,
+        opts: &super::FitOptions,
+    ) -> crate::Result<Option<Self>> {
+        let p = Problem::new(space, opts)?;
+        let n = p.free.len();
+        if !matches!(opts.starts, super::Starts::Auto) || n == 0 || auto_starts(n) > 0 {
+            return Ok(None);
+        }
+        let z_start = p.z_of(&p.start);
+        Ok(Some(SecondStart { p, z_start }))
+    }
+
+    /// Further starts of toy `index` whose first two starts ended in different basins: the
+    /// model's initial point and [`FURTHER_STARTS`] − 1 points spread around it as a fit's own
+    /// further starts are ([`start_point`], drawn from the toy's index).
+    pub fn further(&self, index: u64) -> Vec<Vec<f64>> {
+        let p = &self.p;
+        let z_model = p.z_of(&p.model_start);
+        let mut out = vec![p.x_of(&z_model)];
+        for r in 1..FURTHER_STARTS as u64 {
+            let j = index.wrapping_mul(FURTHER_STARTS as u64).wrapping_add(r);
+            out.push(p.x_of(&start_point(p, &z_model, j, 2.0)));
+        }
+        out
+    }
+
+    /// The second start of a fit that ended at `end` (every parameter; a coordinate that is not
+    /// finite there stays at the start).
+    pub fn of(&self, end: &[f64]) -> Vec<f64> {
+        let p = &self.p;
+        let z_end = p.z_of(end);
+        let z: Vec<f64> = (0..p.free.len())
+            .map(|k| {
+                let (lo, hi) = (p.lower[k], p.upper[k]);
+                let margin = 1e-3 * (hi - lo).min(1.0);
+                let m = 2.0 * self.z_start[k] - z_end[k];
+                if m.is_finite() {
+                    m.clamp(lo + margin, hi - margin)
+                } else {
+                    self.z_start[k]
+                }
+            })
+            .collect();
+        p.x_of(&z)
+    }
+}
+
 /// A uniform number in [0, 1) from (j, k): SplitMix64 of their combination.
 fn unit(j: u64, k: u64) -> f64 {
     let mut z = j

@@ -478,7 +478,11 @@ def fit_toys(model: Model, n_toys: int, gen_params: Any = None, seed: int = 0, d
     the same seed gives the same ensemble in both; pass ``model.suggested_init()`` to draw at the
     model's initial point. Returns arrays ``index``, ``twice_nll``, ``poi``, ``converged``, the
     list ``reason`` (why each fit that did not converge stopped; empty for those that did),
-    ``gen_params`` and the ``summary`` (counts, the fitted POI's mean and standard deviation)."""
+    ``second_start`` (where a toy was fitted from more than one start — models above 64 free
+    parameters whose basin probe found a lower minimum, see ``docs/architecture.md`` — how much
+    that lowered its twice_nll; NaN where it made one start), ``gen_params`` and the ``summary``
+    (counts, the fitted POI's mean and standard deviation, toys fitted from second starts and
+    those that found a lower basin)."""
     gen = None if gen_params is None else _array(gen_params, "gen_params")
     doc = json.loads(_native.fit_toys(model._native, gen, int(n_toys), int(seed), device, _dataset(model, data, asimov, _options(model, init, fixed, bounds)),
                                        **_options(model, init, fixed, bounds)))
@@ -489,6 +493,7 @@ def fit_toys(model: Model, n_toys: int, gen_params: Any = None, seed: int = 0, d
         "poi": np.asarray([t["poi"] for t in toys], dtype=np.float64),
         "converged": np.asarray([t["converged"] for t in toys], dtype=bool),
         "reason": [t.get("reason", "") for t in toys],
+        "second_start": np.asarray([t.get("second_start", np.nan) for t in toys], dtype=np.float64),
         "gen_params": np.asarray(doc["gen_params"], dtype=np.float64),
         "summary": doc["summary"],
     }
