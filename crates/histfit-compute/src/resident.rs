@@ -48,6 +48,9 @@ pub struct ResidentRequest<'a> {
     /// Each toy's own start in place of `init`, where given: n values per toy of `indices`, in
     /// index order (an ensemble's second starts; fixed parameters' entries are not read).
     pub starts: Option<&'a [f64]>,
+    /// The toys to fit where given, in place of `indices` (which then numbers the positions in
+    /// this list, 0..len, as `starts` does): a few toys picked from an ensemble.
+    pub list: Option<&'a [u64]>,
     pub fixed: &'a [bool],
     pub lower: &'a [f64],
     pub upper: &'a [f64],
@@ -63,12 +66,23 @@ pub struct ResidentRequest<'a> {
 }
 
 impl<'a> ResidentRequest<'a> {
-    /// The request for toys `block` of its `indices` (a worker's share), each with its start.
+    /// The index of the toy at `i` of `indices`: `i`, or its entry of `list`.
+    pub fn toy(&self, i: u64) -> u64 {
+        match self.list {
+            Some(l) => l[(i - self.indices.start) as usize],
+            None => i,
+        }
+    }
+
+    /// The request for toys `block` of its `indices` (a worker's share), each with its start
+    /// (and its index, where listed).
     pub fn part(&self, block: std::ops::Range<u64>) -> ResidentRequest<'a> {
         let n = self.init.len();
         let at = |i: u64| (i - self.indices.start) as usize * n;
+        let pos = |i: u64| (i - self.indices.start) as usize;
         ResidentRequest {
             starts: self.starts.map(|s| &s[at(block.start)..at(block.end)]),
+            list: self.list.map(|l| &l[pos(block.start)..pos(block.end)]),
             indices: block,
             ..self.clone()
         }

@@ -718,9 +718,10 @@ struct FitArgs {
     double* out_x;            // per toy: the fitted parameters (when want_x)
     const double* z_model;    // the fallback start where −ln L is not finite at z_init (scaled)
     const double* z_starts;   // per toy of the launch: its own start in place of z_init (or null)
+    const u64* toy_list;      // per toy of the launch: its index (or null: first + k)
     // Per block: doubles of state, of scratch, and where in the state S (then Y), the Small
     // area and the toy's row begin (resident.rs lays the state out).
-    long long state_len, scratch_len, s_off, small_off, row_off, unused2;
+    long long state_len, scratch_len, s_off, small_off, row_off;
 };
 
 struct Trial {
@@ -1827,7 +1828,7 @@ extern "C" __global__ void __launch_bounds__(256, FIT_MIN_BLOCKS) fit_toys(Table
         int k = s_toy;
         if (k >= A.count) return;
         if (t == 0)
-            draw_toy(A.seed, A.first + (u64)k, M, tb.n_aux, A.lam_main, A.aux_kind, A.aux_center,
+            draw_toy(A.seed, A.toy_list ? A.toy_list[k] : A.first + (u64)k, M, tb.n_aux, A.lam_main, A.aux_kind, A.aux_center,
                      A.aux_sigma, row);
         // (fit_one's barrier before its first read publishes the row)
         fit_one(tb, A, A.z_starts ? A.z_starts + (long long)k * P : A.z_init, row, st, sc, smem,

@@ -79,8 +79,8 @@ struct FitArg {
     first: u64,
     ints: [i32; 6],
     reals: [f64; 8],
-    ptrs: [u64; 16],
-    lens: [i64; 6],
+    ptrs: [u64; 17],
+    lens: [i64; 5],
 }
 
 // SAFETY: plain old data whose layout matches `struct FitArgs` in histfit.cu.
@@ -158,6 +158,15 @@ fn fit_toys(
             return Err(request_error(format!(
                 "starts: {} values for {toys} toys of {n} parameters",
                 s.len()
+            )));
+        }
+    }
+    if let Some(l) = req.list {
+        let toys = req.indices.end.saturating_sub(req.indices.start) as usize;
+        if l.len() != toys {
+            return Err(request_error(format!(
+                "list: {} toys for {toys} positions",
+                l.len()
             )));
         }
     }
@@ -321,6 +330,9 @@ fn fit_toys(
             (Err(e), _) | (_, Err(e)) => return Err(e.into()),
         }
     };
+    let mut list_d = stream
+        .alloc_zeros::<u64>(if req.list.is_some() { per_launch } else { 1 })
+        .map_err(driver("cuMemAlloc (resident fit toy list)"))?;
     let mut counter = stream
         .alloc_zeros::<i32>(1)
         .map_err(driver("cuMemAlloc (resident fits)"))?;
@@ -331,6 +343,12 @@ fn fit_toys(
     let mut first = req.indices.start;
     while first < req.indices.end {
         let count = ((req.indices.end - first) as usize).min(per_launch);
+        if let Some(list) = req.list {
+            let at = (first - req.indices.start) as usize;
+            stream
+                .memcpy_htod(&list[at..at + count], &mut list_d.slice_mut(0..count))
+                .map_err(driver("upload of a resident fit's toy list"))?;
+        }
         if let Some(starts) = req.starts {
             // This launch's toys' starts, scaled as z_init (fixed parameters at their value).
             let at = (first - req.indices.start) as usize * n;
@@ -407,6 +425,11 @@ fn fit_toys(
                 } else {
                     0
                 },
+                if req.list.is_some() {
+                    list_d.device_ptr_mut(&stream).0
+                } else {
+                    0
+                },
             ],
             lens: [
                 state_len as i64,
@@ -414,7 +437,6 @@ fn fit_toys(
                 layout.s_off as i64,
                 layout.small_off as i64,
                 layout.row_off as i64,
-                0,
             ],
         };
         let cfg = LaunchConfig {
@@ -463,12 +485,12 @@ fn fit_toys(
                     call: "fit_toys".into(),
                     message: format!(
                         "toy {} came back without a status ({})",
-                        first + k as u64,
+                        req.toy(first + k as u64),
                         o[6]
                     ),
                 })?;
             results.push(ResidentFit {
-                index: first + k as u64,
+                index: req.toy(first + k as u64),
                 nll: o[0],
                 constant: o[1],
                 poi: o[2],

@@ -240,7 +240,7 @@ impl Queue {
 }
 
 /// Fits `req`'s toys over `first` and `peers` as `plan` says, with `fit` (one device's resident
-/// fits of a block); results in index order. A worker whose device runs out of memory gives its
+/// fits of a block); results in the order of `req.indices` (the positions of a list). A worker whose device runs out of memory gives its
 /// block back and stops while others still run; any other error stops every worker and is
 /// returned (naming the device where it happened).
 pub(crate) fn fit_split(
@@ -266,7 +266,9 @@ pub(crate) fn fit_split(
         at(d)..at(d + 1)
     };
     let live = AtomicUsize::new(workers);
-    let lane = |d: usize| -> histfit_compute::Result<Vec<ResidentFit>> {
+    // Each lane's blocks with their first position: the ensemble is put back in the order of
+    // its positions (a list may name a toy more than once, from different starts).
+    let lane = |d: usize| -> histfit_compute::Result<Vec<(u64, Vec<ResidentFit>)>> {
         let ordinal = |s: &Session| s.gpu.info.ordinal;
         let session = match d {
             0 => first.clone(),
@@ -281,7 +283,7 @@ pub(crate) fn fit_split(
         } {
             let part = req.part(block.clone());
             match fit(&session, &part) {
-                Ok(fits) => out.extend(fits),
+                Ok(fits) => out.push((block.start, fits)),
                 Err(e) if out_of_memory(&e) && !plan.fixed && live.load(Ordering::SeqCst) > 1 => {
                     queue.give_back(block);
                     return Ok(out);
@@ -298,7 +300,8 @@ pub(crate) fn fit_split(
         }
         Ok(out)
     };
-    let parts: Vec<histfit_compute::Result<Vec<ResidentFit>>> = std::thread::scope(|scope| {
+    type Blocks = Vec<(u64, Vec<ResidentFit>)>;
+    let parts: Vec<histfit_compute::Result<Blocks>> = std::thread::scope(|scope| {
         let (lane, queue, live) = (&lane, &queue, &live);
         let handles: Vec<_> = (0..devices)
             .flat_map(|d| (0..plan.lanes).map(move |_| d))
@@ -331,18 +334,19 @@ pub(crate) fn fit_split(
             })
             .collect()
     });
-    let mut out = Vec::with_capacity(total as usize);
+    let mut blocks = Vec::new();
     for p in parts {
-        out.extend(p?);
+        blocks.extend(p?);
     }
-    out.sort_unstable_by_key(|f| f.index);
+    blocks.sort_unstable_by_key(|(at, _)| *at);
+    let out: Vec<ResidentFit> = blocks.into_iter().flat_map(|(_, fits)| fits).collect();
     // Every index once: the queue hands each out once, and a block given back after the other
     // workers had stopped would be missing here (said, never dropped).
     if out.len() as u64 != total
         || out
             .iter()
             .zip(req.indices.clone())
-            .any(|(f, i)| f.index != i)
+            .any(|(f, i)| f.index != req.toy(i))
     {
         return Err(ComputeError::Device(format!(
             "a split ensemble came back with {} of its {total} toys (a device ran out of memory \

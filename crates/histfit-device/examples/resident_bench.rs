@@ -92,6 +92,7 @@ fn main() {
         init: &gen,
         model_init: &space.init,
         starts: None,
+        list: None,
         fixed: &space.fixed,
         lower: &lower,
         upper: &upper,

@@ -524,7 +524,7 @@ fn resident_toy_fits_match_the_cpu_and_split_bit_identically() {
     if !gpu_or_skip("resident_toy_fits_match_the_cpu_and_split_bit_identically") {
         return;
     }
-    use histfit_compute::{ResidentFits, ResidentRequest, ResidentStatus};
+    use histfit_compute::{ResidentFit, ResidentFits, ResidentRequest, ResidentStatus};
     use histfit_infer::batch::Batcher;
     use histfit_infer::toys::{fit_toys, fit_toys_on, Batched};
     for ws in ["workspace_tHu", "complex_workspace"] {
@@ -583,6 +583,7 @@ fn resident_toy_fits_match_the_cpu_and_split_bit_identically() {
             init: &gen,
             model_init: &space.init,
             starts: None,
+            list: None,
             fixed: &space.fixed,
             lower: &lower,
             upper: &upper,
@@ -650,7 +651,34 @@ fn resident_toy_fits_match_the_cpu_and_split_bit_identically() {
             mirrored, parts,
             "{ws}: split results from own starts differ"
         );
+        // Toys picked from the ensemble (a list), from the ensemble's start and from their own:
+        // each the same bits as in the whole.
         let p = space.len();
+        let picked: Vec<u64> = (0..n).filter(|i| i % 7 == 3).collect();
+        let own: Vec<f64> = picked
+            .iter()
+            .flat_map(|&i| starts[i as usize * p..(i as usize + 1) * p].to_vec())
+            .collect();
+        let at = |l: &[ResidentFit]| -> Vec<ResidentFit> {
+            picked.iter().map(|&i| l[i as usize].clone()).collect()
+        };
+        let listed = ResidentRequest {
+            list: Some(&picked),
+            ..req(0..picked.len() as u64)
+        };
+        assert_eq!(gpu.clone().fit_toys_resident(&listed).unwrap(), at(&whole));
+        let listed_own = ResidentRequest {
+            starts: Some(&own),
+            ..listed.clone()
+        };
+        let mut parts = gpu
+            .fit_toys_with_workers(&listed_own.part(0..10), 1)
+            .unwrap();
+        parts.extend(
+            gpu.fit_toys_with_workers(&listed_own.part(10..picked.len() as u64), 3)
+                .unwrap(),
+        );
+        assert_eq!(parts, at(&mirrored), "{ws}: listed toys from own starts");
         let mut compared = 0;
         for r in mirrored.iter().take(40) {
             if !histfit_infer::fit::device_fit_certified(r) {
@@ -859,6 +887,7 @@ fn resident_fits_start_from_the_models_init_where_the_start_is_not_finite() {
             init: &start,
             model_init: &space.init,
             starts: None,
+            list: None,
             fixed: &space.fixed,
             lower: &lower,
             upper: &upper,

@@ -358,7 +358,7 @@ fn ensemble_fits<R: ToyRunner>(
         false => crate::fit::SecondStart::new(runner.space(), o)?,
     };
     let Some(second) = second else {
-        return Ok(first_of(pass.fits(indices, None, false)?));
+        return Ok(first_of(pass.fits_range(indices, None, false)?));
     };
     let probe = 0..PROBE_TOYS.min(n_toys);
     let rest = indices.start.max(probe.end)..indices.end.max(probe.end);
@@ -373,7 +373,7 @@ fn ensemble_fits<R: ToyRunner>(
         ticks.plan_more(n_rest);
         pass.two_starts(rest, &second)?
     } else {
-        first_of(pass.fits(rest, None, false)?)
+        first_of(pass.fits_range(rest, None, false)?)
     };
     Ok(probed
         .into_iter()
@@ -464,12 +464,12 @@ impl<R: ToyRunner> Pass<'_, R> {
         range: std::ops::Range<u64>,
         second: &crate::fit::SecondStart,
     ) -> Result<Vec<ToyFit>> {
-        let first = self.fits(range.clone(), None, true)?;
+        let first = self.fits_range(range.clone(), None, true)?;
         let starts: Vec<f64> = first
             .iter()
             .flat_map(|(_, end)| second.of(end.as_deref().expect("end points were asked")))
             .collect();
-        let again = self.fits(range, Some(&starts), false)?;
+        let again = self.fits_range(range, Some(&starts), false)?;
         let mut best = Vec::with_capacity(first.len());
         let mut split = Vec::new();
         for ((a, _), (b, _)) in first.into_iter().zip(again) {
@@ -484,30 +484,20 @@ impl<R: ToyRunner> Pass<'_, R> {
         if split.is_empty() {
             return Ok(best);
         }
-        // Those toys from further starts (the model's initial point and points around it), on
-        // the host: a few toys in a hundred.
+        // Those toys from further starts (the model's initial point and points around it): a
+        // few toys in a hundred, on the device where the others were fitted.
         let list: Vec<u64> = split.iter().map(|&(_, i, _)| i).collect();
         let further: Vec<Vec<Vec<f64>>> = list.iter().map(|&i| second.further(i)).collect();
         self.ticks
             .plan_more(list.len() * crate::fit::FURTHER_STARTS);
-        for r in 0..crate::fit::FURTHER_STARTS {
-            let start_of = |i: u64| {
-                let k = list.binary_search(&i).expect("a listed toy");
-                further[k][r].clone()
-            };
-            let fits = host_toy_fits(
-                self.runner,
-                self.gen,
-                self.seed,
-                &list,
-                self.o,
-                Some(&start_of),
-                false,
-                self.poi,
-                self.ticks,
-                true,
-            )?;
-            for (&(k, _, f), (c, _)) in split.iter().zip(fits) {
+        let passes: Vec<(Vec<u64>, Vec<f64>)> = (0..crate::fit::FURTHER_STARTS)
+            .map(|r| {
+                let starts = further.iter().flat_map(|f| f[r].iter().copied()).collect();
+                (list.clone(), starts)
+            })
+            .collect();
+        for fits in self.fits_many(&passes)? {
+            for (&(k, _, f), c) in split.iter().zip(fits) {
                 let cur = std::mem::replace(&mut best[k], c.clone());
                 best[k] = keep_lower(f, cur, c);
             }
@@ -515,74 +505,168 @@ impl<R: ToyRunner> Pass<'_, R> {
         Ok(best)
     }
 
-    /// Toys `range`, each from its entry of `starts` (n values per toy, in index order) or from
-    /// the fit's start: whole on the device where the plan allows, the toys it could not
-    /// certify fitted again from the host; with each fit's end point where `want_end`.
-    fn fits(
+    /// Toys `range` (see [`Pass::fits`]).
+    fn fits_range(
         &self,
         range: std::ops::Range<u64>,
         starts: Option<&[f64]>,
         want_end: bool,
     ) -> Result<Vec<Fitted>> {
-        if range.is_empty() {
+        let list: Vec<u64> = range.collect();
+        self.fits(&list, starts, want_end)
+    }
+
+    /// Toys `list` (ascending), each from its entry of `starts` (n values per toy, in the
+    /// list's order) or from the fit's start: whole on the device where the plan allows, the
+    /// toys it could not certify fitted again from the host; with each fit's end point where
+    /// `want_end`.
+    fn fits(&self, list: &[u64], starts: Option<&[f64]>, want_end: bool) -> Result<Vec<Fitted>> {
+        let (Some(&lo), Some(&hi)) = (list.first(), list.last()) else {
             return Ok(Vec::new());
+        };
+        // A run of consecutive toys goes to the device as a range, any other list as a list.
+        let run = hi - lo + 1 == list.len() as u64;
+        let positions = if run {
+            lo..hi + 1
+        } else {
+            0..list.len() as u64
+        };
+        let listed = (!run).then_some(list);
+        match self.on_device(positions, listed, starts, want_end)? {
+            Some(device) => self.finish(device, list, starts, want_end),
+            None => self.host(list, starts, want_end, false),
         }
-        let list: Vec<u64> = range.clone().collect();
+    }
+
+    /// Several passes of further starts (each an ascending list of toys with n start values per
+    /// toy), on the device in one launch (a launch lasts as long as its slowest fit, and
+    /// searches from far away are slow), else as [`Pass::fits`] fits them.
+    fn fits_many(&self, passes: &[(Vec<u64>, Vec<f64>)]) -> Result<Vec<Vec<ToyFit>>> {
+        let list: Vec<u64> = passes.iter().flat_map(|(l, _)| l.iter().copied()).collect();
+        let starts: Vec<f64> = passes.iter().flat_map(|(_, s)| s.iter().copied()).collect();
+        let device = match list.is_empty() {
+            true => None,
+            false => self.on_device(0..list.len() as u64, Some(&list), Some(&starts), false)?,
+        };
+        let Some(device) = device else {
+            return passes
+                .iter()
+                .map(|(l, s)| Ok(first_of(self.fits(l, Some(s), false)?)))
+                .collect();
+        };
+        // A further start whose fit the device could not certify is dropped, not fitted again
+        // on the host: these starts only look for a lower basin, and the uncertified ones are
+        // mostly searches from far away that reached the iteration limit (on the host too, at
+        // a hundred times the cost).
+        let mut device = device.into_iter();
+        Ok(passes
+            .iter()
+            .map(|(l, _)| {
+                l.iter()
+                    .zip(device.by_ref())
+                    .map(|(&i, d)| match d {
+                        Some((fit, _)) => fit,
+                        None => ToyFit {
+                            index: i,
+                            twice_nll: f64::NAN,
+                            poi: f64::NAN,
+                            converged: false,
+                            reason: Some("a further start the device did not certify".into()),
+                            second_start: None,
+                        },
+                    })
+                    .collect()
+            })
+            .collect())
+    }
+
+    /// Toys at `positions` (of `list` where given, see [`ResidentRequest::list`]) whole on the
+    /// device where the plan allows: per toy its certified fit or `None`; `None` where the
+    /// device does not fit them.
+    fn on_device(
+        &self,
+        positions: std::ops::Range<u64>,
+        list: Option<&[u64]>,
+        starts: Option<&[f64]>,
+        want_end: bool,
+    ) -> Result<Option<Vec<Option<Fitted>>>> {
+        let Some(plan) = self.plan else {
+            return Ok(None);
+        };
+        let tick = |n: usize| self.ticks.tick(n);
+        device_fits(
+            self.runner,
+            plan,
+            self.gen,
+            self.seed,
+            positions,
+            list,
+            Some(self.poi),
+            starts,
+            want_end,
+            Progress(&tick),
+        )
+    }
+
+    /// A device pass over `list` (ascending) with the toys it could not certify fitted again
+    /// from the host, from the same starts.
+    fn finish(
+        &self,
+        device: Vec<Option<Fitted>>,
+        list: &[u64],
+        starts: Option<&[f64]>,
+        want_end: bool,
+    ) -> Result<Vec<Fitted>> {
         let n = self.runner.space().names.len();
-        let first = range.start;
+        let (mut redo, mut redo_starts) = (Vec::new(), Vec::new());
+        for (k, d) in device.iter().enumerate() {
+            if d.is_none() {
+                redo.push(list[k]);
+                if let Some(s) = starts {
+                    redo_starts.extend_from_slice(&s[k * n..(k + 1) * n]);
+                }
+            }
+        }
+        self.ticks.untick(redo.len());
+        let redo_starts = starts.map(|_| &redo_starts[..]);
+        let mut refits = self.host(&redo, redo_starts, want_end, true)?.into_iter();
+        Ok(device
+            .into_iter()
+            .map(|d| d.unwrap_or_else(|| refits.next().expect("one refit per uncertified toy")))
+            .collect())
+    }
+
+    /// Toys `list` (ascending) fitted from the host, each from its entry of `starts` where
+    /// given; `refits`: toys a device could not certify.
+    fn host(
+        &self,
+        list: &[u64],
+        starts: Option<&[f64]>,
+        want_end: bool,
+        refits: bool,
+    ) -> Result<Vec<Fitted>> {
+        let n = self.runner.space().names.len();
         let start_of = |i: u64| {
             let s = starts.expect("called only with starts");
-            let at = (i - first) as usize * n;
-            s[at..at + n].to_vec()
+            let k = list.binary_search(&i).expect("a listed toy");
+            s[k * n..(k + 1) * n].to_vec()
         };
         let start_of: Option<&(dyn Fn(u64) -> Vec<f64> + Sync)> = match starts {
             Some(_) => Some(&start_of),
             None => None,
         };
-        let tick = |n: usize| self.ticks.tick(n);
-        let device = match self.plan {
-            Some(plan) => device_fits(
-                self.runner,
-                plan,
-                self.gen,
-                self.seed,
-                range,
-                Some(self.poi),
-                starts,
-                want_end,
-                Progress(&tick),
-            )?,
-            None => None,
-        };
-        let host = |list: &[u64], refits: bool| {
-            host_toy_fits(
-                self.runner,
-                self.gen,
-                self.seed,
-                list,
-                self.o,
-                start_of,
-                want_end,
-                self.poi,
-                self.ticks,
-                refits,
-            )
-        };
-        let Some(device) = device else {
-            return host(&list, false);
-        };
-        let redo: Vec<u64> = device
-            .iter()
-            .zip(&list)
-            .filter(|(d, _)| d.is_none())
-            .map(|(_, &i)| i)
-            .collect();
-        self.ticks.untick(redo.len());
-        let mut refits = host(&redo, true)?.into_iter();
-        Ok(device
-            .into_iter()
-            .map(|d| d.unwrap_or_else(|| refits.next().expect("one refit per uncertified toy")))
-            .collect())
+        host_toy_fits(
+            self.runner,
+            self.gen,
+            self.seed,
+            list,
+            self.o,
+            start_of,
+            want_end,
+            self.poi,
+            self.ticks,
+            refits,
+        )
     }
 }
 
@@ -655,7 +739,7 @@ fn run_listed<'w, R: ToyRunner, T: Send>(
     }
 }
 
-/// Toys `indices` of `seed` drawn at `gen` and fitted by `plan` (a fit's
+/// Toys `indices` (or those of `list`: [`ResidentRequest::list`]) of `seed` drawn at `gen` and fitted by `plan` (a fit's
 /// [`crate::fit::device_plan`]) whole on the runner's device: `None` where the runner does not
 /// run fits there (or not these: a device may refuse settings it cannot follow); else per toy
 /// its fit, or `None` where the device's result is not certified
@@ -667,6 +751,7 @@ fn device_fits<R: ToyRunner>(
     gen: &[f64],
     seed: u64,
     indices: std::ops::Range<u64>,
+    list: Option<&[u64]>,
     report: Option<usize>,
     starts: Option<&[f64]>,
     want_params: bool,
@@ -679,6 +764,7 @@ fn device_fits<R: ToyRunner>(
         init: &plan.init,
         model_init: &plan.model_init,
         starts,
+        list,
         fixed: &plan.fixed,
         lower: &plan.lower,
         upper: &plan.upper,
@@ -696,7 +782,12 @@ fn device_fits<R: ToyRunner>(
         Some(r) => r?,
     };
     let expected = indices.end - indices.start;
-    if results.len() as u64 != expected || results.iter().zip(indices).any(|(r, i)| r.index != i) {
+    if results.len() as u64 != expected
+        || results
+            .iter()
+            .zip(indices)
+            .any(|(r, i)| r.index != req.toy(i))
+    {
         return Err(InferError::Compute(histfit_compute::ComputeError::Device(
             format!(
                 "the device returned {} resident fits for {} toys, or out of order",

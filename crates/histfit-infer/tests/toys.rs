@@ -421,13 +421,17 @@ mod resident_stand_in {
                 Mode::Emulate => req
                     .indices
                     .clone()
-                    .map(|i| {
+                    .map(|at| {
+                        let i = req.toy(at);
                         let toy =
                             Evaluator::toys(&mut self.cpu, req.gen_params, req.seed, i..i + 1)?
                                 .pop()
                                 .expect("one toy");
+                        let n = req.init.len();
+                        let k = (at - req.indices.start) as usize;
+                        let init = req.starts.map_or(req.init, |s| &s[k * n..(k + 1) * n]);
                         let o = FitOptions {
-                            init: Some(req.init.to_vec()),
+                            init: Some(init.to_vec()),
                             starts: Starts::Count(0),
                             scales: Some(req.scales.to_vec()),
                             ..Default::default()
@@ -445,14 +449,14 @@ mod resident_stand_in {
                             projected_gradient: r.projected_gradient_norm,
                             iterations: r.iterations,
                             evaluations: r.evaluations,
-                            status: if i % 2 == 0 && r.converged {
+                            status: if i.is_multiple_of(2) && r.converged {
                                 ResidentStatus::Converged
                             } else {
                                 ResidentStatus::FailedLineSearch
                             },
                             unmoved: 0,
                             bounded: false,
-                            bestfit: None,
+                            bestfit: req.want_params.then_some(r.bestfit),
                         })
                     })
                     .collect(),
