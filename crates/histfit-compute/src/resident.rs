@@ -46,7 +46,7 @@ pub struct ResidentRequest<'a> {
     /// values (a fixed parameter's entry is not read: it stays at its `init` value).
     pub model_init: &'a [f64],
     /// Each toy's own start in place of `init`, where given: n values per toy of `indices`, in
-    /// index order (an ensemble's second starts; fixed parameters' entries are not read).
+    /// their order (an ensemble's second starts; fixed parameters' entries are not read).
     pub starts: Option<&'a [f64]>,
     /// The toys to fit where given, in place of `indices` (which then numbers the positions in
     /// this list, 0..len, as `starts` does): a few toys picked from an ensemble.
@@ -187,6 +187,7 @@ impl ResidentFit {
 
 /// A device that runs whole fits of the toys it draws.
 pub trait ResidentFits {
-    /// Generates and fits the toys of `req`; one result per toy, in index order.
+    /// Generates and fits the toys of `req`; one result per toy, in the order of its `indices`
+    /// (of its `list`, where given: a toy listed twice is fitted twice).
     fn fit_toys_resident(&mut self, req: &ResidentRequest<'_>) -> Result<Vec<ResidentFit>>;
 }

@@ -71,7 +71,7 @@ impl StateLayout {
 }
 
 /// The kernel's `FitArgs` (layout matches the C struct: two u64, six ints, eight doubles,
-/// sixteen pointers, six lengths and offsets).
+/// seventeen pointers, five lengths and offsets).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 struct FitArg {
@@ -90,6 +90,30 @@ const _: () = assert!(
     "FitArgs is 280 bytes in histfit.cu"
 );
 
+/// The per-toy inputs of `req` (starts, list) against its toy count, before any split slices
+/// them.
+fn check_per_toy(req: &ResidentRequest<'_>, n: usize) -> histfit_compute::Result<()> {
+    if let Some(s) = req.starts {
+        let toys = req.indices.end.saturating_sub(req.indices.start) as usize;
+        if s.len() != toys * n {
+            return Err(request_error(format!(
+                "starts: {} values for {toys} toys of {n} parameters",
+                s.len()
+            )));
+        }
+    }
+    if let Some(l) = req.list {
+        let toys = req.indices.end.saturating_sub(req.indices.start) as usize;
+        if l.len() != toys {
+            return Err(request_error(format!(
+                "list: {} toys for {toys} positions",
+                l.len()
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn request_error(msg: String) -> ComputeError {
     ComputeError::InvalidData {
         place: "resident toy fits".into(),
@@ -104,6 +128,7 @@ impl ResidentFits for CudaBatch {
         &mut self,
         req: &ResidentRequest<'_>,
     ) -> histfit_compute::Result<Vec<ResidentFit>> {
+        check_per_toy(req, self.session().model.n_params())?;
         if self.peers.is_empty() {
             return fit_toys(self.session(), req, None);
         }
@@ -152,24 +177,7 @@ fn fit_toys(
             )));
         }
     }
-    if let Some(s) = req.starts {
-        let toys = req.indices.end.saturating_sub(req.indices.start) as usize;
-        if s.len() != toys * n {
-            return Err(request_error(format!(
-                "starts: {} values for {toys} toys of {n} parameters",
-                s.len()
-            )));
-        }
-    }
-    if let Some(l) = req.list {
-        let toys = req.indices.end.saturating_sub(req.indices.start) as usize;
-        if l.len() != toys {
-            return Err(request_error(format!(
-                "list: {} toys for {toys} positions",
-                l.len()
-            )));
-        }
-    }
+    check_per_toy(req, n)?;
     if req.report.is_some_and(|p| p >= n) {
         return Err(request_error("reported parameter out of range".into()));
     }
@@ -447,8 +455,9 @@ fn fit_toys(
         let mut l = stream.launch_builder(func);
         l.arg(&session.tables.arg).arg(&arg);
         // SAFETY: the arguments match `fit_toys(Tables, FitArgs)`; every buffer holds what the
-        // kernel indexes: workers × state_len and × scratch_len, count × FIT_OUT results and
-        // count × n fitted parameters when asked.
+        // kernel indexes: workers × state_len and × scratch_len, count × FIT_OUT results,
+        // count × n fitted parameters when asked, and count × n starts and count toy indices
+        // where the request gives them (null pointers otherwise).
         unsafe { l.launch(cfg) }.map_err(driver("launch of fit_toys"))?;
         let mut reported = 0;
         if let (Some(progress), Some(zeroed)) = (req.progress, &zeroed) {

@@ -679,6 +679,29 @@ fn resident_toy_fits_match_the_cpu_and_split_bit_identically() {
                 .unwrap(),
         );
         assert_eq!(parts, at(&mirrored), "{ws}: listed toys from own starts");
+        // A list naming toys twice, from the ensemble's start and from their own, as an
+        // ensemble's further starts do: each position its own fit, whatever the split.
+        let twice = [3u64, 3, 10, 10];
+        let mut both = Vec::new();
+        for &i in &twice[..] {
+            let own = &starts[i as usize * p..(i as usize + 1) * p];
+            both.extend_from_slice(if both.len() % (2 * p) == 0 { &gen } else { own });
+        }
+        let repeated = ResidentRequest {
+            list: Some(&twice),
+            starts: Some(&both),
+            ..req(0..4)
+        };
+        let want = vec![
+            whole[3].clone(),
+            mirrored[3].clone(),
+            whole[10].clone(),
+            mirrored[10].clone(),
+        ];
+        assert_eq!(gpu.clone().fit_toys_resident(&repeated).unwrap(), want);
+        let mut parts = gpu.fit_toys_with_workers(&repeated.part(0..1), 1).unwrap();
+        parts.extend(gpu.fit_toys_with_workers(&repeated.part(1..4), 3).unwrap());
+        assert_eq!(parts, want, "{ws}: a list naming toys twice");
         let mut compared = 0;
         for r in mirrored.iter().take(40) {
             if !histfit_infer::fit::device_fit_certified(r) {

@@ -44,9 +44,10 @@ pub struct ToyFit {
     /// Why the fit did not converge (absent when it did).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    /// Where the toy was fitted from a second start too (the ensemble's basin probe,
-    /// [`PROBE_TOYS`]): by how much that lowered twice_nll (0 where the first start's minimum
-    /// stood). Absent where the toy made one start.
+    /// Where the toy was fitted from more than one start (the ensemble's basin probe,
+    /// [`PROBE_TOYS`]: the mirror start, and further starts where the two disagree): by how
+    /// much they lowered twice_nll below the first start's converged minimum (0 where that
+    /// stood, or where the first search did not converge). Absent where the toy made one start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub second_start: Option<f64>,
 }
@@ -365,13 +366,10 @@ fn ensemble_fits<R: ToyRunner>(
     let in_range = indices.end.min(probe.end).saturating_sub(indices.start);
     let n_rest = (rest.end - rest.start) as usize;
     ticks.plan_more(2 * probe.end as usize - in_range as usize);
-    let probed = pass.two_starts(probe, &second)?;
-    let lower = probed
-        .iter()
-        .any(|t| t.second_start.is_some_and(|d| d > LOWER_BASIN));
+    let (probed, lower) = pass.two_starts(probe, &second)?;
     let fitted = if lower {
         ticks.plan_more(n_rest);
-        pass.two_starts(rest, &second)?
+        pass.two_starts(rest, &second)?.0
     } else {
         first_of(pass.fits_range(rest, None, false)?)
     };
@@ -391,12 +389,29 @@ fn first_of(fits: Vec<Fitted>) -> Vec<ToyFit> {
 }
 
 /// Of two fits of one toy from different starts, the one to report: the converged one, else
-/// the lower; with how much lower its minimum is than `first`, the first start's.
-fn keep_lower(first: f64, a: ToyFit, b: ToyFit) -> ToyFit {
-    let take_b = b.converged && (!a.converged || b.twice_nll < a.twice_nll);
+/// the lower (a twice_nll that is not finite last); with how much lower its minimum is than
+/// `first`, the first start's, where the first start converged (0 where it did not: a minimum
+/// found where the first search failed is no lower basin).
+fn keep_lower(first: (f64, bool), a: ToyFit, b: ToyFit) -> ToyFit {
+    let lower = |x: &ToyFit, y: &ToyFit| {
+        let key = |t: &ToyFit| {
+            if t.twice_nll.is_nan() {
+                f64::INFINITY
+            } else {
+                t.twice_nll
+            }
+        };
+        key(x) < key(y)
+    };
+    let take_b = match (a.converged, b.converged) {
+        (true, false) => false,
+        (false, true) => true,
+        _ => lower(&b, &a),
+    };
     let mut t = if take_b { b } else { a };
-    t.second_start = Some(match first.is_finite() {
-        true => (first - t.twice_nll).max(0.0),
+    let (f, converged) = first;
+    t.second_start = Some(match converged && f.is_finite() && t.converged {
+        true => (f - t.twice_nll).max(0.0),
         false => 0.0,
     });
     t
@@ -458,12 +473,14 @@ struct Pass<'a, R: ToyRunner> {
 
 impl<R: ToyRunner> Pass<'_, R> {
     /// Toys `range`, each from its first start and from the mirror of that fit's end through it
-    /// ([`crate::fit::SecondStart`]), the lower kept ([`keep_lower`]).
+    /// ([`crate::fit::SecondStart`]), and where those two disagree from further starts; the
+    /// lowest kept ([`keep_lower`]). With whether a mirror start (converged) ended lower than
+    /// its first (converged) by more than [`LOWER_BASIN`]: the probe's decision.
     fn two_starts(
         &self,
         range: std::ops::Range<u64>,
         second: &crate::fit::SecondStart,
-    ) -> Result<Vec<ToyFit>> {
+    ) -> Result<(Vec<ToyFit>, bool)> {
         let first = self.fits_range(range.clone(), None, true)?;
         let starts: Vec<f64> = first
             .iter()
@@ -472,17 +489,22 @@ impl<R: ToyRunner> Pass<'_, R> {
         let again = self.fits_range(range, Some(&starts), false)?;
         let mut best = Vec::with_capacity(first.len());
         let mut split = Vec::new();
+        // Whether the mirror found a lower minimum than the first start (both converged): the
+        // probe's decision, made on these two starts alone (further starts below are made
+        // differently by the devices: a device drops those it cannot certify).
+        let mut mirror_lower = false;
         for ((a, _), (b, _)) in first.into_iter().zip(again) {
+            mirror_lower |= a.converged && b.converged && a.twice_nll - b.twice_nll > LOWER_BASIN;
             // Both starts' minima, where they differ: this toy's likelihood has several basins
             // near it, and the first two starts may both have missed the lowest.
             if (a.twice_nll - b.twice_nll).abs() > LOWER_BASIN {
-                split.push((best.len(), a.index, a.twice_nll));
+                split.push((best.len(), a.index, (a.twice_nll, a.converged)));
             }
-            let f = a.twice_nll;
+            let f = (a.twice_nll, a.converged);
             best.push(keep_lower(f, a, b));
         }
         if split.is_empty() {
-            return Ok(best);
+            return Ok((best, mirror_lower));
         }
         // Those toys from further starts (the model's initial point and points around it): a
         // few toys in a hundred, on the device where the others were fitted.
@@ -502,7 +524,7 @@ impl<R: ToyRunner> Pass<'_, R> {
                 best[k] = keep_lower(f, cur, c);
             }
         }
-        Ok(best)
+        Ok((best, mirror_lower))
     }
 
     /// Toys `range` (see [`Pass::fits`]).
@@ -524,6 +546,7 @@ impl<R: ToyRunner> Pass<'_, R> {
         let (Some(&lo), Some(&hi)) = (list.first(), list.last()) else {
             return Ok(Vec::new());
         };
+        debug_assert!(list.windows(2).all(|w| w[0] < w[1]), "an ascending list");
         // A run of consecutive toys goes to the device as a range, any other list as a list.
         let run = hi - lo + 1 == list.len() as u64;
         let positions = if run {
@@ -558,6 +581,12 @@ impl<R: ToyRunner> Pass<'_, R> {
         // on the host: these starts only look for a lower basin, and the uncertified ones are
         // mostly searches from far away that reached the iteration limit (on the host too, at
         // a hundred times the cost).
+        if std::env::var_os("HISTFIT_TIMING").is_some() {
+            let dropped = device.iter().filter(|d| d.is_none()).count();
+            eprintln!(
+                "timing: of those, {dropped} further starts the device did not certify, dropped (not refitted)"
+            );
+        }
         let mut device = device.into_iter();
         Ok(passes
             .iter()
@@ -1440,6 +1469,45 @@ pub fn merge_toy_ensembles(
     let idx: Vec<u64> = toys.iter().map(|t| t.index).collect();
     let note = completeness(&idx, n_toys, "", allow_partial)?;
     Ok((ToyEnsemble::new(seed, n_toys, gen, toys), note))
+}
+
+#[cfg(test)]
+mod keep_lower_tests {
+    use super::*;
+
+    fn fit(twice_nll: f64, converged: bool) -> ToyFit {
+        ToyFit {
+            index: 0,
+            twice_nll,
+            poi: 0.0,
+            converged,
+            reason: None,
+            second_start: None,
+        }
+    }
+
+    #[test]
+    fn the_converged_then_the_lower_and_only_converged_minima_count() {
+        let first = |t: &ToyFit| (t.twice_nll, t.converged);
+        // Both converged: the lower, by how much.
+        let (a, b) = (fit(10.0, true), fit(9.5, true));
+        let t = keep_lower(first(&a), a, b);
+        assert_eq!((t.twice_nll, t.second_start), (9.5, Some(0.5)));
+        // A converged fit over a lower unconverged one.
+        let (a, b) = (fit(10.0, true), fit(3.0, false));
+        let t = keep_lower(first(&a), a, b);
+        assert_eq!((t.twice_nll, t.second_start), (10.0, Some(0.0)));
+        // A first search that failed: the rescue is no lower basin.
+        let (a, b) = (fit(12.0, false), fit(10.0, true));
+        let t = keep_lower(first(&a), a, b);
+        assert!(t.converged && t.second_start == Some(0.0));
+        // Neither converged: the lower, a value that is not a number last.
+        let (a, b) = (fit(f64::NAN, false), fit(11.0, false));
+        let t = keep_lower(first(&a), a, b);
+        assert_eq!(t.twice_nll, 11.0);
+        let (a, b) = (fit(11.0, false), fit(f64::NAN, false));
+        assert_eq!(keep_lower(first(&a), a, b).twice_nll, 11.0);
+    }
 }
 
 #[cfg(test)]

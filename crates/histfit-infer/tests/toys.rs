@@ -703,8 +703,20 @@ fn large_models_make_second_starts_where_the_probe_finds_a_lower_basin() {
     assert_eq!(summary.converged as u64, n);
     assert!(summary.lower_basins > 0, "{summary:?}");
     assert_eq!(summary.second_starts as u64, n, "{summary:?}");
-    let shard = fit_toys(&ev, &gen, 0, n, PROBE_TOYS + 20..n, &o, &|_, _| {}).unwrap();
-    assert_eq!(shard[..], whole[(PROBE_TOYS + 20) as usize..]);
+    // Shards after, across and inside the probe decide as the whole does.
+    for part in [PROBE_TOYS + 20..n, PROBE_TOYS - 30..PROBE_TOYS + 10, 10..40] {
+        let shard = fit_toys(&ev, &gen, 0, n, part.clone(), &o, &|_, _| {}).unwrap();
+        assert_eq!(
+            shard[..],
+            whole[part.start as usize..part.end as usize],
+            "{part:?}"
+        );
+    }
+    // An ensemble smaller than the probe is its own probe, whatever its shards.
+    let small = fit_toys(&ev, &gen, 0, 40, 0..40, &o, &|_, _| {}).unwrap();
+    let tail = fit_toys(&ev, &gen, 0, 40, 25..40, &o, &|_, _| {}).unwrap();
+    assert_eq!(tail[..], small[25..]);
+    assert!(small.iter().all(|t| t.second_start.is_some()));
     // The lowered toys against one search from the generating point alone, in the ensemble's
     // units: that search ends where the toy's first start did, `second_start` above its result.
     let scales = histfit_infer::fit::curvature_scales(&mut ev.clone(), &gen, &o).unwrap();

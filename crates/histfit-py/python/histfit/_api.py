@@ -479,8 +479,9 @@ def fit_toys(model: Model, n_toys: int, gen_params: Any = None, seed: int = 0, d
     model's initial point. Returns arrays ``index``, ``twice_nll``, ``poi``, ``converged``, the
     list ``reason`` (why each fit that did not converge stopped; empty for those that did),
     ``second_start`` (where a toy was fitted from more than one start — models above 64 free
-    parameters whose basin probe found a lower minimum, see ``docs/architecture.md`` — how much
-    that lowered its twice_nll; NaN where it made one start), ``gen_params`` and the ``summary``
+    parameters: the first 200 toys of the seed, the basin probe, and every toy where the probe
+    found a lower minimum, see ``docs/architecture.md`` — how much that lowered its twice_nll;
+    NaN where it made one start), ``gen_params`` and the ``summary``
     (counts, the fitted POI's mean and standard deviation, toys fitted from second starts and
     those that found a lower basin)."""
     gen = None if gen_params is None else _array(gen_params, "gen_params")
