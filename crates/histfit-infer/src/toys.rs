@@ -1284,6 +1284,11 @@ pub fn merge_hypotest_toys(
     let mut note = None;
     for (t, which) in [(&mut first.toys_sb, " s+b"), (&mut first.toys_b, " b-only")] {
         t.sort_by_key(|x| x.index);
+        let starts: Vec<(u64, bool)> = t
+            .iter()
+            .map(|x| (x.index, x.second_start.is_some()))
+            .collect();
+        same_start_rules(&starts, first.n_toys, which)?;
         let idx: Vec<u64> = t.iter().map(|x| x.index).collect();
         if let Some(n) = completeness(&idx, first.n_toys, which, allow_partial)? {
             note.get_or_insert(n);
@@ -1291,6 +1296,30 @@ pub fn merge_hypotest_toys(
     }
     first.summary = summarize(first.q_obs, &first.toys_sb, &first.toys_b, first.test_stat);
     Ok((first, note))
+}
+
+/// Checks that the shards of an ensemble (its toys as (index, made a second start)) were fitted
+/// under one decision of the basin probe ([`PROBE_TOYS`]): the probe's toys all with second
+/// starts or none (a model too small for the probe), and the others likewise (the probe's
+/// decision). Shards of different histfit versions, or whose devices decided differently, are
+/// not parts of one ensemble.
+fn same_start_rules(toys: &[(u64, bool)], n_toys: u64, which: &str) -> Result<()> {
+    let probe = PROBE_TOYS.min(n_toys);
+    for inside in [true, false] {
+        let mut made = toys
+            .iter()
+            .filter(|(i, _)| (*i < probe) == inside)
+            .map(|t| t.1);
+        if let Some(first) = made.next() {
+            if made.any(|m| m != first) {
+                return Err(InferError::Request(format!(
+                    "the{which} shards were fitted under different second-start rules (some toys {} made second starts, some did not): fit them again with one version of histfit on one kind of device",
+                    if inside { "of the basin probe" } else { "outside the basin probe" }
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Checks that sorted toy `indices` are distinct and, unless `allow_partial`, are every index
@@ -1466,6 +1495,11 @@ pub fn merge_toy_ensembles(
     let (seed, n_toys, gen) = (first.seed, first.n_toys, first.gen_params.clone());
     let mut toys: Vec<ToyFit> = parts.into_iter().flat_map(|p| p.toys).collect();
     toys.sort_by_key(|t| t.index);
+    let starts: Vec<(u64, bool)> = toys
+        .iter()
+        .map(|t| (t.index, t.second_start.is_some()))
+        .collect();
+    same_start_rules(&starts, n_toys, "")?;
     let idx: Vec<u64> = toys.iter().map(|t| t.index).collect();
     let note = completeness(&idx, n_toys, "", allow_partial)?;
     Ok((ToyEnsemble::new(seed, n_toys, gen, toys), note))
@@ -1513,6 +1547,29 @@ mod keep_lower_tests {
 #[cfg(test)]
 mod merge_tests {
     use super::*;
+
+    #[test]
+    fn shards_under_different_second_start_rules_do_not_merge() {
+        let n = PROBE_TOYS + 100;
+        let with = |indices: std::ops::Range<u64>, second: bool| {
+            let mut e = shard(indices, n);
+            for t in &mut e.toys {
+                t.second_start = second.then_some(0.0);
+            }
+            ToyEnsemble::new(e.seed, e.n_toys, e.gen_params, e.toys)
+        };
+        // The probe with second starts, the rest without: one decision, merged.
+        let ok = vec![with(0..PROBE_TOYS, true), with(PROBE_TOYS..n, false)];
+        assert!(merge_toy_ensembles(ok, false).is_ok());
+        // Outside the probe, one shard with second starts and one without.
+        let mixed = vec![
+            with(0..PROBE_TOYS, true),
+            with(PROBE_TOYS..PROBE_TOYS + 50, true),
+            with(PROBE_TOYS + 50..n, false),
+        ];
+        let err = merge_toy_ensembles(mixed, false).unwrap_err().to_string();
+        assert!(err.contains("different second-start rules"), "{err}");
+    }
 
     fn shard(indices: std::ops::Range<u64>, n_toys: u64) -> ToyEnsemble {
         let toys = indices
