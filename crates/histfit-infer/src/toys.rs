@@ -520,8 +520,7 @@ impl<R: ToyRunner> Pass<'_, R> {
             .collect();
         for fits in self.fits_many(&passes)? {
             for (&(k, _, f), c) in split.iter().zip(fits) {
-                let cur = std::mem::replace(&mut best[k], c.clone());
-                best[k] = keep_lower(f, cur, c);
+                best[k] = keep_lower(f, best[k].clone(), c);
             }
         }
         Ok((best, mirror_lower))
