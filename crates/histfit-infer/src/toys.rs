@@ -332,7 +332,10 @@ pub fn fit_toys_on<R: ToyRunner>(
 /// units and fixed parameters set), reporting parameter `poi`; one fit per toy of `indices` is
 /// planned in `ticks` by the caller. Where the fits make a second start
 /// ([`crate::fit::SecondStart`]), the basin probe ([`PROBE_TOYS`]) fits its toys from both
-/// starts and, where one of them ends lower, every toy.
+/// starts and, where one of them ends lower, every toy. Every toy is then also fitted from
+/// points around the model's initial point ([`crate::fit::SecondStart::around`]): as many as
+/// `o` asks ([`crate::fit::Starts::Count`]), else `AROUND_STARTS` (8) where the
+/// probe found a lower basin and none elsewhere.
 #[allow(clippy::too_many_arguments)]
 fn ensemble_fits<R: ToyRunner>(
     runner: &R,
@@ -344,19 +347,25 @@ fn ensemble_fits<R: ToyRunner>(
     poi: usize,
     ticks: &Ticks<'_>,
 ) -> Result<Vec<ToyFit>> {
-    let plan = crate::fit::device_plan(runner.space(), o)?;
+    let second = match indices.is_empty() {
+        true => None,
+        false => crate::fit::SecondStart::new(runner.space(), o)?,
+    };
+    // The ensemble makes the starts beyond each toy's first: each fit itself makes none (a
+    // model this large makes none when left to the fit).
+    let mut one = o.clone();
+    if second.is_some() {
+        one.starts = crate::fit::Starts::Auto;
+    }
+    let plan = crate::fit::device_plan(runner.space(), &one)?;
     let pass = Pass {
         runner,
         gen,
         seed,
-        o,
+        o: &one,
         plan: plan.as_ref(),
         poi,
         ticks,
-    };
-    let second = match indices.is_empty() {
-        true => None,
-        false => crate::fit::SecondStart::new(runner.space(), o)?,
     };
     let Some(second) = second else {
         return Ok(first_of(pass.fits_range(indices, None, false)?));
@@ -372,16 +381,31 @@ fn ensemble_fits<R: ToyRunner>(
         pass.two_starts(rest, &second)?.0
     } else {
         first_of(pass.fits_range(rest, None, false)?)
+            .into_iter()
+            .map(|t| {
+                let f = (t.twice_nll, t.converged);
+                (t, f)
+            })
+            .collect()
     };
-    Ok(probed
+    let mut fits: Vec<Kept> = probed
         .into_iter()
-        .filter(|t| indices.contains(&t.index))
+        .filter(|t| indices.contains(&t.0.index))
         .chain(fitted)
-        .collect())
+        .collect();
+    let around = second.around_count(lower);
+    if around > 0 {
+        pass.around(&mut fits, &second, around)?;
+    }
+    Ok(fits.into_iter().map(|(t, _)| t).collect())
 }
 
 /// A toy's fit and, where asked, its end point.
 type Fitted = (ToyFit, Option<Vec<f64>>);
+
+/// A toy's kept fit with its first start's twice_nll and convergence (what [`keep_lower`]
+/// measures a lower basin from).
+type Kept = (ToyFit, (f64, bool));
 
 /// The toy fits of a pass, without their end points.
 fn first_of(fits: Vec<Fitted>) -> Vec<ToyFit> {
@@ -474,13 +498,14 @@ struct Pass<'a, R: ToyRunner> {
 impl<R: ToyRunner> Pass<'_, R> {
     /// Toys `range`, each from its first start and from the mirror of that fit's end through it
     /// ([`crate::fit::SecondStart`]), and where those two disagree from further starts; the
-    /// lowest kept ([`keep_lower`]). With whether a mirror start (converged) ended lower than
-    /// its first (converged) by more than [`LOWER_BASIN`]: the probe's decision.
+    /// lowest kept ([`keep_lower`]), with its first start's twice_nll and convergence. With
+    /// whether a mirror start (converged) ended lower than its first (converged) by more than
+    /// [`LOWER_BASIN`]: the probe's decision.
     fn two_starts(
         &self,
         range: std::ops::Range<u64>,
         second: &crate::fit::SecondStart,
-    ) -> Result<(Vec<ToyFit>, bool)> {
+    ) -> Result<(Vec<Kept>, bool)> {
         let first = self.fits_range(range.clone(), None, true)?;
         let starts: Vec<f64> = first
             .iter()
@@ -498,32 +523,67 @@ impl<R: ToyRunner> Pass<'_, R> {
             // Both starts' minima, where they differ: this toy's likelihood has several basins
             // near it, and the first two starts may both have missed the lowest.
             if (a.twice_nll - b.twice_nll).abs() > LOWER_BASIN {
-                split.push((best.len(), a.index, (a.twice_nll, a.converged)));
+                split.push((best.len(), a.index));
             }
             let f = (a.twice_nll, a.converged);
-            best.push(keep_lower(f, a, b));
+            best.push((keep_lower(f, a, b), f));
         }
         if split.is_empty() {
             return Ok((best, mirror_lower));
         }
         // Those toys from further starts (the model's initial point and points around it): a
         // few toys in a hundred, on the device where the others were fitted.
-        let list: Vec<u64> = split.iter().map(|&(_, i, _)| i).collect();
+        let list: Vec<u64> = split.iter().map(|&(_, i)| i).collect();
         let further: Vec<Vec<Vec<f64>>> = list.iter().map(|&i| second.further(i)).collect();
-        self.ticks
-            .plan_more(list.len() * crate::fit::FURTHER_STARTS);
+        let positions: Vec<usize> = split.iter().map(|&(k, _)| k).collect();
         let passes: Vec<(Vec<u64>, Vec<f64>)> = (0..crate::fit::FURTHER_STARTS)
             .map(|r| {
                 let starts = further.iter().flat_map(|f| f[r].iter().copied()).collect();
                 (list.clone(), starts)
             })
             .collect();
-        for fits in self.fits_many(&passes)? {
-            for (&(k, _, f), c) in split.iter().zip(fits) {
-                best[k] = keep_lower(f, best[k].clone(), c);
+        self.keep_lowest(&mut best, &positions, &passes)?;
+        Ok((best, mirror_lower))
+    }
+
+    /// Every toy of `fits` (each with its first start's twice_nll and convergence) fitted again
+    /// from its first `count` [`crate::fit::SecondStart::around`] starts, the lowest kept.
+    fn around(
+        &self,
+        fits: &mut [Kept],
+        second: &crate::fit::SecondStart,
+        count: usize,
+    ) -> Result<()> {
+        // Ascending toy lists, one per extra start, as the device's lists want.
+        let mut order: Vec<usize> = (0..fits.len()).collect();
+        order.sort_by_key(|&k| fits[k].0.index);
+        let list: Vec<u64> = order.iter().map(|&k| fits[k].0.index).collect();
+        let passes: Vec<(Vec<u64>, Vec<f64>)> = (0..count)
+            .map(|r| {
+                let starts = list.iter().flat_map(|&i| second.around(i, r)).collect();
+                (list.clone(), starts)
+            })
+            .collect();
+        self.keep_lowest(fits, &order, &passes)
+    }
+
+    /// Fits `passes` (each a list of toys with their starts, the toys of `fits` at `positions`
+    /// in that order) in one go ([`Pass::fits_many`]) and keeps, for each toy, the lowest
+    /// ([`keep_lower`]).
+    fn keep_lowest(
+        &self,
+        fits: &mut [Kept],
+        positions: &[usize],
+        passes: &[(Vec<u64>, Vec<f64>)],
+    ) -> Result<()> {
+        self.ticks.plan_more(positions.len() * passes.len());
+        for pass in self.fits_many(passes)? {
+            for (&k, c) in positions.iter().zip(pass) {
+                let (t, f) = &mut fits[k];
+                *t = keep_lower(*f, t.clone(), c);
             }
         }
-        Ok((best, mirror_lower))
+        Ok(())
     }
 
     /// Toys `range` (see [`Pass::fits`]).
@@ -933,6 +993,9 @@ pub struct ToyHypotest {
     pub toys_sb: Vec<ToyStat>,
     pub toys_b: Vec<ToyStat>,
     pub summary: ToySummary,
+    /// The starts asked of every toy's fits ([`ToyEnsemble::starts`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starts: Option<usize>,
 }
 
 /// p-values from the converged toys.
@@ -1083,7 +1146,14 @@ pub fn hypotest_toys_on<R: ToyRunner>(
         .unwrap_or_else(|| runner.space().bounds.clone());
     crate::asymptotic::check_tested_poi(bounds[poi], mu)?;
     let init = runner.space().init.clone();
+    // The fits of the observed data (q_obs, the generating points) are made as without asked
+    // starts (those are the toys' fits'): the same toys either way.
+    let observed = FitOptions {
+        starts: crate::fit::Starts::Auto,
+        ..base.clone()
+    };
     let (q_obs, params_sb, params_b) = {
+        let base = &observed;
         let mut ev = runner.single();
         let ev = &mut *ev;
         let (q_obs, observed_failure) = block_on(statistic(
@@ -1176,6 +1246,7 @@ pub fn hypotest_toys_on<R: ToyRunner>(
         toys_sb,
         toys_b,
         summary,
+        starts: asked_starts(base.starts),
     })
 }
 
@@ -1271,10 +1342,11 @@ pub fn merge_hypotest_toys(
             || p.n_toys != first.n_toys
             || p.params_sb != first.params_sb
             || p.params_b != first.params_b
+            || p.starts != first.starts
         {
             return Err(InferError::Request(format!(
-                "shards disagree (mu {} vs {}, statistic {:?} vs {:?}, seed {} vs {}, ensemble size {} vs {}, q_obs {} vs {}, or the generating parameters): they are not parts of one ensemble",
-                p.mu, first.mu, p.test_stat, first.test_stat, p.seed, first.seed, p.n_toys, first.n_toys, p.q_obs, first.q_obs
+                "shards disagree (mu {} vs {}, statistic {:?} vs {:?}, seed {} vs {}, ensemble size {} vs {}, q_obs {} vs {}, starts {:?} vs {:?}, or the generating parameters): they are not parts of one ensemble",
+                p.mu, first.mu, p.test_stat, first.test_stat, p.seed, first.seed, p.n_toys, first.n_toys, p.q_obs, first.q_obs, p.starts, first.starts
             )));
         }
         first.toys_sb.extend(p.toys_sb);
@@ -1429,6 +1501,18 @@ pub struct ToyEnsemble {
     pub gen_params: Vec<f64>,
     pub toys: Vec<ToyFit>,
     pub summary: EnsembleSummary,
+    /// The starts asked of every toy's fit ([`crate::fit::Starts::Count`]; absent: left to the
+    /// fits and the basin probe). Shards fitted under different counts do not merge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starts: Option<usize>,
+}
+
+/// What an ensemble records of the starts asked of its fits ([`ToyEnsemble::starts`]).
+pub fn asked_starts(s: crate::fit::Starts) -> Option<usize> {
+    match s {
+        crate::fit::Starts::Auto => None,
+        crate::fit::Starts::Count(k) => Some(k),
+    }
 }
 
 /// Counts and the fitted POI's mean and standard deviation over the converged toys.
@@ -1471,7 +1555,14 @@ impl ToyEnsemble {
                     .count(),
             },
             toys,
+            starts: None,
         }
+    }
+
+    /// The ensemble, recording the starts asked of its fits ([`ToyEnsemble::starts`]).
+    pub fn with_starts(mut self, starts: crate::fit::Starts) -> Self {
+        self.starts = asked_starts(starts);
+        self
     }
 }
 
@@ -1485,13 +1576,17 @@ pub fn merge_toy_ensembles(
         .first()
         .ok_or_else(|| InferError::Request("nothing to merge".into()))?;
     if parts.iter().any(|p| {
-        p.seed != first.seed || p.n_toys != first.n_toys || p.gen_params != first.gen_params
+        p.seed != first.seed
+            || p.n_toys != first.n_toys
+            || p.gen_params != first.gen_params
+            || p.starts != first.starts
     }) {
         return Err(InferError::Request(
-            "the shards differ in seed, ensemble size or generating parameters: they are not parts of one ensemble".into(),
+            "the shards differ in seed, ensemble size, generating parameters or the starts asked of their fits: they are not parts of one ensemble".into(),
         ));
     }
     let (seed, n_toys, gen) = (first.seed, first.n_toys, first.gen_params.clone());
+    let asked = first.starts;
     let mut toys: Vec<ToyFit> = parts.into_iter().flat_map(|p| p.toys).collect();
     toys.sort_by_key(|t| t.index);
     let starts: Vec<(u64, bool)> = toys
@@ -1501,7 +1596,9 @@ pub fn merge_toy_ensembles(
     same_start_rules(&starts, n_toys, "")?;
     let idx: Vec<u64> = toys.iter().map(|t| t.index).collect();
     let note = completeness(&idx, n_toys, "", allow_partial)?;
-    Ok((ToyEnsemble::new(seed, n_toys, gen, toys), note))
+    let mut whole = ToyEnsemble::new(seed, n_toys, gen, toys);
+    whole.starts = asked;
+    Ok((whole, note))
 }
 
 #[cfg(test)]
@@ -1568,6 +1665,16 @@ mod merge_tests {
         ];
         let err = merge_toy_ensembles(mixed, false).unwrap_err().to_string();
         assert!(err.contains("different second-start rules"), "{err}");
+        // Shards fitted with different numbers of asked starts.
+        let asked = |indices: std::ops::Range<u64>, k: usize| {
+            with(indices, true).with_starts(crate::fit::Starts::Count(k))
+        };
+        let same = vec![asked(0..PROBE_TOYS, 4), asked(PROBE_TOYS..n, 4)];
+        let (whole, _) = merge_toy_ensembles(same, false).unwrap();
+        assert_eq!(whole.starts, Some(4));
+        let differ = vec![asked(0..PROBE_TOYS, 4), asked(PROBE_TOYS..n, 8)];
+        let err = merge_toy_ensembles(differ, false).unwrap_err().to_string();
+        assert!(err.contains("starts asked"), "{err}");
     }
 
     fn shard(indices: std::ops::Range<u64>, n_toys: u64) -> ToyEnsemble {

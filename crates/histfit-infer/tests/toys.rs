@@ -687,6 +687,50 @@ fn toy_fits_pressed_against_an_empty_bin_converge() {
     }
 }
 
+/// Starts asked of a large model's toy fits (`Starts::Count(k)`): every toy is also fitted from
+/// k points around the model's initial point, the lowest minimum kept; `Count(0)` fits each toy
+/// from one start. The first k of those points are the same for every count, so, toy by toy,
+/// `Count(8)` ends at or below `Count(3)`, and `Count(3)` at or below `Count(0)`. A shard's toys
+/// are the whole ensemble's bit for bit.
+#[test]
+fn asked_starts_fit_every_toy_of_a_large_model_from_that_many_more_points() {
+    use histfit_infer::fit::Starts;
+    let (_, ev, gen) = public_3l_offshell_at_its_fit();
+    // Toys 25 and 106 of seed 0 have a lower basin that the mirror start misses.
+    let n = 110;
+    let with = |starts: Starts, part: std::ops::Range<u64>| {
+        let o = FitOptions {
+            starts,
+            ..FitOptions::default()
+        };
+        fit_toys(&ev, &gen, 0, n, part, &o, &|_, _| {}).unwrap()
+    };
+    let single = with(Starts::Count(0), 0..n);
+    let three = with(Starts::Count(3), 0..n);
+    let eight = with(Starts::Count(8), 0..n);
+    assert!(single.iter().all(|t| t.second_start.is_none()));
+    let at_or_below = |a: &histfit_infer::ToyFit, b: &histfit_infer::ToyFit, what: &str| {
+        assert_eq!(a.index, b.index);
+        assert!(a.converged && b.converged, "toy {}: {what}", a.index);
+        assert!(
+            a.twice_nll <= b.twice_nll + 1e-9 * b.twice_nll.abs(),
+            "toy {}: {what}: {} against {}",
+            a.index,
+            a.twice_nll,
+            b.twice_nll
+        );
+        usize::from(a.twice_nll < b.twice_nll - 1e-6)
+    };
+    let (mut by_three, mut by_eight) = (0, 0);
+    for ((s, t), e) in single.iter().zip(&three).zip(&eight) {
+        assert!(t.second_start.is_some() && e.second_start.is_some());
+        by_three += at_or_below(t, s, "3 starts against 1");
+        by_eight += at_or_below(e, t, "8 starts against 3");
+    }
+    println!("of {n} toys, {by_three} lower with 3 more starts, {by_eight} lower again with 8");
+    assert_eq!(with(Starts::Count(3), 95..n)[..], three[95..]);
+}
+
 /// The basin probe of ensembles whose model is too large for a fit's own further starts (the
 /// public 3L off-shell likelihood, 327 free parameters): its toys (0..PROBE_TOYS of the seed)
 /// are fitted from the generating point and from the mirror of that fit's end through it; where
@@ -703,6 +747,16 @@ fn large_models_make_second_starts_where_the_probe_finds_a_lower_basin() {
     assert_eq!(summary.converged as u64, n);
     assert!(summary.lower_basins > 0, "{summary:?}");
     assert_eq!(summary.second_starts as u64, n, "{summary:?}");
+    // The probe found a lower basin, so every toy also made the 8 starts around the model's
+    // initial point that an explicit count of 8 asks for: the same fits bit for bit.
+    let eight = FitOptions {
+        starts: histfit_infer::fit::Starts::Count(8),
+        ..FitOptions::default()
+    };
+    assert_eq!(
+        fit_toys(&ev, &gen, 0, n, 0..n, &eight, &|_, _| {}).unwrap(),
+        whole
+    );
     // Shards after, across and inside the probe decide as the whole does.
     for part in [PROBE_TOYS + 20..n, PROBE_TOYS - 30..PROBE_TOYS + 10, 10..40] {
         let shard = fit_toys(&ev, &gen, 0, n, part.clone(), &o, &|_, _| {}).unwrap();

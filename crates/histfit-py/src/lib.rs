@@ -1127,7 +1127,7 @@ fn ranking(
 /// Returns the ensemble document (JSON): generating parameters, per-toy fits and summary.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
-#[pyo3(signature = (model, gen, n_toys, seed = 0, device = "cpu", data = None, init = None, fix = Vec::new(), bounds = None))]
+#[pyo3(signature = (model, gen, n_toys, seed = 0, device = "cpu", data = None, init = None, fix = Vec::new(), bounds = None, starts = None))]
 fn fit_toys(
     py: Python<'_>,
     model: &NativeModel,
@@ -1139,8 +1139,15 @@ fn fit_toys(
     init: Option<PyReadonlyArray1<'_, f64>>,
     fix: Vec<(usize, f64)>,
     bounds: Option<Vec<(f64, f64)>>,
+    starts: Option<usize>,
 ) -> PyResult<String> {
     let o = fit_options_with_bounds(&model.model, init, fix, bounds)?;
+    // The asked starts are the toys' fits' (the generating point's fit is made without them:
+    // the same toys either way).
+    let toy_fits = FitOptions {
+        starts: starts.map_or(Starts::Auto, Starts::Count),
+        ..o.clone()
+    };
     let at = match &gen {
         Some(g) => histfit_infer::GenPoint::Given(model.params(g)?),
         None => histfit_infer::GenPoint::FreeFit,
@@ -1159,8 +1166,12 @@ fn fit_toys(
                 })
             };
             gen.and_then(|g| {
-                fit_toys_on(&runner, &g, seed, n_toys, 0..n_toys, &o, &|_, _| {})
-                    .map(|toys| histfit_infer::ToyEnsemble::new(seed, n_toys, g, toys))
+                fit_toys_on(&runner, &g, seed, n_toys, 0..n_toys, &toy_fits, &|_, _| {}).map(
+                    |toys| {
+                        histfit_infer::ToyEnsemble::new(seed, n_toys, g, toys)
+                            .with_starts(toy_fits.starts)
+                    },
+                )
             })
         })
     })?;
@@ -1169,7 +1180,7 @@ fn fit_toys(
 
 /// Toy-based CLs at `mu` (JSON).
 #[pyfunction]
-#[pyo3(signature = (model, mu, n_toys, data = None, seed = 0, test_stat = "qtilde", device = "cpu", init = None, fix = Vec::new(), bounds = None))]
+#[pyo3(signature = (model, mu, n_toys, data = None, seed = 0, test_stat = "qtilde", device = "cpu", init = None, fix = Vec::new(), bounds = None, starts = None))]
 #[allow(clippy::too_many_arguments)]
 fn hypotest_toys(
     py: Python<'_>,
@@ -1183,8 +1194,10 @@ fn hypotest_toys(
     init: Option<PyReadonlyArray1<'_, f64>>,
     fix: Vec<(usize, f64)>,
     bounds: Option<Vec<(f64, f64)>>,
+    starts: Option<usize>,
 ) -> PyResult<String> {
-    let o = fit_options_with_bounds(&model.model, init, fix, bounds)?;
+    let mut o = fit_options_with_bounds(&model.model, init, fix, bounds)?;
+    o.starts = starts.map_or(Starts::Auto, Starts::Count);
     let d = model.dataset(data)?;
     let ts = self::test_stat(test_stat)?;
     check_n_toys(n_toys)?;

@@ -143,6 +143,15 @@ def test_large_model_toys_report_the_basin_probe():
     # tHu's toys have one basin near the generating point: the second start changes nothing.
     assert toys["summary"]["lower_basins"] == 0
     assert np.isfinite(toys["second_start"]).all() and (toys["second_start"] <= 1e-6).all()
+    # Asked starts: every toy also starts from that many points around the model's initial
+    # point, the lowest kept; 0 fits each toy from one start.
+    more = histfit.fit_toys(model, 12, seed=2, starts=2)
+    assert more["converged"].all() and np.isfinite(more["second_start"]).all()
+    assert (more["twice_nll"] <= toys["twice_nll"] + 1e-9 * np.abs(toys["twice_nll"])).all()
+    single = histfit.fit_toys(model, 12, seed=2, starts=0)
+    assert np.isnan(single["second_start"]).all() and single["summary"]["second_starts"] == 0
+    cls = histfit.hypotest_toys(1.0, model, 4, seed=2, starts=1)
+    assert cls["starts"] == 1 and all(t["second_start"] is not None for t in cls["toys_sb"])
 
 
 def test_fit_above_the_dense_limit_gives_the_poi_alone():

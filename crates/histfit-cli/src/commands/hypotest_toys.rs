@@ -22,6 +22,13 @@ pub struct Args {
     seed: u64,
     #[arg(long = "test-stat", default_value = "qtilde")]
     test_stat: TestStat,
+    /// Further starts of every toy's fit: on a model of up to 64 free parameters the fit's own
+    /// (as `fit --starts`); above, N points around the model's initial point besides the
+    /// ensemble's basin probe and mirror starts, the lowest minimum kept (0: one start only).
+    /// Default: by model size, and above 64 free parameters 8 where the probe finds a lower
+    /// basin, none elsewhere.
+    #[arg(long, value_name = "N")]
+    starts: Option<usize>,
     #[arg(long, value_name = "K/N")]
     shard: Option<String>,
     #[command(flatten)]
@@ -29,7 +36,10 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
-    let (model, source, data, eval, base) = a.model.prepare_fit(&a.fit)?;
+    let (model, source, data, eval, mut base) = a.model.prepare_fit(&a.fit)?;
+    if let Some(k) = a.starts {
+        base.starts = histfit_infer::Starts::Count(k);
+    }
     let range = super::parse_shard(a.shard.as_deref(), a.n_toys)?;
     let bar = progress::Bar::new("toys", 2 * (range.end - range.start) as usize);
     let batcher = device::batcher(&eval);

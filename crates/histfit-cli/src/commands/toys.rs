@@ -6,7 +6,7 @@ use crate::model_args::{FitArgs, ModelArgs};
 use crate::{device, output, progress, timing};
 use anyhow::Result;
 use histfit_infer::toys::ToyRunner;
-use histfit_infer::{GenPoint, ToyEnsemble};
+use histfit_infer::{GenPoint, Starts, ToyEnsemble};
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
@@ -22,6 +22,13 @@ pub struct Args {
     /// Generate at the conditional fit with the POI at this value (default: the free fit).
     #[arg(long, allow_negative_numbers = true)]
     mu: Option<f64>,
+    /// Further starts of every toy's fit: on a model of up to 64 free parameters the fit's own
+    /// (as `fit --starts`); above, N points around the model's initial point besides the
+    /// ensemble's basin probe and mirror starts, the lowest minimum kept (0: one start only).
+    /// Default: by model size, and above 64 free parameters 8 where the probe finds a lower
+    /// basin, none elsewhere.
+    #[arg(long, value_name = "N")]
+    starts: Option<usize>,
     /// Run only block K of N of the ensemble (merge the outputs with merge-toys).
     #[arg(long, value_name = "K/N")]
     shard: Option<String>,
@@ -40,18 +47,24 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let gen = histfit_infer::generation_point(&mut *runner.single(), &data, &at, &base)?;
     timing::mark("generation point fitted");
     let bar = progress::Bar::new("toys", (range.end - range.start) as usize);
+    // The asked starts are the toys' fits' (the generating point's fit is made without them:
+    // the same toys either way).
+    let toy_fits = histfit_infer::FitOptions {
+        starts: a.starts.map_or(Starts::Auto, Starts::Count),
+        ..base
+    };
     let fits = histfit_infer::toys::fit_toys_on(
         &runner,
         &gen,
         a.seed,
         a.n_toys,
         range,
-        &base,
+        &toy_fits,
         &|d, _| bar.set(d),
     )?;
     bar.finish();
     timing::mark("ensemble fitted");
-    let doc = ToyEnsemble::new(a.seed, a.n_toys, gen, fits);
+    let doc = ToyEnsemble::new(a.seed, a.n_toys, gen, fits).with_starts(toy_fits.starts);
     if doc.summary.failed > 0 {
         eprintln!(
             "warning: {} of {} toy fits did not converge (counted in \"failed\", flagged per toy)",
@@ -60,7 +73,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     }
     if doc.summary.lower_basins > 0 {
         eprintln!(
-            "warning: the likelihood has several minima near these toys: starts beyond the generating point (the mirror of its fit through it; where the two disagree, the model's initial point and points around it) found a lower minimum on {} of {} toys fitted from more than one start (each reports its lowest; \"second_start\" per toy says by how much)",
+            "warning: the likelihood has several minima near these toys: starts beyond the generating point (the mirror of its fit through it; where the two disagree, the model's initial point and points around it; those asked with --starts) found a lower minimum on {} of {} toys fitted from more than one start (each reports its lowest; \"second_start\" per toy says by how much)",
             doc.summary.lower_basins, doc.summary.second_starts
         );
     }

@@ -58,23 +58,59 @@ pub(crate) const FURTHER_STARTS: usize = 4;
 pub(crate) struct SecondStart {
     p: Problem,
     z_start: Vec<f64>,
+    /// Points around the model's initial point that every toy also starts from where asked
+    /// (an explicit [`super::Starts::Count`]); `None`: [`AROUND_STARTS`] where the ensemble's
+    /// basin probe finds a lower basin, none elsewhere.
+    asked: Option<usize>,
 }
+
+/// Starts around the model's initial point that every toy of an ensemble makes, unless asked
+/// otherwise, where the ensemble's basin probe found a lower basin: a likelihood shown to be
+/// multimodal near its toys. The mirror and the further starts miss basins that a few random
+/// points in a hundred reach; 8 such points found them on all but 1 of 800 toys of four public
+/// likelihoods checked against sign-flip and random restarts (BENCHMARKS.md, issue 21,
+/// session 22), at 8 more fits per toy.
+pub(crate) const AROUND_STARTS: usize = 8;
 
 impl SecondStart {
     /// The second start of fits under `opts` (which start at `opts.init`), where those fits make
-    /// one: left to the automatic starts ([`super::Starts::Auto`]) of a model with more free
-    /// parameters than [`auto_starts`] makes further starts for. `None` otherwise.
+    /// one: a model with more free parameters than [`auto_starts`] makes further starts for,
+    /// its starts left to the fit ([`super::Starts::Auto`]) or set to a count above 0, which
+    /// becomes that many [`SecondStart::around`] starts per toy. `None` otherwise (a model
+    /// whose fits make their own further starts, or `Starts::Count(0)`: one start only).
     pub fn new(
         space: &histfit_compute::ParameterSpace,
         opts: &super::FitOptions,
     ) -> crate::Result<Option<Self>> {
+        let asked = match opts.starts {
+            super::Starts::Auto => None,
+            super::Starts::Count(0) => return Ok(None),
+            super::Starts::Count(k) => Some(k),
+        };
         let p = Problem::new(space, opts)?;
         let n = p.free.len();
-        if !matches!(opts.starts, super::Starts::Auto) || n == 0 || auto_starts(n) > 0 {
+        if n == 0 || auto_starts(n) > 0 {
             return Ok(None);
         }
         let z_start = p.z_of(&p.start);
-        Ok(Some(SecondStart { p, z_start }))
+        Ok(Some(SecondStart { p, z_start, asked }))
+    }
+
+    /// How many [`SecondStart::around`] starts every toy makes, given whether the ensemble's
+    /// basin probe found a lower basin.
+    pub fn around_count(&self, probe_lower: bool) -> usize {
+        self.asked
+            .unwrap_or(if probe_lower { AROUND_STARTS } else { 0 })
+    }
+
+    /// Extra start `r` (0, 1, …) of toy `index`: a point around the model's initial point drawn
+    /// as a fit's further starts are ([`start_point`]), from a stream apart from
+    /// [`SecondStart::further`]'s (the top bit of the draw's number set).
+    pub fn around(&self, index: u64, r: usize) -> Vec<f64> {
+        let p = &self.p;
+        let z_model = p.z_of(&p.model_start);
+        let j = (1u64 << 63) | index.wrapping_mul(1 << 16).wrapping_add(r as u64);
+        p.x_of(&start_point(p, &z_model, j, 2.0))
     }
 
     /// Further starts of toy `index` whose first two starts ended in different basins: the

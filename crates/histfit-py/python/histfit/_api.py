@@ -472,7 +472,8 @@ def ranking(model: Model, data: Any = None, device: str = "cpu", init: Any = Non
 
 
 def fit_toys(model: Model, n_toys: int, gen_params: Any = None, seed: int = 0, device: str = "cpu",
-             data: Any = None, init: Any = None, fixed: Any = None, bounds: Any = None, asimov: bool = False) -> Dict[str, Any]:
+             data: Any = None, init: Any = None, fixed: Any = None, bounds: Any = None, asimov: bool = False,
+             starts: Optional[int] = None) -> Dict[str, Any]:
     """Generates and fits ``n_toys`` toys. They are drawn at ``gen_params``, or by default at the
     free fit of ``data`` (the observed data if None) — the default of ``histfit toys`` too, so
     the same seed gives the same ensemble in both; pass ``model.suggested_init()`` to draw at the
@@ -483,10 +484,13 @@ def fit_toys(model: Model, n_toys: int, gen_params: Any = None, seed: int = 0, d
     found a lower minimum, see ``docs/architecture.md`` — how much that lowered its twice_nll;
     NaN where it made one start), ``gen_params`` and the ``summary``
     (counts, the fitted POI's mean and standard deviation, toys fitted from second starts and
-    those that found a lower basin)."""
+    those that found a lower basin). ``starts``: further starts of every toy's fit — up to 64
+    free parameters the fit's own (as ``fit(..., starts=)``), above that many points around the
+    model's initial point besides the basin probe's starts (0: one start only; default: 8 where
+    the probe finds a lower basin, none elsewhere)."""
     gen = None if gen_params is None else _array(gen_params, "gen_params")
     doc = json.loads(_native.fit_toys(model._native, gen, int(n_toys), int(seed), device, _dataset(model, data, asimov, _options(model, init, fixed, bounds)),
-                                       **_options(model, init, fixed, bounds)))
+                                       **_options(model, init, fixed, bounds), starts=None if starts is None else int(starts)))
     toys = doc["toys"]
     return {
         "index": np.asarray([t["index"] for t in toys], dtype=np.int64),
@@ -502,11 +506,13 @@ def fit_toys(model: Model, n_toys: int, gen_params: Any = None, seed: int = 0, d
 
 def hypotest_toys(poi_test: float, model: Model, n_toys: int, data: Any = None, seed: int = 0,
                   test_stat: str = "qtilde", device: str = "cpu", init: Any = None, fixed: Any = None,
-                  bounds: Any = None, asimov: bool = False) -> Dict[str, Any]:
+                  bounds: Any = None, asimov: bool = False, starts: Optional[int] = None) -> Dict[str, Any]:
     """Toy-based CLs at ``poi_test``: the result document (summary with CLs, CLs+b, CLb,
-    expected band and failed-fit counts; per-toy statistics)."""
+    expected band and failed-fit counts; per-toy statistics). ``starts``: further starts of
+    every fit, as for :func:`fit_toys`."""
     return json.loads(_native.hypotest_toys(model._native, float(poi_test), int(n_toys), _dataset(model, data, asimov, _options(model, init, fixed, bounds)),
-                                            int(seed), test_stat, device, **_options(model, init, fixed, bounds)))
+                                            int(seed), test_stat, device, **_options(model, init, fixed, bounds),
+                                            starts=None if starts is None else int(starts)))
 
 
 def _yield_inputs(yields: Dict[str, Sequence[float]]) -> Tuple[List[str], List[np.ndarray]]:
