@@ -305,8 +305,11 @@ impl CudaBatch {
 
     /// An evaluator on `ordinals[0]` with the same model on the rest (an ordinal may repeat),
     /// over which resident toy ensembles are split ([`crate::split`]). Every ordinal is checked
-    /// now; the others are opened in the background when the first ensemble starts (each
-    /// context costs a few tenths of a second, and most commands fit no ensemble).
+    /// now. The others open in the background, beside the first: asking for several devices is
+    /// asking for split ensembles, and a context and its kernels cost 0.15–0.25 s, which an
+    /// ensemble that started them only when it began waited for (tHu's 100 000 toys fit in
+    /// 1.3 s on two GPUs; BENCHMARKS.md, issue 24). An error opening one is told to the first
+    /// ensemble that needs it.
     pub fn on_devices(model: Arc<Model>, ordinals: &[usize]) -> Result<CudaBatch> {
         let (&first, rest) = ordinals
             .split_first()
@@ -317,8 +320,12 @@ impl CudaBatch {
                 "no CUDA device with ordinal {n} (the driver reports {count} device(s))"
             )));
         }
+        let peers: Vec<Peer> = rest.iter().map(|&n| Peer::new(model.clone(), n)).collect();
+        for p in &peers {
+            p.start();
+        }
         let mut batch = CudaBatch::new(model.clone(), first)?;
-        batch.peers = rest.iter().map(|&n| Peer::new(model.clone(), n)).collect();
+        batch.peers = peers;
         Ok(batch)
     }
 

@@ -9,7 +9,7 @@
 //! (a share of what remains, down to a minimum), so the devices end within about one small
 //! block of each other; while one worker's launch drains its slowest toys, the device's other
 //! worker keeps its SMs busy. The first device starts at once; the others join as soon as their
-//! sessions are open.
+//! sessions are open (they start opening with the first: [`crate::CudaBatch::on_devices`]).
 //!
 //! A toy's fit depends only on its index (the kernel draws it from the index's Philox stream and
 //! fits it alone), so the results are those of one device, bit for bit, whatever the split.
@@ -98,9 +98,8 @@ enum Opening {
     Joined,
 }
 
-/// A session of the model on another device, opened by a thread of its own once an ensemble
-/// asks for it ([`Peer::start`]); [`Peer::session`] waits for it. Commands that never split an
-/// ensemble never open it.
+/// A session of the model on another device, opened by a thread of its own
+/// ([`Peer::start`], called when the evaluator is made); [`Peer::session`] waits for it.
 #[derive(Debug, Clone)]
 pub(crate) struct Peer {
     ordinal: usize,
@@ -120,7 +119,7 @@ impl Peer {
     }
 
     /// Starts opening the session (once).
-    fn start(&self) {
+    pub(crate) fn start(&self) {
         let mut opening = self.opening.lock().unwrap_or_else(|p| p.into_inner());
         if !matches!(*opening, Opening::NotStarted) {
             return;

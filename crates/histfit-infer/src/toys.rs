@@ -507,10 +507,18 @@ impl<R: ToyRunner> Pass<'_, R> {
         second: &crate::fit::SecondStart,
     ) -> Result<(Vec<Kept>, bool)> {
         let first = self.fits_range(range.clone(), None, true)?;
-        let starts: Vec<f64> = first
-            .iter()
-            .flat_map(|(_, end)| second.of(end.as_deref().expect("end points were asked")))
-            .collect();
+        // Every thread builds the mirror starts (n values a toy) straight into one buffer.
+        let n = self.runner.space().names.len();
+        let mut starts = vec![0.0; n * first.len()];
+        if n > 0 {
+            use rayon::prelude::*;
+            starts
+                .par_chunks_mut(n)
+                .zip(first.par_iter())
+                .for_each(|(x, (_, end))| {
+                    x.copy_from_slice(&second.of(end.as_deref().expect("end points were asked")))
+                });
+        }
         let again = self.fits_range(range, Some(&starts), false)?;
         let mut best = Vec::with_capacity(first.len());
         let mut split = Vec::new();
@@ -536,13 +544,10 @@ impl<R: ToyRunner> Pass<'_, R> {
         let list: Vec<u64> = split.iter().map(|&(_, i)| i).collect();
         let further: Vec<Vec<Vec<f64>>> = list.iter().map(|&i| second.further(i)).collect();
         let positions: Vec<usize> = split.iter().map(|&(k, _)| k).collect();
-        let passes: Vec<(Vec<u64>, Vec<f64>)> = (0..crate::fit::FURTHER_STARTS)
-            .map(|r| {
-                let starts = further.iter().flat_map(|f| f[r].iter().copied()).collect();
-                (list.clone(), starts)
-            })
+        let starts: Vec<f64> = (0..crate::fit::FURTHER_STARTS)
+            .flat_map(|r| further.iter().flat_map(move |f| f[r].iter().copied()))
             .collect();
-        self.keep_lowest(&mut best, &positions, &passes)?;
+        self.keep_lowest(&mut best, &positions, &list, &starts)?;
         Ok((best, mirror_lower))
     }
 
@@ -558,26 +563,27 @@ impl<R: ToyRunner> Pass<'_, R> {
         let mut order: Vec<usize> = (0..fits.len()).collect();
         order.sort_by_key(|&k| fits[k].0.index);
         let list: Vec<u64> = order.iter().map(|&k| fits[k].0.index).collect();
-        let passes: Vec<(Vec<u64>, Vec<f64>)> = (0..count)
-            .map(|r| {
-                let starts = list.iter().flat_map(|&i| second.around(i, r)).collect();
-                (list.clone(), starts)
-            })
-            .collect();
-        self.keep_lowest(fits, &order, &passes)
+        let starts = second.around_all(&list, count);
+        self.keep_lowest(fits, &order, &list, &starts)
     }
 
-    /// Fits `passes` (each a list of toys with their starts, the toys of `fits` at `positions`
-    /// in that order) in one go ([`Pass::fits_many`]) and keeps, for each toy, the lowest
-    /// ([`keep_lower`]).
+    /// Fits the toys of `list` (those of `fits` at `positions`, in that order) from each of
+    /// the passes of `starts` (pass after pass, each n values per toy of `list`) in one go
+    /// ([`Pass::fits_many`]) and keeps, for each toy, the lowest ([`keep_lower`]).
     fn keep_lowest(
         &self,
         fits: &mut [Kept],
         positions: &[usize],
-        passes: &[(Vec<u64>, Vec<f64>)],
+        list: &[u64],
+        starts: &[f64],
     ) -> Result<()> {
-        self.ticks.plan_more(positions.len() * passes.len());
-        for pass in self.fits_many(passes)? {
+        let n = self.runner.space().names.len();
+        let passes = match list.len() * n {
+            0 => 0,
+            per_pass => starts.len() / per_pass,
+        };
+        self.ticks.plan_more(positions.len() * passes);
+        for pass in self.fits_many(list, starts, passes)? {
             for (&k, c) in positions.iter().zip(pass) {
                 let (t, f) = &mut fits[k];
                 *t = keep_lower(*f, t.clone(), c);
@@ -620,20 +626,24 @@ impl<R: ToyRunner> Pass<'_, R> {
         }
     }
 
-    /// Several passes of further starts (each an ascending list of toys with n start values per
-    /// toy), on the device in one launch (a launch lasts as long as its slowest fit, and
-    /// searches from far away are slow), else as [`Pass::fits`] fits them.
-    fn fits_many(&self, passes: &[(Vec<u64>, Vec<f64>)]) -> Result<Vec<Vec<ToyFit>>> {
-        let list: Vec<u64> = passes.iter().flat_map(|(l, _)| l.iter().copied()).collect();
-        let starts: Vec<f64> = passes.iter().flat_map(|(_, s)| s.iter().copied()).collect();
+    /// `passes` passes of further starts of the toys of `one` (ascending), pass after pass in
+    /// `starts` (n values per toy), on the device in one launch (a launch lasts as long as its
+    /// slowest fit, and searches from far away are slow), else as [`Pass::fits`] fits them;
+    /// the fits of each pass in the order of `one`.
+    fn fits_many(&self, one: &[u64], starts: &[f64], passes: usize) -> Result<Vec<Vec<ToyFit>>> {
+        let n = self.runner.space().names.len();
+        let per_pass = one.len() * n;
+        let list: Vec<u64> = (0..passes).flat_map(|_| one.iter().copied()).collect();
         let device = match list.is_empty() {
             true => None,
-            false => self.on_device(0..list.len() as u64, Some(&list), Some(&starts), false)?,
+            false => self.on_device(0..list.len() as u64, Some(&list), Some(starts), false)?,
         };
         let Some(device) = device else {
-            return passes
-                .iter()
-                .map(|(l, s)| Ok(first_of(self.fits(l, Some(s), false)?)))
+            return (0..passes)
+                .map(|r| {
+                    let s = &starts[r * per_pass..(r + 1) * per_pass];
+                    Ok(first_of(self.fits(one, Some(s), false)?))
+                })
                 .collect();
         };
         // A further start whose fit the device could not certify is dropped, not fitted again
@@ -647,10 +657,9 @@ impl<R: ToyRunner> Pass<'_, R> {
             );
         }
         let mut device = device.into_iter();
-        Ok(passes
-            .iter()
-            .map(|(l, _)| {
-                l.iter()
+        Ok((0..passes)
+            .map(|_| {
+                one.iter()
                     .zip(device.by_ref())
                     .map(|(&i, d)| match d {
                         Some((fit, _)) => fit,

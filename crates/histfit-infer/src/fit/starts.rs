@@ -32,17 +32,20 @@ pub(crate) fn auto_starts(n_free: usize) -> usize {
 /// and device.
 pub(crate) fn start_point(p: &Problem, center: &[f64], j: u64, width: f64) -> Vec<f64> {
     (0..center.len())
-        .map(|k| {
-            let u = 2.0 * unit(j, k as u64) - 1.0;
-            let s = p.scale[k];
-            let factor = (center[k] * s - 1.0).abs() < 0.5 && p.lower[k] >= 0.0;
-            let w = if factor { 0.25 * width / s } else { width };
-            let (lo, hi) = (p.lower[k], p.upper[k]);
-            // Inside the bounds by a little, where a bound is finite (γ at 0 is not finite).
-            let margin = 1e-3 * (hi - lo).min(1.0);
-            (center[k] + w * u).clamp(lo + margin, hi - margin)
-        })
+        .map(|k| start_coordinate(p, center, j, width, k))
         .collect()
+}
+
+/// Free coordinate `k` of [`start_point`].
+fn start_coordinate(p: &Problem, center: &[f64], j: u64, width: f64, k: usize) -> f64 {
+    let u = 2.0 * unit(j, k as u64) - 1.0;
+    let s = p.scale[k];
+    let factor = (center[k] * s - 1.0).abs() < 0.5 && p.lower[k] >= 0.0;
+    let w = if factor { 0.25 * width / s } else { width };
+    let (lo, hi) = (p.lower[k], p.upper[k]);
+    // Inside the bounds by a little, where a bound is finite (γ at 0 is not finite).
+    let margin = 1e-3 * (hi - lo).min(1.0);
+    (center[k] + w * u).clamp(lo + margin, hi - margin)
 }
 
 /// Starts made for a toy whose first two starts ended in different basins (see
@@ -76,7 +79,7 @@ impl SecondStart {
     /// The second start of fits under `opts` (which start at `opts.init`), where those fits make
     /// one: a model with more free parameters than [`auto_starts`] makes further starts for,
     /// its starts left to the fit ([`super::Starts::Auto`]) or set to a count above 0, which
-    /// becomes that many [`SecondStart::around`] starts per toy. `None` otherwise (a model
+    /// becomes that many [`SecondStart::around_all`] starts per toy. `None` otherwise (a model
     /// whose fits make their own further starts, or `Starts::Count(0)`: one start only).
     pub fn new(
         space: &histfit_compute::ParameterSpace,
@@ -96,21 +99,45 @@ impl SecondStart {
         Ok(Some(SecondStart { p, z_start, asked }))
     }
 
-    /// How many [`SecondStart::around`] starts every toy makes, given whether the ensemble's
+    /// How many [`SecondStart::around_all`] starts every toy makes, given whether the ensemble's
     /// basin probe found a lower basin.
     pub fn around_count(&self, probe_lower: bool) -> usize {
         self.asked
             .unwrap_or(if probe_lower { AROUND_STARTS } else { 0 })
     }
 
-    /// Extra start `r` (0, 1, …) of toy `index`: a point around the model's initial point drawn
-    /// as a fit's further starts are ([`start_point`]), from a stream apart from
+    /// Extra start `r` (0, 1, …) of toy `index` written over `x` (a copy of the fit's start): a
+    /// point around the model's initial point (`z_model`, in the optimizer's units) drawn as a
+    /// fit's further starts are ([`start_point`]), from a stream apart from
     /// [`SecondStart::further`]'s (the top bit of the draw's number set).
-    pub fn around(&self, index: u64, r: usize) -> Vec<f64> {
+    fn around_into(&self, z_model: &[f64], index: u64, r: usize, x: &mut [f64]) {
         let p = &self.p;
-        let z_model = p.z_of(&p.model_start);
         let j = (1u64 << 63) | index.wrapping_mul(1 << 16).wrapping_add(r as u64);
-        p.x_of(&start_point(p, &z_model, j, 2.0))
+        for (k, &i) in p.free.iter().enumerate() {
+            x[i] = start_coordinate(p, z_model, j, 2.0, k) * p.scale[k];
+        }
+    }
+
+    /// Starts `0..count` around the model's initial point ([`SecondStart::around_into`]) for
+    /// every toy of `list`, in one flat buffer:
+    /// start 0 of each toy of the list in order, then start 1 of each, … (n values a start),
+    /// as one device launch of further starts takes them. Built by all threads straight into the
+    /// buffer: for 100 000 toys of a 328-parameter model, 8 starts are 2.1 GB, which one thread
+    /// took seconds to build and copy while the devices waited (BENCHMARKS.md, issue 24).
+    pub fn around_all(&self, list: &[u64], count: usize) -> Vec<f64> {
+        use rayon::prelude::*;
+        let p = &self.p;
+        let n = p.start.len();
+        let z_model = p.z_of(&p.model_start);
+        let mut out = vec![0.0; n * list.len() * count];
+        if n == 0 || list.is_empty() {
+            return out;
+        }
+        out.par_chunks_mut(n).enumerate().for_each(|(k, x)| {
+            x.copy_from_slice(&p.start);
+            self.around_into(&z_model, list[k % list.len()], k / list.len(), x);
+        });
+        out
     }
 
     /// Further starts of toy `index` whose first two starts ended in different basins: the
@@ -172,5 +199,38 @@ mod tests {
         assert!((mean - 0.5).abs() < 0.01, "mean {mean}");
         assert!(draws.iter().all(|&u| (0.0..1.0).contains(&u)));
         assert_ne!(unit(1, 2), unit(2, 1));
+    }
+
+    /// The flat buffer holds, for pass r and toy i, the point drawn for (i, r) around the
+    /// model's initial point (fixed parameters at the fit's start), pass after pass.
+    #[test]
+    fn starts_around_the_init_are_laid_out_pass_after_pass() {
+        use histfit_compute::Evaluator;
+        let (model, _) =
+            histfit_testutil::load("workspace_tHu", histfit_testutil::settings("smooth"));
+        let ev = histfit_compute::CpuEvaluator::new(model);
+        let second = SecondStart::new(ev.space(), &crate::fit::FitOptions::default())
+            .unwrap()
+            .expect("tHu's fits leave the further starts to the ensemble");
+        let p = &second.p;
+        let n = p.start.len();
+        let z_model = p.z_of(&p.model_start);
+        let list = [7u64, 2, 40_000];
+        let all = second.around_all(&list, 3);
+        assert_eq!(all.len(), 3 * list.len() * n);
+        let mut seen = Vec::new();
+        for r in 0..3 {
+            for (k, &i) in list.iter().enumerate() {
+                let j = (1u64 << 63) | i.wrapping_mul(1 << 16).wrapping_add(r as u64);
+                let want = p.x_of(&start_point(p, &z_model, j, 2.0));
+                let got = &all[(r * list.len() + k) * n..(r * list.len() + k + 1) * n];
+                assert_eq!(got, &want[..], "toy {i}, start {r}");
+                seen.push(got.to_vec());
+            }
+        }
+        seen.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        seen.dedup();
+        assert_eq!(seen.len(), 9, "every toy's every start its own point");
+        assert!(second.around_all(&[], 8).is_empty());
     }
 }
