@@ -187,23 +187,31 @@ fn out_of_memory(e: &ComputeError) -> bool {
 }
 
 /// Blocks of toy indices handed out in order: each a share of what remains
-/// (1/(share·workers)), at least `min_block` toys; blocks given back come first.
+/// (1/(share·workers)), at least [`Queue::min_block`] toys; blocks given back come first.
 struct Queue {
     next: Mutex<(u64, Vec<Range<u64>>)>,
     end: u64,
     workers: u64,
     plan: SplitPlan,
+    /// The plan's smallest block, or the ensemble over the workers where that is smaller: an
+    /// ensemble of fewer than `workers × min_block` toys is cut into one block per worker,
+    /// not into two large blocks and a small one (tHu's toy CLs, 2 × 19 800 toys on two GPUs:
+    /// 8192 + 8192 toys on one device and 3416 on the other; BENCHMARKS.md, issue 24).
+    min_block: u64,
     /// Set when a worker fails: the others take no more blocks.
     stop: AtomicBool,
 }
 
 impl Queue {
     fn new(indices: Range<u64>, workers: usize, plan: SplitPlan) -> Queue {
+        let workers = workers.max(1) as u64;
+        let total = indices.end.saturating_sub(indices.start);
         Queue {
             next: Mutex::new((indices.start, Vec::new())),
             end: indices.end,
-            workers: workers.max(1) as u64,
+            workers,
             plan,
+            min_block: plan.min_block.min(total.div_ceil(workers)).max(1),
             stop: AtomicBool::new(false),
         }
     }
@@ -221,7 +229,7 @@ impl Queue {
             return None;
         }
         let size = (left / self.plan.share.saturating_mul(self.workers))
-            .max(self.plan.min_block)
+            .max(self.min_block)
             .min(left);
         let block = next.0..next.0 + size;
         next.0 += size;
@@ -385,11 +393,16 @@ mod tests {
                 for w in b.windows(2) {
                     assert!(w[1].end - w[1].start <= w[0].end - w[0].start, "shrinking");
                 }
+                let total = range.end - range.start;
+                let least = plan.min_block.min(total.div_ceil(workers as u64));
                 if let Some((_, rest)) = b.split_last() {
-                    assert!(rest.iter().all(|r| r.end - r.start >= plan.min_block));
+                    assert!(rest.iter().all(|r| r.end - r.start >= least));
                 }
             }
         }
+        // Fewer toys than the workers' smallest blocks: one even block per worker.
+        let b = blocks(0..19_800, 4, SplitPlan::QUEUE);
+        assert_eq!(b, [0..4950, 4950..9900, 9900..14_850, 14_850..19_800]);
         // 100 000 toys over two devices' four workers: 25 000 first, then fewer.
         let b = blocks(0..100_000, 4, SplitPlan::QUEUE);
         assert_eq!(b[0], 0..25_000);
