@@ -8,11 +8,16 @@ use std::sync::Arc;
 
 pub use histfit_device::{batcher, AnyEval, AnyRunner, Device};
 
-/// [`AnyEval::new`] with the CLI's wording of a device failure; what the device says about how
-/// it was opened (a precision fallback) goes to stderr.
-pub fn open(model: Arc<Model>, device: Device) -> Result<AnyEval> {
+/// [`AnyEval::new`] (or, for commands that fit toy ensembles, [`AnyEval::for_ensembles`]) with
+/// the CLI's wording of a device failure; what the device says about how it was opened (a
+/// precision fallback) goes to stderr.
+pub fn open(model: Arc<Model>, device: Device, ensembles: bool) -> Result<AnyEval> {
     let name = device.to_string();
-    let eval = AnyEval::new(model, device).map_err(|e| anyhow!("--gpu {name}: {e}"))?;
+    let eval = match ensembles {
+        true => AnyEval::for_ensembles(model, device),
+        false => AnyEval::new(model, device),
+    }
+    .map_err(|e| anyhow!("--gpu {name}: {e}"))?;
     // Once per process: `grid` opens a session per point, each with the same adapter.
     static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if let Some(w) = eval.warning() {

@@ -13,6 +13,15 @@ use histfit_model::{
 };
 use std::sync::Arc;
 
+/// What [`ModelArgs::prepare_fit`] gives an inference command: the model, a description of its
+/// source, the dataset, the evaluator and the fit options.
+pub type Prepared = (
+    Arc<Model>,
+    String,
+    Dataset,
+    AnyEval,
+    histfit_infer::FitOptions,
+);
 #[derive(Args, Debug, Clone)]
 pub struct ModelArgs {
     /// pyhf JSON workspace.
@@ -75,13 +84,13 @@ impl ModelArgs {
         self.gpu.clone().unwrap_or(Device::Cpu)
     }
 
-    /// [`load`](Self::load), plus the observed data and an evaluator on the chosen device: what
-    /// every command needs.
-    pub fn prepare(&self) -> Result<(Arc<Model>, String, Dataset, AnyEval)> {
+    /// [`load`](Self::load), plus the observed data and an evaluator on the chosen device (made
+    /// for toy ensembles where `ensembles`: [`crate::device::open`]): what every command needs.
+    fn prepare(&self, ensembles: bool) -> Result<(Arc<Model>, String, Dataset, AnyEval)> {
         let (model, source) = self.load()?;
         crate::timing::mark("workspace read and compiled");
         let data = Dataset::observed(&model);
-        let eval = crate::device::open(model.clone(), self.device())?;
+        let eval = crate::device::open(model.clone(), self.device(), ensembles)?;
         crate::timing::mark("device opened");
         Ok((model, source, data, eval))
     }
@@ -124,17 +133,18 @@ impl ModelArgs {
 
     /// [`prepare`](Self::prepare) for an inference command: the fit options of `fit` and the
     /// dataset they choose (observed, or Asimov with `--asimov`).
-    pub fn prepare_fit(
-        &self,
-        fit: &FitArgs,
-    ) -> Result<(
-        Arc<Model>,
-        String,
-        Dataset,
-        AnyEval,
-        histfit_infer::FitOptions,
-    )> {
-        let (model, source, observed, mut eval) = self.prepare()?;
+    pub fn prepare_fit(&self, fit: &FitArgs) -> Result<Prepared> {
+        self.prepare_fit_for(fit, false)
+    }
+
+    /// [`prepare_fit`](Self::prepare_fit) for a command that fits toy ensembles: the devices of a
+    /// split (`--gpu cuda:all`) start opening beside the first.
+    pub fn prepare_fit_for_ensembles(&self, fit: &FitArgs) -> Result<Prepared> {
+        self.prepare_fit_for(fit, true)
+    }
+
+    fn prepare_fit_for(&self, fit: &FitArgs, ensembles: bool) -> Result<Prepared> {
+        let (model, source, observed, mut eval) = self.prepare(ensembles)?;
         let options = fit.options(histfit_compute::Evaluator::space(&eval))?;
         let data = fit.data(&mut eval, observed, &options)?;
         Ok((model, source, data, eval, options))

@@ -253,8 +253,9 @@ pub struct CudaBatch {
     /// The last uploaded launch has a problem whose wall is not the default (the kernel then
     /// reads `Buffers::walls`).
     walls_on: bool,
-    /// The same model on further devices (or the same one again), opened when an ensemble
-    /// starts: resident toy ensembles are split over this session and these ([`crate::split`]).
+    /// The same model on further devices (or the same one again), opened in the background
+    /// ([`CudaBatch::for_ensembles`]): resident toy ensembles are split over this session and
+    /// these ([`crate::split`]).
     pub(crate) peers: Vec<Peer>,
     /// How (`None`: [`SplitPlan::from_env`] at each ensemble).
     pub(crate) split: Option<SplitPlan>,
@@ -305,12 +306,22 @@ impl CudaBatch {
 
     /// An evaluator on `ordinals[0]` with the same model on the rest (an ordinal may repeat),
     /// over which resident toy ensembles are split ([`crate::split`]). Every ordinal is checked
-    /// now. The others open in the background, beside the first: asking for several devices is
-    /// asking for split ensembles, and a context and its kernels cost 0.15–0.25 s, which an
-    /// ensemble that started them only when it began waited for (tHu's 100 000 toys fit in
-    /// 1.3 s on two GPUs; BENCHMARKS.md, issue 24). An error opening one is told to the first
-    /// ensemble that needs it.
+    /// now; the others are opened in the background when the first ensemble starts (each
+    /// context costs a few tenths of a second, and most commands fit no ensemble).
     pub fn on_devices(model: Arc<Model>, ordinals: &[usize]) -> Result<CudaBatch> {
+        CudaBatch::on_devices_opening(model, ordinals, false)
+    }
+
+    /// [`CudaBatch::on_devices`] for a caller that will fit toy ensembles: the other devices
+    /// start opening at once, beside the first. A context, its kernels and tables cost
+    /// 0.15–0.25 s, which an ensemble that started them only when it began waited for (tHu's
+    /// 100 000 toys fit in 1.4 s on two GPUs where they took 1.5 s; BENCHMARKS.md, issue 24).
+    /// An error opening one is told to the first ensemble that needs it.
+    pub fn for_ensembles(model: Arc<Model>, ordinals: &[usize]) -> Result<CudaBatch> {
+        CudaBatch::on_devices_opening(model, ordinals, true)
+    }
+
+    fn on_devices_opening(model: Arc<Model>, ordinals: &[usize], now: bool) -> Result<CudaBatch> {
         let (&first, rest) = ordinals
             .split_first()
             .ok_or_else(|| CudaError::Unavailable("no CUDA device".into()))?;
@@ -321,8 +332,10 @@ impl CudaBatch {
             )));
         }
         let peers: Vec<Peer> = rest.iter().map(|&n| Peer::new(model.clone(), n)).collect();
-        for p in &peers {
-            p.start();
+        if now {
+            for p in &peers {
+                p.start();
+            }
         }
         let mut batch = CudaBatch::new(model.clone(), first)?;
         batch.peers = peers;

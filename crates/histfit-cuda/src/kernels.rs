@@ -175,7 +175,12 @@ impl Kernels {
                     if let Some(dir) = f.parent() {
                         let _ = std::fs::create_dir_all(dir);
                     }
-                    let tmp = f.with_extension(format!("tmp{}", std::process::id()));
+                    // A name of this writer's own: the devices of one process may compile
+                    // side by side on an empty cache.
+                    static WRITERS: std::sync::atomic::AtomicU64 =
+                        std::sync::atomic::AtomicU64::new(0);
+                    let k = WRITERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let tmp = f.with_extension(format!("tmp{}-{k}", std::process::id()));
                     if std::fs::write(&tmp, ptx.to_src()).is_ok() {
                         let _ = std::fs::rename(&tmp, f);
                     }

@@ -1,6 +1,6 @@
 //! Resident toy ensembles split over several devices (`--gpu cuda:all`, `cuda:0,1`, or the same
-//! device twice): the peers' sessions, opened in the background when an ensemble starts, and the
-//! queue their workers take blocks of toys from.
+//! device twice): the peers' sessions, opened in the background, and the queue their workers
+//! take blocks of toys from.
 //!
 //! A static split (one contiguous block per device) ends when the slowest device does: a
 //! device that opened later, a slower GPU, or a block holding more of the slow toys keeps the
@@ -9,7 +9,8 @@
 //! (a share of what remains, down to a minimum), so the devices end within about one small
 //! block of each other; while one worker's launch drains its slowest toys, the device's other
 //! worker keeps its SMs busy. The first device starts at once; the others join as soon as their
-//! sessions are open (they start opening with the first: [`crate::CudaBatch::on_devices`]).
+//! sessions are open (they start opening when the first ensemble starts, or beside the first
+//! device where the evaluator is made for ensembles: [`crate::CudaBatch::for_ensembles`]).
 //!
 //! A toy's fit depends only on its index (the kernel draws it from the index's Philox stream and
 //! fits it alone), so the results are those of one device, bit for bit, whatever the split.
@@ -27,7 +28,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 pub struct SplitPlan {
     /// Workers (host threads, each with its own stream and launches) per device.
     pub lanes: usize,
-    /// The smallest block a worker takes (the last one may be smaller).
+    /// The smallest block a worker takes (the last one may be smaller), unless the ensemble over
+    /// the workers is smaller: then one block per worker.
     pub min_block: u64,
     /// A block is the remaining toys over `share` × the workers.
     pub share: u64,
@@ -98,13 +100,30 @@ enum Opening {
     Joined,
 }
 
-/// A session of the model on another device, opened by a thread of its own
-/// ([`Peer::start`], called when the evaluator is made); [`Peer::session`] waits for it.
+/// Where a peer's opening stands; a thread still opening it is joined when the last copy of the
+/// peer goes (an evaluator dropped before any ensemble, or the first device failing to open),
+/// so that no thread is left inside the driver while the process exits.
+#[derive(Debug)]
+struct Slot(Mutex<Opening>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let opening = self.0.get_mut().unwrap_or_else(|p| p.into_inner());
+        if let Opening::Running(h) = std::mem::replace(opening, Opening::Joined) {
+            // Its session (or error) is dropped with it: nobody asked for it.
+            let _ = h.join();
+        }
+    }
+}
+
+/// A session of the model on another device, opened by a thread of its own ([`Peer::start`]:
+/// when an ensemble starts, or with the first device where the evaluator is made for
+/// ensembles, [`crate::CudaBatch::for_ensembles`]); [`Peer::session`] waits for it.
 #[derive(Debug, Clone)]
 pub(crate) struct Peer {
     ordinal: usize,
     model: Arc<Model>,
-    opening: Arc<Mutex<Opening>>,
+    opening: Arc<Slot>,
     opened: Arc<OnceLock<Result<Arc<Session>>>>,
 }
 
@@ -113,14 +132,14 @@ impl Peer {
         Peer {
             ordinal,
             model,
-            opening: Arc::new(Mutex::new(Opening::NotStarted)),
+            opening: Arc::new(Slot(Mutex::new(Opening::NotStarted))),
             opened: Arc::new(OnceLock::new()),
         }
     }
 
     /// Starts opening the session (once).
     pub(crate) fn start(&self) {
-        let mut opening = self.opening.lock().unwrap_or_else(|p| p.into_inner());
+        let mut opening = self.opening.0.lock().unwrap_or_else(|p| p.into_inner());
         if !matches!(*opening, Opening::NotStarted) {
             return;
         }
@@ -144,7 +163,7 @@ impl Peer {
         self.start();
         self.opened
             .get_or_init(|| {
-                let mut opening = self.opening.lock().unwrap_or_else(|p| p.into_inner());
+                let mut opening = self.opening.0.lock().unwrap_or_else(|p| p.into_inner());
                 match std::mem::replace(&mut *opening, Opening::Joined) {
                     Opening::Running(h) => match h.join() {
                         Ok(opened) => opened.map_err(|e| on_device(e, self.ordinal)),
@@ -257,6 +276,7 @@ pub(crate) fn fit_split(
     req: &ResidentRequest<'_>,
     fit: impl Fn(&Session, &ResidentRequest<'_>) -> histfit_compute::Result<Vec<ResidentFit>> + Sync,
 ) -> histfit_compute::Result<Vec<ResidentFit>> {
+    // (Already started where the evaluator was made for ensembles.)
     for p in peers {
         p.start();
     }

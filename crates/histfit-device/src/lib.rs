@@ -184,6 +184,17 @@ pub enum AnyEval {
 impl AnyEval {
     /// Opens the device (for a GPU: context or adapter, kernels, model upload).
     pub fn new(model: Arc<Model>, device: Device) -> Result<AnyEval, DeviceError> {
+        AnyEval::open(model, device, false)
+    }
+
+    /// [`AnyEval::new`] for a caller that will fit toy ensembles: where several CUDA devices are
+    /// asked for, the others start opening at once, beside the first
+    /// ([`CudaBatch::for_ensembles`]), not when the first ensemble starts.
+    pub fn for_ensembles(model: Arc<Model>, device: Device) -> Result<AnyEval, DeviceError> {
+        AnyEval::open(model, device, true)
+    }
+
+    fn open(model: Arc<Model>, device: Device, ensembles: bool) -> Result<AnyEval, DeviceError> {
         let ordinals = match device {
             Device::Cpu => return Ok(AnyEval::Cpu(CpuEvaluator::new(model))),
             Device::Wgpu {
@@ -199,9 +210,11 @@ impl AnyEval {
             Device::CudaSplit(list) => list,
             Device::CudaAll => (0..histfit_cuda::devices()?.len()).collect(),
         };
-        Ok(AnyEval::Cuda(OneAtATime {
-            batch: CudaBatch::on_devices(model, &ordinals)?,
-        }))
+        let batch = match ensembles {
+            true => CudaBatch::for_ensembles(model, &ordinals)?,
+            false => CudaBatch::on_devices(model, &ordinals)?,
+        };
+        Ok(AnyEval::Cuda(OneAtATime { batch }))
     }
 
     /// What the user should know about how the device was opened: a wgpu adapter whose

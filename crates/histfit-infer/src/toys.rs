@@ -333,7 +333,7 @@ pub fn fit_toys_on<R: ToyRunner>(
 /// planned in `ticks` by the caller. Where the fits make a second start
 /// ([`crate::fit::SecondStart`]), the basin probe ([`PROBE_TOYS`]) fits its toys from both
 /// starts and, where one of them ends lower, every toy. Every toy is then also fitted from
-/// points around the model's initial point ([`crate::fit::SecondStart::around`]): as many as
+/// points around the model's initial point ([`crate::fit::SecondStart::around_all`]): as many as
 /// `o` asks ([`crate::fit::Starts::Count`]), else `AROUND_STARTS` (8) where the
 /// probe found a lower basin and none elsewhere.
 #[allow(clippy::too_many_arguments)]
@@ -511,7 +511,6 @@ impl<R: ToyRunner> Pass<'_, R> {
         let n = self.runner.space().names.len();
         let mut starts = vec![0.0; n * first.len()];
         if n > 0 {
-            use rayon::prelude::*;
             starts
                 .par_chunks_mut(n)
                 .zip(first.par_iter())
@@ -547,12 +546,18 @@ impl<R: ToyRunner> Pass<'_, R> {
         let starts: Vec<f64> = (0..crate::fit::FURTHER_STARTS)
             .flat_map(|r| further.iter().flat_map(move |f| f[r].iter().copied()))
             .collect();
-        self.keep_lowest(&mut best, &positions, &list, &starts)?;
+        self.keep_lowest(
+            &mut best,
+            &positions,
+            &list,
+            &starts,
+            crate::fit::FURTHER_STARTS,
+        )?;
         Ok((best, mirror_lower))
     }
 
     /// Every toy of `fits` (each with its first start's twice_nll and convergence) fitted again
-    /// from its first `count` [`crate::fit::SecondStart::around`] starts, the lowest kept.
+    /// from its first `count` [`crate::fit::SecondStart::around_all`] starts, the lowest kept.
     fn around(
         &self,
         fits: &mut [Kept],
@@ -564,11 +569,11 @@ impl<R: ToyRunner> Pass<'_, R> {
         order.sort_by_key(|&k| fits[k].0.index);
         let list: Vec<u64> = order.iter().map(|&k| fits[k].0.index).collect();
         let starts = second.around_all(&list, count);
-        self.keep_lowest(fits, &order, &list, &starts)
+        self.keep_lowest(fits, &order, &list, &starts, count)
     }
 
     /// Fits the toys of `list` (those of `fits` at `positions`, in that order) from each of
-    /// the passes of `starts` (pass after pass, each n values per toy of `list`) in one go
+    /// `passes` passes of `starts` (pass after pass, each n values per toy of `list`) in one go
     /// ([`Pass::fits_many`]) and keeps, for each toy, the lowest ([`keep_lower`]).
     fn keep_lowest(
         &self,
@@ -576,12 +581,8 @@ impl<R: ToyRunner> Pass<'_, R> {
         positions: &[usize],
         list: &[u64],
         starts: &[f64],
+        passes: usize,
     ) -> Result<()> {
-        let n = self.runner.space().names.len();
-        let passes = match list.len() * n {
-            0 => 0,
-            per_pass => starts.len() / per_pass,
-        };
         self.ticks.plan_more(positions.len() * passes);
         for pass in self.fits_many(list, starts, passes)? {
             for (&k, c) in positions.iter().zip(pass) {
@@ -633,6 +634,13 @@ impl<R: ToyRunner> Pass<'_, R> {
     fn fits_many(&self, one: &[u64], starts: &[f64], passes: usize) -> Result<Vec<Vec<ToyFit>>> {
         let n = self.runner.space().names.len();
         let per_pass = one.len() * n;
+        if starts.len() != passes * per_pass {
+            return Err(InferError::Compute(histfit_compute::ComputeError::Length {
+                what: "further starts",
+                expected: passes * per_pass,
+                got: starts.len(),
+            }));
+        }
         let list: Vec<u64> = (0..passes).flat_map(|_| one.iter().copied()).collect();
         let device = match list.is_empty() {
             true => None,

@@ -55,8 +55,17 @@ fn parse_device(s: &str) -> PyResult<Device> {
 /// Opens the device; what it says about how it was opened (a precision fallback) becomes a
 /// Python `UserWarning`.
 fn open(model: Arc<Model>, device: &str) -> PyResult<AnyEval> {
-    let eval = AnyEval::new(model, parse_device(device)?)
-        .map_err(|e| DeviceError::new_err(e.to_string()))?;
+    opened(AnyEval::new(model, parse_device(device)?), device)
+}
+
+/// [`open`] for toy ensembles: the devices of a split start opening beside the first
+/// ([`AnyEval::for_ensembles`]).
+fn open_for_ensembles(model: Arc<Model>, device: &str) -> PyResult<AnyEval> {
+    opened(AnyEval::for_ensembles(model, parse_device(device)?), device)
+}
+
+fn opened(eval: Result<AnyEval, histfit_device::DeviceError>, device: &str) -> PyResult<AnyEval> {
+    let eval = eval.map_err(|e| DeviceError::new_err(e.to_string()))?;
     if let Some(w) = eval.warning() {
         warn(&format!("device {device}: {w}"))?;
     }
@@ -80,7 +89,7 @@ fn warn(message: &str) -> PyResult<()> {
 /// batches on a CUDA device).
 macro_rules! with_runner {
     ($model:expr, $device:expr, |$runner:ident| $body:expr) => {{
-        let ev = open($model, $device)?;
+        let ev = open_for_ensembles($model, $device)?;
         let batcher = histfit_device::batcher(&ev);
         let $runner = AnyRunner::new(&ev, batcher.as_ref());
         $body.map_err(infer_err)

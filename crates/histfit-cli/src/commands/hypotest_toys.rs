@@ -36,7 +36,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
-    let (model, source, data, eval, mut base) = a.model.prepare_fit(&a.fit)?;
+    let (model, source, data, eval, mut base) = a.model.prepare_fit_for_ensembles(&a.fit)?;
     if let Some(k) = a.starts {
         base.starts = histfit_infer::Starts::Count(k);
     }

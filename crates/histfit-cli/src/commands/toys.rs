@@ -37,7 +37,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
-    let (model, source, data, eval, base) = a.model.prepare_fit(&a.fit)?;
+    let (model, source, data, eval, base) = a.model.prepare_fit_for_ensembles(&a.fit)?;
     let range = super::parse_shard(a.shard.as_deref(), a.n_toys)?;
     let at = a.mu.map_or(GenPoint::FreeFit, GenPoint::ConditionalFit);
     let batcher = device::batcher(&eval);
