@@ -2,9 +2,9 @@
 //! moved by 1e-3 of its unit), as a GPU's and the CPU's fits of the same toy take nearby paths;
 //! prints the toys whose fits end more than 1e-6 apart in twice_nll (issue 23).
 //!
-//! `HISTFIT_FIXTURES=DIR cargo run --release -p histfit-infer --example nearby -- WS N [width]`
-//! (toys 0..N of seed 0 at the observed fit, smooth setting; `width`: the constraint widths'
-//! units instead of the ensembles' curvature units).
+//! `HISTFIT_FIXTURES=DIR cargo run --release -p histfit-infer --example nearby -- WS N [width]
+//! [pyhf]` (toys 0..N of seed 0 at the observed fit, smooth setting; `width`: the constraint
+//! widths' units instead of the ensembles' curvature units; `pyhf`: pyhf's interpolation codes).
 use histfit_compute::{CpuEvaluator, Evaluator};
 use histfit_infer::{fit, FitOptions};
 use histfit_testutil::{load, settings};
@@ -12,11 +12,13 @@ use histfit_testutil::{load, settings};
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (ws, n) = (&args[0], args[1].parse::<u64>().expect("N: a number"));
-    let (model, data) = load(ws, settings("smooth"));
+    let flag = |f: &str| args[2..].iter().any(|a| a == f);
+    let setting = if flag("pyhf") { "pyhf" } else { "smooth" };
+    let (model, data) = load(ws, settings(setting));
     let mut ev = CpuEvaluator::new(model.clone());
     let gen = fit(&mut ev, &data, &FitOptions::default()).unwrap().bestfit;
     let space = ev.space().clone();
-    let scales = if args.get(2).is_some_and(|a| a == "width") {
+    let scales = if flag("width") {
         space.scales.clone()
     } else {
         histfit_infer::fit::curvature_scales(&mut ev, &gen, &FitOptions::default()).unwrap()

@@ -229,6 +229,16 @@ impl Lbfgsb {
         &self.g
     }
 
+    /// The estimated distance to the minimum of the current iterate, −½ gᵀd along the direction
+    /// being searched (what f would fall by if the quasi-Newton model were exact); infinite
+    /// before the first direction.
+    pub fn edm(&self) -> f64 {
+        match self.phase {
+            Phase::Start => f64::INFINITY,
+            _ => (-0.5 * self.dg0).max(0.0),
+        }
+    }
+
     /// ‖P(x − g) − x‖∞ at the current iterate.
     pub fn projected_gradient_norm(&self) -> f64 {
         (0..self.n)

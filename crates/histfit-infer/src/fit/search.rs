@@ -152,6 +152,40 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
         Ok(opt)
     }
 
+    /// [`Self::lbfgsb`] on one side of coordinate `k`'s kink (`lower`/`upper` end at 0 there),
+    /// given up (`None`) from iteration `after` on where its own estimate puts the minimum it is
+    /// heading for above `ceiling` (f − `factor`·EDM above it), or where coordinate `k` is held
+    /// at its kink by a slope into the other side: a minimum with it there is one of the other
+    /// side's too, where the best one is known.
+    pub async fn lbfgsb_below(
+        &mut self,
+        z0: &[f64],
+        (lower, upper): (&[f64], &[f64]),
+        k: usize,
+        ceiling: f64,
+        (after, factor): (usize, f64),
+    ) -> Result<Option<Lbfgsb>> {
+        let mut gz = vec![0.0; z0.len()];
+        let mut opt = Lbfgsb::new(z0, lower, upper, self.p.options).with_kinks(&self.p.kinks);
+        let mut seen = 0;
+        while let Ask::Evaluate(z) = opt.ask() {
+            let z = z.to_vec();
+            let f = self.nll_grad(&z, &mut gz).await?;
+            opt.tell(f, &gz);
+            if opt.iterations > seen {
+                seen = opt.iterations;
+                let (x, g) = (opt.x()[k], opt.gradient()[k]);
+                let held = x == 0.0 && (lower[k] == 0.0 && g > 0.0 || upper[k] == 0.0 && g < 0.0);
+                if seen >= after && (held || opt.f() - factor * opt.edm() > ceiling) {
+                    self.iterations += opt.iterations;
+                    return Ok(None);
+                }
+            }
+        }
+        self.iterations += opt.iterations;
+        Ok(Some(opt))
+    }
+
     /// L-BFGS-B from `z0` with the coordinates in `pinned` held at 0 and the bounds given,
     /// restarted from its minimum with fresh curvature memory until a pass gains nothing where
     /// the model has kinks (a stale quasi-Newton model can stall a little early at a kink;
