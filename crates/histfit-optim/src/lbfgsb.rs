@@ -231,7 +231,8 @@ impl Lbfgsb {
 
     /// The estimated distance to the minimum of the current iterate, −½ gᵀd along the direction
     /// being searched (what f would fall by if the quasi-Newton model were exact); infinite
-    /// before the first direction.
+    /// before the first direction. Once the run has ended it is the last direction's (stale at
+    /// most, never negative).
     pub fn edm(&self) -> f64 {
         match self.phase {
             Phase::Start => f64::INFINITY,
@@ -1006,6 +1007,36 @@ mod tests {
             g[i + 1] += 200.0 * a;
         }
         f
+    }
+
+    /// −½ gᵀd is f − f* where the quasi-Newton model is the function: on ½|x|² the first
+    /// direction is −g, so after the first evaluation `edm` equals f (f* = 0); before any
+    /// direction it is infinite.
+    #[test]
+    fn edm_is_the_distance_to_the_minimum_on_a_quadratic() {
+        let x0 = [3.0, -4.0, 0.5];
+        let (lo, hi) = ([f64::NEG_INFINITY; 3], [f64::INFINITY; 3]);
+        let mut opt = Lbfgsb::new(&x0, &lo, &hi, tight());
+        assert_eq!(opt.edm(), f64::INFINITY);
+        let quadratic = |x: &[f64], g: &mut [f64]| {
+            g.copy_from_slice(x);
+            0.5 * x.iter().map(|v| v * v).sum::<f64>()
+        };
+        let mut g = [0.0; 3];
+        let Ask::Evaluate(x) = opt.ask() else {
+            panic!("a first point to evaluate")
+        };
+        let x = x.to_vec();
+        let f = quadratic(&x, &mut g);
+        opt.tell(f, &g);
+        assert!((opt.edm() - f).abs() <= 1e-12 * f, "{} vs {f}", opt.edm());
+        while let Ask::Evaluate(x) = opt.ask() {
+            let x = x.to_vec();
+            let f = quadratic(&x, &mut g);
+            opt.tell(f, &g);
+        }
+        // (Ended: `edm` is the last direction's, which the exact step consumed.)
+        assert!(opt.status().converged() && opt.f() < 1e-20 && opt.edm() >= 0.0);
     }
 
     #[test]

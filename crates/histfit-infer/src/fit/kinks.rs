@@ -2,7 +2,7 @@
 //! ([`histfit_compute::ParameterSpace::kinked`], e.g. those of piecewise-linear or piecewise-
 //! exponential interpolations).
 //!
-//! At a kink α = 0 the slopes of −ln L on the two sides differ. Three things follow, each handled here:
+//! At a kink α = 0 the slopes of −ln L on the two sides differ. Four things follow, each handled here:
 //!
 //! - **A minimum at a kink has no zero gradient.** It is certified by one-sided derivatives: the
 //!   slope towards α > 0 must not be negative and the slope towards α < 0 must not be positive.
@@ -31,10 +31,12 @@
 //!   once from there.
 //! - **A basin across a kink that the slice does not show.** Where the lower minimum on the
 //!   other side needs other parameters to move with the kinked one, the slice through the
-//!   minimum rises into that side and the test above misses it. A parameter that ends near its
-//!   kink ([`NEAR_KINK`]) has its other side searched all the same, by a refit restricted to
-//!   that side that is given up as soon as its own estimate puts it above the best minimum;
-//!   the nearest [`MAX_NEAR_SEARCHES`], with a note when more were due.
+//!   minimum rises into that side and the test above misses it. Once per fit, a parameter that
+//!   ends near its kink ([`NEAR_KINK_FROM`] to [`NEAR_KINK`]) has its other side searched all
+//!   the same, by a refit restricted to that side that is given up from its third iteration
+//!   where its own estimate puts it above the best minimum, or where the parameter stays at its
+//!   kink held by that side's slope ([`NEAR_ABANDON`], [`NEAR_HELD`]); the nearest
+//!   [`MAX_NEAR_SEARCHES`], with a note when more were due.
 
 use super::index_mask;
 use super::search::{Local, Search};
@@ -81,9 +83,14 @@ const NEAR_KINK_FROM: f64 = 1e-3;
 const MAX_NEAR_SEARCHES: usize = 16;
 
 /// A search of the other side near a kink is given up from this iteration on where f minus this
-/// many times its estimated distance to the minimum is above the best minimum: most of these
-/// searches cost 3–5 evaluations, and the fits of tHu's toys 30 % more than without them.
+/// many times its estimated distance to the minimum is above the best minimum (or where
+/// [`NEAR_HELD`] says so): most of these searches cost 4–8 evaluations (BENCHMARKS.md, issue 21,
+/// session 23).
 const NEAR_ABANDON: (usize, f64) = (3, 4.0);
+
+/// Iterations in a row a searched parameter must sit at its kink, held there by the slope of
+/// the side searched, before the search is given up: it can leave as the others move.
+pub(crate) const NEAR_HELD: usize = 3;
 
 /// The first-order check of a point: the largest projected gradient component, with one-sided
 /// slopes at kinked coordinates that sit at their kink.
@@ -311,19 +318,22 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
                 break;
             }
         }
-        let mut best = self.compare_near_kinks(best).await?;
         best.compared.sort_unstable();
         best.compared.dedup();
         Ok(best)
     }
 
-    /// The other side of every kinked coordinate [`NEAR_KINK_FROM`] to [`NEAR_KINK`] from its kink whose other
-    /// side was not searched yet (see the module docs), nearest first, at most
+    /// The fit's lowest minimum (after its starts and their kink settlements) with the other
+    /// side of every kinked coordinate [`NEAR_KINK_FROM`] to [`NEAR_KINK`] from its kink
+    /// searched where it was not yet (see the module docs), nearest first, at most
     /// [`MAX_NEAR_SEARCHES`]: a refit restricted to that side, given up once its own estimate
     /// puts the minimum it is heading for above the best one, or once the parameter is held at
-    /// its kink ([`NEAR_ABANDON`]).
-    async fn compare_near_kinks(&mut self, mut best: Local) -> Result<Local> {
+    /// its kink ([`NEAR_ABANDON`]). Once per fit; a search given up counts as searched.
+    pub async fn compare_near_kinks(&mut self, mut best: Local) -> Result<Local> {
         let p = self.p;
+        if !p.has_kinks() || !best.f.is_finite() {
+            return Ok(best);
+        }
         let pinned = index_mask(best.z.len(), &best.pinned);
         let mut near: Vec<(usize, f64)> = (0..best.z.len())
             .filter(|&k| p.kinks[k] && !pinned[k] && !best.compared.contains(&k))
@@ -335,22 +345,31 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
                 false => p.lower[k] < 0.0,
             })
             .collect();
+        // Nearest first (farthest first missed tHu's toy 282 under the cap).
         near.sort_by(|a, b| a.1.abs().total_cmp(&b.1.abs()));
         if near.len() > MAX_NEAR_SEARCHES {
             best.notes.push(format!(
-                "{} kinked parameters end {NEAR_KINK_FROM} to {NEAR_KINK} from their kink; the other side of the {MAX_NEAR_SEARCHES} nearest was searched",
+                "{} kinked parameters end {NEAR_KINK_FROM} to {NEAR_KINK} from their kink; the \
+                 other side of the {MAX_NEAR_SEARCHES} nearest was searched",
                 near.len()
             ));
             near.truncate(MAX_NEAR_SEARCHES);
         }
         let start = best.clone();
+        let mut replaced = false;
         for (k, theta) in near {
-            let (z, lower, upper) = self.other_side(&start.z, k, -theta.signum());
+            let side = -theta.signum();
+            let (mut z, mut lower, mut upper) = self.other_side(&start.z, k, side);
+            // Held at their kink as in the refit below, so that the run that decides whether to
+            // go on solves the same problem.
+            for &j in &start.pinned {
+                (lower[j], upper[j], z[j]) = (0.0, 0.0, 0.0);
+            }
             best.compared.push(k);
             // (The half of the 1e-6 in twice_nll that `better_than` asks of a lower minimum.)
             let ceiling = best.f + 5e-7;
             let Some(opt) = self
-                .lbfgsb_below(&z, (&lower, &upper), k, ceiling, NEAR_ABANDON)
+                .lbfgsb_below(&z, (&lower, &upper), (k, side), ceiling, NEAR_ABANDON)
                 .await?
             else {
                 continue;
@@ -361,7 +380,13 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
             let r = self.orthant_rounds(r, (&lower, &upper)).await?;
             if r.better_than(&best) {
                 best.replace_keeping_compared(r);
+                replaced = true;
             }
+        }
+        if replaced {
+            // A minimum found with a parameter kept to one side may sit at that kink with the
+            // first side descending: the orthant descents under the whole bounds settle it.
+            best = self.orthant_rounds(best, (&p.lower, &p.upper)).await?;
         }
         Ok(best)
     }

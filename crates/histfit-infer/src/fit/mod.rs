@@ -190,7 +190,8 @@ pub(crate) async fn minimise_async<E: AsyncEvaluator + ?Sized>(
         ));
     }
     let mut s = Search::new(eval, data, &p);
-    let (mut best, starts) = search_starts(&mut s, opts.starts).await?;
+    let (best, starts) = search_starts(&mut s, opts.starts).await?;
+    let mut best = s.compare_near_kinks(best).await?;
     let cert = s.finish(&mut best).await?;
     let pg = cert
         .as_ref()

@@ -152,12 +152,29 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
         Ok(opt)
     }
 
-    /// [`Self::lbfgsb`] on one side of coordinate `k`'s kink (`lower`/`upper` end at 0 there),
-    /// given up (`None`) from iteration `after` on where its own estimate puts the minimum it is
-    /// heading for above `ceiling` (f − `factor`·EDM above it), or where coordinate `k` is held
-    /// at its kink by a slope into the other side: a minimum with it there is one of the other
-    /// side's too, where the best one is known.
+    /// [`Self::lbfgsb`] with coordinate `k` kept to the side `side` (±1) of its kink
+    /// (`lower`/`upper` end at 0 there; at 0 it is evaluated on that side's slope), given up
+    /// (`None`) from iteration `after` on where its own estimate puts the minimum it is heading
+    /// for above `ceiling` (f − `factor`·EDM above it), or where coordinate `k` has sat at its
+    /// kink, held there by the searched side's slope, for [`super::kinks::NEAR_HELD`]
+    /// iterations in a row: a minimum with it there belongs to the side the fit started on
+    /// too, whose best minimum is known.
     pub async fn lbfgsb_below(
+        &mut self,
+        z0: &[f64],
+        bounds: (&[f64], &[f64]),
+        (k, side): (usize, f64),
+        ceiling: f64,
+        rule: (usize, f64),
+    ) -> Result<Option<Lbfgsb>> {
+        self.side[k] = side;
+        let run = self.lbfgsb_watched(z0, bounds, k, ceiling, rule).await;
+        self.side[k] = 0.0;
+        run
+    }
+
+    /// [`Self::lbfgsb_below`]'s run.
+    async fn lbfgsb_watched(
         &mut self,
         z0: &[f64],
         (lower, upper): (&[f64], &[f64]),
@@ -167,16 +184,19 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
     ) -> Result<Option<Lbfgsb>> {
         let mut gz = vec![0.0; z0.len()];
         let mut opt = Lbfgsb::new(z0, lower, upper, self.p.options).with_kinks(&self.p.kinks);
-        let mut seen = 0;
+        let (mut seen, mut held) = (0, 0);
         while let Ask::Evaluate(z) = opt.ask() {
             let z = z.to_vec();
             let f = self.nll_grad(&z, &mut gz).await?;
             opt.tell(f, &gz);
             if opt.iterations > seen {
                 seen = opt.iterations;
+                // At 0 the slope is the searched side's (`self.side`).
                 let (x, g) = (opt.x()[k], opt.gradient()[k]);
-                let held = x == 0.0 && (lower[k] == 0.0 && g > 0.0 || upper[k] == 0.0 && g < 0.0);
-                if seen >= after && (held || opt.f() - factor * opt.edm() > ceiling) {
+                let pushed_back = (lower[k] == 0.0 && g > 0.0) || (upper[k] == 0.0 && g < 0.0);
+                held = if x == 0.0 && pushed_back { held + 1 } else { 0 };
+                let above = opt.f() - factor * opt.edm() > ceiling;
+                if seen >= after && (above || held >= super::kinks::NEAR_HELD) {
                     self.iterations += opt.iterations;
                     return Ok(None);
                 }
