@@ -74,7 +74,7 @@ pub(crate) const MAX_SIDE_REFITS: usize = 8;
 const NEAR_KINK: f64 = 0.1;
 
 /// Closer than this to its kink a parameter's slice through the minimum slopes as its profile
-/// does (the other parameters have nowhere to move), and [`Search::settle_kinks`]'s slice test
+/// does (the others move little as it crosses), and [`Search::settle_kinks`]'s slice test
 /// is the search.
 const NEAR_KINK_FROM: f64 = 1e-3;
 
