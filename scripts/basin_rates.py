@@ -13,8 +13,13 @@ Where a lower basin is reached by a few random points in a hundred, no small K m
 zero; the table says how fast it falls (BENCHMARKS.md, issue 21, session 22).
 """
 import argparse
+import os
+import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_toy_minima import random_point  # noqa: E402
 
 
 def main():
@@ -39,13 +44,7 @@ def main():
         data = m.toy_data(gen, a.seed, t)
         first = histfit.fit(m, data, init=gen, starts=0).twice_nll
         for k in range(a.starts):
-            p = init.copy()
-            for i, (lo, hi) in enumerate(bounds):
-                if fixed[i]:
-                    continue
-                w = 0.5 if init[i] == 1.0 and lo >= 0 else 2.0
-                p[i] = np.clip(init[i] + w * rng.uniform(-1, 1), lo + 1e-3, hi - 1e-3)
-            r = histfit.fit(m, data, init=p, starts=0)
+            r = histfit.fit(m, data, init=random_point(rng, init, bounds, fixed), starts=0)
             if r.converged:
                 rel[t, k] = r.twice_nll - first
     lower = np.nanmin(np.where(np.isnan(rel), np.inf, rel), axis=1) < -1e-6

@@ -21,6 +21,18 @@ import sys
 import numpy as np
 
 
+def random_point(rng, init, bounds, fixed):
+    """A restart point: every free parameter uniform within +-2 around the initial point (factors
+    around 1 with a lower bound of 0 or more within +-0.5), inside the bounds by 1e-3."""
+    p = np.array(init, dtype=float)
+    for i, (lo, hi) in enumerate(bounds):
+        if fixed[i]:
+            continue
+        w = 0.5 if init[i] == 1.0 and lo >= 0 else 2.0
+        p[i] = np.clip(init[i] + w * rng.uniform(-1, 1), lo + 1e-3, hi - 1e-3)
+    return p
+
+
 def main():
     import histfit
 
@@ -73,13 +85,7 @@ def main():
         if f.converged and f.twice_nll < best:
             best, how = f.twice_nll, f"sign flip of {len(near)}"
         for k in range(3):
-            p = init.copy()
-            for i, (lo, hi) in enumerate(bounds):
-                if fixed[i]:
-                    continue
-                w = 0.5 if init[i] == 1.0 and lo >= 0 else 2.0
-                p[i] = np.clip(init[i] + w * rng.uniform(-1, 1), lo + 1e-3, hi - 1e-3)
-            f = histfit.fit(m, data, init=p, starts=0)
+            f = histfit.fit(m, data, init=random_point(rng, init, bounds, fixed), starts=0)
             if f.converged and f.twice_nll < best:
                 best, how = f.twice_nll, f"restart {k}"
         if not np.isfinite(best):
