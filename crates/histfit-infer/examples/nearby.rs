@@ -4,7 +4,9 @@
 //!
 //! `HISTFIT_FIXTURES=DIR cargo run --release -p histfit-infer --example nearby -- WS N [width]
 //! [pyhf]` (toys 0..N of seed 0 at the observed fit, smooth setting; `width`: the constraint
-//! widths' units instead of the ensembles' curvature units; `pyhf`: pyhf's interpolation codes).
+//! widths' units instead of the ensembles' curvature units; `pyhf`: pyhf's interpolation codes;
+//! `only=I,J,...`: just those toys of 0..N; `all`: print every toy; `diff`: the parameters that
+//! tell two minima apart, and how the switched kinked ones rank).
 use histfit_compute::{CpuEvaluator, Evaluator};
 use histfit_infer::{fit, FitOptions};
 use histfit_testutil::{load, settings};
@@ -25,9 +27,21 @@ fn main() {
     };
     let poi = model.poi.unwrap_or(0);
     let nearby = histfit_testutil::nearby_start(&space, &gen, &scales);
+    let only: Option<Vec<usize>> =
+        args[2..]
+            .iter()
+            .find_map(|a| a.strip_prefix("only="))
+            .map(|l| {
+                l.split(',')
+                    .map(|i| i.parse().expect("only=I,J,..."))
+                    .collect()
+            });
     let toys = ev.toys(&gen, 0, 0..n).unwrap();
     let (mut above, mut worst) = (0, 0.0f64);
     for (k, toy) in toys.iter().enumerate() {
+        if only.as_ref().is_some_and(|o| !o.contains(&k)) {
+            continue;
+        }
         let at = |init: &[f64]| {
             let o = FitOptions {
                 init: Some(init.to_vec()),
@@ -39,7 +53,7 @@ fn main() {
         let (a, b) = (at(&gen), at(&nearby));
         let d = (a.twice_nll - b.twice_nll).abs();
         worst = worst.max(d);
-        if d > 1e-6 || a.converged != b.converged {
+        if d > 1e-6 || a.converged != b.converged || flag("all") {
             above += 1;
             println!(
                 "toy {k}: twice_nll {:.9} / {:.9} (Δ {d:.2e}), POI {:.6} / {:.6}; pg {:.1e} / {:.1e}; iterations {} / {}; {} / {}",
@@ -47,6 +61,65 @@ fn main() {
                 a.projected_gradient_norm, b.projected_gradient_norm,
                 a.iterations, b.iterations, a.reason, b.reason
             );
+            if flag("diff") {
+                // The parameters that tell the two basins apart (kinked ones marked).
+                let mut ds: Vec<usize> = (0..space.len())
+                    .filter(|&i| (a.bestfit[i] - b.bestfit[i]).abs() > 5e-3)
+                    .collect();
+                ds.sort_by(|&i, &j| {
+                    let d = |k: usize| (a.bestfit[k] - b.bestfit[k]).abs();
+                    d(j).total_cmp(&d(i))
+                });
+                for &i in ds.iter().take(12) {
+                    let mark = if space.kinked[i] { " (kinked)" } else { "" };
+                    println!(
+                        "    {}{mark}: {:.5} / {:.5}",
+                        space.names[i], a.bestfit[i], b.bestfit[i]
+                    );
+                }
+                // At the higher minimum: each kinked parameter's mirror gap f(θ_k → −θ_k) − f,
+                // and where the parameters that changed side rank by that gap and by nearness.
+                let hi = if a.twice_nll > b.twice_nll { &a } else { &b };
+                let lo = if a.twice_nll > b.twice_nll { &b } else { &a };
+                let mut ev2 = ev.clone();
+                let f0 = ev2.nll(&hi.bestfit, toy).unwrap();
+                let mut gaps: Vec<(f64, f64, usize)> = (0..space.len())
+                    .filter(|&i| space.kinked[i] && !space.fixed[i])
+                    .filter(|&i| (1e-3..=1.0).contains(&hi.bestfit[i].abs()))
+                    .map(|i| {
+                        let mut x = hi.bestfit.clone();
+                        x[i] = -x[i];
+                        (ev2.nll(&x, toy).unwrap() - f0, hi.bestfit[i].abs(), i)
+                    })
+                    .collect();
+                gaps.sort_by(|x, y| x.0.total_cmp(&y.0));
+                let mut near: Vec<usize> = gaps.iter().map(|g| g.2).collect();
+                near.sort_by(|&i, &j| hi.bestfit[i].abs().total_cmp(&hi.bestfit[j].abs()));
+                println!(
+                    "    {} candidates |θ| in [1e-3, 1]; {} in [1e-3, 0.1]",
+                    gaps.len(),
+                    gaps.iter().filter(|g| g.1 <= 0.1).count()
+                );
+                for (r, g) in gaps.iter().enumerate() {
+                    let i = g.2;
+                    if hi.bestfit[i] * lo.bestfit[i] < 0.0 {
+                        let rn = near.iter().position(|&j| j == i).unwrap();
+                        println!("    switched {}: θ {:.4}, gap {:.4e}, rank by gap {r}, by nearness {rn}",
+                            space.names[i], hi.bestfit[i], g.0);
+                    }
+                }
+                println!(
+                    "    smallest gaps: {:?}",
+                    gaps.iter()
+                        .take(8)
+                        .map(|g| (
+                            space.names[g.2].as_str(),
+                            (g.0 * 1e4).round() / 1e4,
+                            (g.1 * 1e3).round() / 1e3
+                        ))
+                        .collect::<Vec<_>>()
+                );
+            }
         }
     }
     println!("{above} of {n} toys above 1e-6 (largest {worst:.2e})");

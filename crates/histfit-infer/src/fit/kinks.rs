@@ -35,8 +35,10 @@
 //!   ends near its kink ([`NEAR_KINK_FROM`] to [`NEAR_KINK`]) has its other side searched all
 //!   the same, by a refit restricted to that side that is given up from its third iteration
 //!   where its own estimate puts it above the best minimum, or where the parameter stays at its
-//!   kink held by that side's slope ([`NEAR_ABANDON`], [`NEAR_HELD`]); the nearest
-//!   [`MAX_NEAR_SEARCHES`], with a note when more were due.
+//!   kink held by that side's slope ([`NEAR_ABANDON`], [`NEAR_HELD`]); the nearest first, at
+//!   most [`MAX_NEAR_SEARCHES`], with a note when more were due. Where a search finds a lower
+//!   minimum the candidates are taken again there: crossing one kink can make another
+//!   parameter's other side the lower.
 
 use super::index_mask;
 use super::search::{Local, Search};
@@ -69,9 +71,10 @@ pub(crate) const MAX_SIDE_REFITS: usize = 8;
 /// says: where the lower basin needs other parameters to move with the kinked one, the slice
 /// rises on that side and only a refit finds it. On `workspace_tHu` under pyhf's codes, toys
 /// fitted from two nearby starts ended in different basins on 4 of 2000 toys (by up to 1.4e-2 in
-/// twice_nll, a cross section at −0.088 against +0.144) and on none with this search
-/// (BENCHMARKS.md, issue 21, session 23).
-const NEAR_KINK: f64 = 0.1;
+/// twice_nll, a cross section at −0.088 against +0.144) and on none with this search up to 0.1
+/// (BENCHMARKS.md, issue 21, session 23); on 10 000 toys 4 were still apart, two of them with
+/// that cross section 0.11–0.18 from its kink (session 24).
+const NEAR_KINK: f64 = 0.3;
 
 /// Closer than this to its kink a parameter's slice through the minimum slopes as its profile
 /// does (the others move little as it crosses), and [`Search::settle_kinks`]'s slice test
@@ -79,8 +82,12 @@ const NEAR_KINK: f64 = 0.1;
 const NEAR_KINK_FROM: f64 = 1e-3;
 
 /// Searches of the other side near kinks per fit, the nearest first (a note says when more
-/// were due).
-const MAX_NEAR_SEARCHES: usize = 16;
+/// were due). tHu's toys often have more kinked parameters 1e-3 to 0.3 from their kink; most
+/// searches are given up after 4–8 evaluations.
+const MAX_NEAR_SEARCHES: usize = 24;
+
+/// The end of the note that says the near-kink searches were capped.
+const NEAR_CAPPED: &str = " (the cap on searches near kinks)";
 
 /// A search of the other side near a kink is given up from this iteration on where f minus this
 /// many times its estimated distance to the minimum is above the best minimum (or where
@@ -327,62 +334,69 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
 
     /// The fit's lowest minimum (after its starts and their kink settlements) with the other
     /// side of every kinked coordinate [`NEAR_KINK_FROM`] to [`NEAR_KINK`] from its kink
-    /// searched where it was not yet (see the module docs), nearest first, at most
-    /// [`MAX_NEAR_SEARCHES`]: a refit restricted to that side, given up once its own estimate
-    /// puts the minimum it is heading for above the best one, or once the parameter is held at
-    /// its kink ([`NEAR_ABANDON`]). Once per fit; a search given up counts as searched.
+    /// searched (see the module docs), nearest first, at most [`MAX_NEAR_SEARCHES`] in all: a
+    /// refit restricted to that side, given up once its own estimate puts the minimum it is
+    /// heading for above the best one, or once the parameter is held at its kink
+    /// ([`NEAR_ABANDON`]). Where a search finds a lower minimum the candidates are taken again
+    /// at that minimum (the parameters near their kinks there are others, and one compared
+    /// at an earlier point says nothing of this one); a side searched once is not searched
+    /// again. Once per fit.
     pub async fn compare_near_kinks(&mut self, mut best: Local) -> Result<Local> {
         let p = self.p;
         if !p.has_kinks() || !best.f.is_finite() {
             return Ok(best);
         }
-        let pinned = index_mask(best.z.len(), &best.pinned);
-        let mut near: Vec<(usize, f64)> = (0..best.z.len())
-            .filter(|&k| p.kinks[k] && !pinned[k] && !best.compared.contains(&k))
-            .map(|k| (k, best.z[k] * p.scale[k]))
-            .filter(|&(_, theta)| (NEAR_KINK_FROM..=NEAR_KINK).contains(&theta.abs()))
-            // Only where the other side is inside the bounds.
-            .filter(|&(k, theta)| match theta < 0.0 {
-                true => p.upper[k] > 0.0,
-                false => p.lower[k] < 0.0,
-            })
-            .collect();
-        // Nearest first (farthest first missed tHu's toy 282 under the cap).
-        near.sort_by(|a, b| a.1.abs().total_cmp(&b.1.abs()));
-        if near.len() > MAX_NEAR_SEARCHES {
-            best.notes.push(format!(
-                "{} kinked parameters end {NEAR_KINK_FROM} to {NEAR_KINK} from their kink; the \
-                 other side of the {MAX_NEAR_SEARCHES} nearest was searched",
-                near.len()
-            ));
-            near.truncate(MAX_NEAR_SEARCHES);
-        }
-        let start = best.clone();
+        // Searches made, and the (coordinate, side) pairs searched from the current best minimum
+        // (after a lower one is found its parameters are searched again, all but the way back
+        // of the one that led there: a flip of one kinked parameter can make another's other
+        // side the lower, as for tHu's toy 389).
+        let (mut made, mut searched) = (0, Vec::<(usize, f64)>::new());
         let mut replaced = false;
-        for (k, theta) in near {
-            let side = -theta.signum();
-            let (mut z, mut lower, mut upper) = self.other_side(&start.z, k, side);
-            // Held at their kink as in the refit below, so that the run that decides whether to
-            // go on solves the same problem.
-            for &j in &start.pinned {
-                (lower[j], upper[j], z[j]) = (0.0, 0.0, 0.0);
+        loop {
+            let pinned = index_mask(best.z.len(), &best.pinned);
+            let mut near: Vec<(usize, f64)> = (0..best.z.len())
+                .filter(|&k| p.kinks[k] && !pinned[k])
+                .map(|k| (k, best.z[k] * p.scale[k]))
+                .filter(|&(_, theta)| (NEAR_KINK_FROM..=NEAR_KINK).contains(&theta.abs()))
+                // Only where the other side is inside the bounds.
+                .filter(|&(k, theta)| match theta < 0.0 {
+                    true => p.upper[k] > 0.0,
+                    false => p.lower[k] < 0.0,
+                })
+                .filter(|&(k, theta)| !searched.contains(&(k, -theta.signum())))
+                .collect();
+            // Nearest first (farthest first missed tHu's toy 282 under the cap).
+            near.sort_by(|a, b| a.1.abs().total_cmp(&b.1.abs()));
+            let left = MAX_NEAR_SEARCHES - made;
+            if near.len() > left {
+                best.notes.retain(|n| !n.ends_with(NEAR_CAPPED));
+                best.notes.push(format!(
+                    "{} more kinked parameters end {NEAR_KINK_FROM} to {NEAR_KINK} from their \
+                     kink than were searched{NEAR_CAPPED}",
+                    near.len() - left
+                ));
+                near.truncate(left);
             }
-            best.compared.push(k);
-            // (The half of the 1e-6 in twice_nll that `better_than` asks of a lower minimum.)
-            let ceiling = best.f + 5e-7;
-            let Some(opt) = self
-                .lbfgsb_below(&z, (&lower, &upper), (k, side), ceiling, NEAR_ABANDON)
-                .await?
-            else {
-                continue;
-            };
-            let r = self
-                .descend(opt.x(), (&lower, &upper), &start.pinned)
-                .await?;
-            let r = self.orthant_rounds(r, (&lower, &upper)).await?;
-            if r.better_than(&best) {
-                best.replace_keeping_compared(r);
-                replaced = true;
+            let start = best.clone();
+            let mut lower = None;
+            for (k, theta) in near {
+                let side = -theta.signum();
+                searched.push((k, side));
+                made += 1;
+                best.compared.push(k);
+                if let Some(r) = self.search_near(&start, k, side, best.f).await? {
+                    if r.better_than(&best) {
+                        lower = Some((r, k, side));
+                        break;
+                    }
+                }
+            }
+            let Some((r, k, side)) = lower else { break };
+            best.replace_keeping_compared(r);
+            replaced = true;
+            searched = vec![(k, -side)];
+            if made >= MAX_NEAR_SEARCHES {
+                break;
             }
         }
         if replaced {
@@ -390,7 +404,38 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
             // first side descending: the orthant descents under the whole bounds settle it.
             best = self.orthant_rounds(best, (&p.lower, &p.upper)).await?;
         }
+        best.compared.sort_unstable();
+        best.compared.dedup();
         Ok(best)
+    }
+
+    /// The minimum on side `side` of coordinate `k`'s kink from `start` mirrored onto it, or
+    /// `None` where the search is given up as above the minimum `best_f` ([`NEAR_ABANDON`]).
+    async fn search_near(
+        &mut self,
+        start: &Local,
+        k: usize,
+        side: f64,
+        best_f: f64,
+    ) -> Result<Option<Local>> {
+        let (mut z, mut lower, mut upper) = self.other_side(&start.z, k, side);
+        // Held at their kink as in the refit below, so that the run that decides whether to
+        // go on solves the same problem.
+        for &j in &start.pinned {
+            (lower[j], upper[j], z[j]) = (0.0, 0.0, 0.0);
+        }
+        // (The half of the 1e-6 in twice_nll that `better_than` asks of a lower minimum.)
+        let ceiling = best_f + 5e-7;
+        let Some(opt) = self
+            .lbfgsb_below(&z, (&lower, &upper), (k, side), ceiling, NEAR_ABANDON)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let r = self
+            .descend(opt.x(), (&lower, &upper), &start.pinned)
+            .await?;
+        Ok(Some(self.orthant_rounds(r, (&lower, &upper)).await?))
     }
 
     /// From `from`, each candidate coordinate (steepest first) moved across its kink to the
