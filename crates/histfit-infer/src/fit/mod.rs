@@ -28,7 +28,7 @@ mod polish;
 mod problem;
 mod search;
 mod starts;
-pub(crate) use starts::{SecondStart, FURTHER_STARTS};
+pub(crate) use starts::{SecondStart, FURTHER_STARTS, PROBE_AROUND};
 mod uncertainty;
 
 use crate::Result;

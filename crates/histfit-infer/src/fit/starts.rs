@@ -75,6 +75,12 @@ pub(crate) struct SecondStart {
 /// session 22), at 8 more fits per toy.
 pub(crate) const AROUND_STARTS: usize = 8;
 
+/// Starts around the model's initial point that each toy of an ensemble's basin probe makes
+/// where the mirror found no lower basin. On the public 3L resonance likelihood under pyhf's
+/// codes 3 of the probe's 200 toys have a lower basin that 8 such starts reach; one start per
+/// toy reached none of them (BENCHMARKS.md, issue 21, session 24).
+pub(crate) const PROBE_AROUND: usize = 4;
+
 impl SecondStart {
     /// The second start of fits under `opts` (which start at `opts.init`), where those fits make
     /// one: a model with more free parameters than [`auto_starts`] makes further starts for,
@@ -125,17 +131,33 @@ impl SecondStart {
     /// buffer: for 100 000 toys of a 328-parameter model, 8 starts are 2.1 GB, which one thread
     /// took seconds to build and copy while the devices waited (BENCHMARKS.md, issue 24).
     pub fn around_all(&self, list: &[u64], count: usize) -> Vec<f64> {
+        self.around_starts(list, 0..count)
+    }
+
+    /// The basin probe's [`PROBE_AROUND`] starts around the model's initial point for every toy
+    /// of `list`, start after start as [`SecondStart::around_all`] lays them out: numbers
+    /// [`AROUND_STARTS`] onwards of [`SecondStart::around_into`], points the ensemble's own
+    /// starts around it do not repeat. `None` where the toys' starts around it were asked for
+    /// (their count does not depend on the probe).
+    pub fn probe_around(&self, list: &[u64]) -> Option<Vec<f64>> {
+        self.asked
+            .is_none()
+            .then(|| self.around_starts(list, AROUND_STARTS..AROUND_STARTS + PROBE_AROUND))
+    }
+
+    /// Starts `rs` around the model's initial point for every toy of `list`, start after start.
+    fn around_starts(&self, list: &[u64], rs: std::ops::Range<usize>) -> Vec<f64> {
         use rayon::prelude::*;
         let p = &self.p;
         let n = p.start.len();
         let z_model = p.z_of(&p.model_start);
-        let mut out = vec![0.0; n * list.len() * count];
+        let mut out = vec![0.0; n * list.len() * rs.len()];
         if n == 0 || list.is_empty() {
             return out;
         }
         out.par_chunks_mut(n).enumerate().for_each(|(k, x)| {
             x.copy_from_slice(&p.start);
-            self.around_into(&z_model, list[k % list.len()], k / list.len(), x);
+            self.around_into(&z_model, list[k % list.len()], rs.start + k / list.len(), x);
         });
         out
     }
@@ -232,5 +254,32 @@ mod tests {
         seen.dedup();
         assert_eq!(seen.len(), 9, "every toy's every start its own point");
         assert!(second.around_all(&[], 8).is_empty());
+    }
+
+    /// The probe's starts around the init are the stream's starts AROUND_STARTS onwards, laid
+    /// out as `around_all` lays out its own: points the ensemble's 8 starts do not repeat.
+    /// None where the toys' count of such starts was asked for.
+    #[test]
+    fn the_probes_starts_around_the_init_follow_the_ensembles() {
+        use histfit_compute::Evaluator;
+        let (model, _) =
+            histfit_testutil::load("workspace_tHu", histfit_testutil::settings("smooth"));
+        let ev = histfit_compute::CpuEvaluator::new(model);
+        let second = SecondStart::new(ev.space(), &crate::fit::FitOptions::default())
+            .unwrap()
+            .expect("tHu's fits leave the further starts to the ensemble");
+        let list = [0u64, 1, 199];
+        let n = second.p.start.len();
+        let per = list.len() * n;
+        let all = second.around_all(&list, AROUND_STARTS + PROBE_AROUND);
+        let probe = second.probe_around(&list).expect("starts left to the fit");
+        assert_eq!(probe[..], all[AROUND_STARTS * per..]);
+        assert_eq!(probe.len(), PROBE_AROUND * per);
+        let asked = crate::fit::FitOptions {
+            starts: crate::fit::Starts::Count(8),
+            ..Default::default()
+        };
+        let second = SecondStart::new(ev.space(), &asked).unwrap().unwrap();
+        assert!(second.probe_around(&list).is_none());
     }
 }
