@@ -53,8 +53,9 @@ fn main() {
         let (a, b) = (at(&gen), at(&nearby));
         let d = (a.twice_nll - b.twice_nll).abs();
         worst = worst.max(d);
-        if d > 1e-6 || a.converged != b.converged || flag("all") {
-            above += 1;
+        let apart = d > 1e-6 || a.converged != b.converged;
+        above += usize::from(apart);
+        if apart || flag("all") {
             println!(
                 "toy {k}: twice_nll {:.9} / {:.9} (Δ {d:.2e}), POI {:.6} / {:.6}; pg {:.1e} / {:.1e}; iterations {} / {}; {} / {}",
                 a.twice_nll, b.twice_nll, a.bestfit[poi], b.bestfit[poi],

@@ -260,8 +260,10 @@ impl<B: BatchEvaluator> ToyRunner for Batched<'_, B> {
 
 /// The toys of an ensemble's basin probe: toys 0..`PROBE_TOYS` of its seed (fewer where the
 /// ensemble has fewer). Fits of a model with more free parameters than a fit makes further
-/// starts for ([`crate::fit::Starts::Auto`]) make a second start on these toys; where one of
-/// them ends in a lower basin, every toy of the ensemble makes one. The probe's toys are the
+/// starts for ([`crate::fit::Starts::Auto`]) make a second start on these toys (the mirror,
+/// and where it finds no lower basin [`crate::fit::PROBE_AROUND`] starts around the model's
+/// initial point); where one of them ends in a lower basin, every toy of the ensemble makes
+/// the mirror start and the starts around the initial point. The probe's toys are the
 /// same whatever part of the ensemble is fitted, so shards decide alike and merge into the
 /// whole ensemble's result.
 pub const PROBE_TOYS: u64 = 200;
@@ -332,7 +334,8 @@ pub fn fit_toys_on<R: ToyRunner>(
 /// units and fixed parameters set), reporting parameter `poi`; one fit per toy of `indices` is
 /// planned in `ticks` by the caller. Where the fits make a second start
 /// ([`crate::fit::SecondStart`]), the basin probe ([`PROBE_TOYS`]) fits its toys from both
-/// starts and, where one of them ends lower, every toy. Every toy is then also fitted from
+/// starts (and, where the mirror ends no lower, from starts around the model's initial point)
+/// and, where one of them ends lower, every toy from both. Every toy is then also fitted from
 /// points around the model's initial point ([`crate::fit::SecondStart::around_all`]): as many as
 /// `o` asks ([`crate::fit::Starts::Count`]), else `AROUND_STARTS` (8) where the
 /// probe found a lower basin and none elsewhere.
@@ -375,10 +378,10 @@ fn ensemble_fits<R: ToyRunner>(
     let in_range = indices.end.min(probe.end).saturating_sub(indices.start);
     let n_rest = (rest.end - rest.start) as usize;
     ticks.plan_more(2 * probe.end as usize - in_range as usize);
-    let (probed, mirror_lower) = pass.two_starts(probe, &second)?;
-    // Where the mirror found no lower basin, one start around the model's initial point per
-    // probe toy looks for one further away.
-    let lower = mirror_lower || pass.around_lower(&probed, &second)?;
+    let (mut probed, mirror_lower) = pass.two_starts(probe, &second)?;
+    // Where the mirror found no lower basin, starts around the model's initial point look for
+    // one further away.
+    let lower = mirror_lower || pass.around_lower(&mut probed, &second)?;
     let fitted = if lower {
         ticks.plan_more(n_rest);
         pass.two_starts(rest, &second)?.0
@@ -559,27 +562,37 @@ impl<R: ToyRunner> Pass<'_, R> {
         Ok((best, mirror_lower))
     }
 
-    /// Whether the probe's toys (`probed`, fitted from their first starts and mirrors), each
-    /// fitted again from [`crate::fit::SecondStart::probe_around`]'s starts, end lower than
-    /// their kept fits by more than [`LOWER_BASIN`] on any toy (both converged): a basin beyond
-    /// the mirror's reach. On the public 3L resonance likelihood under pyhf's codes the mirror
-    /// finds no lower basin while random restarts find one on 3 of the probe's 200 toys
-    /// (BENCHMARKS.md, issue 21, session 24). The starts go to a device in one launch, as
-    /// further starts do ([`Pass::fits_many`]: four launches cost tHu's 10 000-toy ensemble
-    /// 0.1 s on an H100), so a start the device cannot certify does not count. False where the
-    /// toys' starts around the initial point were asked for.
-    fn around_lower(&self, probed: &[Kept], second: &crate::fit::SecondStart) -> Result<bool> {
+    /// Where the mirror found no lower basin on the probe's toys (`probed`, each with its first
+    /// start's twice_nll and convergence): each of them fitted again from
+    /// [`crate::fit::SecondStart::probe_around`]'s starts, and whether one of those ended lower
+    /// than its toy's first start by more than [`LOWER_BASIN`] (both converged), a basin beyond
+    /// the mirror's reach; then the probe's toys keep their lowest minima. On the public 3L
+    /// resonance likelihood under pyhf's codes the mirror finds no lower basin while random
+    /// restarts find one on 3 of the probe's 200 toys (BENCHMARKS.md, issue 21, session 24).
+    /// As the mirror's, the decision rests on the first start and these starts alone, each
+    /// fit finished alike on every device: the starts go to a device in one launch and a start
+    /// it cannot certify is fitted again from the host. False where the toys' starts around the
+    /// initial point were asked for.
+    fn around_lower(&self, probed: &mut [Kept], second: &crate::fit::SecondStart) -> Result<bool> {
         let list: Vec<u64> = probed.iter().map(|(t, _)| t.index).collect();
         let Some(starts) = second.probe_around(&list) else {
             return Ok(false);
         };
         self.ticks.plan_more(list.len() * crate::fit::PROBE_AROUND);
-        let passes = self.fits_many(&list, &starts, crate::fit::PROBE_AROUND)?;
-        Ok(passes.iter().any(|pass| {
-            probed.iter().zip(pass).any(|((a, _), b)| {
-                a.converged && b.converged && a.twice_nll - b.twice_nll > LOWER_BASIN
+        let passes = self.fits_many(&list, &starts, crate::fit::PROBE_AROUND, true)?;
+        let lower = passes.iter().any(|pass| {
+            probed.iter().zip(pass).any(|((_, (f, converged)), b)| {
+                *converged && b.converged && f - b.twice_nll > LOWER_BASIN
             })
-        }))
+        });
+        if lower {
+            for pass in passes {
+                for ((t, f), b) in probed.iter_mut().zip(pass) {
+                    *t = keep_lower(*f, t.clone(), b);
+                }
+            }
+        }
+        Ok(lower)
     }
 
     /// Every toy of `fits` (each with its first start's twice_nll and convergence) fitted again
@@ -610,7 +623,7 @@ impl<R: ToyRunner> Pass<'_, R> {
         passes: usize,
     ) -> Result<()> {
         self.ticks.plan_more(positions.len() * passes);
-        for pass in self.fits_many(list, starts, passes)? {
+        for pass in self.fits_many(list, starts, passes, false)? {
             for (&k, c) in positions.iter().zip(pass) {
                 let (t, f) = &mut fits[k];
                 *t = keep_lower(*f, t.clone(), c);
@@ -656,8 +669,15 @@ impl<R: ToyRunner> Pass<'_, R> {
     /// `passes` passes of further starts of the toys of `one` (ascending), pass after pass in
     /// `starts` (n values per toy), on the device in one launch (a launch lasts as long as its
     /// slowest fit, and searches from far away are slow), else as [`Pass::fits`] fits them;
-    /// the fits of each pass in the order of `one`.
-    fn fits_many(&self, one: &[u64], starts: &[f64], passes: usize) -> Result<Vec<Vec<ToyFit>>> {
+    /// the fits of each pass in the order of `one`. A start the device could not certify is
+    /// fitted again from the host where `refit`, else dropped (reported as not converged).
+    fn fits_many(
+        &self,
+        one: &[u64],
+        starts: &[f64],
+        passes: usize,
+        refit: bool,
+    ) -> Result<Vec<Vec<ToyFit>>> {
         let n = self.runner.space().names.len();
         let per_pass = one.len() * n;
         if starts.len() != passes * per_pass {
@@ -680,6 +700,16 @@ impl<R: ToyRunner> Pass<'_, R> {
                 })
                 .collect();
         };
+        if refit {
+            let mut device = device.into_iter();
+            return (0..passes)
+                .map(|r| {
+                    let pass: Vec<_> = device.by_ref().take(one.len()).collect();
+                    let s = &starts[r * per_pass..(r + 1) * per_pass];
+                    Ok(first_of(self.finish(pass, one, Some(s), false)?))
+                })
+                .collect();
+        }
         // A further start whose fit the device could not certify is dropped, not fitted again
         // on the host: these starts only look for a lower basin, and the uncertified ones are
         // mostly searches from far away that reached the iteration limit (on the host too, at
