@@ -213,6 +213,15 @@ fn unit(j: u64, k: u64) -> f64 {
 mod tests {
     use super::*;
 
+    /// The second start of `workspace_tHu`'s fits (smooth codes) under `opts`.
+    fn thu_second(opts: &crate::fit::FitOptions) -> Option<SecondStart> {
+        use histfit_compute::Evaluator;
+        let (model, _) =
+            histfit_testutil::load("workspace_tHu", histfit_testutil::settings("smooth"));
+        let ev = histfit_compute::CpuEvaluator::new(model);
+        SecondStart::new(ev.space(), opts).unwrap()
+    }
+
     #[test]
     fn draws_are_uniform_and_distinct() {
         let n = 20_000;
@@ -227,12 +236,7 @@ mod tests {
     /// model's initial point (fixed parameters at the fit's start), pass after pass.
     #[test]
     fn starts_around_the_init_are_laid_out_pass_after_pass() {
-        use histfit_compute::Evaluator;
-        let (model, _) =
-            histfit_testutil::load("workspace_tHu", histfit_testutil::settings("smooth"));
-        let ev = histfit_compute::CpuEvaluator::new(model);
-        let second = SecondStart::new(ev.space(), &crate::fit::FitOptions::default())
-            .unwrap()
+        let second = thu_second(&crate::fit::FitOptions::default())
             .expect("tHu's fits leave the further starts to the ensemble");
         let p = &second.p;
         let n = p.start.len();
@@ -261,12 +265,7 @@ mod tests {
     /// None where the toys' count of such starts was asked for.
     #[test]
     fn the_probes_starts_around_the_init_follow_the_ensembles() {
-        use histfit_compute::Evaluator;
-        let (model, _) =
-            histfit_testutil::load("workspace_tHu", histfit_testutil::settings("smooth"));
-        let ev = histfit_compute::CpuEvaluator::new(model);
-        let second = SecondStart::new(ev.space(), &crate::fit::FitOptions::default())
-            .unwrap()
+        let second = thu_second(&crate::fit::FitOptions::default())
             .expect("tHu's fits leave the further starts to the ensemble");
         let list = [0u64, 1, 199];
         let n = second.p.start.len();
@@ -279,7 +278,6 @@ mod tests {
             starts: crate::fit::Starts::Count(8),
             ..Default::default()
         };
-        let second = SecondStart::new(ev.space(), &asked).unwrap().unwrap();
-        assert!(second.probe_around(&list).is_none());
+        assert!(thu_second(&asked).unwrap().probe_around(&list).is_none());
     }
 }
