@@ -141,15 +141,35 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
     /// One L-BFGS-B run from `z0` within `lower`..`upper` (a coordinate with equal bounds is
     /// held there).
     async fn lbfgsb(&mut self, z0: &[f64], lower: &[f64], upper: &[f64]) -> Result<Lbfgsb> {
+        let run = self.lbfgsb_until(z0, (lower, upper), |_| false).await?;
+        Ok(run.expect("a run never given up"))
+    }
+
+    /// [`Self::lbfgsb`], given up (`None`) as soon as `give_up` says so; it is asked once per
+    /// iteration, when the iteration count moves on.
+    async fn lbfgsb_until(
+        &mut self,
+        z0: &[f64],
+        (lower, upper): (&[f64], &[f64]),
+        mut give_up: impl FnMut(&Lbfgsb) -> bool,
+    ) -> Result<Option<Lbfgsb>> {
         let mut gz = vec![0.0; z0.len()];
         let mut opt = Lbfgsb::new(z0, lower, upper, self.p.options).with_kinks(&self.p.kinks);
+        let mut seen = 0;
         while let Ask::Evaluate(z) = opt.ask() {
             let z = z.to_vec();
             let f = self.nll_grad(&z, &mut gz).await?;
             opt.tell(f, &gz);
+            if opt.iterations > seen {
+                seen = opt.iterations;
+                if give_up(&opt) {
+                    self.iterations += opt.iterations;
+                    return Ok(None);
+                }
+            }
         }
         self.iterations += opt.iterations;
-        Ok(opt)
+        Ok(Some(opt))
     }
 
     /// [`Self::lbfgsb`] with coordinate `k` kept to the side `side` (±1) of its kink
@@ -182,28 +202,16 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
         ceiling: f64,
         (after, factor): (usize, f64),
     ) -> Result<Option<Lbfgsb>> {
-        let mut gz = vec![0.0; z0.len()];
-        let mut opt = Lbfgsb::new(z0, lower, upper, self.p.options).with_kinks(&self.p.kinks);
-        let (mut seen, mut held) = (0, 0);
-        while let Ask::Evaluate(z) = opt.ask() {
-            let z = z.to_vec();
-            let f = self.nll_grad(&z, &mut gz).await?;
-            opt.tell(f, &gz);
-            if opt.iterations > seen {
-                seen = opt.iterations;
-                // At 0 the slope is the searched side's (`self.side`).
-                let (x, g) = (opt.x()[k], opt.gradient()[k]);
-                let pushed_back = (lower[k] == 0.0 && g > 0.0) || (upper[k] == 0.0 && g < 0.0);
-                held = if x == 0.0 && pushed_back { held + 1 } else { 0 };
-                let above = opt.f() - factor * opt.edm() > ceiling;
-                if seen >= after && (above || held >= super::kinks::NEAR_HELD) {
-                    self.iterations += opt.iterations;
-                    return Ok(None);
-                }
-            }
-        }
-        self.iterations += opt.iterations;
-        Ok(Some(opt))
+        let mut held = 0;
+        let give_up = |opt: &Lbfgsb| {
+            // At 0 the slope is the searched side's (`self.side`).
+            let (x, g) = (opt.x()[k], opt.gradient()[k]);
+            let pushed_back = (lower[k] == 0.0 && g > 0.0) || (upper[k] == 0.0 && g < 0.0);
+            held = if x == 0.0 && pushed_back { held + 1 } else { 0 };
+            let above = opt.f() - factor * opt.edm() > ceiling;
+            opt.iterations >= after && (above || held >= super::kinks::NEAR_HELD)
+        };
+        self.lbfgsb_until(z0, (lower, upper), give_up).await
     }
 
     /// L-BFGS-B from `z0` with the coordinates in `pinned` held at 0 and the bounds given,
