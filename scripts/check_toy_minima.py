@@ -6,7 +6,8 @@ exceed by more than ``--tol`` the best of
     (|theta| < ``--near``; the other basin of a kink or of a one-sided variation), and
   - 3 refits from random points (every free parameter uniform within +-2 around the initial
     point, factors around 1 within +-0.5),
-each a single search (``starts=0``). Also counts fits that did not converge.
+each a single search (``starts=0``). Also counts fits that did not converge. ``--jobs N`` checks
+toys in N forked processes (the same points and results).
 
     python scripts/check_toy_minima.py WS.json --interp pyhf --toys 200 [--patch FILE:NAME]
 
@@ -33,7 +34,16 @@ def random_point(rng, init, bounds, fixed):
     return p
 
 
+# The check of one toy, for forked workers (a closure over the model cannot be pickled).
+_CHECK = None
+
+
+def _check(t):
+    return _CHECK(t)
+
+
 def main():
+    global _CHECK
     import histfit
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -45,6 +55,7 @@ def main():
     ap.add_argument("--near", type=float, default=0.1)
     ap.add_argument("--tol", type=float, default=1e-6)
     ap.add_argument("--json", help="write the per-toy records here")
+    ap.add_argument("--jobs", type=int, default=1, help="check toys in this many processes")
     ap.add_argument("--ensemble", help="check this `histfit toys --json` output instead of fitting here")
     a = ap.parse_args()
     if a.patch:
@@ -65,9 +76,12 @@ def main():
     names = m.par_names
     # Nuisance parameters centred at 0 (normsys/histosys-like): the ones a sign flip moves.
     centred = [i for i in range(len(names)) if not fixed[i] and init[i] == 0.0 and i != m.poi_index]
+    # The restart points are drawn up front, toy after toy, so that any number of jobs checks
+    # the same points.
     rng = np.random.default_rng(a.seed + 12345)
-    records, worse, failed, unchecked = [], 0, 0, 0
-    for t in range(a.toys):
+    restarts = [[random_point(rng, init, bounds, fixed) for _ in range(3)] for _ in range(a.toys)]
+
+    def check(t):
         data = m.toy_data(gen, a.seed, t)
         r = histfit.fit(m, data, init=gen)
         twice_nll, converged, reason = r.twice_nll, r.converged, r.reason
@@ -75,7 +89,6 @@ def main():
             toy = ensemble["toys"][t]
             assert toy["index"] == t
             twice_nll, converged, reason = toy["twice_nll"], toy["converged"], toy.get("reason", "")
-        failed += not converged
         best, how = np.inf, ""
         flip = r.bestfit.copy()
         near = [i for i in centred if abs(flip[i]) < a.near]
@@ -84,22 +97,36 @@ def main():
         f = histfit.fit(m, data, init=flip, starts=0)
         if f.converged and f.twice_nll < best:
             best, how = f.twice_nll, f"sign flip of {len(near)}"
-        for k in range(3):
-            f = histfit.fit(m, data, init=random_point(rng, init, bounds, fixed), starts=0)
+        for k, point in enumerate(restarts[t]):
+            f = histfit.fit(m, data, init=point, starts=0)
             if f.converged and f.twice_nll < best:
                 best, how = f.twice_nll, f"restart {k}"
-        if not np.isfinite(best):
-            unchecked += 1
-            print(f"toy {t}: no check refit converged", flush=True)
         # The CPU fit is one more check of an ensemble's fit.
         if ensemble is not None and r.converged and r.twice_nll < best:
             best, how = r.twice_nll, "CPU fit"
-        above = twice_nll - best
+        return {"toy": t, "twice_nll": twice_nll, "converged": converged, "reason": reason,
+                "best_check": best, "how": how}
+
+    if a.jobs > 1:
+        # Forked workers inherit the model and the ensemble; each toy is checked by one of them.
+        import multiprocessing
+        _CHECK = check
+        with multiprocessing.get_context("fork").Pool(a.jobs) as pool:
+            records = pool.map(_check, range(a.toys), chunksize=1)
+    else:
+        records = [check(t) for t in range(a.toys)]
+    worse, failed, unchecked = 0, 0, 0
+    for rec in records:
+        t, best = rec["toy"], rec["best_check"]
+        failed += not rec["converged"]
+        if not np.isfinite(best):
+            unchecked += 1
+            print(f"toy {t}: no check refit converged", flush=True)
+        above = rec["twice_nll"] - best
         if above > a.tol:
             worse += 1
-            print(f"toy {t}: fit {twice_nll:.9f} above the {how} refit by {above:.3e} ({reason})", flush=True)
-        records.append({"toy": t, "twice_nll": twice_nll, "converged": converged, "reason": reason,
-                        "best_check": best, "how": how})
+            print(f"toy {t}: fit {rec['twice_nll']:.9f} above the {rec['how']} refit by {above:.3e} "
+                  f"({rec['reason']})", flush=True)
     print(f"{a.workspace} ({a.interp}): {a.toys} toys, {failed} not converged, "
           f"{worse} above the best check by more than {a.tol:g}, {unchecked} without a converged check")
     if a.json:

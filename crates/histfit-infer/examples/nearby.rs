@@ -6,7 +6,8 @@
 //! [pyhf]` (toys 0..N of seed 0 at the observed fit, smooth setting; `width`: the constraint
 //! widths' units instead of the ensembles' curvature units; `pyhf`: pyhf's interpolation codes;
 //! `only=I,J,...`: just those toys of 0..N; `all`: print every toy; `diff`: the parameters that
-//! tell two minima apart, and how the switched kinked ones rank).
+//! tell two minima apart, and how the switched kinked ones rank; `units`: the second fit from the
+//! generating point too, in the constraint widths' units, as a single fit takes it).
 use histfit_compute::{CpuEvaluator, Evaluator};
 use histfit_infer::{fit, FitOptions};
 use histfit_testutil::{load, settings};
@@ -42,15 +43,18 @@ fn main() {
         if only.as_ref().is_some_and(|o| !o.contains(&k)) {
             continue;
         }
-        let at = |init: &[f64]| {
+        let at = |init: &[f64], scales: &[f64]| {
             let o = FitOptions {
                 init: Some(init.to_vec()),
-                scales: Some(scales.clone()),
+                scales: Some(scales.to_vec()),
                 ..FitOptions::default()
             };
             fit(&mut ev.clone(), toy, &o).unwrap()
         };
-        let (a, b) = (at(&gen), at(&nearby));
+        let (a, b) = match flag("units") {
+            true => (at(&gen, &scales), at(&gen, &space.scales)),
+            false => (at(&gen, &scales), at(&nearby, &scales)),
+        };
         let d = (a.twice_nll - b.twice_nll).abs();
         worst = worst.max(d);
         let apart = d > 1e-6 || a.converged != b.converged;

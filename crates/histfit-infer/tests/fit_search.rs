@@ -1,7 +1,7 @@
 //! Fits that end at the lowest minimum they can certify: regressions on random workspaces where
 //! an earlier fit ended in a worse basin or claimed convergence at a kink
 //! (`tests/fixtures/fit_regressions.json`, made by `scripts/make_fit_regressions.py` with pyhf
-//! 0.7.6 and 40 single-start fits as references), the one-sided certificate at kinks, a start
+//! 0.7.6 and the best of 40 or more single-start fits as references), the one-sided certificate at kinks, a start
 //! that is not finite, and an empty bin pressed against λ = 0.
 
 use histfit_compute::{CpuEvaluator, Dataset, Evaluator};
@@ -25,7 +25,7 @@ fn fits_reach_the_lowest_known_minimum_of_multimodal_workspaces() {
         let (model, data) = compiled(&case["workspace"], settings(setting));
         let mut ev = CpuEvaluator::new(model);
         let r = fit(&mut ev, &data, &FitOptions::default()).unwrap();
-        let reference = case["best_of_40_starts"]
+        let reference = case["best_of_random_starts"]
             .as_f64()
             .unwrap()
             .min(case["pyhf_scipy"].as_f64().unwrap_or(f64::INFINITY));
@@ -35,8 +35,9 @@ fn fits_reach_the_lowest_known_minimum_of_multimodal_workspaces() {
             r.twice_nll, r.starts, r.reason
         );
         assert!(r.converged, "{name}: {}", r.reason);
-        // At most four batches of further starts, plus the first search.
-        assert!(r.starts <= 4 * 24 + 1, "{name}: {} starts", r.starts);
+        // At most four batches of further starts, plus the first search and the start with
+        // the normalisations low.
+        assert!(r.starts <= 4 * 24 + 2, "{name}: {} starts", r.starts);
         assert!(
             r.twice_nll <= reference + 1e-6,
             "{name}: twice_nll {} above the reference {reference}",

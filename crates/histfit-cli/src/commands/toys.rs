@@ -23,10 +23,10 @@ pub struct Args {
     #[arg(long, allow_negative_numbers = true)]
     mu: Option<f64>,
     /// Further starts of every toy's fit: on a model of up to 64 free parameters the fit's own
-    /// (as `fit --starts`); above, N points around the model's initial point besides the
-    /// ensemble's basin probe and mirror starts, the lowest minimum kept (0: one start only).
-    /// Default: by model size, and above 64 free parameters 8 where the probe finds a lower
-    /// basin, none elsewhere.
+    /// (as `fit --starts`); above, N points around the model's initial point and a fit in the
+    /// likelihood's own units besides the ensemble's basin probe and mirror starts, the lowest
+    /// minimum kept (0: one start only). Default: by model size, and above 64 free parameters 8
+    /// where the probe finds a lower basin, none elsewhere.
     #[arg(long, value_name = "N")]
     starts: Option<usize>,
     /// Run only block K of N of the ensemble (merge the outputs with merge-toys).

@@ -425,15 +425,25 @@ async fn search_starts<E: AsyncEvaluator + ?Sized>(
     // same size while a batch finds minima that differ, up to four batches.
     let (mut batch_end, mut several) = (extra as u64, false);
     let mut lowest_converged = if best.converged { best.f } else { f64::NAN };
+    // The first further start puts the free normalisations low, where the drawn ones never go.
+    let mut low = match extra > 0 {
+        true => starts::low_normalisations(p, &z_model),
+        false => None,
+    };
     let mut j = 0;
-    while j < batch_end {
-        j += 1;
+    while j < batch_end || low.is_some() {
         // Odd starts spread around the model's initial point; even ones hop from the lowest
         // minimum so far (a basin next to the best one is often the next lower).
-        let z = if j % 2 == 1 {
-            starts::start_point(p, &z_model, j, 2.0)
-        } else {
-            starts::start_point(p, &best.z, j, 1.0)
+        let z = match low.take() {
+            Some(z) => z,
+            None if (j + 1) % 2 == 1 => {
+                j += 1;
+                starts::start_point(p, &z_model, j, 2.0)
+            }
+            None => {
+                j += 1;
+                starts::start_point(p, &best.z, j, 1.0)
+            }
         };
         tried += 1;
         if s.nll(&z).await?.is_finite() {

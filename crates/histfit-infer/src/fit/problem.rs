@@ -8,7 +8,7 @@
 
 use super::FitOptions;
 use crate::{InferError, Result};
-use histfit_compute::ParameterSpace;
+use histfit_compute::{ParameterSpace, Prior};
 use histfit_optim::Options;
 
 /// One fit request, checked and put into scaled coordinates.
@@ -22,6 +22,9 @@ pub(crate) struct Problem {
     pub lower: Vec<f64>,
     pub upper: Vec<f64>,
     pub kinks: Vec<bool>,
+    /// Per free coordinate: a free normalisation (no constraint, a lower bound of 0 or more, a
+    /// positive initial value), what [`super::starts::low_normalisations`] starts low.
+    pub normalisations: Vec<bool>,
     /// The requested start (fixed parameters at their values).
     pub start: Vec<f64>,
     /// The model's initial point with the request's fixed values: the fallback start.
@@ -94,6 +97,12 @@ impl Problem {
         };
         let (lower, upper) = (z(&|b| b.0), z(&|b| b.1));
         let kinks = free.iter().map(|&i| space.kinked[i]).collect();
+        let normalisations = free
+            .iter()
+            .map(|&i| {
+                matches!(space.priors[i], Prior::Free) && bounds[i].0 >= 0.0 && space.init[i] > 0.0
+            })
+            .collect();
         Ok(Problem {
             names: space.names.clone(),
             fixed,
@@ -102,6 +111,7 @@ impl Problem {
             lower,
             upper,
             kinks,
+            normalisations,
             start,
             model_start,
             options: opts.optimizer.unwrap_or_default(),
