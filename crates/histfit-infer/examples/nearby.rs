@@ -7,7 +7,9 @@
 //! widths' units instead of the ensembles' curvature units; `pyhf`: pyhf's interpolation codes;
 //! `only=I,J,...`: just those toys of 0..N; `all`: print every toy; `diff`: the parameters that
 //! tell two minima apart, and how the switched kinked ones rank; `units`: the second fit from the
-//! generating point too, in the constraint widths' units, as a single fit takes it).
+//! generating point too, in the constraint widths' units, as a single fit takes it; `b`: the
+//! background-only ensemble of `hypotest-toys --seed 0`, drawn at the conditional fit at POI 0;
+//! `cond=MU`: the toys' fits with the POI held at MU, as that ensemble's conditional fits).
 use histfit_compute::{CpuEvaluator, Evaluator};
 use histfit_infer::{fit, FitOptions};
 use histfit_testutil::{load, settings};
@@ -19,14 +21,33 @@ fn main() {
     let setting = if flag("pyhf") { "pyhf" } else { "smooth" };
     let (model, data) = load(ws, settings(setting));
     let mut ev = CpuEvaluator::new(model.clone());
-    let gen = fit(&mut ev, &data, &FitOptions::default()).unwrap().bestfit;
+    let poi = model.poi.unwrap_or(0);
+    let value = |key: &str| {
+        args[2..]
+            .iter()
+            .find_map(|a| a.strip_prefix(key))
+            .map(|v| v.parse::<f64>().expect("KEY=number"))
+    };
+    let (gen_fix, seed) = match flag("b") {
+        true => (vec![(poi, 0.0)], 0x9E37_79B9_7F4A_7C15u64),
+        false => (Vec::new(), 0),
+    };
+    let gen_o = FitOptions {
+        fix: gen_fix,
+        ..FitOptions::default()
+    };
+    let mut gen = fit(&mut ev, &data, &gen_o).unwrap().bestfit;
     let space = ev.space().clone();
     let scales = if flag("width") {
         space.scales.clone()
     } else {
         histfit_infer::fit::curvature_scales(&mut ev, &gen, &FitOptions::default()).unwrap()
     };
-    let poi = model.poi.unwrap_or(0);
+    let toys = ev.toys(&gen, seed, 0..n).unwrap();
+    let cond = value("cond=");
+    if let Some(mu) = cond {
+        gen[poi] = mu;
+    }
     let nearby = histfit_testutil::nearby_start(&space, &gen, &scales);
     let only: Option<Vec<usize>> =
         args[2..]
@@ -37,7 +58,6 @@ fn main() {
                     .map(|i| i.parse().expect("only=I,J,..."))
                     .collect()
             });
-    let toys = ev.toys(&gen, 0, 0..n).unwrap();
     let (mut above, mut worst) = (0, 0.0f64);
     for (k, toy) in toys.iter().enumerate() {
         if only.as_ref().is_some_and(|o| !o.contains(&k)) {
@@ -47,6 +67,7 @@ fn main() {
             let o = FitOptions {
                 init: Some(init.to_vec()),
                 scales: Some(scales.to_vec()),
+                fix: cond.map(|mu| vec![(poi, mu)]).unwrap_or_default(),
                 ..FitOptions::default()
             };
             fit(&mut ev.clone(), toy, &o).unwrap()
