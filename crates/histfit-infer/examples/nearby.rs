@@ -9,7 +9,8 @@
 //! tell two minima apart, and how the switched kinked ones rank; `units`: the second fit from the
 //! generating point too, in the constraint widths' units, as a single fit takes it; `b`: the
 //! background-only ensemble of `hypotest-toys --seed 0`, drawn at the conditional fit at POI 0;
-//! `cond=MU`: the toys' fits with the POI held at MU, as that ensemble's conditional fits).
+//! `cond=MU`: the toys' fits with the POI held at MU, as that ensemble's conditional fits;
+//! `jitter=K`: the second start moved by ±1e-3 of each unit, the signs drawn from K).
 use histfit_compute::{CpuEvaluator, Evaluator};
 use histfit_infer::{fit, FitOptions};
 use histfit_testutil::{load, settings};
@@ -48,7 +49,18 @@ fn main() {
     if let Some(mu) = cond {
         gen[poi] = mu;
     }
-    let nearby = histfit_testutil::nearby_start(&space, &gen, &scales);
+    let mut nearby = histfit_testutil::nearby_start(&space, &gen, &scales);
+    // `jitter=K`: every free parameter moved by ±1e-3 of its unit, the signs drawn from K.
+    if let Some(k) = value("jitter=") {
+        for (i, x) in nearby.iter_mut().enumerate() {
+            if !space.fixed[i] {
+                let h = (k as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                    ^ (i as u64).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                let sign = if (h >> 17) & 1 == 1 { 1.0 } else { -1.0 };
+                *x = (gen[i] + sign * 1e-3 * scales[i]).clamp(space.bounds[i].0, space.bounds[i].1);
+            }
+        }
+    }
     let only: Option<Vec<usize>> =
         args[2..]
             .iter()

@@ -1075,6 +1075,14 @@ pub fn fit_datasets_on<R: ToyRunner>(
 pub struct ToyStat {
     pub index: u64,
     pub q: f64,
+    /// The two fits the statistic is made of: the free fit's twice_nll and POI, the
+    /// conditional fit's twice_nll (what devices and shards are compared on, fit by fit).
+    #[serde(default)]
+    pub twice_nll_free: f64,
+    #[serde(default)]
+    pub poi_hat: f64,
+    #[serde(default)]
+    pub twice_nll_cond: f64,
     pub converged: bool,
     /// Which of the toy's fits did not converge, and why (absent when both did).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1163,6 +1171,9 @@ fn toy_statistic(free: ToyFit, cond: ToyFit, mu: f64, ts: TestStat) -> ToyStat {
     ToyStat {
         index: free.index,
         q,
+        twice_nll_free: free.twice_nll,
+        poi_hat: free.poi,
+        twice_nll_cond: cond.twice_nll,
         converged: reason.is_none(),
         reason,
         second_start,
