@@ -25,7 +25,7 @@ fn main() {
     let mut cpu = CpuEvaluator::new(model.clone());
     let poi = model.poi.expect("a POI");
     let (fix, seed) = match flag("b") {
-        true => (vec![(poi, 0.0)], 0x9E37_79B9_7F4A_7C15u64),
+        true => (vec![(poi, 0.0)], histfit_infer::toys::background_stream(0)),
         false => (Vec::new(), 0),
     };
     let observed = FitOptions {

@@ -30,7 +30,7 @@ fn main() {
             .map(|v| v.parse::<f64>().expect("KEY=number"))
     };
     let (gen_fix, seed) = match flag("b") {
-        true => (vec![(poi, 0.0)], 0x9E37_79B9_7F4A_7C15u64),
+        true => (vec![(poi, 0.0)], histfit_infer::toys::background_stream(0)),
         false => (Vec::new(), 0),
     };
     let gen_o = FitOptions {
@@ -123,7 +123,7 @@ fn main() {
                 let f0 = ev2.nll(&hi.bestfit, toy).unwrap();
                 let mut gaps: Vec<(f64, f64, usize)> = (0..space.len())
                     .filter(|&i| space.kinked[i] && !space.fixed[i])
-                    .filter(|&i| (1e-3..=1.0).contains(&hi.bestfit[i].abs()))
+                    .filter(|&i| (1e-6..=1.0).contains(&hi.bestfit[i].abs()))
                     .map(|i| {
                         let mut x = hi.bestfit.clone();
                         x[i] = -x[i];
@@ -134,7 +134,7 @@ fn main() {
                 let mut near: Vec<usize> = gaps.iter().map(|g| g.2).collect();
                 near.sort_by(|&i, &j| hi.bestfit[i].abs().total_cmp(&hi.bestfit[j].abs()));
                 println!(
-                    "    {} candidates |θ| in [1e-3, 1]; {} in [1e-3, 0.1]",
+                    "    {} candidates |θ| in [1e-6, 1]; {} in [1e-6, 0.1]",
                     gaps.len(),
                     gaps.iter().filter(|g| g.1 <= 0.1).count()
                 );

@@ -45,7 +45,8 @@ pub struct ToyFit {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// Where the toy was fitted from more than one start (the ensemble's basin probe,
-    /// [`PROBE_TOYS`]: the mirror start, and further starts where the two disagree): by how
+    /// [`PROBE_TOYS`]: the mirror start, further starts where the two disagree, starts around
+    /// the initial point and the fit in the likelihood's own units where asked): by how
     /// much they lowered twice_nll below the first start's converged minimum (0 where that
     /// stood, or where the first search did not converge). Absent where the toy made one start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -338,7 +339,8 @@ pub fn fit_toys_on<R: ToyRunner>(
 /// and, where one of them ends lower, every toy from both. Every toy is then also fitted from
 /// points around the model's initial point ([`crate::fit::SecondStart::around_all`]): as many as
 /// `o` asks ([`crate::fit::Starts::Count`]), else `AROUND_STARTS` (8) where the
-/// probe found a lower basin and none elsewhere.
+/// probe found a lower basin and none elsewhere, and where it makes any, once more from the
+/// generating point in the likelihood's own units ([`Pass::in_own_units`]).
 #[allow(clippy::too_many_arguments)]
 fn ensemble_fits<R: ToyRunner>(
     runner: &R,
@@ -413,6 +415,24 @@ type Fitted = (ToyFit, Option<Vec<f64>>);
 /// A toy's kept fit with its first start's twice_nll and convergence (what [`keep_lower`]
 /// measures a lower basin from).
 type Kept = (ToyFit, (f64, bool));
+
+/// The positions of `fits` in ascending toy order, and those toys' indices: the ascending lists
+/// a device's launches take.
+fn ascending(fits: &[Kept]) -> (Vec<usize>, Vec<u64>) {
+    let mut order: Vec<usize> = (0..fits.len()).collect();
+    order.sort_by_key(|&k| fits[k].0.index);
+    let list = order.iter().map(|&k| fits[k].0.index).collect();
+    (order, list)
+}
+
+/// Each toy of `fits` at `positions` keeps the lower ([`keep_lower`]) of its fit and the one
+/// `found` (in the order of `positions`) from another start.
+fn keep_found(fits: &mut [Kept], positions: &[usize], found: Vec<ToyFit>) {
+    for (&k, c) in positions.iter().zip(found) {
+        let (t, f) = &mut fits[k];
+        *t = keep_lower(*f, t.clone(), c);
+    }
+}
 
 /// The toy fits of a pass, without their end points.
 fn first_of(fits: Vec<Fitted>) -> Vec<ToyFit> {
@@ -604,18 +624,16 @@ impl<R: ToyRunner> Pass<'_, R> {
         second: &crate::fit::SecondStart,
         count: usize,
     ) -> Result<()> {
-        // Ascending toy lists, one per extra start, as the device's lists want.
-        let mut order: Vec<usize> = (0..fits.len()).collect();
-        order.sort_by_key(|&k| fits[k].0.index);
-        let list: Vec<u64> = order.iter().map(|&k| fits[k].0.index).collect();
+        let (order, list) = ascending(fits);
         let starts = second.around_all(&list, count);
         self.keep_lowest(fits, &order, &list, &starts, count)
     }
 
     /// Every toy of `fits` (each with its first start's twice_nll and convergence) fitted again
     /// from its fit's start, the generating point, in the likelihood's own units (a
-    /// constraint's width, else 1) instead of the ensemble's curvature units: the fit
-    /// `histfit fit` makes of that toy alone; the lower kept. On a model whose probe found a
+    /// constraint's width, else 1) instead of the ensemble's curvature units: a single fit of
+    /// that toy from there (`fit(model, toy, init=gen)`, what `check_toy_minima.py` compares
+    /// against); the lower kept. On a model whose probe found a
     /// lower basin the two units' paths from one start can end in different basins: on the
     /// public 2L0J and 3L resonance likelihoods (smooth codes) one toy in 200 each, 0.4 lower in
     /// twice_nll, that neither the mirror nor the starts around the initial point reach
@@ -634,14 +652,9 @@ impl<R: ToyRunner> Pass<'_, R> {
             plan: plan.as_ref(),
             ..*self
         };
-        let mut order: Vec<usize> = (0..fits.len()).collect();
-        order.sort_by_key(|&k| fits[k].0.index);
-        let list: Vec<u64> = order.iter().map(|&k| fits[k].0.index).collect();
+        let (order, list) = ascending(fits);
         self.ticks.plan_more(list.len());
-        for (&k, (c, _)) in order.iter().zip(pass.fits(&list, None, false)?) {
-            let (t, f) = &mut fits[k];
-            *t = keep_lower(*f, t.clone(), c);
-        }
+        keep_found(fits, &order, first_of(pass.fits(&list, None, false)?));
         Ok(())
     }
 
@@ -658,10 +671,7 @@ impl<R: ToyRunner> Pass<'_, R> {
     ) -> Result<()> {
         self.ticks.plan_more(positions.len() * passes);
         for pass in self.fits_many(list, starts, passes, false)? {
-            for (&k, c) in positions.iter().zip(pass) {
-                let (t, f) = &mut fits[k];
-                *t = keep_lower(*f, t.clone(), c);
-            }
+            keep_found(fits, positions, pass);
         }
         Ok(())
     }
@@ -1070,6 +1080,12 @@ pub fn fit_datasets_on<R: ToyRunner>(
     })
 }
 
+/// The toy stream of a toy CLs run's background-only ensemble (seed `seed` draws the
+/// signal+background one).
+pub fn background_stream(seed: u64) -> u64 {
+    seed ^ 0x9E37_79B9_7F4A_7C15
+}
+
 /// The test statistic of one toy under one hypothesis.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToyStat {
@@ -1077,12 +1093,14 @@ pub struct ToyStat {
     pub q: f64,
     /// The two fits the statistic is made of: the free fit's twice_nll and POI, the
     /// conditional fit's twice_nll (what devices and shards are compared on, fit by fit).
-    #[serde(default)]
-    pub twice_nll_free: f64,
-    #[serde(default)]
-    pub poi_hat: f64,
-    #[serde(default)]
-    pub twice_nll_cond: f64,
+    /// Absent where not finite (JSON has no such numbers), and in documents written before
+    /// they were added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub twice_nll_free: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poi_hat: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub twice_nll_cond: Option<f64>,
     pub converged: bool,
     /// Which of the toy's fits did not converge, and why (absent when both did).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1171,13 +1189,18 @@ fn toy_statistic(free: ToyFit, cond: ToyFit, mu: f64, ts: TestStat) -> ToyStat {
     ToyStat {
         index: free.index,
         q,
-        twice_nll_free: free.twice_nll,
-        poi_hat: free.poi,
-        twice_nll_cond: cond.twice_nll,
+        twice_nll_free: finite(free.twice_nll),
+        poi_hat: finite(free.poi),
+        twice_nll_cond: finite(cond.twice_nll),
         converged: reason.is_none(),
         reason,
         second_start,
     }
+}
+
+/// `v` where finite (what a JSON document can hold).
+fn finite(v: f64) -> Option<f64> {
+    v.is_finite().then_some(v)
 }
 
 /// Which of a statistic's two fits did not converge, and why (none where both did).
@@ -1351,7 +1374,7 @@ pub fn hypotest_toys_on<R: ToyRunner>(
     };
     // Distinct seeds for the two ensembles, derived from the user's seed.
     let toys_sb = run(&params_sb, seed)?;
-    let toys_b = run(&params_b, seed ^ 0x9E37_79B9_7F4A_7C15)?;
+    let toys_b = run(&params_b, background_stream(seed))?;
     let summary = summarize(q_obs, &toys_sb, &toys_b, test_stat);
     Ok(ToyHypotest {
         mu,
@@ -1755,6 +1778,47 @@ mod keep_lower_tests {
         assert_eq!(t.twice_nll, 11.0);
         let (a, b) = (fit(11.0, false), fit(f64::NAN, false));
         assert_eq!(keep_lower(first(&a), a, b).twice_nll, 11.0);
+    }
+}
+
+#[cfg(test)]
+mod statistic_tests {
+    use super::*;
+
+    /// A toy statistic whose free fit is not finite is written without that fit's numbers
+    /// (JSON has none for ±inf or NaN) and reads back as it was, so its shard still merges.
+    #[test]
+    fn statistics_of_fits_that_are_not_finite_round_trip() {
+        let fit = |twice_nll: f64, poi: f64| ToyFit {
+            index: 3,
+            twice_nll,
+            poi,
+            converged: twice_nll.is_finite(),
+            reason: None,
+            second_start: None,
+        };
+        let s = toy_statistic(
+            fit(f64::INFINITY, f64::NAN),
+            fit(12.5, 1.0),
+            1.0,
+            TestStat::QmuTilde,
+        );
+        assert_eq!(
+            (s.twice_nll_free, s.poi_hat, s.twice_nll_cond),
+            (None, None, Some(12.5))
+        );
+        let text = serde_json::to_string(&s).unwrap();
+        assert!(
+            !text.contains("twice_nll_free") && !text.contains("null"),
+            "{text}"
+        );
+        assert_eq!(serde_json::from_str::<ToyStat>(&text).unwrap(), s);
+        let ok = toy_statistic(fit(10.0, 0.5), fit(12.5, 1.0), 1.0, TestStat::QmuTilde);
+        assert_eq!((ok.twice_nll_free, ok.poi_hat), (Some(10.0), Some(0.5)));
+        assert_eq!(
+            serde_json::from_str::<ToyStat>(&serde_json::to_string(&ok).unwrap()).unwrap(),
+            ok
+        );
     }
 }
 

