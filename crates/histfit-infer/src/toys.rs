@@ -607,10 +607,9 @@ impl<R: ToyRunner> Pass<'_, R> {
             })
         });
         if lower {
+            let positions: Vec<usize> = (0..probed.len()).collect();
             for pass in passes {
-                for ((t, f), b) in probed.iter_mut().zip(pass) {
-                    *t = keep_lower(*f, t.clone(), b);
-                }
+                keep_found(probed, &positions, pass);
             }
         }
         Ok(lower)

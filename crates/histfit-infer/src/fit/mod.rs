@@ -438,13 +438,12 @@ async fn search_starts<E: AsyncEvaluator + ?Sized>(
         // minimum so far (a basin next to the best one is often the next lower).
         let z = match low.take() {
             Some(z) => z,
-            None if (j + 1) % 2 == 1 => {
-                j += 1;
-                starts::start_point(p, &z_model, j, 2.0)
-            }
             None => {
                 j += 1;
-                starts::start_point(p, &best.z, j, 1.0)
+                match j % 2 == 1 {
+                    true => starts::start_point(p, &z_model, j, 2.0),
+                    false => starts::start_point(p, &best.z, j, 1.0),
+                }
             }
         };
         tried += 1;
