@@ -344,14 +344,21 @@ __device__ double eval_point(const Tables& tb, const double* __restrict__ dat, d
         wsamp[s] = w;
     }
     __syncthreads();
-    // normsys and scale-factor terms: ∂F/∂factor = product of the sample's other factors
+    // normsys and scale-factor terms: ∂F/∂factor = product of the sample's other factors. A
+    // normsys entry's is F/k (one division instead of a product over the sample's other
+    // entries: a sample of tHu carries up to 48, and the products were a fifth of the resident
+    // fits' time); the product itself where F is zero or not a normal number, so that no
+    // precision is lost to an underflow.
     for (int e = t; e < tb.n_ns; e += T) {
         int s = tb.ns_sample[e];
-        const int* sm = tb.smp + 9 * s;
-        double others = 1.0;
-        for (int j = sm[3]; j < sm[4]; ++j) others *= x[tb.sf_par[j]];
-        for (int q = sm[5]; q < sm[6]; ++q)
-            if (q != e) others *= kv[q];
+        double others = F[s] / kv[e];
+        if (!(fabs(F[s]) >= 2.2250738585072014e-308 && isfinite(others))) {
+            const int* sm = tb.smp + 9 * s;
+            others = 1.0;
+            for (int j = sm[3]; j < sm[4]; ++j) others *= x[tb.sf_par[j]];
+            for (int q = sm[5]; q < sm[6]; ++q)
+                if (q != e) others *= kv[q];
+        }
         terms[t_ns + e] = wsamp[s] * others * kd[e];
     }
     for (int j = t; j < tb.n_sf; j += T) {
@@ -1462,14 +1469,24 @@ __device__ int descend(Fit& F, double& f, int& iters, int& evals, double& bounde
         if (sy > 2.220446049250313e-16 * yy && sy > 0.0) {
             // push_pair: drop the oldest pair when full (the k×k blocks shift up-left), then
             // the new pair's rows of SᵀS, SᵀY and YᵀY.
+            // (Spread over the block: on thread 0 alone these moves and sums were a sixth of
+            // the fits' time, one dependent load after another.)
             if (k == m) {
-                if (t == 0)
-                    for (int i = 0; i < m - 1; ++i)
-                        for (int j = 0; j < m - 1; ++j) {
-                            q.sts[i * m + j] = q.sts[(i + 1) * m + j + 1];
-                            q.sty[i * m + j] = q.sty[(i + 1) * m + j + 1];
-                            q.yty[i * m + j] = q.yty[(i + 1) * m + j + 1];
-                        }
+                // The three blocks' moved entries read into the work area nm (4m² doubles, free
+                // between directions) first, then written: no thread reads an entry another
+                // has already overwritten.
+                const int m1 = m - 1, n1 = m1 * m1;
+                for (int e = t; e < 3 * n1; e += T) {
+                    int b = e / n1, r = e - b * n1, i = r / m1, j = r - i * m1;
+                    const double* from = b == 0 ? q.sts : (b == 1 ? q.sty : q.yty);
+                    q.nm[e] = from[(i + 1) * m + j + 1];
+                }
+                __syncthreads();
+                for (int e = t; e < 3 * n1; e += T) {
+                    int b = e / n1, r = e - b * n1, i = r / m1, j = r - i * m1;
+                    double* to = b == 0 ? q.sts : (b == 1 ? q.sty : q.yty);
+                    to[i * m + j] = q.nm[e];
+                }
                 --k;
             }
             double* sd = S + (long long)head * P;
@@ -1504,20 +1521,24 @@ __device__ int descend(Fit& F, double& f, int& iters, int& evals, double& bounde
                 }
             }
             __syncthreads();
-            if (t == 0)
-                for (int j = 0; j < k; ++j) {
-                    double r[4];
-                    for (int u = 0; u < 4; ++u) {
-                        r[u] = 0.0;
-                        for (int w = 0; w < W; ++w) r[u] += red[(4 * j + u) * W + w];
-                    }
-                    q.sts[j * m + last] = r[0];
-                    q.sts[last * m + j] = r[0];
-                    q.sty[j * m + last] = r[1];
-                    q.sty[last * m + j] = r[2];
-                    q.yty[j * m + last] = r[3];
-                    q.yty[last * m + j] = r[3];
+            // Each of the 4k sums by its own thread. (Where j = last, s_j·y and s·y_j are the
+            // same products summed alike, so the two writes to sty[last, last] agree.)
+            for (int e = t; e < 4 * k; e += T) {
+                const int j = e >> 2, u = e & 3;
+                double r = 0.0;
+                for (int w = 0; w < W; ++w) r += red[(4 * j + u) * W + w];
+                if (u == 0) {
+                    q.sts[j * m + last] = r;
+                    q.sts[last * m + j] = r;
+                } else if (u == 1) {
+                    q.sty[j * m + last] = r;
+                } else if (u == 2) {
+                    q.sty[last * m + j] = r;
+                } else {
+                    q.yty[j * m + last] = r;
+                    q.yty[last * m + j] = r;
                 }
+            }
             __syncthreads();
             theta = yy / sy;
             fresh = false;
@@ -1642,22 +1663,29 @@ __device__ void polish(Fit& F, double& f, int& evals) {
 __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* z_init, const double* row,
                         double* st, double* sc, double* red, double* o, double* ox) {
     const int t = threadIdx.x, T = blockDim.x, P = tb.n_params, m = A.memory;
-    Fit F;
-    F.tb = &tb; F.A = &A; F.row = row; F.sc = sc; F.red = red;
-    F.z = st; F.g = F.z + P; F.d = F.g + P; F.zt = F.d + P; F.gt = F.zt + P; F.zl = F.gt + P;
-    F.gl = F.zl + P;
-    F.zb4 = F.gl + 5 * (long long)P; // after the direction's four n-vectors; S at 12 n (s_off)
-    F.S = st + A.s_off;
-    F.Y = F.S + (long long)m * P;
-    F.q = small_of(st + A.small_off, m);
+    // The fit's pointers and direction state: one copy for the block in shared memory, written
+    // by thread 0. (As a local, every thread kept its own copy on its stack for the functions
+    // that take it by reference, and those copies missed the L1 cache: 5 % of the fits' time.)
+    __shared__ Fit F;
+    Dir& D = F.D;
+    if (t == 0) {
+        F.tb = &tb; F.A = &A; F.row = row; F.sc = sc; F.red = red;
+        F.z = st; F.g = F.z + P; F.d = F.g + P; F.zt = F.d + P; F.gt = F.zt + P; F.zl = F.gt + P;
+        F.gl = F.zl + P;
+        F.zb4 = F.gl + 5 * (long long)P; // after the direction's four n-vectors; S at 12 n (s_off)
+        F.S = st + A.s_off;
+        F.Y = F.S + (long long)m * P;
+        F.q = small_of(st + A.small_off, m);
+        D.x = F.z; D.g = F.g; D.lo = A.z_lo; D.hi = A.z_hi; D.kink = A.kink; D.S = F.S; D.Y = F.Y;
+        D.P = P; D.m = m;
+        D.tbuf = F.gl + P; D.dc = D.tbuf + P; D.xcp = D.dc + P; D.flag = D.xcp + P;
+        D.dhat = F.zl; D.rfull = F.gl; D.d = F.d;
+    }
+    __syncthreads();
     double* z = F.z;
     double* g = F.g;
     const double* lo = A.z_lo;
     const double* hi = A.z_hi;
-    Dir& D = F.D;
-    D.x = z; D.g = g; D.lo = lo; D.hi = hi; D.kink = A.kink; D.S = F.S; D.Y = F.Y; D.P = P; D.m = m;
-    D.tbuf = F.gl + P; D.dc = D.tbuf + P; D.xcp = D.dc + P; D.flag = D.xcp + P;
-    D.dhat = F.zl; D.rfull = F.gl; D.d = F.d;
     double movable = 0.0, kinked = 0.0;
     for (int i = t; i < P; i += T) {
         z[i] = fmin(fmax(z_init[i], lo[i]), hi[i]);
@@ -1821,6 +1849,15 @@ extern "C" __global__ void __launch_bounds__(256, FIT_MIN_BLOCKS) fit_toys(Table
     // round, S and Y (m × n each), the Small area, then the toy's row.
     double* row = st + A.row_off;
     double* sc = A.scratch + (long long)blockIdx.x * A.scratch_len;
+    // The model's tables and the fit's arguments, one copy for the block in shared memory: the
+    // functions below take them by reference, and a reference to a kernel parameter is a copy
+    // on every thread's stack. (Published by the loop's first barrier.)
+    __shared__ Tables s_tb;
+    __shared__ FitArgs s_A;
+    if (t == 0) {
+        s_tb = tb;
+        s_A = A;
+    }
     for (;;) {
         __syncthreads();
         if (t == 0) s_toy = atomicAdd(A.next_toy, 1);
@@ -1831,7 +1868,7 @@ extern "C" __global__ void __launch_bounds__(256, FIT_MIN_BLOCKS) fit_toys(Table
             draw_toy(A.seed, A.toy_list ? A.toy_list[k] : A.first + (u64)k, M, tb.n_aux, A.lam_main, A.aux_kind, A.aux_center,
                      A.aux_sigma, row);
         // (fit_one's barrier before its first read publishes the row)
-        fit_one(tb, A, A.z_starts ? A.z_starts + (long long)k * P : A.z_init, row, st, sc, smem,
+        fit_one(s_tb, s_A, A.z_starts ? A.z_starts + (long long)k * P : A.z_init, row, st, sc, smem,
                 A.out + (long long)k * FIT_OUT,
                 A.want_x ? A.out_x + (long long)k * P : nullptr);
     }

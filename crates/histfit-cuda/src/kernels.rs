@@ -7,8 +7,9 @@
 //!
 //! For kernel development only, `$HISTFIT_KERNEL_SOURCE` names a file compiled instead of the
 //! built-in source, so that variants of a kernel can be timed on a lent GPU without rebuilding
-//! the binary (the Rust side's launch arguments must still match it). It is said on stderr, and
-//! such a source is compiled each run, never cached.
+//! the binary (the Rust side's launch arguments must still match it); a `.cubin` there is
+//! loaded as it is (made without a GPU by the `kernel_ptx` example and `ptxas`), so a variant
+//! costs no compile on the device. It is said on stderr, and such kernels are never cached.
 
 use crate::device::Gpu;
 use crate::{driver, CudaError, Result};
@@ -36,6 +37,18 @@ fn options(arch: &'static str) -> CompileOptions {
             .collect(),
         ..Default::default()
     }
+}
+
+/// `source` compiled by NVRTC to PTX for `arch` (`sm_90`, …) with the options the kernels are
+/// loaded with; needs NVRTC only, no GPU (the `kernel_ptx` example uses it to read a variant's
+/// registers and spills with `ptxas -v`).
+pub fn compile(source: &str, arch: &'static str) -> Result<Ptx> {
+    compile_with(source.to_string(), options(arch))
+}
+
+fn compile_with(source: String, opts: CompileOptions) -> Result<Ptx> {
+    cudarc::nvrtc::compile_ptx_with_opts(source, opts)
+        .map_err(|e| CudaError::Compile(format!("{e:?}")))
 }
 
 /// The constants the kernels share with Rust, defined once there and passed as `-D` options:
@@ -136,57 +149,30 @@ impl Kernels {
         // NVRTC wants a 'static architecture name; one leaked string per process and device.
         let arch: &'static str = Box::leak(format!("sm_{major}{minor}").into_boxed_str());
         let opts = options(arch);
-        let replaced = std::env::var_os("HISTFIT_KERNEL_SOURCE");
-        let source = match &replaced {
+        let replaced = std::env::var_os("HISTFIT_KERNEL_SOURCE").map(PathBuf::from);
+        let unreadable = |path: &PathBuf, e: std::io::Error| {
+            CudaError::Compile(format!("HISTFIT_KERNEL_SOURCE={}: {e}", path.display()))
+        };
+        let ptx = match &replaced {
             Some(path) => {
                 // Never silent: these are not the kernels this binary was tested with.
                 static WARNED: std::sync::Once = std::sync::Once::new();
                 WARNED.call_once(|| {
                     eprintln!(
                         "warning: HISTFIT_KERNEL_SOURCE={} replaces the built-in CUDA kernels",
-                        PathBuf::from(path).display()
+                        path.display()
                     )
                 });
-                std::fs::read_to_string(path).map_err(|e| {
-                    CudaError::Compile(format!(
-                        "HISTFIT_KERNEL_SOURCE={}: {e}",
-                        PathBuf::from(path).display()
-                    ))
-                })?
-            }
-            None => SOURCE.to_string(),
-        };
-        let key = fnv1a(&[source.as_bytes(), format!("{opts:?}").as_bytes()]);
-        // (A replaced source is compiled each run: variants do not pile up in the cache.)
-        let file = cache_dir()
-            .filter(|_| replaced.is_none())
-            .map(|d| d.join(format!("histfit-{key:016x}-{arch}.ptx")));
-        let cached = file
-            .as_ref()
-            .and_then(|f| std::fs::read_to_string(f).ok())
-            .filter(|s| !s.is_empty());
-        let ptx = match cached {
-            Some(src) => Ptx::from_src(src),
-            None => {
-                let ptx = cudarc::nvrtc::compile_ptx_with_opts(source, opts)
-                    .map_err(|e| CudaError::Compile(format!("{e:?}")))?;
-                if let Some(f) = &file {
-                    // Best effort: a read-only home just means compiling again next run.
-                    if let Some(dir) = f.parent() {
-                        let _ = std::fs::create_dir_all(dir);
-                    }
-                    // A name of this writer's own: the devices of one process may compile
-                    // side by side on an empty cache.
-                    static WRITERS: std::sync::atomic::AtomicU64 =
-                        std::sync::atomic::AtomicU64::new(0);
-                    let k = WRITERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let tmp = f.with_extension(format!("tmp{}-{k}", std::process::id()));
-                    if std::fs::write(&tmp, ptx.to_src()).is_ok() {
-                        let _ = std::fs::rename(&tmp, f);
-                    }
+                // A .cubin (the `kernel_ptx` example's PTX through `ptxas`, made where no GPU
+                // is) is loaded as it is: no compile on the device at all.
+                if path.extension().is_some_and(|e| e == "cubin") {
+                    Ptx::from_binary(std::fs::read(path).map_err(|e| unreadable(path, e))?)
+                } else {
+                    let source = std::fs::read_to_string(path).map_err(|e| unreadable(path, e))?;
+                    compile_with(source, opts)?
                 }
-                ptx
             }
+            None => Self::cached_or_compiled(arch, opts)?,
         };
         let module = gpu
             .ctx
@@ -216,6 +202,38 @@ impl Kernels {
                 .map_err(driver("cuModuleGetFunction(main_constant)"))?,
             module,
         })
+    }
+}
+
+impl Kernels {
+    /// The built-in kernels' PTX for `arch`: from the disk cache (keyed by the source and the
+    /// options), else compiled and written there.
+    fn cached_or_compiled(arch: &str, opts: CompileOptions) -> Result<Ptx> {
+        let key = fnv1a(&[SOURCE.as_bytes(), format!("{opts:?}").as_bytes()]);
+        let file = cache_dir().map(|d| d.join(format!("histfit-{key:016x}-{arch}.ptx")));
+        let cached = file
+            .as_ref()
+            .and_then(|f| std::fs::read_to_string(f).ok())
+            .filter(|s| !s.is_empty());
+        if let Some(src) = cached {
+            return Ok(Ptx::from_src(src));
+        }
+        let ptx = compile_with(SOURCE.to_string(), opts)?;
+        if let Some(f) = &file {
+            // Best effort: a read-only home just means compiling again next run.
+            if let Some(dir) = f.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            // A name of this writer's own: the devices of one process may compile side by
+            // side on an empty cache.
+            static WRITERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let k = WRITERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let tmp = f.with_extension(format!("tmp{}-{k}", std::process::id()));
+            if std::fs::write(&tmp, ptx.to_src()).is_ok() {
+                let _ = std::fs::rename(&tmp, f);
+            }
+        }
+        Ok(ptx)
     }
 }
 
