@@ -375,12 +375,24 @@ __device__ double eval_point(const Tables& tb, const double* __restrict__ dat, d
         int s = tb.hs_sample[e];
         const int* sm = tb.smp + 9 * s;
         double a = x[tb.hs_par[e]];
+        const int code = tb.hs_code[e], r0 = tb.hs_row[e], nb = sm[1], sb0 = sm[2];
         double g = 0.0;
-        for (int k = 0; k < sm[1]; ++k) {
-            int r = tb.hs_row[e] + k;
-            double dl, dd;
-            histo_row(tb.hs_code[e], tb.hs_coef + 4 * r, tb.hs_poly + 6 * r, a, &dl, &dd);
-            g += gb[sm[2] + k] * dd;
+        if (is_mult(code)) {
+            for (int k = 0; k < nb; ++k) {
+                int r = r0 + k;
+                double dl, dd;
+                histo_row(code, tb.hs_coef + 4 * r, tb.hs_poly + 6 * r, a, &dl, &dd);
+                g += gb[sb0 + k] * dd;
+            }
+        } else {
+            // (The weights' derivatives depend on α alone: once per entry, not per row.)
+            double w[4], dw[4];
+            additive_weights(code, a, w, dw);
+            for (int k = 0; k < nb; ++k) {
+                const double* c = tb.hs_coef + 4 * (r0 + k);
+                double dd = dw[0] * c[0] + dw[1] * c[1] + dw[2] * c[2] + dw[3] * c[3];
+                g += gb[sb0 + k] * dd;
+            }
         }
         terms[t_hs + e] = g * F[s];
     }

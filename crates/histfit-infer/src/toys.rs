@@ -380,13 +380,13 @@ fn ensemble_fits<R: ToyRunner>(
     let in_range = indices.end.min(probe.end).saturating_sub(indices.start);
     let n_rest = (rest.end - rest.start) as usize;
     ticks.plan_more(2 * probe.end as usize - in_range as usize);
-    let (mut probed, mirror_lower) = pass.two_starts(probe, &second)?;
+    let (mut probed, mirror_lower, around) = pass.two_starts(probe, &second, true)?;
     // Where the mirror found no lower basin, starts around the model's initial point look for
     // one further away.
-    let lower = mirror_lower || pass.around_lower(&mut probed, &second)?;
+    let lower = mirror_lower || around.is_some_and(|passes| around_lower(&mut probed, passes));
     let fitted = if lower {
         ticks.plan_more(n_rest);
-        pass.two_starts(rest, &second)?.0
+        pass.two_starts(rest, &second, false)?.0
     } else {
         first_of(pass.fits_range(rest, None, false)?)
             .into_iter()
@@ -412,6 +412,9 @@ fn ensemble_fits<R: ToyRunner>(
 /// A toy's fit and, where asked, its end point.
 type Fitted = (ToyFit, Option<Vec<f64>>);
 
+/// Fits of the same toys from further starts, pass after pass.
+type Passes = Vec<Vec<ToyFit>>;
+
 /// A toy's kept fit with its first start's twice_nll and convergence (what [`keep_lower`]
 /// measures a lower basin from).
 type Kept = (ToyFit, (f64, bool));
@@ -432,6 +435,30 @@ fn keep_found(fits: &mut [Kept], positions: &[usize], found: Vec<ToyFit>) {
         let (t, f) = &mut fits[k];
         *t = keep_lower(*f, t.clone(), c);
     }
+}
+
+/// Whether one of the probe's fits from [`crate::fit::SecondStart::probe_around`]'s starts
+/// (`passes`, each over the probe's toys in the order of `probed`, each toy with its first
+/// start's twice_nll and convergence) ended lower than its toy's first start by more than
+/// [`LOWER_BASIN`] (both converged): a basin beyond the mirror's reach. Where one did, the
+/// probe's toys keep their lowest minima. On the public 3L resonance likelihood under pyhf's
+/// codes the mirror finds no lower basin while random restarts find one on 3 of the probe's 200
+/// toys (BENCHMARKS.md, issue 21, session 24). As the mirror's, the decision rests on the first
+/// start and these starts alone, each fit finished alike on every device (a start the device
+/// cannot certify is fitted again from the host).
+fn around_lower(probed: &mut [Kept], passes: Passes) -> bool {
+    let lower = passes.iter().any(|pass| {
+        probed.iter().zip(pass).any(|((_, (f, converged)), b)| {
+            *converged && b.converged && f - b.twice_nll > LOWER_BASIN
+        })
+    });
+    if lower {
+        let positions: Vec<usize> = (0..probed.len()).collect();
+        for pass in passes {
+            keep_found(probed, &positions, pass);
+        }
+    }
+    lower
 }
 
 /// The toy fits of a pass, without their end points.
@@ -527,12 +554,16 @@ impl<R: ToyRunner> Pass<'_, R> {
     /// ([`crate::fit::SecondStart`]), and where those two disagree from further starts; the
     /// lowest kept ([`keep_lower`]), with its first start's twice_nll and convergence. With
     /// whether a mirror start (converged) ended lower than its first (converged) by more than
-    /// [`LOWER_BASIN`]: the probe's decision.
+    /// [`LOWER_BASIN`]: the probe's decision. Where `probe_around` (the basin probe), also each
+    /// toy's fits from [`crate::fit::SecondStart::probe_around`]'s starts where there are any
+    /// (see [`around_lower`]), made in the mirror starts' launch: they do not depend on the
+    /// first fits, and a launch lasts as long as its slowest fit.
     fn two_starts(
         &self,
         range: std::ops::Range<u64>,
         second: &crate::fit::SecondStart,
-    ) -> Result<(Vec<Kept>, bool)> {
+        probe_around: bool,
+    ) -> Result<(Vec<Kept>, bool, Option<Passes>)> {
         let first = self.fits_range(range.clone(), None, true)?;
         // Every thread builds the mirror starts (n values a toy) straight into one buffer.
         let n = self.runner.space().names.len();
@@ -545,14 +576,31 @@ impl<R: ToyRunner> Pass<'_, R> {
                     x.copy_from_slice(&second.of(end.as_deref().expect("end points were asked")))
                 });
         }
-        let again = self.fits_range(range, Some(&starts), false)?;
+        let list: Vec<u64> = range.collect();
+        let around = match probe_around {
+            true => second.probe_around(&list),
+            false => None,
+        };
+        let (again, around) = match around {
+            None => (first_of(self.fits(&list, Some(&starts), false)?), None),
+            Some(more) => {
+                // As every further start of the probe: a start the device cannot certify is
+                // fitted again from the host, so the decision is the same on every device.
+                self.ticks.plan_more(list.len() * crate::fit::PROBE_AROUND);
+                starts.extend(more);
+                let mut passes =
+                    self.fits_many(&list, &starts, 1 + crate::fit::PROBE_AROUND, true)?;
+                let mirror = passes.remove(0);
+                (mirror, Some(passes))
+            }
+        };
         let mut best = Vec::with_capacity(first.len());
         let mut split = Vec::new();
         // Whether the mirror found a lower minimum than the first start (both converged): the
         // probe's decision, made on these two starts alone (further starts below are made
         // differently by the devices: a device drops those it cannot certify).
         let mut mirror_lower = false;
-        for ((a, _), (b, _)) in first.into_iter().zip(again) {
+        for ((a, _), b) in first.into_iter().zip(again) {
             mirror_lower |= a.converged && b.converged && a.twice_nll - b.twice_nll > LOWER_BASIN;
             // Both starts' minima, where they differ: this toy's likelihood has several basins
             // near it, and the first two starts may both have missed the lowest.
@@ -563,7 +611,7 @@ impl<R: ToyRunner> Pass<'_, R> {
             best.push((keep_lower(f, a, b), f));
         }
         if split.is_empty() {
-            return Ok((best, mirror_lower));
+            return Ok((best, mirror_lower, around));
         }
         // Those toys from further starts (the model's initial point and points around it): a
         // few toys in a hundred, on the device where the others were fitted.
@@ -580,39 +628,7 @@ impl<R: ToyRunner> Pass<'_, R> {
             &starts,
             crate::fit::FURTHER_STARTS,
         )?;
-        Ok((best, mirror_lower))
-    }
-
-    /// Where the mirror found no lower basin on the probe's toys (`probed`, each with its first
-    /// start's twice_nll and convergence): each of them fitted again from
-    /// [`crate::fit::SecondStart::probe_around`]'s starts, and whether one of those ended lower
-    /// than its toy's first start by more than [`LOWER_BASIN`] (both converged), a basin beyond
-    /// the mirror's reach; then the probe's toys keep their lowest minima. On the public 3L
-    /// resonance likelihood under pyhf's codes the mirror finds no lower basin while random
-    /// restarts find one on 3 of the probe's 200 toys (BENCHMARKS.md, issue 21, session 24).
-    /// As the mirror's, the decision rests on the first start and these starts alone, each
-    /// fit finished alike on every device: the starts go to a device in one launch and a start
-    /// it cannot certify is fitted again from the host. False where the toys' starts around the
-    /// initial point were asked for.
-    fn around_lower(&self, probed: &mut [Kept], second: &crate::fit::SecondStart) -> Result<bool> {
-        let list: Vec<u64> = probed.iter().map(|(t, _)| t.index).collect();
-        let Some(starts) = second.probe_around(&list) else {
-            return Ok(false);
-        };
-        self.ticks.plan_more(list.len() * crate::fit::PROBE_AROUND);
-        let passes = self.fits_many(&list, &starts, crate::fit::PROBE_AROUND, true)?;
-        let lower = passes.iter().any(|pass| {
-            probed.iter().zip(pass).any(|((_, (f, converged)), b)| {
-                *converged && b.converged && f - b.twice_nll > LOWER_BASIN
-            })
-        });
-        if lower {
-            let positions: Vec<usize> = (0..probed.len()).collect();
-            for pass in passes {
-                keep_found(probed, &positions, pass);
-            }
-        }
-        Ok(lower)
+        Ok((best, mirror_lower, around))
     }
 
     /// Every toy of `fits` (each with its first start's twice_nll and convergence) fitted again
