@@ -345,14 +345,15 @@ __device__ double eval_point(const Tables& tb, const double* __restrict__ dat, d
     }
     __syncthreads();
     // normsys and scale-factor terms: ∂F/∂factor = product of the sample's other factors. A
-    // normsys entry's is F/k (one division instead of a product over the sample's other
-    // entries: a sample of tHu carries up to 48, and the products were a fifth of the resident
-    // fits' time); the product itself where F is zero or not a normal number, so that no
-    // precision is lost to an underflow.
+    // normsys entry's is F/κ, as the CPU evaluator takes it (one division instead of a product
+    // over the sample's other entries: a sample of tHu carries up to 48, and the products were
+    // a fifth of the resident fits' time); the product itself where F or κ is zero or
+    // subnormal, or the quotient not finite.
     for (int e = t; e < tb.n_ns; e += T) {
         int s = tb.ns_sample[e];
         double others = F[s] / kv[e];
-        if (!(fabs(F[s]) >= 2.2250738585072014e-308 && isfinite(others))) {
+        if (!(fabs(F[s]) >= 2.2250738585072014e-308 && fabs(kv[e]) >= 2.2250738585072014e-308 &&
+              isfinite(others))) {
             const int* sm = tb.smp + 9 * s;
             others = 1.0;
             for (int j = sm[3]; j < sm[4]; ++j) others *= x[tb.sf_par[j]];
@@ -1355,7 +1356,12 @@ __device__ int descend(Fit& F, double& f, int& iters, int& evals, double& bounde
         }
         for (int i = t; i < P; i += T)
             if (lo[i] < hi[i] && (z[i] <= lo[i] || z[i] >= hi[i])) bounded = 1.0;
-        D.k = k; D.head = head; D.theta = theta;
+        if (t == 0) {
+            D.k = k;
+            D.head = head;
+            D.theta = theta;
+        }
+        __syncthreads();
         if (!lbfgsb_direction(D, q, red)) {
             if (k > 0) {
                 k = 0; theta = 1.0; fresh = true;
@@ -1675,9 +1681,10 @@ __device__ void polish(Fit& F, double& f, int& evals) {
 __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* z_init, const double* row,
                         double* st, double* sc, double* red, double* o, double* ox) {
     const int t = threadIdx.x, T = blockDim.x, P = tb.n_params, m = A.memory;
-    // The fit's pointers and direction state: one copy for the block in shared memory, written
-    // by thread 0. (As a local, every thread kept its own copy on its stack for the functions
-    // that take it by reference, and those copies missed the L1 cache: 5 % of the fits' time.)
+    // The fit's pointers and direction state: one copy for the block in shared memory, every
+    // field written by thread 0 and read by the others after a barrier. (As a local, every
+    // thread kept its own copy on its stack for the functions that take it by reference, and
+    // those copies missed the L1 cache: 5 % of the fits' time.)
     __shared__ Fit F;
     Dir& D = F.D;
     if (t == 0) {
@@ -1706,8 +1713,12 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* z_init
             if (A.kink[i]) kinked = 1.0;
         }
     }
-    D.n_movable = (int)block_sum(movable, red);
-    D.any_kink = block_max(kinked, red) > 0.0;
+    const int n_movable = (int)block_sum(movable, red);
+    const bool any_kink = block_max(kinked, red) > 0.0;
+    if (t == 0) {
+        D.n_movable = n_movable;
+        D.any_kink = any_kink;
+    }
     int evals = 1, iters = 0;
     // Whether a free coordinate met a bound (this thread's share; reported, not acted on).
     double bounded = 0.0;
@@ -1722,8 +1733,10 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* z_init
     const auto stage_wall = [&](int stage) {
         return stage == soft ? EMPTY_BIN_WALL : (stage == 0 ? SOFT_WALL_0 : SOFT_WALL_1);
     };
-    F.wall = stage_wall(0);
-    double f = eval_z(tb, A, z, g, row, sc, red, F.wall);
+    // (F.wall for descend and polish, which read it after the barriers of an evaluation.)
+    double wall = stage_wall(0);
+    if (t == 0) F.wall = wall;
+    double f = eval_z(tb, A, z, g, row, sc, red, wall);
     // Where −ln L is not finite at the requested start (a generating point far from this toy's
     // fixed POI), the model's initial point where it is finite there (fit/mod.rs's
     // search_starts). The walls do not change whether f is finite.
@@ -1735,7 +1748,7 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* z_init
             if (F.zt[i] != z[i]) differs = 1.0;
         }
         if (block_max(differs, red) > 0.0) {
-            double fm = eval_z(tb, A, F.zt, F.gt, row, sc, red, F.wall);
+            double fm = eval_z(tb, A, F.zt, F.gt, row, sc, red, wall);
             ++evals;
             if (isfinite(fm)) {
                 for (int i = t; i < P; i += T) {
@@ -1750,8 +1763,9 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* z_init
     int status = 0;
     for (int stage = 0; stage <= soft; ++stage) {
         if (stage > 0) {
-            F.wall = stage_wall(stage);
-            f = eval_z(tb, A, z, g, row, sc, red, F.wall);
+            wall = stage_wall(stage);
+            if (t == 0) F.wall = wall;
+            f = eval_z(tb, A, z, g, row, sc, red, wall);
             ++evals;
         }
         status = descend(F, f, iters, evals, bounded);

@@ -143,7 +143,8 @@ pub struct Kernels {
 }
 
 impl Kernels {
-    /// Compiles (or reads from the cache) and loads the kernels for `gpu`.
+    /// Compiles (or reads from the cache) and loads the kernels for `gpu`; a development
+    /// `$HISTFIT_KERNEL_SOURCE` in their place (see the module's documentation).
     pub fn load(gpu: &Gpu) -> Result<Kernels> {
         let (major, minor) = gpu.info.compute_capability;
         // NVRTC wants a 'static architecture name; one leaked string per process and device.
@@ -174,10 +175,14 @@ impl Kernels {
             }
             None => Self::cached_or_compiled(arch, opts)?,
         };
-        let module = gpu
-            .ctx
-            .load_module(ptx)
-            .map_err(driver("cuModuleLoadData"))?;
+        let module = gpu.ctx.load_module(ptx).map_err(|e| match &replaced {
+            // (A .cubin made for another architecture fails here: say which file.)
+            Some(path) => CudaError::Compile(format!(
+                "HISTFIT_KERNEL_SOURCE={}: cuModuleLoadData: {e:?}",
+                path.display()
+            )),
+            None => driver("cuModuleLoadData")(e),
+        })?;
         Ok(Kernels {
             nll_grad_batch: module
                 .load_function("nll_grad_batch")
@@ -203,9 +208,7 @@ impl Kernels {
             module,
         })
     }
-}
 
-impl Kernels {
     /// The built-in kernels' PTX for `arch`: from the disk cache (keyed by the source and the
     /// options), else compiled and written there.
     fn cached_or_compiled(arch: &str, opts: CompileOptions) -> Result<Ptx> {

@@ -335,7 +335,8 @@ pub fn fit_toys_on<R: ToyRunner>(
 /// units and fixed parameters set), reporting parameter `poi`; one fit per toy of `indices` is
 /// planned in `ticks` by the caller. Where the fits make a second start
 /// ([`crate::fit::SecondStart`]), the basin probe ([`PROBE_TOYS`]) fits its toys from both
-/// starts (and, where the mirror ends no lower, from starts around the model's initial point)
+/// starts (and from starts around the model's initial point, consulted where the mirror ends no
+/// lower)
 /// and, where one of them ends lower, every toy from both. Every toy is then also fitted from
 /// points around the model's initial point ([`crate::fit::SecondStart::around_all`]): as many as
 /// `o` asks ([`crate::fit::Starts::Count`]), else `AROUND_STARTS` (8) where the
@@ -383,7 +384,14 @@ fn ensemble_fits<R: ToyRunner>(
     let (mut probed, mirror_lower, around) = pass.two_starts(probe, &second, true)?;
     // Where the mirror found no lower basin, starts around the model's initial point look for
     // one further away.
-    let lower = mirror_lower || around.is_some_and(|passes| around_lower(&mut probed, passes));
+    let lower = match around {
+        Some(a) if !mirror_lower => pass.around_lower(&mut probed, a)?,
+        Some(a) => {
+            pass.drop_around(a);
+            true
+        }
+        None => mirror_lower,
+    };
     let fitted = if lower {
         ticks.plan_more(n_rest);
         pass.two_starts(rest, &second, false)?.0
@@ -437,28 +445,15 @@ fn keep_found(fits: &mut [Kept], positions: &[usize], found: Vec<ToyFit>) {
     }
 }
 
-/// Whether one of the probe's fits from [`crate::fit::SecondStart::probe_around`]'s starts
-/// (`passes`, each over the probe's toys in the order of `probed`, each toy with its first
-/// start's twice_nll and convergence) ended lower than its toy's first start by more than
-/// [`LOWER_BASIN`] (both converged): a basin beyond the mirror's reach. Where one did, the
-/// probe's toys keep their lowest minima. On the public 3L resonance likelihood under pyhf's
-/// codes the mirror finds no lower basin while random restarts find one on 3 of the probe's 200
-/// toys (BENCHMARKS.md, issue 21, session 24). As the mirror's, the decision rests on the first
-/// start and these starts alone, each fit finished alike on every device (a start the device
-/// cannot certify is fitted again from the host).
-fn around_lower(probed: &mut [Kept], passes: Passes) -> bool {
-    let lower = passes.iter().any(|pass| {
-        probed.iter().zip(pass).any(|((_, (f, converged)), b)| {
-            *converged && b.converged && f - b.twice_nll > LOWER_BASIN
-        })
-    });
-    if lower {
-        let positions: Vec<usize> = (0..probed.len()).collect();
-        for pass in passes {
-            keep_found(probed, &positions, pass);
-        }
-    }
-    lower
+/// The basin probe's fits from [`crate::fit::SecondStart::probe_around`]'s starts (`starts`:
+/// [`crate::fit::PROBE_AROUND`] passes over the probe's toys), planned in the ensemble's
+/// progress: made by a device in the mirror starts' launch (they do not depend on the first
+/// fits, and a launch lasts as long as its slowest fit), their uncertified fits not yet fitted
+/// again on the host — that waits until the probe needs them (the mirror found no lower basin);
+/// or not made yet.
+struct AroundFits {
+    starts: Vec<f64>,
+    device: Option<Vec<Option<Fitted>>>,
 }
 
 /// The toy fits of a pass, without their end points.
@@ -528,6 +523,14 @@ impl<'a> Ticks<'a> {
         let s = self.last.fetch_max(s, Ordering::Relaxed).max(s);
         (self.progress)(s, self.shown);
     }
+    /// Fits planned that will not be made.
+    fn unplan(&self, fits: usize) {
+        let _ = self
+            .planned
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |p| {
+                Some(p.saturating_sub(fits).max(1))
+            });
+    }
     /// Fits a device counted that the host fits again (and counts again).
     fn untick(&self, n: usize) {
         let _ = self
@@ -554,16 +557,14 @@ impl<R: ToyRunner> Pass<'_, R> {
     /// ([`crate::fit::SecondStart`]), and where those two disagree from further starts; the
     /// lowest kept ([`keep_lower`]), with its first start's twice_nll and convergence. With
     /// whether a mirror start (converged) ended lower than its first (converged) by more than
-    /// [`LOWER_BASIN`]: the probe's decision. Where `probe_around` (the basin probe), also each
-    /// toy's fits from [`crate::fit::SecondStart::probe_around`]'s starts where there are any
-    /// (see [`around_lower`]), made in the mirror starts' launch: they do not depend on the
-    /// first fits, and a launch lasts as long as its slowest fit.
+    /// [`LOWER_BASIN`]: the probe's decision. Where `probe_around` (the basin probe) and the
+    /// fits make starts around the initial point, with those ([`AroundFits`]).
     fn two_starts(
         &self,
         range: std::ops::Range<u64>,
         second: &crate::fit::SecondStart,
         probe_around: bool,
-    ) -> Result<(Vec<Kept>, bool, Option<Passes>)> {
+    ) -> Result<(Vec<Kept>, bool, Option<AroundFits>)> {
         let first = self.fits_range(range.clone(), None, true)?;
         // Every thread builds the mirror starts (n values a toy) straight into one buffer.
         let n = self.runner.space().names.len();
@@ -581,17 +582,31 @@ impl<R: ToyRunner> Pass<'_, R> {
             true => second.probe_around(&list),
             false => None,
         };
-        let (again, around) = match around {
-            None => (first_of(self.fits(&list, Some(&starts), false)?), None),
-            Some(more) => {
-                // As every further start of the probe: a start the device cannot certify is
-                // fitted again from the host, so the decision is the same on every device.
-                self.ticks.plan_more(list.len() * crate::fit::PROBE_AROUND);
-                starts.extend(more);
-                let mut passes =
-                    self.fits_many(&list, &starts, 1 + crate::fit::PROBE_AROUND, true)?;
-                let mirror = passes.remove(0);
-                (mirror, Some(passes))
+        let mut device = None;
+        if let Some(more) = &around {
+            self.ticks.plan_more(list.len() * crate::fit::PROBE_AROUND);
+            let passes = 1 + crate::fit::PROBE_AROUND;
+            let all: Vec<u64> = (0..passes).flat_map(|_| list.iter().copied()).collect();
+            let both = [&starts[..], &more[..]].concat();
+            device = self.on_device(0..all.len() as u64, Some(&all), Some(&both), false)?;
+        }
+        let (again, around) = match device {
+            Some(mut mirror) => {
+                let rest = mirror.split_off(list.len());
+                let again = first_of(self.finish(mirror, &list, Some(&starts), false)?);
+                let around = around.map(|starts| AroundFits {
+                    starts,
+                    device: Some(rest),
+                });
+                (again, around)
+            }
+            None => {
+                let again = first_of(self.fits(&list, Some(&starts), false)?);
+                let around = around.map(|starts| AroundFits {
+                    starts,
+                    device: None,
+                });
+                (again, around)
             }
         };
         let mut best = Vec::with_capacity(first.len());
@@ -629,6 +644,54 @@ impl<R: ToyRunner> Pass<'_, R> {
             crate::fit::FURTHER_STARTS,
         )?;
         Ok((best, mirror_lower, around))
+    }
+
+    /// Whether one of the probe's fits from its starts around the initial point (`around`, over
+    /// the toys of `probed` in their order, each toy with its first start's twice_nll and
+    /// convergence) ended lower than its toy's first start by more than [`LOWER_BASIN`] (both
+    /// converged): a basin beyond the mirror's reach. Where one did, the probe's toys keep
+    /// their lowest minima. On the public 3L resonance likelihood under pyhf's codes the mirror
+    /// finds no lower basin while random restarts find one on 3 of the probe's 200 toys
+    /// (BENCHMARKS.md, issue 21, session 24). As the mirror's, the decision rests on the first
+    /// start and these starts alone, each fit finished alike on every device: a start the
+    /// device could not certify is fitted again from the host.
+    fn around_lower(&self, probed: &mut [Kept], around: AroundFits) -> Result<bool> {
+        let list: Vec<u64> = probed.iter().map(|(t, _)| t.index).collect();
+        let per_pass = list.len() * self.runner.space().names.len();
+        let passes: Passes = match around.device {
+            Some(device) => {
+                let mut device = device.into_iter();
+                (0..crate::fit::PROBE_AROUND)
+                    .map(|r| {
+                        let pass: Vec<_> = device.by_ref().take(list.len()).collect();
+                        let s = &around.starts[r * per_pass..(r + 1) * per_pass];
+                        Ok(first_of(self.finish(pass, &list, Some(s), false)?))
+                    })
+                    .collect::<Result<_>>()?
+            }
+            None => self.fits_many(&list, &around.starts, crate::fit::PROBE_AROUND, true)?,
+        };
+        let lower = passes.iter().any(|pass| {
+            probed.iter().zip(pass).any(|((_, (f, converged)), b)| {
+                *converged && b.converged && f - b.twice_nll > LOWER_BASIN
+            })
+        });
+        if lower {
+            let positions: Vec<usize> = (0..probed.len()).collect();
+            for pass in passes {
+                keep_found(probed, &positions, pass);
+            }
+        }
+        Ok(lower)
+    }
+
+    /// The probe's starts around the initial point where the mirror decided alone: fits not
+    /// made leave the progress's plan, and those a device made are not finished.
+    fn drop_around(&self, around: AroundFits) {
+        if around.device.is_none() {
+            let n = self.runner.space().names.len().max(1);
+            self.ticks.unplan(around.starts.len() / n);
+        }
     }
 
     /// Every toy of `fits` (each with its first start's twice_nll and convergence) fitted again
@@ -730,13 +793,7 @@ impl<R: ToyRunner> Pass<'_, R> {
     /// slowest fit, and searches from far away are slow), else as [`Pass::fits`] fits them;
     /// the fits of each pass in the order of `one`. A start the device could not certify is
     /// fitted again from the host where `refit`, else dropped (reported as not converged).
-    fn fits_many(
-        &self,
-        one: &[u64],
-        starts: &[f64],
-        passes: usize,
-        refit: bool,
-    ) -> Result<Vec<Vec<ToyFit>>> {
+    fn fits_many(&self, one: &[u64], starts: &[f64], passes: usize, refit: bool) -> Result<Passes> {
         let n = self.runner.space().names.len();
         let per_pass = one.len() * n;
         if starts.len() != passes * per_pass {

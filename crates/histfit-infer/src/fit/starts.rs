@@ -98,7 +98,8 @@ pub(crate) struct SecondStart {
 pub(crate) const AROUND_STARTS: usize = 8;
 
 /// Starts around the model's initial point that each toy of an ensemble's basin probe makes
-/// where the mirror found no lower basin. On the public 3L resonance likelihood under pyhf's
+/// (consulted where the mirror found no lower basin; a device makes them in the mirror's launch
+/// whatever the mirror finds). On the public 3L resonance likelihood under pyhf's
 /// codes 3 of the probe's 200 toys have a lower basin that 8 such starts reach; four found
 /// them where a single start per toy found none (BENCHMARKS.md, issue 21, session 24).
 pub(crate) const PROBE_AROUND: usize = 4;
