@@ -590,25 +590,21 @@ impl<R: ToyRunner> Pass<'_, R> {
             let both = [&starts[..], &more[..]].concat();
             device = self.on_device(0..all.len() as u64, Some(&all), Some(&both), false)?;
         }
-        let (again, around) = match device {
+        let (again, rest) = match device {
             Some(mut mirror) => {
                 let rest = mirror.split_off(list.len());
-                let again = first_of(self.finish(mirror, &list, Some(&starts), false)?);
-                let around = around.map(|starts| AroundFits {
-                    starts,
-                    device: Some(rest),
-                });
-                (again, around)
+                (
+                    self.finish(mirror, &list, Some(&starts), false)?,
+                    Some(rest),
+                )
             }
-            None => {
-                let again = first_of(self.fits(&list, Some(&starts), false)?);
-                let around = around.map(|starts| AroundFits {
-                    starts,
-                    device: None,
-                });
-                (again, around)
-            }
+            None => (self.fits(&list, Some(&starts), false)?, None),
         };
+        let again = first_of(again);
+        let around = around.map(|starts| AroundFits {
+            starts,
+            device: rest,
+        });
         let mut best = Vec::with_capacity(first.len());
         let mut split = Vec::new();
         // Whether the mirror found a lower minimum than the first start (both converged): the
@@ -657,19 +653,10 @@ impl<R: ToyRunner> Pass<'_, R> {
     /// device could not certify is fitted again from the host.
     fn around_lower(&self, probed: &mut [Kept], around: AroundFits) -> Result<bool> {
         let list: Vec<u64> = probed.iter().map(|(t, _)| t.index).collect();
-        let per_pass = list.len() * self.runner.space().names.len();
-        let passes: Passes = match around.device {
-            Some(device) => {
-                let mut device = device.into_iter();
-                (0..crate::fit::PROBE_AROUND)
-                    .map(|r| {
-                        let pass: Vec<_> = device.by_ref().take(list.len()).collect();
-                        let s = &around.starts[r * per_pass..(r + 1) * per_pass];
-                        Ok(first_of(self.finish(pass, &list, Some(s), false)?))
-                    })
-                    .collect::<Result<_>>()?
-            }
-            None => self.fits_many(&list, &around.starts, crate::fit::PROBE_AROUND, true)?,
+        let (starts, passes) = (&around.starts, crate::fit::PROBE_AROUND);
+        let passes = match around.device {
+            Some(device) => self.finish_passes(device, &list, starts, passes)?,
+            None => self.fits_many(&list, starts, passes, true)?,
         };
         let lower = passes.iter().any(|pass| {
             probed.iter().zip(pass).any(|((_, (f, converged)), b)| {
@@ -817,14 +804,7 @@ impl<R: ToyRunner> Pass<'_, R> {
                 .collect();
         };
         if refit {
-            let mut device = device.into_iter();
-            return (0..passes)
-                .map(|r| {
-                    let pass: Vec<_> = device.by_ref().take(one.len()).collect();
-                    let s = &starts[r * per_pass..(r + 1) * per_pass];
-                    Ok(first_of(self.finish(pass, one, Some(s), false)?))
-                })
-                .collect();
+            return self.finish_passes(device, one, starts, passes);
         }
         // A further start whose fit the device could not certify is dropped, not fitted again
         // on the host: these starts only look for a lower basin, and the uncertified ones are
@@ -855,6 +835,27 @@ impl<R: ToyRunner> Pass<'_, R> {
                     .collect()
             })
             .collect())
+    }
+
+    /// A device's fits of `passes` passes over the toys of `one` (pass after pass, from
+    /// `starts`, n values per toy), each pass [`Pass::finish`]ed: the fits it could not
+    /// certify fitted again from the host.
+    fn finish_passes(
+        &self,
+        device: Vec<Option<Fitted>>,
+        one: &[u64],
+        starts: &[f64],
+        passes: usize,
+    ) -> Result<Passes> {
+        let per_pass = one.len() * self.runner.space().names.len();
+        let mut device = device.into_iter();
+        (0..passes)
+            .map(|r| {
+                let pass: Vec<_> = device.by_ref().take(one.len()).collect();
+                let s = &starts[r * per_pass..(r + 1) * per_pass];
+                Ok(first_of(self.finish(pass, one, Some(s), false)?))
+            })
+            .collect()
     }
 
     /// Toys at `positions` (of `list` where given, see [`ResidentRequest::list`]) whole on the
