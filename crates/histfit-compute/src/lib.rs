@@ -22,7 +22,8 @@ pub use cpu::CpuEvaluator;
 pub use dataset::Dataset;
 pub use histfactory::{check_batch, expected_aux, expected_data};
 pub use resident::{
-    Progress, ResidentFit, ResidentFits, ResidentRequest, ResidentSettings, ResidentStatus,
+    Descent, DescentRequest, DescentSpace, Progress, ResidentFit, ResidentFits, ResidentRequest,
+    ResidentSettings, ResidentStatus, Watch,
 };
 pub use space::{ParameterSpace, Prior};
 pub use yields::{AsimovTerm, YieldEvaluator, YieldGradTerms, YieldGradient};
@@ -156,6 +157,10 @@ pub trait Evaluator {
 /// The future of one evaluation ([`AsyncEvaluator`]).
 pub type EvalFuture<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<f64>> + 'a>>;
 
+/// The future of descents run whole by the evaluator ([`AsyncEvaluator::descents`]).
+pub type DescentFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<Descent>>> + 'a>>;
+
 /// The evaluator as the fitting code awaits it. A CPU evaluator answers at once ([`Blocking`]);
 /// a client of a device batch answers once the batch its request joined has been evaluated, so
 /// thousands of fits can be in flight on a few threads without a thread each.
@@ -170,6 +175,22 @@ pub trait AsyncEvaluator {
     ) -> EvalFuture<'a>;
     /// −ln L.
     fn nll<'a>(&'a mut self, params: &'a [f64], data: &'a Dataset) -> EvalFuture<'a>;
+    /// Whether [`descents`](Self::descents) runs L-BFGS-B descents whole where the evaluations
+    /// are (a device): a fit then hands it its descents instead of driving them step by step.
+    fn offers_descents(&self) -> bool {
+        false
+    }
+    /// The descents `reqs` of `data`, each from its own start, in order. Only where
+    /// [`offers_descents`](Self::offers_descents).
+    fn descents<'a>(
+        &'a mut self,
+        _reqs: &'a [DescentRequest],
+        _data: &'a Dataset,
+    ) -> DescentFuture<'a> {
+        Box::pin(std::future::ready(Err(ComputeError::Unsupported(
+            "descents run by the evaluator",
+        ))))
+    }
 }
 
 /// An [`Evaluator`] seen as an [`AsyncEvaluator`] whose futures are ready at once. Holds the
@@ -261,6 +282,19 @@ pub trait BatchEvaluator: Send {
     /// the device has one.
     fn host_evaluator(&self) -> Option<Box<dyn Evaluator + Send>> {
         None
+    }
+    /// Whether [`descents_batch`](Self::descents_batch) runs descents whole on the device.
+    fn offers_descents(&self) -> bool {
+        false
+    }
+    /// Descents ([`DescentRequest`]) of many fits in one launch: request i descends on
+    /// `data[i]`; one result per request, in order.
+    fn descents_batch(
+        &mut self,
+        _reqs: &[DescentRequest],
+        _data: &[std::sync::Arc<Dataset>],
+    ) -> Result<Vec<Descent>> {
+        Err(ComputeError::Unsupported("descents run by the evaluator"))
     }
 }
 

@@ -191,3 +191,75 @@ pub trait ResidentFits {
     /// (of its `list`, where given: a toy listed twice is fitted twice).
     fn fit_toys_resident(&mut self, req: &ResidentRequest<'_>) -> Result<Vec<ResidentFit>>;
 }
+
+/// A fit's coordinates, for L-BFGS-B descents a device runs whole on behalf of a host fit
+/// ([`Descent`]): histfit-infer's `Problem` as a device needs it. Shared by every descent of
+/// that fit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DescentSpace {
+    /// The parameters the fit moves, in the order of its coordinates z.
+    pub free: Vec<usize>,
+    /// Each coordinate's unit: θ = z·scale.
+    pub scale: Vec<f64>,
+    /// A whole parameter vector holding the values of the parameters the fit does not move
+    /// (the free entries are not read).
+    pub held: Vec<f64>,
+    /// Per coordinate: −ln L has a kink at 0 (L-BFGS-B's steps stop there).
+    pub kinks: Vec<bool>,
+    /// The optimizer's settings (`certify` and `polish_pg` are not used by a descent).
+    pub settings: ResidentSettings,
+}
+
+/// Given up, a descent watched by [`Watch`], once its own estimate puts the minimum it heads
+/// for above a known one, or once a coordinate it keeps to one side of its kink sits there,
+/// pushed back by that side's slope (histfit-infer's `lbfgsb_below`). Checked once per
+/// iteration, when an iteration has been taken, against the new iterate and the estimated
+/// distance to the minimum (EDM = −½ gᵀd) of the direction computed from it (the last one
+/// computed, where the run ended there).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Watch {
+    /// The coordinate kept to one side (its bounds end at 0 on the other).
+    pub k: usize,
+    /// The known minimum's f (plus the margin a lower minimum must clear).
+    pub ceiling: f64,
+    /// Not before this many iterations.
+    pub after: usize,
+    /// Given up where f − factor·EDM > ceiling.
+    pub factor: f64,
+    /// Or where coordinate `k` has sat at 0, pushed back, this many iterations in a row.
+    pub held: usize,
+}
+
+/// One descent: L-BFGS-B from `z0` within `lower`..`upper` (a coordinate with equal bounds is
+/// held there), restarted with fresh memory from its end up to `passes` times while each run
+/// converges and gains more than 1e-10 relative in f (a restart that converges no higher
+/// replaces the point), given up where `watch` says so. A coordinate with `side` ±1 is
+/// evaluated at ±1e-150 where it is exactly 0: on that side's slope, not the mean of both that
+/// the model gives at a kink.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DescentRequest {
+    pub space: std::sync::Arc<DescentSpace>,
+    pub z0: Vec<f64>,
+    pub lower: Vec<f64>,
+    pub upper: Vec<f64>,
+    pub side: Vec<f64>,
+    pub passes: usize,
+    pub watch: Option<Watch>,
+}
+
+/// Where a descent ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Descent {
+    /// The end point (the start, projected into the box, where f was not finite there).
+    pub z: Vec<f64>,
+    /// f at `z` (NaN where the start was not finite).
+    pub f: f64,
+    /// Stopped by one of the optimizer's convergence rules.
+    pub converged: bool,
+    /// Given up by its [`Watch`] (then `z` and `f` are where it stood).
+    pub given_up: bool,
+    /// Why it stopped, in the optimizer's words.
+    pub reason: String,
+    pub iterations: usize,
+    pub evaluations: usize,
+}

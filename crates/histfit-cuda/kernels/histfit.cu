@@ -721,6 +721,9 @@ __device__ double block_dot(const double* a, const double* b, int n, double* red
 struct FitArgs {
     u64 seed, first;
     int count, poi, memory, max_iterations, max_evaluations, want_x;
+    // Descents (fit_runs): the number of values per dataset row (main counts, then auxiliary
+    // data); the other int keeps the doubles aligned.
+    int row_len, unused;
     double pgtol, ftol, edm, c1, c2, gauss_const, certify, polish_pg;
     const double* lam_main;   // expected main counts at the generating point (M)
     const int* aux_kind;      // generation: constraint kind of each auxiliary datum
@@ -739,6 +742,18 @@ struct FitArgs {
     const double* z_model;    // the fallback start where −ln L is not finite at z_init (scaled)
     const double* z_starts;   // per toy of the launch: its own start in place of z_init (or null)
     const u64* toy_list;      // per toy of the launch: its index (or null: first + k)
+    // Descents (fit_runs), per descent: its start, bounds and sides (n values each; a side is
+    // ±1 for a coordinate kept to that side of its kink, evaluated there at 0, 2 for one the
+    // fit holds, else 0), its RUN_RULE values (the watched coordinate or −1, the ceiling, the
+    // first iteration watched, the EDM factor, the iterations held, the restarts, the dataset
+    // row, the empty-bin wall, the dataset's constant); the dataset rows. (`scale` is then the
+    // first descent's scales, n per descent.)
+    const double* run_z;
+    const double* run_lo;
+    const double* run_hi;
+    const double* run_side;
+    const double* run_rule;
+    const double* rows;
     // Per block: doubles of state, of scratch, and where in the state S (then Y), the Small
     // area and the toy's row begin (resident.rs lays the state out).
     long long state_len, scratch_len, s_off, small_off, row_off;
@@ -776,20 +791,30 @@ __device__ double zoom_step(Trial lo, Trial hi) {
 // f and ∇_z f at z (the gradient into g). The gradient of a fixed coordinate is 0: it never
 // moves, and its component in the curvature pairs (y = Δg with s = 0) would corrupt the
 // quasi-Newton model of the others (θ = yᵀy/sᵀy above all) — sixfold the iterations on tHu.
+// In a descent (`side` not null) a coordinate with side ±1 exactly at 0 is evaluated at ±1e-150:
+// the slope of that side of its kink (descent.rs); those with side 2 are the ones held.
 __device__ double eval_z(const Tables& tb, const FitArgs& A, const double* z, double* g, const double* row,
-                         double* sc, double* red, double wall) {
+                         double* sc, double* red, double wall, const double* side = nullptr) {
     int t = threadIdx.x, T = blockDim.x;
-    for (int i = t; i < tb.n_params; i += T) sc[i] = z[i] * A.scale[i];
+    for (int i = t; i < tb.n_params; i += T) {
+        double v = z[i] * A.scale[i];
+        if (side && z[i] == 0.0 && (side[i] == 1.0 || side[i] == -1.0)) v = side[i] * 1e-150;
+        sc[i] = v;
+    }
     double f = eval_point(tb, row, sc, red, g, nullptr, nullptr, wall);
-    for (int i = t; i < tb.n_params; i += T) g[i] = A.z_lo[i] == A.z_hi[i] ? 0.0 : g[i] * A.scale[i];
+    for (int i = t; i < tb.n_params; i += T) {
+        bool held = side ? side[i] == 2.0 : A.z_lo[i] == A.z_hi[i];
+        g[i] = held ? 0.0 : g[i] * A.scale[i];
+    }
     return f;
 }
 
-// ‖P(z − g) − z‖∞, NaN where a gradient component is not finite.
-__device__ double projected_gradient(const FitArgs& A, const double* z, const double* g, int n, double* red) {
+// ‖P(z − g) − z‖∞ within lo..hi, NaN where a gradient component is not finite.
+__device__ double projected_gradient(const double* lo, const double* hi, const double* z, const double* g, int n,
+                                     double* red) {
     double m = 0.0;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        double v = isfinite(g[i]) ? fabs(fmin(fmax(z[i] - g[i], A.z_lo[i]), A.z_hi[i]) - z[i]) : 0.0 / 0.0;
+        double v = isfinite(g[i]) ? fabs(fmin(fmax(z[i] - g[i], lo[i]), hi[i]) - z[i]) : 0.0 / 0.0;
         m = nan_max(m, v);
     }
     return block_max(m, red);
@@ -1322,11 +1347,21 @@ struct Fit {
     const Tables* tb;
     const FitArgs* A;
     const double* row;
-    double *z, *g, *d, *zt, *gt, *zl, *gl, *zb4, *S, *Y, *sc, *red;
+    double *z, *g, *d, *zt, *gt, *zl, *gl, *zb4, *gb4, *S, *Y, *sc, *red;
     Small q;
     Dir D;
     // The empty-bin wall evaluations use (EMPTY_BIN_WALL but in the first descents).
     double wall;
+    // The box (the launch's for toy fits, each descent's own in fit_runs) and, in a descent,
+    // the sides of eval_z (null for toy fits).
+    const double *lo, *hi, *side;
+    // A watched descent (Watch in histfit-compute's resident.rs): the coordinate (−1: none),
+    // the ceiling, the EDM factor, the first iteration watched, the iterations held.
+    int watch, w_after, w_held;
+    double w_ceiling, w_factor;
+    // Added to every f of a descent: its dataset's constant, as the batch evaluator adds it (0
+    // for toy fits).
+    double cst;
 };
 
 // L-BFGS-B from z (f and g there given) with fresh memory, to one of its stopping rules
@@ -1340,15 +1375,32 @@ __device__ int descend(Fit& F, double& f, int& iters, int& evals, double& bounde
     const Small& q = F.q;
     Dir& D = F.D;
     const int t = threadIdx.x, T = blockDim.x, P = tb.n_params, m = A.memory;
-    const double* lo = A.z_lo;
-    const double* hi = A.z_hi;
-    double pg = projected_gradient(A, z, g, P, red);
+    const double* lo = F.lo;
+    const double* hi = F.hi;
+    double pg = projected_gradient(lo, hi, z, g, P, red);
     // (The host's L-BFGS-B counts the evaluation at its start among its own.)
     int k = 0, head = 0, status = 0, iter0 = iters, eval0 = evals - 1;
     double theta = 1.0;
     bool fresh = true;
     if (!isfinite(f) || !(pg == pg)) return FIT_FAILED_START;
     if (pg <= A.pgtol) return FIT_CONVERGED;
+    // A watched descent (descent.rs's `run`) is judged once per iteration taken, at the new
+    // iterate with the EDM of the direction computed from it (the last one where the run ends
+    // there): `judge` is set when an iteration is taken, and the test made at the next
+    // direction or at the end.
+    const int wk = F.watch;
+    int held = 0;
+    bool judge = false;
+    double dg_last = 0.0;
+    const auto given_up = [&]() {
+        judge = false;
+        // (Every thread reads z, g of the watched coordinate: written before the last barrier.)
+        double g = F.g[wk];
+        bool pushed_back = (lo[wk] == 0.0 && g > 0.0) || (hi[wk] == 0.0 && g < 0.0);
+        held = (z[wk] == 0.0 && pushed_back) ? held + 1 : 0;
+        bool above = f - F.w_factor * fmax(-0.5 * dg_last, 0.0) > F.w_ceiling;
+        return iters - iter0 >= F.w_after && (above || held >= F.w_held);
+    };
     while (status == 0) {
         if (iters - iter0 >= A.max_iterations) {
             status = FIT_FAILED_LIMIT;
@@ -1372,6 +1424,7 @@ __device__ int descend(Fit& F, double& f, int& iters, int& evals, double& bounde
         }
         double dg0 = block_dot(d, g, P, red);
         double dd = block_dot(d, d, P, red);
+        dg_last = dg0;
         if (k > 0 && dg0 < 0.0 && -0.5 * dg0 <= A.edm) {
             status = FIT_CONVERGED;
             break;
@@ -1382,6 +1435,10 @@ __device__ int descend(Fit& F, double& f, int& iters, int& evals, double& bounde
                 continue;
             }
             status = pg <= 1e3 * A.pgtol ? FIT_CONVERGED : FIT_FAILED_DIRECTION;
+            break;
+        }
+        if (judge && wk >= 0 && given_up()) {
+            status = FIT_GAVE_UP;
             break;
         }
         // The largest step that keeps z + αd in the box (≥ 1: x̄ is feasible), and not across
@@ -1408,7 +1465,7 @@ __device__ int descend(Fit& F, double& f, int& iters, int& evals, double& bounde
         double at = a0, ft = 0.0;
         for (;;) {
             for (int i = t; i < P; i += T) zt[i] = fmin(fmax(z[i] + at * d[i], lo[i]), hi[i]);
-            ft = eval_z(tb, A, zt, gt, row, sc, red, F.wall);
+            ft = eval_z(tb, A, zt, gt, row, sc, red, F.wall, F.side) + F.cst;
             ++evals;
             ++ls;
             double dg = block_dot(gt, d, P, red);
@@ -1474,6 +1531,7 @@ __device__ int descend(Fit& F, double& f, int& iters, int& evals, double& bounde
         }
         // Accept the trial point; keep (s, y) where the curvature is positive.
         ++iters;
+        judge = true;
         for (int i = t; i < P; i += T) {
             zl[i] = zt[i] - z[i];
             gl[i] = gt[i] - g[i];
@@ -1561,11 +1619,12 @@ __device__ int descend(Fit& F, double& f, int& iters, int& evals, double& bounde
             theta = yy / sy;
             fresh = false;
         }
-        pg = projected_gradient(A, z, g, P, red);
+        pg = projected_gradient(lo, hi, z, g, P, red);
         if (pg <= A.pgtol) status = FIT_CONVERGED;
         else if (f_old - f <= A.ftol * fmax(fmax(fabs(f_old), fabs(f)), 1.0)) status = FIT_CONVERGED;
         else if (evals - eval0 >= A.max_evaluations) status = FIT_FAILED_LIMIT;
     }
+    if (judge && wk >= 0 && status != FIT_GAVE_UP && given_up()) status = FIT_GAVE_UP;
     return status;
 }
 
@@ -1678,6 +1737,27 @@ __device__ void polish(Fit& F, double& f, int& evals) {
 // `polish_pg`, one more round of Newton steps kept where it stays certified (`sharpen`). Writes
 // the FIT_OUT results at `o` (thread 0) and the fitted parameters at `ox`
 // when not null. `st`: the block's state (see fit_toys for its layout).
+// The fit's pointers into the block's state `st` (see fit_toys for its layout) and its box; called
+// by thread 0, published by the caller's barrier.
+__device__ void lay_out(Fit& F, const Tables& tb, const FitArgs& A, const double* row, double* st, double* sc,
+                        double* red, const double* lo, const double* hi) {
+    const int P = tb.n_params, m = A.memory;
+    Dir& D = F.D;
+    F.tb = &tb; F.A = &A; F.row = row; F.sc = sc; F.red = red;
+    F.z = st; F.g = F.z + P; F.d = F.g + P; F.zt = F.d + P; F.gt = F.zt + P; F.zl = F.gt + P;
+    F.gl = F.zl + P;
+    F.zb4 = F.gl + 5 * (long long)P; // after the direction's four n-vectors; then gb4; S at 13 n (s_off)
+    F.gb4 = F.zb4 + P;
+    F.S = st + A.s_off;
+    F.Y = F.S + (long long)m * P;
+    F.q = small_of(st + A.small_off, m);
+    F.lo = lo; F.hi = hi;
+    D.x = F.z; D.g = F.g; D.lo = lo; D.hi = hi; D.kink = A.kink; D.S = F.S; D.Y = F.Y;
+    D.P = P; D.m = m;
+    D.tbuf = F.gl + P; D.dc = D.tbuf + P; D.xcp = D.dc + P; D.flag = D.xcp + P;
+    D.dhat = F.zl; D.rfull = F.gl; D.d = F.d;
+}
+
 __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* z_init, const double* row,
                         double* st, double* sc, double* red, double* o, double* ox) {
     const int t = threadIdx.x, T = blockDim.x, P = tb.n_params, m = A.memory;
@@ -1688,17 +1768,10 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* z_init
     __shared__ Fit F;
     Dir& D = F.D;
     if (t == 0) {
-        F.tb = &tb; F.A = &A; F.row = row; F.sc = sc; F.red = red;
-        F.z = st; F.g = F.z + P; F.d = F.g + P; F.zt = F.d + P; F.gt = F.zt + P; F.zl = F.gt + P;
-        F.gl = F.zl + P;
-        F.zb4 = F.gl + 5 * (long long)P; // after the direction's four n-vectors; S at 12 n (s_off)
-        F.S = st + A.s_off;
-        F.Y = F.S + (long long)m * P;
-        F.q = small_of(st + A.small_off, m);
-        D.x = F.z; D.g = F.g; D.lo = A.z_lo; D.hi = A.z_hi; D.kink = A.kink; D.S = F.S; D.Y = F.Y;
-        D.P = P; D.m = m;
-        D.tbuf = F.gl + P; D.dc = D.tbuf + P; D.xcp = D.dc + P; D.flag = D.xcp + P;
-        D.dhat = F.zl; D.rfull = F.gl; D.d = F.d;
+        lay_out(F, tb, A, row, st, sc, red, A.z_lo, A.z_hi);
+        F.side = nullptr;
+        F.watch = -1;
+        F.cst = 0.0;
     }
     __syncthreads();
     double* z = F.z;
@@ -1781,7 +1854,7 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* z_init
     }
     moved = block_sum(moved, red);
     unmoved = block_sum(unmoved, red);
-    double pg = projected_gradient(A, z, g, P, red);
+    double pg = projected_gradient(lo, hi, z, g, P, red);
     if (status != FIT_FAILED_START && isfinite(f)) {
         for (int round = 0; round < 5; ++round) {
             bool stalled = status == FIT_FAILED_LINE_SEARCH;
@@ -1805,7 +1878,7 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* z_init
             if (block_min((double)same, red) == 1.0) break;
             eval_z(tb, A, z, g, row, sc, red, F.wall);
             ++evals;
-            pg = projected_gradient(A, z, g, P, red);
+            pg = projected_gradient(lo, hi, z, g, P, red);
         }
     }
     // Precision (polish.rs's `sharpen`): a certified point with a projected gradient above
@@ -1821,7 +1894,7 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* z_init
         if (block_min((double)same, red) != 1.0) {
             eval_z(tb, A, z, g, row, sc, red, F.wall);
             ++evals;
-            pg = projected_gradient(A, z, g, P, red);
+            pg = projected_gradient(lo, hi, z, g, P, red);
             // (g is left at the rejected point's gradient on a revert: nothing reads it after.)
             if (!(pg <= A.certify)) {
                 for (int i = t; i < P; i += T) z[i] = F.zb4[i];
@@ -1897,5 +1970,110 @@ extern "C" __global__ void __launch_bounds__(256, FIT_MIN_BLOCKS) fit_toys(Table
         fit_one(s_tb, s_A, A.z_starts ? A.z_starts + (long long)k * P : A.z_init, row, st, sc, smem,
                 A.out + (long long)k * FIT_OUT,
                 A.want_x ? A.out_x + (long long)k * P : nullptr);
+    }
+}
+
+// One descent of fit_runs: histfit-infer's descent.rs (`on_host`) on the device. L-BFGS-B from the
+// descent's start within its own box, its kinked coordinates at 0 evaluated on their side, given
+// up where its watch says so, then up to `passes` restarts with fresh memory from its end while
+// each converges and gains (a restart that converges no higher takes the point). Writes f,
+// iterations, evaluations and status at `o` (FIT_OUT values) and the end point z at `oz`.
+__device__ void run_one(const Tables& tb, const FitArgs& A, int r, double* st, double* sc, double* red, double* o,
+                        double* oz) {
+    const int t = threadIdx.x, T = blockDim.x, P = tb.n_params;
+    const double* rule = A.run_rule + (long long)r * RUN_RULE;
+    __shared__ Fit F;
+    if (t == 0) {
+        const double* row = A.rows + (long long)rule[6] * A.row_len;
+        lay_out(F, tb, A, row, st, sc, red, A.run_lo + (long long)r * P, A.run_hi + (long long)r * P);
+        F.side = A.run_side + (long long)r * P;
+        F.watch = (int)rule[0];
+        F.w_ceiling = rule[1];
+        F.w_after = (int)rule[2];
+        F.w_factor = rule[3];
+        F.w_held = (int)rule[4];
+        F.wall = rule[7];
+        F.cst = rule[8];
+    }
+    __syncthreads();
+    const double *lo = F.lo, *hi = F.hi, *side = F.side, *z0 = A.run_z + (long long)r * P;
+    double *z = F.z, *g = F.g;
+    // The host's coordinates are the parameters not held (side 2): the optimizer's count of them
+    // and whether one has a kink (lbfgsb.rs's `free.len() == n` and `kinks`) are over those.
+    double movable = 0.0, kinked = 0.0;
+    for (int i = t; i < P; i += T) {
+        z[i] = fmin(fmax(z0[i], lo[i]), hi[i]);
+        if (side[i] != 2.0) {
+            movable += 1.0;
+            if (A.kink[i]) kinked = 1.0;
+        }
+    }
+    const int n_movable = (int)block_sum(movable, red);
+    const bool any_kink = block_max(kinked, red) > 0.0;
+    if (t == 0) {
+        F.D.n_movable = n_movable;
+        F.D.any_kink = any_kink;
+    }
+    int evals = 1, iters = 0;
+    double bounded = 0.0;
+    double f = eval_z(tb, A, z, g, F.row, sc, red, F.wall, side) + F.cst;
+    int status = descend(F, f, iters, evals, bounded);
+    const int passes = F.watch < 0 ? (int)rule[5] : 0;
+    for (int p = 0; p < passes && status == FIT_CONVERGED; ++p) {
+        for (int i = t; i < P; i += T) {
+            F.zb4[i] = z[i];
+            F.gb4[i] = g[i];
+        }
+        const double f_run = f;
+        double f2 = f;
+        // (The host's restart evaluates at its start again: the same point, the same bits.)
+        ++evals;
+        int s2 = descend(F, f2, iters, evals, bounded);
+        const double gain = f_run - f2;
+        if (s2 == FIT_CONVERGED && f2 <= f_run) {
+            f = f2;
+        } else {
+            for (int i = t; i < P; i += T) {
+                z[i] = F.zb4[i];
+                g[i] = F.gb4[i];
+            }
+            f = f_run;
+        }
+        if (gain <= 1e-10 * fmax(fabs(f), 1.0)) break;
+        __syncthreads();
+    }
+    for (int i = t; i < P; i += T) oz[i] = z[i];
+    if (t == 0) {
+        o[0] = status == FIT_FAILED_START ? 0.0 / 0.0 : f;
+        o[4] = (double)iters;
+        o[5] = (double)evals;
+        o[6] = (double)status;
+    }
+}
+
+// Descents of host fits (histfit-compute's DescentRequest), one per block at a time, each on its
+// dataset row: as fit_toys, without drawing toys.
+extern "C" __global__ void __launch_bounds__(256, FIT_MIN_BLOCKS) fit_runs(Tables tb, FitArgs A) {
+    extern __shared__ double smem[];
+    __shared__ int s_run;
+    const int t = threadIdx.x;
+    double* st = A.state + (long long)blockIdx.x * A.state_len;
+    double* sc = A.scratch + (long long)blockIdx.x * A.scratch_len;
+    __shared__ Tables s_tb;
+    __shared__ FitArgs s_A;
+    if (t == 0) {
+        s_tb = tb;
+        s_A = A;
+    }
+    for (;;) {
+        __syncthreads();
+        if (t == 0) s_run = atomicAdd(A.next_toy, 1);
+        __syncthreads();
+        int k = s_run;
+        if (k >= A.count) return;
+        // Each descent's scales (the fit's units; 1 for the held parameters), published by
+        // run_one's first barrier.
+        if (t == 0) s_A.scale = A.scale + (long long)k * tb.n_params;
+        run_one(s_tb, s_A, k, st, sc, smem, A.out + (long long)k * FIT_OUT, A.out_x + (long long)k * tb.n_params);
     }
 }

@@ -466,6 +466,13 @@ impl CudaBatch {
         self.upload_new_rows()
     }
 
+    /// The device rows of `data` (see [`Self::resolve_shared`]): each dataset's row index and
+    /// empty-bin wall, the rows counted from [`Self::data_base`].
+    pub(crate) fn resolve_rows(&mut self, data: &[Arc<Dataset>]) -> Result<(Vec<i32>, Vec<f64>)> {
+        self.resolve_shared(data)?;
+        Ok((self.host_index.clone(), self.host_walls.clone()))
+    }
+
     /// Each resolved problem's empty-bin wall, in the order of `host_index`.
     fn set_walls(&mut self, walls: impl Iterator<Item = f64>) {
         self.host_walls.clear();
@@ -831,6 +838,18 @@ impl BatchEvaluator for CudaBatch {
 
     fn resident_fits(&mut self) -> Option<&mut dyn histfit_compute::ResidentFits> {
         Some(self)
+    }
+
+    fn offers_descents(&self) -> bool {
+        true
+    }
+
+    fn descents_batch(
+        &mut self,
+        reqs: &[histfit_compute::DescentRequest],
+        data: &[Arc<Dataset>],
+    ) -> histfit_compute::Result<Vec<histfit_compute::Descent>> {
+        self.run_descents(reqs, data)
     }
 
     fn host_evaluator(&self) -> Option<Box<dyn histfit_compute::Evaluator + Send>> {

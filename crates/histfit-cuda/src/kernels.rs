@@ -90,6 +90,8 @@ pub fn shared_definitions() -> Vec<String> {
         d.push(format!("-D{name}={code}"));
     }
     d.push(format!("-DFIT_OUT={}", crate::resident::FIT_OUT));
+    d.push(format!("-DFIT_GAVE_UP={}", crate::resident::FIT_GAVE_UP));
+    d.push(format!("-DRUN_RULE={}", crate::resident::RUN_RULE));
     d.push(format!("-DFIT_MIN_BLOCKS={}", crate::resident::MIN_BLOCKS));
     d.push(format!("-DSTREAM_MAIN={}u", rng::STREAM_MAIN));
     d.push(format!("-DSTREAM_AUX={}u", rng::STREAM_AUX));
@@ -137,6 +139,7 @@ pub struct Kernels {
     pub nll_grad_wide: CudaFunction,
     pub generate_toys: CudaFunction,
     pub fit_toys: CudaFunction,
+    pub fit_runs: CudaFunction,
     pub yield_grad_sum: CudaFunction,
     pub check_yields: CudaFunction,
     pub main_constant: CudaFunction,
@@ -193,6 +196,9 @@ impl Kernels {
             fit_toys: module
                 .load_function("fit_toys")
                 .map_err(driver("cuModuleGetFunction(fit_toys)"))?,
+            fit_runs: module
+                .load_function("fit_runs")
+                .map_err(driver("cuModuleGetFunction(fit_runs)"))?,
             generate_toys: module
                 .load_function("generate_toys")
                 .map_err(driver("cuModuleGetFunction(generate_toys)"))?,

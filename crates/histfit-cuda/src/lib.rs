@@ -19,6 +19,7 @@
 //! clear message instead of panicking.
 
 pub mod batch;
+mod descents;
 pub mod device;
 pub mod kernels;
 pub mod layout;

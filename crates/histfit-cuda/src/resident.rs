@@ -43,21 +43,30 @@ pub const FIT_THREADS: u32 = 128;
 /// H100 (BENCHMARKS.md, issue 23).
 pub const MIN_BLOCKS: u32 = 4;
 
+/// A descent's end in the kernels' status row: given up by its watch
+/// ([`histfit_compute::Watch`]).
+pub const FIT_GAVE_UP: i32 = 7;
+/// Values per descent of `fit_runs`' rule rows: the watched coordinate (−1: none), its ceiling,
+/// first iteration and EDM factor, the iterations held, the restarts, the dataset row, the
+/// empty-bin wall, the dataset's constant.
+pub const RUN_RULE: usize = 9;
+
 /// Where the kernel finds each part of a worker's state (doubles from its start): seven
 /// n-vectors of the descent (z, g, d, trial z and g, saved z and g), four of the direction
-/// (breakpoints, Cauchy direction and point, flags), the point before a finishing round, S and Y
-/// (m × n each), the small dense algebra (`Small` in histfit.cu), then the toy's row.
-struct StateLayout {
-    s_off: usize,
-    small_off: usize,
-    row_off: usize,
-    len: usize,
+/// (breakpoints, Cauchy direction and point, flags), the point (and its gradient) before a
+/// finishing round or a restart, S and Y (m × n each), the small dense algebra (`Small` in
+/// histfit.cu), then the toy's row.
+pub(crate) struct StateLayout {
+    pub s_off: usize,
+    pub small_off: usize,
+    pub row_off: usize,
+    pub len: usize,
 }
 
 impl StateLayout {
-    fn new(n: usize, memory: usize, row: usize) -> StateLayout {
-        // (The kernel places the first 12 n-vectors itself, in this order; S must follow them.)
-        let s_off = 12 * n;
+    pub fn new(n: usize, memory: usize, row: usize) -> StateLayout {
+        // (The kernel places the first 13 n-vectors itself, in this order; S must follow them.)
+        let s_off = 13 * n;
         let small_off = s_off + 2 * memory * n;
         let small_len = 22 * memory * memory + 19 * memory + 16;
         let row_off = small_off + small_len;
@@ -70,25 +79,71 @@ impl StateLayout {
     }
 }
 
-/// The kernel's `FitArgs` (layout matches the C struct: two u64, six ints, eight doubles,
-/// seventeen pointers, five lengths and offsets).
+/// The kernel's `FitArgs` (layout matches the C struct: two u64, eight ints, eight doubles,
+/// twenty-three pointers, five lengths and offsets).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
-struct FitArg {
-    seed: u64,
-    first: u64,
-    ints: [i32; 6],
-    reals: [f64; 8],
-    ptrs: [u64; 17],
-    lens: [i64; 5],
+pub(crate) struct FitArg {
+    pub seed: u64,
+    pub first: u64,
+    pub ints: [i32; 8],
+    pub reals: [f64; 8],
+    pub ptrs: [u64; 23],
+    pub lens: [i64; 5],
 }
 
 // SAFETY: plain old data whose layout matches `struct FitArgs` in histfit.cu.
 unsafe impl DeviceRepr for FitArg {}
 const _: () = assert!(
-    std::mem::size_of::<FitArg>() == 280,
-    "FitArgs is 280 bytes in histfit.cu"
+    std::mem::size_of::<FitArg>() == 336,
+    "FitArgs is 336 bytes in histfit.cu"
 );
+
+/// The worker blocks of a fit kernel's launch of `count` fits: as many as the device keeps
+/// resident (or `workers`), fewer where their state does not fit (halved until it does); with
+/// their state and scratch.
+pub(crate) fn allot_workers(
+    session: &Session,
+    stream: &Arc<CudaStream>,
+    func: &cudarc::driver::CudaFunction,
+    (threads, shared): (u32, u32),
+    (state_len, scratch_len): (usize, usize),
+    workers: Option<usize>,
+    count: usize,
+) -> Result<(usize, CudaSlice<f64>, CudaSlice<f64>)> {
+    let sms = session
+        .gpu
+        .ctx
+        .attribute(
+            cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+        )
+        .map_err(driver("cuDeviceGetAttribute"))? as usize;
+    let per_sm = func
+        .occupancy_max_active_blocks_per_multiprocessor(threads, shared as usize, None)
+        .map_err(driver("cuOccupancyMaxActiveBlocksPerMultiprocessor"))?
+        .max(1) as usize;
+    let mut workers = workers.unwrap_or(sms.max(1) * per_sm).min(count.max(1));
+    loop {
+        let alloc = |len: usize| -> Result<CudaSlice<f64>> {
+            stream
+                .alloc_zeros::<f64>((workers * len).max(1))
+                .map_err(driver("cuMemAlloc (resident fits)"))
+        };
+        match (alloc(state_len), alloc(scratch_len)) {
+            (Ok(a), Ok(b)) => return Ok((workers, a, b)),
+            (Err(CudaError::OutOfMemory(msg)), _) | (_, Err(CudaError::OutOfMemory(msg))) => {
+                if workers == 1 {
+                    return Err(CudaError::OutOfMemory(format!(
+                        "one resident fit needs {} bytes: {msg}",
+                        (state_len + scratch_len) * 8
+                    )));
+                }
+                workers = workers.div_ceil(2);
+            }
+            (Err(e), _) | (_, Err(e)) => return Err(e),
+        }
+    }
+}
 
 /// The per-toy inputs of `req` (starts, list) against its toy count, before any split slices
 /// them.
@@ -270,17 +325,6 @@ fn fit_toys(
     let state_len = layout.len;
     let scratch_len = session.tables.host.scratch_len;
     let func = &session.kernels.fit_toys;
-    let sms = session
-        .gpu
-        .ctx
-        .attribute(
-            cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-        )
-        .map_err(driver("cuDeviceGetAttribute"))? as usize;
-    let per_sm = func
-        .occupancy_max_active_blocks_per_multiprocessor(threads, shared as usize, None)
-        .map_err(driver("cuOccupancyMaxActiveBlocksPerMultiprocessor"))?
-        .max(1) as usize;
     let per_launch = if req.want_params {
         TOYS_PER_LAUNCH_WITH_PARAMS
     } else {
@@ -315,29 +359,15 @@ fn fit_toys(
             (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return Err(e.into()),
         }
     };
-    let mut workers = workers.unwrap_or(sms.max(1) * per_sm).min(per_launch);
-    // Worker memory: halve the workers until it fits.
-    let (mut state, mut scratch) = loop {
-        let alloc = |len: usize| -> Result<CudaSlice<f64>> {
-            stream
-                .alloc_zeros::<f64>((workers * len).max(1))
-                .map_err(driver("cuMemAlloc (resident fits)"))
-        };
-        match (alloc(state_len), alloc(scratch_len)) {
-            (Ok(a), Ok(b)) => break (a, b),
-            (Err(CudaError::OutOfMemory(msg)), _) | (_, Err(CudaError::OutOfMemory(msg))) => {
-                if workers == 1 {
-                    return Err(CudaError::OutOfMemory(format!(
-                        "one resident fit needs {} bytes: {msg}",
-                        (state_len + scratch_len) * 8
-                    ))
-                    .into());
-                }
-                workers = workers.div_ceil(2);
-            }
-            (Err(e), _) | (_, Err(e)) => return Err(e.into()),
-        }
-    };
+    let (workers, mut state, mut scratch) = allot_workers(
+        session,
+        &stream,
+        func,
+        (threads, shared),
+        (state_len, scratch_len),
+        workers,
+        per_launch,
+    )?;
     let mut list_d = stream
         .alloc_zeros::<u64>(if req.list.is_some() { per_launch } else { 1 })
         .map_err(driver("cuMemAlloc (resident fit toy list)"))?;
@@ -397,6 +427,8 @@ fn fit_toys(
                 i32::try_from(req.settings.max_iterations).unwrap_or(i32::MAX),
                 i32::try_from(req.settings.max_evaluations).unwrap_or(i32::MAX),
                 i32::from(req.want_params),
+                0,
+                0,
             ],
             reals: [
                 req.settings.pgtol,
@@ -438,6 +470,12 @@ fn fit_toys(
                 } else {
                     0
                 },
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
             ],
             lens: [
                 state_len as i64,

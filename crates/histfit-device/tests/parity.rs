@@ -754,6 +754,53 @@ fn resident_toy_fits_match_the_cpu_and_split_bit_identically() {
     }
 }
 
+/// Under pyhf's codes (kinks: the host fit's kink rules run) toy fits whose L-BFGS-B descents
+/// run whole on the device (`fit_runs`: orthant sides, pinned coordinates, restarts, the
+/// searches near kinks given up by their watch) reach the CPU's fits of the same toys.
+#[test]
+fn kinked_toy_fits_with_descents_on_the_device_match_the_cpu() {
+    if !gpu_or_skip("kinked_toy_fits_with_descents_on_the_device_match_the_cpu") {
+        return;
+    }
+    use histfit_infer::batch::Batcher;
+    use histfit_infer::toys::{fit_toys, fit_toys_on, Batched};
+    for (ws, n) in [("complex_workspace", 400), ("workspace_tHu", 300)] {
+        let (model, data) = load(ws, settings("pyhf"));
+        let mut cpu = CpuEvaluator::new(model.clone());
+        let gen = fit(&mut cpu, &data, &FitOptions::default())
+            .unwrap()
+            .bestfit;
+        let o = FitOptions::default();
+        let c = fit_toys(&cpu, &gen, 13, n, 0..n, &o, &|_, _| {}).unwrap();
+        let batcher = Batcher::new(CudaBatch::new(model.clone(), 0).expect("GPU session"));
+        let g = fit_toys_on(&Batched::new(&batcher), &gen, 13, n, 0..n, &o, &|_, _| {}).unwrap();
+        let stats = batcher.stats();
+        assert!(stats.descents > n, "{ws}: descents on the device: {stats:?}");
+        for (a, b) in c.iter().zip(&g) {
+            assert_eq!(a.index, b.index);
+            assert_eq!(
+                a.converged, b.converged,
+                "{ws} toy {}: {:?} vs {:?}",
+                a.index, a.reason, b.reason
+            );
+            assert!(
+                (a.twice_nll - b.twice_nll).abs() <= 1e-6,
+                "{ws} toy {}: twice_nll CPU {} GPU {}",
+                a.index,
+                a.twice_nll,
+                b.twice_nll
+            );
+            assert!(
+                (a.poi - b.poi).abs() <= 2e-4,
+                "{ws} toy {}: POI CPU {} GPU {}",
+                a.index,
+                a.poi,
+                b.poi
+            );
+        }
+    }
+}
+
 /// `cuda:0,0`: an ensemble of 10 000 toys split by toy index over two sessions on one GPU, in
 /// static halves or from the queue, gives the toys of one session, bit for bit, through the whole
 /// inference path (runner, certification, refits).

@@ -13,8 +13,8 @@
 
 use crate::{InferError, Result};
 use histfit_compute::{
-    panic_message, AsyncEvaluator, BatchEvaluator, ComputeError, Dataset, EvalFuture, Evaluator,
-    ParameterSpace,
+    panic_message, AsyncEvaluator, BatchEvaluator, ComputeError, Dataset, Descent, DescentFuture,
+    DescentRequest, EvalFuture, Evaluator, ParameterSpace,
 };
 use std::cell::RefCell;
 use std::future::Future;
@@ -34,16 +34,24 @@ pub struct Batcher<B: BatchEvaluator> {
     eval: Mutex<B>,
     space: Arc<ParameterSpace>,
     stats: Mutex<BatchStats>,
+    /// The fits hand their descents to the batch evaluator whole
+    /// ([`BatchEvaluator::offers_descents`]; `HISTFIT_GPU_DESCENTS=host` keeps them on the host,
+    /// one batch per step, for comparisons).
+    descents: bool,
 }
 
 /// Counts of a batched run: launches, problems evaluated (their ratio is the mean batch), and the
-/// seconds spent in the batch evaluator and in leading steps (gathering, evaluating, handing back).
+/// seconds spent in the batch evaluator and in leading steps (gathering, evaluating, handing back);
+/// descents run whole by the evaluator, their launches and seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct BatchStats {
     pub launches: u64,
     pub problems: u64,
     pub seconds_eval: f64,
     pub seconds_lead: f64,
+    pub descents: u64,
+    pub descent_launches: u64,
+    pub seconds_descents: f64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -53,7 +61,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl<B: BatchEvaluator> Batcher<B> {
     pub fn new(eval: B) -> Batcher<B> {
         let space = Arc::new(eval.space().clone());
+        let host = std::env::var("HISTFIT_GPU_DESCENTS").is_ok_and(|v| v == "host");
         Batcher {
+            descents: eval.offers_descents() && !host,
             eval: Mutex::new(eval),
             space,
             stats: Mutex::new(BatchStats::default()),
@@ -86,8 +96,16 @@ impl<B: BatchEvaluator> Batcher<B> {
         let n = self.space.len();
         let mut guards: Vec<MutexGuard<'_, Share>> = shares.iter().map(lock).collect();
         let b: usize = guards.iter().map(|g| g.data.len()).sum();
-        if b == 0 {
+        let runs: usize = guards.iter().map(|g| g.descents.len()).sum();
+        if b == 0 && runs == 0 {
             return false;
+        }
+        if runs > 0 {
+            self.lead_descents(&mut guards, runs);
+        }
+        if b == 0 {
+            lock(&self.stats).seconds_lead += started.elapsed().as_secs_f64();
+            return true;
         }
         let mut params = Vec::with_capacity(b * n);
         let mut data = Vec::with_capacity(b);
@@ -121,16 +139,75 @@ impl<B: BatchEvaluator> Batcher<B> {
         s.seconds_lead += started.elapsed().as_secs_f64();
         true
     }
+
+    /// Runs every worker's waiting descents in one call; each worker's go back into its share.
+    fn lead_descents(&self, guards: &mut [MutexGuard<'_, Share>], runs: usize) {
+        let mut reqs = Vec::with_capacity(runs);
+        let mut data = Vec::with_capacity(runs);
+        for g in guards.iter_mut() {
+            reqs.append(&mut g.descents);
+            data.append(&mut g.descent_data);
+        }
+        let t = std::time::Instant::now();
+        let outcome = lock(&self.eval).descents_batch(&reqs, &data);
+        let outcome = match outcome {
+            Ok(v) if v.len() != runs => Err(ComputeError::Device(format!(
+                "the batch evaluator returned {} descents for {runs}",
+                v.len()
+            ))),
+            other => other,
+        };
+        let seconds = t.elapsed().as_secs_f64();
+        match outcome {
+            Ok(v) => {
+                let mut it = v.into_iter();
+                for g in guards.iter_mut() {
+                    let m = g.descent_counts.iter().sum();
+                    g.descent_out = Ok(it.by_ref().take(m).collect());
+                }
+            }
+            Err(e) => {
+                for g in guards.iter_mut() {
+                    g.descent_out = Err(e.clone());
+                }
+            }
+        }
+        let mut s = lock(&self.stats);
+        s.descents += runs as u64;
+        s.descent_launches += 1;
+        s.seconds_descents += seconds;
+    }
 }
 
 /// One worker's part of a step: its requests, then their results (filled by the leader).
-#[derive(Default)]
 struct Share {
     params: Vec<f64>,
     data: Vec<Arc<Dataset>>,
     nll: Vec<f64>,
     grad: Vec<f64>,
     error: Option<ComputeError>,
+    /// Descents asked for (all of the share's waiting fits', in order), their datasets, how many
+    /// each of those fits asked for, and then their results.
+    descents: Vec<DescentRequest>,
+    descent_data: Vec<Arc<Dataset>>,
+    descent_counts: Vec<usize>,
+    descent_out: histfit_compute::Result<Vec<Descent>>,
+}
+
+impl Default for Share {
+    fn default() -> Self {
+        Share {
+            params: Vec::new(),
+            data: Vec::new(),
+            nll: Vec::new(),
+            grad: Vec::new(),
+            error: None,
+            descents: Vec::new(),
+            descent_data: Vec::new(),
+            descent_counts: Vec::new(),
+            descent_out: Ok(Vec::new()),
+        }
+    }
 }
 
 /// A request and its result, shared by a client and the worker thread that owns it.
@@ -147,6 +224,9 @@ struct SlotData {
     /// `histfit_compute::SOFT_EMPTY_BIN_WALLS`); the same `Arc` again lets a device evaluator
     /// find its row by pointer instead of storing and uploading another.
     known: Vec<Arc<Dataset>>,
+    /// Descents asked for in place of an evaluation (`waiting` is set too), and their results.
+    descents: Vec<DescentRequest>,
+    descent_result: Option<histfit_compute::Result<Vec<Descent>>>,
 }
 
 type Slot = Rc<RefCell<SlotData>>;
@@ -155,6 +235,8 @@ type Slot = Rc<RefCell<SlotData>>;
 pub struct BatchClient {
     space: Arc<ParameterSpace>,
     slot: Slot,
+    /// The batch evaluator runs descents whole ([`Batcher::descents`]).
+    descents: bool,
 }
 
 /// Resolves once the slot's result has been written back.
@@ -163,7 +245,8 @@ struct Answer<'a>(&'a Slot);
 impl Future for Answer<'_> {
     type Output = ();
     fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
-        if self.0.borrow().result.is_some() {
+        let s = self.0.borrow();
+        if s.result.is_some() || s.descent_result.is_some() {
             Poll::Ready(())
         } else {
             Poll::Pending
@@ -172,6 +255,41 @@ impl Future for Answer<'_> {
 }
 
 impl BatchClient {
+    /// The dataset of the next request, by the `Arc` this fit has sent before where it has.
+    fn set_data(s: &mut SlotData, data: &Dataset) {
+        // (Equality includes the empty-bin wall: a dataset with another wall is another
+        // request.)
+        if s.data.as_deref() != Some(data) {
+            let known = s.known.iter().find(|d| ***d == *data).cloned();
+            let arc = known.unwrap_or_else(|| {
+                let a = Arc::new(data.clone());
+                if s.known.len() == 4 {
+                    s.known.remove(0);
+                }
+                s.known.push(a.clone());
+                a
+            });
+            s.data = Some(arc);
+        }
+    }
+
+    async fn run_descents(
+        &self,
+        reqs: &[DescentRequest],
+        data: &Dataset,
+    ) -> histfit_compute::Result<Vec<Descent>> {
+        {
+            let mut s = self.slot.borrow_mut();
+            Self::set_data(&mut s, data);
+            s.descents = reqs.to_vec();
+            s.descent_result = None;
+            s.waiting = true;
+        }
+        Answer(&self.slot).await;
+        let r = self.slot.borrow_mut().descent_result.take();
+        r.expect("Answer resolved")
+    }
+
     async fn request(
         &self,
         params: &[f64],
@@ -182,20 +300,7 @@ impl BatchClient {
             let mut s = self.slot.borrow_mut();
             s.params.clear();
             s.params.extend_from_slice(params);
-            // (Equality includes the empty-bin wall: a dataset with another wall is another
-            // request.)
-            if s.data.as_deref() != Some(data) {
-                let known = s.known.iter().find(|d| ***d == *data).cloned();
-                let arc = known.unwrap_or_else(|| {
-                    let a = Arc::new(data.clone());
-                    if s.known.len() == 4 {
-                        s.known.remove(0);
-                    }
-                    s.known.push(a.clone());
-                    a
-                });
-                s.data = Some(arc);
-            }
+            Self::set_data(&mut s, data);
             s.result = None;
             s.waiting = true;
         }
@@ -230,6 +335,16 @@ impl AsyncEvaluator for BatchClient {
     }
     fn nll<'a>(&'a mut self, params: &'a [f64], data: &'a Dataset) -> EvalFuture<'a> {
         Box::pin(self.request(params, data, None))
+    }
+    fn offers_descents(&self) -> bool {
+        self.descents
+    }
+    fn descents<'a>(
+        &'a mut self,
+        reqs: &'a [DescentRequest],
+        data: &'a Dataset,
+    ) -> DescentFuture<'a> {
+        Box::pin(self.run_descents(reqs, data))
     }
 }
 
@@ -312,6 +427,7 @@ pub fn fit_together<B: BatchEvaluator + ?Sized>(
             let mut client = BatchClient {
                 space: space.clone(),
                 slot: slot.clone(),
+                descents: false,
             };
             let job: Job<'_, crate::FitResult> =
                 Box::pin(async move { crate::fit::minimise_async(&mut client, data, o).await });
@@ -448,8 +564,9 @@ where
                     {
                         for sh in &shares[g] {
                             let mut sh = lock(sh);
-                            sh.error =
-                                Some(ComputeError::Device("the batch evaluator panicked".into()));
+                            let e = ComputeError::Device("the batch evaluator panicked".into());
+                            sh.descent_out = Err(e.clone());
+                            sh.error = Some(e);
                         }
                     }
                     lock(pipeline).completed[g] += 1;
@@ -465,7 +582,9 @@ where
             scope.spawn(move || {
                 let mut cx = Context::from_waker(Waker::noop());
                 let mut active: [Vec<(usize, Slot, Job<'w, T>)>; 2] = [Vec::new(), Vec::new()];
-                let mut waiting: [Vec<Slot>; 2] = [Vec::new(), Vec::new()];
+                // Each waiting fit, with the number of descents it asked for (`None`: an
+                // evaluation).
+                let mut waiting: [Vec<(Slot, Option<usize>)>; 2] = [Vec::new(), Vec::new()];
                 let mut done: Vec<(usize, Result<T>)> = Vec::new();
                 let mut g = 0;
                 loop {
@@ -477,10 +596,20 @@ where
                         }
                     }
                     if !waiting[g].is_empty() {
-                        let share = lock(&shares[g][w]);
-                        for (k, slot) in waiting[g].iter().enumerate() {
+                        let mut share = lock(&shares[g][w]);
+                        let out = std::mem::replace(&mut share.descent_out, Ok(Vec::new()));
+                        let mut runs = out.map(|v| v.into_iter());
+                        let mut k = 0;
+                        for (slot, count) in &waiting[g] {
                             let mut s = slot.borrow_mut();
                             s.waiting = false;
+                            if let Some(count) = count {
+                                s.descent_result = Some(match &mut runs {
+                                    Ok(it) => Ok(it.by_ref().take(*count).collect()),
+                                    Err(e) => Err(e.clone()),
+                                });
+                                continue;
+                            }
                             s.result = Some(match &share.error {
                                 None => {
                                     s.grad.clear();
@@ -491,7 +620,9 @@ where
                                 }
                                 Some(e) => Err(e.clone()),
                             });
+                            k += 1;
                         }
+                        share.descent_counts.clear();
                     }
                     // Advance the group's fits to their next evaluation (or end); refill.
                     let mut keep = Vec::with_capacity(active[g].len());
@@ -518,6 +649,7 @@ where
                         let client = BatchClient {
                             space: batcher.space.clone(),
                             slot: slot.clone(),
+                            descents: batcher.descents,
                         };
                         let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                             make(client, k)
@@ -544,16 +676,25 @@ where
                     waiting[g].clear();
                     {
                         let mut share = lock(&shares[g][w]);
+                        let share = &mut *share;
                         share.params.clear();
                         share.data.clear();
                         for (_, slot, _) in &active[g] {
-                            let s = slot.borrow();
-                            if s.waiting {
+                            let mut s = slot.borrow_mut();
+                            if !s.waiting {
+                                continue;
+                            }
+                            let data = s.data.clone().expect("a waiting request has data");
+                            if s.descents.is_empty() {
                                 share.params.extend_from_slice(&s.params);
-                                share
-                                    .data
-                                    .push(s.data.clone().expect("a waiting request has data"));
-                                waiting[g].push(slot.clone());
+                                share.data.push(data);
+                                waiting[g].push((slot.clone(), None));
+                            } else {
+                                let count = s.descents.len();
+                                share.descents.append(&mut s.descents);
+                                share.descent_data.extend((0..count).map(|_| data.clone()));
+                                share.descent_counts.push(count);
+                                waiting[g].push((slot.clone(), Some(count)));
                             }
                         }
                     }
@@ -587,4 +728,101 @@ where
     }
     r.sort_by_key(|(k, _)| *k);
     r.into_iter().map(|(_, v)| v).collect()
+}
+
+/// A batch evaluator whose descents ([`BatchEvaluator::descents_batch`]) are made on the host,
+/// step by step, over the evaluations of the one it wraps: the reference a device's descents are
+/// compared with, and how the lockstep executor's descent requests are tested without a device.
+pub struct HostDescents<B: BatchEvaluator>(pub B);
+
+impl<B: BatchEvaluator> BatchEvaluator for HostDescents<B> {
+    fn space(&self) -> &ParameterSpace {
+        self.0.space()
+    }
+    fn nll_grad_batch(
+        &mut self,
+        params: &[f64],
+        data: &[&Dataset],
+        nll: &mut [f64],
+        grad: &mut [f64],
+    ) -> histfit_compute::Result<()> {
+        self.0.nll_grad_batch(params, data, nll, grad)
+    }
+    fn asimov(&mut self, params: &[f64]) -> histfit_compute::Result<Dataset> {
+        self.0.asimov(params)
+    }
+    fn toys(
+        &mut self,
+        params: &[f64],
+        seed: u64,
+        indices: std::ops::Range<u64>,
+    ) -> histfit_compute::Result<Vec<Dataset>> {
+        self.0.toys(params, seed, indices)
+    }
+    fn expected_main_batch(
+        &mut self,
+        params: &[f64],
+        out: &mut [f64],
+    ) -> histfit_compute::Result<()> {
+        self.0.expected_main_batch(params, out)
+    }
+    fn host_evaluator(&self) -> Option<Box<dyn Evaluator + Send>> {
+        self.0.host_evaluator()
+    }
+    fn offers_descents(&self) -> bool {
+        true
+    }
+    fn descents_batch(
+        &mut self,
+        reqs: &[DescentRequest],
+        data: &[Arc<Dataset>],
+    ) -> histfit_compute::Result<Vec<Descent>> {
+        let mut single = Single(&mut self.0);
+        let mut one = histfit_compute::Blocking(&mut single);
+        reqs.iter()
+            .zip(data)
+            .map(|(r, d)| {
+                histfit_compute::block_on(crate::fit::descent_on_host(&mut one, d, r)).map_err(
+                    |e| match e {
+                        InferError::Compute(c) => c,
+                        other => ComputeError::Device(other.to_string()),
+                    },
+                )
+            })
+            .collect()
+    }
+}
+
+/// One problem per call of a batch evaluator held by reference.
+struct Single<'a, B: BatchEvaluator>(&'a mut B);
+
+impl<B: BatchEvaluator> Evaluator for Single<'_, B> {
+    fn space(&self) -> &ParameterSpace {
+        self.0.space()
+    }
+    fn nll(&mut self, params: &[f64], data: &Dataset) -> histfit_compute::Result<f64> {
+        let mut g = vec![0.0; params.len()];
+        self.nll_grad(params, data, &mut g)
+    }
+    fn nll_grad(
+        &mut self,
+        params: &[f64],
+        data: &Dataset,
+        grad: &mut [f64],
+    ) -> histfit_compute::Result<f64> {
+        let mut v = [0.0];
+        self.0.nll_grad_batch(params, &[data], &mut v, grad)?;
+        Ok(v[0])
+    }
+    fn asimov(&mut self, params: &[f64]) -> histfit_compute::Result<Dataset> {
+        self.0.asimov(params)
+    }
+    fn toys(
+        &mut self,
+        params: &[f64],
+        seed: u64,
+        indices: std::ops::Range<u64>,
+    ) -> histfit_compute::Result<Vec<Dataset>> {
+        self.0.toys(params, seed, indices)
+    }
 }

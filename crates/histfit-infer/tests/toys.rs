@@ -936,3 +936,66 @@ fn toys_of_multimodal_models_end_at_or_below_their_single_fits() {
     let summary = histfit_infer::ToyEnsemble::new(0, n, gen, toys).summary;
     assert!(summary.lower_basins > 0, "{summary:?}");
 }
+
+/// Fits whose descents the batch evaluator runs whole ([`HostDescents`]: the host's reference of
+/// a device's descents) give the fits that drive every step from the host, to the bit: the
+/// descent requests of the kink rules (orthant sides, pinned coordinates, restarts, the searches
+/// given up near kinks) say everything the host's own runs did. Under pyhf's codes, where the
+/// kink rules run.
+#[test]
+fn descents_run_by_the_evaluator_give_the_host_fits() {
+    use histfit_infer::batch::{Batcher, HostDescents};
+    use histfit_infer::toys::{fit_toys_on, hypotest_toys_on, Batched};
+    let (model, data) =
+        histfit_testutil::load("complex_workspace", histfit_testutil::settings("pyhf"));
+    let ev = CpuEvaluator::new(model.clone());
+    assert!(
+        histfit_compute::Evaluator::space(&ev)
+            .kinked
+            .iter()
+            .any(|&k| k),
+        "a model with kinks"
+    );
+    let gen = model.init();
+    let o = FitOptions::default();
+    let cpu = fit_toys(&ev, &gen, 7, 24, 0..24, &o, &|_, _| {}).unwrap();
+    let batcher = Batcher::new(HostDescents(CpuEvaluator::new(model.clone())));
+    let runner = Batched {
+        batcher: &batcher,
+        window: 16,
+        chunk: 12,
+        resident: false,
+    };
+    let batched = fit_toys_on(&runner, &gen, 7, 24, 0..24, &o, &|_, _| {}).unwrap();
+    assert_eq!(cpu, batched);
+    let stats = batcher.stats();
+    assert!(
+        stats.descents > 24 && stats.descents > 2 * stats.descent_launches,
+        "the descents were not handed to the evaluator in batches: {stats:?}"
+    );
+    let h_cpu = hypotest_toys(
+        &ev,
+        &data,
+        1.0,
+        TestStat::QmuTilde,
+        3,
+        12,
+        0..12,
+        &o,
+        &|_, _| {},
+    )
+    .unwrap();
+    let h_batched = hypotest_toys_on(
+        &runner,
+        &data,
+        1.0,
+        TestStat::QmuTilde,
+        3,
+        12,
+        0..12,
+        &o,
+        &|_, _| {},
+    )
+    .unwrap();
+    assert_eq!(h_cpu, h_batched);
+}

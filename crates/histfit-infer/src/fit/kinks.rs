@@ -422,15 +422,13 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
         }
         // (The half of the 1e-6 in twice_nll that `better_than` asks of a lower minimum.)
         let ceiling = start.f + 5e-7;
-        let Some(opt) = self
+        let Some(d) = self
             .lbfgsb_below(&z, (&lower, &upper), (k, side), ceiling, NEAR_ABANDON)
             .await?
         else {
             return Ok(None);
         };
-        let r = self
-            .descend(opt.x(), (&lower, &upper), &start.pinned)
-            .await?;
+        let r = self.descend(&d.z, (&lower, &upper), &start.pinned).await?;
         Ok(Some(self.orthant_rounds(r, (&lower, &upper)).await?))
     }
 

@@ -23,6 +23,8 @@
 //! the differentiable statistics) comes through [`minimise_async`], so the same rules hold in
 //! all of them.
 
+mod descent;
+pub(crate) use descent::on_host as descent_on_host;
 mod kinks;
 mod polish;
 mod problem;

@@ -7,8 +7,11 @@
 
 use super::problem::Problem;
 use crate::Result;
-use histfit_compute::{AsyncEvaluator, Dataset, SOFT_EMPTY_BIN_WALLS as SOFT_WALLS};
-use histfit_optim::{Ask, Lbfgsb};
+use histfit_compute::{
+    AsyncEvaluator, Dataset, Descent, DescentRequest, DescentSpace, Watch,
+    SOFT_EMPTY_BIN_WALLS as SOFT_WALLS,
+};
+use std::sync::Arc;
 
 /// The probe of [`Search::leave_saddle`], in units of a coordinate's prior width: small enough
 /// to stay inside the basin a saddle falls into, large enough that f's fall there (of order
@@ -82,6 +85,8 @@ pub(crate) struct Search<'a, E: AsyncEvaluator + ?Sized> {
     /// so the gradient is the one-sided slope of its orthant, not the mean of both sides the
     /// model gives at 0.
     pub side: Vec<f64>,
+    /// The fit's coordinates as its descents state them.
+    descent_space: Arc<DescentSpace>,
     x: Vec<f64>,
     grad: Vec<f64>,
     /// `data` with the walls of [`SOFT_WALLS`] (made on first use), and which of them
@@ -101,6 +106,13 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
             evaluations: 0,
             notes: Vec::new(),
             side: vec![0.0; p.free.len()],
+            descent_space: Arc::new(DescentSpace {
+                free: p.free.clone(),
+                scale: p.scale.clone(),
+                held: p.start.clone(),
+                kinks: p.kinks.clone(),
+                settings: super::resident_settings(&p.options),
+            }),
             x: p.start.clone(),
             grad: vec![0.0; n],
             soft: Vec::new(),
@@ -138,41 +150,46 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
         Ok(f)
     }
 
-    /// One L-BFGS-B run from `z0` within `lower`..`upper` (a coordinate with equal bounds is
-    /// held there).
-    async fn lbfgsb(&mut self, z0: &[f64], lower: &[f64], upper: &[f64]) -> Result<Lbfgsb> {
-        let run = self.lbfgsb_until(z0, (lower, upper), |_| false).await?;
-        Ok(run.expect("a run never given up"))
-    }
-
-    /// [`Self::lbfgsb`], given up (`None`) as soon as `give_up` says so; it is asked once per
-    /// iteration, when the iteration count moves on.
-    async fn lbfgsb_until(
+    /// One descent from `z0` within `lower`..`upper` (a coordinate with equal bounds is held
+    /// there; see [`DescentRequest`]), on the data of the current stage and with the kinked
+    /// coordinates kept to `self.side`: run whole by the evaluator where it offers that (a
+    /// device), else here step by step ([`super::descent::on_host`]).
+    pub async fn run(
         &mut self,
         z0: &[f64],
         (lower, upper): (&[f64], &[f64]),
-        mut give_up: impl FnMut(&Lbfgsb) -> bool,
-    ) -> Result<Option<Lbfgsb>> {
-        let mut gz = vec![0.0; z0.len()];
-        let mut opt = Lbfgsb::new(z0, lower, upper, self.p.options).with_kinks(&self.p.kinks);
-        let mut seen = 0;
-        while let Ask::Evaluate(z) = opt.ask() {
-            let z = z.to_vec();
-            let f = self.nll_grad(&z, &mut gz).await?;
-            opt.tell(f, &gz);
-            if opt.iterations > seen {
-                seen = opt.iterations;
-                if give_up(&opt) {
-                    self.iterations += opt.iterations;
-                    return Ok(None);
+        passes: usize,
+        watch: Option<Watch>,
+    ) -> Result<Descent> {
+        let req = DescentRequest {
+            space: self.descent_space.clone(),
+            z0: z0.to_vec(),
+            lower: lower.to_vec(),
+            upper: upper.to_vec(),
+            side: self.side.clone(),
+            passes,
+            watch,
+        };
+        let data = stage_data(self.data, &self.soft, self.stage);
+        let d = if self.eval.offers_descents() {
+            let mut v = self.eval.descents(std::slice::from_ref(&req), data).await?;
+            match (v.pop(), v.is_empty()) {
+                (Some(d), true) => d,
+                _ => {
+                    return Err(crate::InferError::Request(
+                        "the evaluator returned another number of descents than asked".into(),
+                    ))
                 }
             }
-        }
-        self.iterations += opt.iterations;
-        Ok(Some(opt))
+        } else {
+            super::descent::on_host(self.eval, data, &req).await?
+        };
+        self.iterations += d.iterations;
+        self.evaluations += d.evaluations;
+        Ok(d)
     }
 
-    /// [`Self::lbfgsb`] with coordinate `k` kept to the side `side` (±1) of its kink
+    /// A descent with coordinate `k` kept to the side `side` (±1) of its kink
     /// (`lower`/`upper` end at 0 there; at 0 it is evaluated on that side's slope), given up
     /// (`None`) from iteration `after` on where its own estimate puts the minimum it is heading
     /// for above `ceiling` (f − `factor`·EDM above it), or where coordinate `k` has sat at its
@@ -185,33 +202,20 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
         bounds: (&[f64], &[f64]),
         (k, side): (usize, f64),
         ceiling: f64,
-        rule: (usize, f64),
-    ) -> Result<Option<Lbfgsb>> {
-        self.side[k] = side;
-        let run = self.lbfgsb_watched(z0, bounds, k, ceiling, rule).await;
-        self.side[k] = 0.0;
-        run
-    }
-
-    /// [`Self::lbfgsb_below`]'s run.
-    async fn lbfgsb_watched(
-        &mut self,
-        z0: &[f64],
-        (lower, upper): (&[f64], &[f64]),
-        k: usize,
-        ceiling: f64,
         (after, factor): (usize, f64),
-    ) -> Result<Option<Lbfgsb>> {
-        let mut held = 0;
-        let give_up = |opt: &Lbfgsb| {
-            // At 0 the slope is the searched side's (`self.side`).
-            let (x, g) = (opt.x()[k], opt.gradient()[k]);
-            let pushed_back = (lower[k] == 0.0 && g > 0.0) || (upper[k] == 0.0 && g < 0.0);
-            held = if x == 0.0 && pushed_back { held + 1 } else { 0 };
-            let above = opt.f() - factor * opt.edm() > ceiling;
-            opt.iterations >= after && (above || held >= super::kinks::NEAR_HELD)
+    ) -> Result<Option<Descent>> {
+        self.side[k] = side;
+        let watch = Watch {
+            k,
+            ceiling,
+            after,
+            factor,
+            held: super::kinks::NEAR_HELD,
         };
-        self.lbfgsb_until(z0, (lower, upper), give_up).await
+        let run = self.run(z0, bounds, 0, Some(watch)).await;
+        self.side[k] = 0.0;
+        let d = run?;
+        Ok((!d.given_up).then_some(d))
     }
 
     /// L-BFGS-B from `z0` with the coordinates in `pinned` held at 0 and the bounds given,
@@ -241,25 +245,12 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
         for &k in pinned {
             (lower[k], upper[k], z[k]) = (0.0, 0.0, 0.0);
         }
-        let mut opt = self.lbfgsb(&z, &lower, &upper).await?;
-        for _ in 0..passes {
-            if !opt.status().converged() {
-                break;
-            }
-            let again = self.lbfgsb(opt.x(), &lower, &upper).await?;
-            let gain = opt.f() - again.f();
-            if again.status().converged() && again.f() <= opt.f() {
-                opt = again;
-            }
-            if gain <= 1e-10 * opt.f().abs().max(1.0) {
-                break;
-            }
-        }
+        let d = self.run(&z, (&lower, &upper), passes, None).await?;
         Ok(Local {
-            z: opt.x().to_vec(),
-            f: opt.f(),
-            converged: opt.status().converged(),
-            reason: opt.status().reason().to_owned(),
+            z: d.z,
+            f: d.f,
+            converged: d.converged,
+            reason: d.reason,
             pinned: pinned.to_vec(),
             compared: Vec::new(),
             notes: Vec::new(),
@@ -299,11 +290,11 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
         let mut z = z0.to_vec();
         for k in 0..SOFT_WALLS.len() {
             self.stage = Some(k);
-            let run = self.lbfgsb(&z, &p.lower, &p.upper).await;
+            let run = self.run(&z, (&p.lower, &p.upper), 0, None).await;
             self.stage = None;
-            let opt = run?;
-            if opt.f().is_finite() {
-                z = opt.x().to_vec();
+            let d = run?;
+            if d.f.is_finite() {
+                z = d.z;
             }
         }
         Ok(z)
