@@ -259,6 +259,8 @@ pub struct CudaBatch {
     pub(crate) peers: Vec<Peer>,
     /// How (`None`: [`SplitPlan::from_env`] at each ensemble).
     pub(crate) split: Option<SplitPlan>,
+    /// The buffers of descents run on the device ([`crate::descents`]), kept between launches.
+    pub(crate) runs: Option<crate::descents::RunBuffers>,
 }
 
 impl Clone for CudaBatch {
@@ -276,6 +278,7 @@ impl Clone for CudaBatch {
             walls_on: false,
             peers: self.peers.clone(),
             split: self.split,
+            runs: None,
         }
     }
 }
@@ -301,6 +304,7 @@ impl CudaBatch {
             walls_on: false,
             peers: Vec::new(),
             split: None,
+            runs: None,
         }
     }
 

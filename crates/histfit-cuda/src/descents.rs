@@ -17,6 +17,12 @@ use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKerne
 use histfit_compute::{ComputeError, Dataset, Descent, DescentRequest, ResidentStatus};
 use std::sync::Arc;
 
+/// Threads per descent. Fixed, as [`crate::resident::FIT_THREADS`] is for toy fits (a fit's last
+/// bits depend on its block's reductions); twice theirs: a launch of descents holds the few
+/// hundred a lockstep step asks for, not thousands, so its time is one descent's latency, which
+/// more threads per evaluation shorten.
+pub const RUN_THREADS: u32 = 256;
+
 /// Descents per launch: bounds the inputs (5 n + 9 doubles a descent) and results.
 const RUNS_PER_LAUNCH: usize = 1 << 15;
 
@@ -108,11 +114,11 @@ impl CudaBatch {
         reqs: &[&DescentRequest],
         data: &[Arc<Dataset>],
     ) -> Result<Vec<Descent>> {
+        let clock = crate::timing::Clock::start();
         let (index, walls) = self.resolve_rows(data)?;
         let rows_ptr = self.data_base();
         let session = self.session().clone();
-        let m = &session.model;
-        let n = m.n_params();
+        let n = session.model.n_params();
         let count = reqs.len();
         let settings = reqs[0].space.settings;
         // Each descent's coordinates over the whole parameter vector: the held parameters at
@@ -147,60 +153,33 @@ impl CudaBatch {
                 data[r].constant,
             ]);
         }
-        let kink: Vec<i32> = session.space.kinked.iter().map(|&k| i32::from(k)).collect();
-        let stream = session
-            .gpu
-            .ctx
-            .new_stream()
-            .map_err(driver("cuStreamCreate"))?;
-        // (The rows were uploaded on the evaluator's stream: this one waits for it.)
-        let uploaded = self
-            .stream()
-            .record_event(None)
-            .map_err(driver("cuEventRecord (descents)"))?;
-        stream
-            .wait(&uploaded)
-            .map_err(driver("cuStreamWaitEvent (descents)"))?;
-        let up = |v: &[f64]| -> Result<CudaSlice<f64>> {
-            stream
-                .clone_htod(v)
-                .map_err(driver("upload of descents on the device"))
-        };
-        let (z_d, lo_d, hi_d, side_d, scale_d, rule_d) = (
-            up(&z)?,
-            up(&lo)?,
-            up(&hi)?,
-            up(&side)?,
-            up(&scale)?,
-            up(&rule)?,
-        );
-        let kink_d = stream
-            .clone_htod(&kink)
-            .map_err(driver("upload of descents on the device"))?;
         let memory = settings.memory;
-        let threads = crate::resident::FIT_THREADS;
+        let threads = RUN_THREADS;
         let shared = (256.max(4 * memory * threads as usize / 32) * 8) as u32;
+        let stream = self.stream().clone();
+        let b = RunBuffers::ready(&mut self.runs, &session, &stream, memory, count)?;
+        for (buf, host) in [
+            (&mut b.z, &z),
+            (&mut b.lo, &lo),
+            (&mut b.hi, &hi),
+            (&mut b.side, &side),
+            (&mut b.scale, &scale),
+            (&mut b.rule, &rule),
+        ] {
+            stream
+                .memcpy_htod(host, &mut buf.slice_mut(0..host.len()))
+                .map_err(driver("upload of descents on the device"))?;
+        }
+        stream
+            .memset_zeros(&mut b.counter)
+            .map_err(driver("cuMemsetD32 (descents)"))?;
         let layout = StateLayout::new(n, memory, 0);
         let scratch_len = session.tables.host.scratch_len;
         let func = &session.kernels.fit_runs;
-        let (workers, mut state, mut scratch) = allot_workers(
-            &session,
-            &stream,
-            func,
-            (threads, shared),
-            (layout.len, scratch_len),
-            None,
-            count,
-        )?;
-        let alloc = |len: usize| -> Result<CudaSlice<f64>> {
-            stream
-                .alloc_zeros::<f64>(len.max(1))
-                .map_err(driver("cuMemAlloc (descent results)"))
-        };
-        let (mut out_d, mut x_d) = (alloc(count * FIT_OUT)?, alloc(count * n)?);
-        let mut counter = stream
-            .alloc_zeros::<i32>(1)
-            .map_err(driver("cuMemAlloc (descents)"))?;
+        let workers = b.workers;
+        let (out_d, x_d, scale_d, kink_d) = (&mut b.out, &mut b.x, &b.scale, &b.kink);
+        let (z_d, lo_d, hi_d, side_d, rule_d) = (&b.z, &b.lo, &b.hi, &b.side, &b.rule);
+        let (state, scratch, counter) = (&mut b.state, &mut b.scratch, &mut b.counter);
         let f = |s: &CudaSlice<f64>| s.device_ptr(&stream).0;
         let arg = FitArg {
             seed: 0,
@@ -234,7 +213,7 @@ impl CudaBatch {
                 0,
                 0,
                 // The scales of the first descent: the kernel moves on by n per descent.
-                f(&scale_d),
+                f(scale_d),
                 kink_d.device_ptr(&stream).0,
                 state.device_ptr_mut(&stream).0,
                 scratch.device_ptr_mut(&stream).0,
@@ -244,11 +223,11 @@ impl CudaBatch {
                 0,
                 0,
                 0,
-                f(&z_d),
-                f(&lo_d),
-                f(&hi_d),
-                f(&side_d),
-                f(&rule_d),
+                f(z_d),
+                f(lo_d),
+                f(hi_d),
+                f(side_d),
+                f(rule_d),
                 rows_ptr,
             ],
             lens: [
@@ -266,6 +245,7 @@ impl CudaBatch {
         };
         let mut l = stream.launch_builder(func);
         l.arg(&session.tables.arg).arg(&arg);
+        let setup = clock.lap();
         // SAFETY: the arguments match `fit_runs(Tables, FitArgs)`; every buffer holds what the
         // kernel indexes: workers × state and scratch, count × n starts, bounds, sides and
         // scales, count × RUN_RULE rules, count × FIT_OUT results and count × n end points;
@@ -278,6 +258,12 @@ impl CudaBatch {
             .clone_dtoh(&x_d.slice(0..count * n))
             .map_err(driver("download of descent results"))?;
         stream.synchronize().map_err(driver("fit_runs"))?;
+        clock.report(|| {
+            format!(
+                "descents {count} setup {setup:.6} s, run {:.6} s",
+                clock.lap()
+            )
+        });
         reqs.iter()
             .enumerate()
             .map(|(r, req)| {
@@ -314,5 +300,90 @@ impl CudaBatch {
                 })
             })
             .collect()
+    }
+}
+
+/// The buffers of [`CudaBatch::run_descents`]' launches, kept between them (a lockstep run makes
+/// hundreds of small launches): inputs and results for `cap` descents, and the worker blocks'
+/// state for `memory` correction pairs.
+#[derive(Debug)]
+pub(crate) struct RunBuffers {
+    cap: usize,
+    memory: usize,
+    workers: usize,
+    z: CudaSlice<f64>,
+    lo: CudaSlice<f64>,
+    hi: CudaSlice<f64>,
+    side: CudaSlice<f64>,
+    scale: CudaSlice<f64>,
+    rule: CudaSlice<f64>,
+    out: CudaSlice<f64>,
+    x: CudaSlice<f64>,
+    kink: CudaSlice<i32>,
+    state: CudaSlice<f64>,
+    scratch: CudaSlice<f64>,
+    counter: CudaSlice<i32>,
+}
+
+impl RunBuffers {
+    /// `slot`'s buffers, made (again) where they hold fewer than `count` descents or another
+    /// memory.
+    fn ready<'a>(
+        slot: &'a mut Option<RunBuffers>,
+        session: &crate::batch::Session,
+        stream: &Arc<cudarc::driver::CudaStream>,
+        memory: usize,
+        count: usize,
+    ) -> Result<&'a mut RunBuffers> {
+        if slot
+            .as_ref()
+            .is_some_and(|b| b.cap >= count && b.memory == memory)
+        {
+            return Ok(slot.as_mut().expect("checked"));
+        }
+        *slot = None;
+        let n = session.model.n_params();
+        let cap = count.next_power_of_two().max(64);
+        let alloc = |len: usize| -> Result<CudaSlice<f64>> {
+            stream
+                .alloc_zeros::<f64>(len.max(1))
+                .map_err(driver("cuMemAlloc (descents)"))
+        };
+        let threads = RUN_THREADS;
+        let shared = (256.max(4 * memory * threads as usize / 32) * 8) as u32;
+        let layout = StateLayout::new(n, memory, 0);
+        // As many workers as the device keeps resident, whatever this launch's count: the
+        // buffers serve the larger launches to come.
+        let (workers, state, scratch) = allot_workers(
+            session,
+            stream,
+            &session.kernels.fit_runs,
+            (threads, shared),
+            (layout.len, session.tables.host.scratch_len),
+            None,
+            usize::MAX,
+        )?;
+        let kink: Vec<i32> = session.space.kinked.iter().map(|&k| i32::from(k)).collect();
+        Ok(slot.insert(RunBuffers {
+            cap,
+            memory,
+            workers,
+            z: alloc(cap * n)?,
+            lo: alloc(cap * n)?,
+            hi: alloc(cap * n)?,
+            side: alloc(cap * n)?,
+            scale: alloc(cap * n)?,
+            rule: alloc(cap * RUN_RULE)?,
+            out: alloc(cap * FIT_OUT)?,
+            x: alloc(cap * n)?,
+            kink: stream
+                .clone_htod(if kink.is_empty() { &[0][..] } else { &kink })
+                .map_err(driver("upload of descents on the device"))?,
+            state,
+            scratch,
+            counter: stream
+                .alloc_zeros::<i32>(1)
+                .map_err(driver("cuMemAlloc (descents)"))?,
+        }))
     }
 }

@@ -775,7 +775,10 @@ fn kinked_toy_fits_with_descents_on_the_device_match_the_cpu() {
         let batcher = Batcher::new(CudaBatch::new(model.clone(), 0).expect("GPU session"));
         let g = fit_toys_on(&Batched::new(&batcher), &gen, 13, n, 0..n, &o, &|_, _| {}).unwrap();
         let stats = batcher.stats();
-        assert!(stats.descents > n, "{ws}: descents on the device: {stats:?}");
+        assert!(
+            stats.descents > n,
+            "{ws}: descents on the device: {stats:?}"
+        );
         for (a, b) in c.iter().zip(&g) {
             assert_eq!(a.index, b.index);
             assert_eq!(

@@ -539,6 +539,9 @@ where
     let pipeline = Mutex::new(Pipeline::default());
     let signal = std::sync::Condvar::new();
     let n_params = batcher.space.len();
+    // `HISTFIT_TIMING`: the steps and their time, once the jobs are done.
+    let timing = std::env::var_os("HISTFIT_TIMING").map(|_| std::time::Instant::now());
+    let stats0 = batcher.stats();
     std::thread::scope(|scope| {
         // The evaluation thread: one batch call per request, in order.
         {
@@ -719,6 +722,20 @@ where
             });
         }
     });
+    if let Some(t0) = timing {
+        let (a, b) = (stats0, batcher.stats());
+        eprintln!(
+            "timing: lockstep, {n} jobs in {:.3} s: {} evaluation launches ({} problems, {:.3} s in \
+             the evaluator), {} descent launches ({} descents, {:.3} s)",
+            t0.elapsed().as_secs_f64(),
+            b.launches - a.launches,
+            b.problems - a.problems,
+            b.seconds_eval - a.seconds_eval,
+            b.descent_launches - a.descent_launches,
+            b.descents - a.descents,
+            b.seconds_descents - a.seconds_descents
+        );
+    }
     let mut r = results.into_inner().unwrap_or_else(|p| p.into_inner());
     if r.len() != n {
         return Err(InferError::Request(format!(

@@ -796,12 +796,7 @@ impl<R: ToyRunner> Pass<'_, R> {
             false => self.on_device(0..list.len() as u64, Some(&list), Some(starts), false)?,
         };
         let Some(device) = device else {
-            return (0..passes)
-                .map(|r| {
-                    let s = &starts[r * per_pass..(r + 1) * per_pass];
-                    Ok(first_of(self.fits(one, Some(s), false)?))
-                })
-                .collect();
+            return self.host_passes(one, starts, passes);
         };
         if refit {
             return self.finish_passes(device, one, starts, passes);
@@ -835,6 +830,36 @@ impl<R: ToyRunner> Pass<'_, R> {
                     .collect()
             })
             .collect())
+    }
+
+    /// `passes` passes over the toys of `one` from `starts` (as [`Pass::fits_many`]) driven from
+    /// the host, all of them in one run: in lockstep on a device a run costs its steps, not its
+    /// fits, and passes one after the other would each pay their own.
+    fn host_passes(&self, one: &[u64], starts: &[f64], passes: usize) -> Result<Passes> {
+        let (n, m) = (self.runner.space().names.len(), one.len());
+        if m == 0 {
+            return Ok(vec![Vec::new(); passes]);
+        }
+        let toys: Vec<Dataset> = {
+            let mut ev = self.runner.single();
+            let mut toys = Vec::with_capacity(m);
+            for &i in one {
+                toys.push(ev.toys(self.gen, self.seed, i..i + 1)?.pop().expect("one toy"));
+            }
+            toys
+        };
+        let (toys, o, poi, ticks) = (&toys, self.o, self.poi, self.ticks);
+        let fits = self.runner.run(passes * m, &move |mut ev, k| {
+            let j = k % m;
+            let mut with = o.clone();
+            with.init = Some(starts[k * n..(k + 1) * n].to_vec());
+            Box::pin(async move {
+                let r = fit_async(&mut *ev, &toys[j], &with).await?;
+                ticks.tick(1);
+                Ok(toy_fit(one[j], &r, poi))
+            })
+        })?;
+        Ok(fits.chunks(m).map(<[ToyFit]>::to_vec).collect())
     }
 
     /// A device's fits of `passes` passes over the toys of `one` (pass after pass, from
@@ -983,18 +1008,22 @@ fn host_toy_fits<R: ToyRunner>(
                 };
                 let r = fit_async(&mut *ev, &data, o).await?;
                 ticks.tick(1);
-                let fit = ToyFit {
-                    index: i,
-                    twice_nll: r.twice_nll,
-                    poi: r.bestfit[poi],
-                    converged: r.converged,
-                    reason: (!r.converged).then_some(r.reason),
-                    second_start: None,
-                };
-                Ok((fit, want_end.then_some(r.bestfit)))
+                Ok((toy_fit(i, &r, poi), want_end.then_some(r.bestfit)))
             })
         },
     )
+}
+
+/// A toy's fit as an ensemble reports it.
+fn toy_fit(index: u64, r: &FitResult, poi: usize) -> ToyFit {
+    ToyFit {
+        index,
+        twice_nll: r.twice_nll,
+        poi: r.bestfit[poi],
+        converged: r.converged,
+        reason: (!r.converged).then(|| r.reason.clone()),
+        second_start: None,
+    }
 }
 
 /// `work` on toys `list` (nothing to do for none): [`ToyRunner::run_refits`] for refits of toys

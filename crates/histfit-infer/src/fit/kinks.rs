@@ -43,7 +43,15 @@
 use super::index_mask;
 use super::search::{Local, Search};
 use crate::Result;
-use histfit_compute::AsyncEvaluator;
+use histfit_compute::{AsyncEvaluator, Descent, DescentRequest};
+
+/// A search near a kink: the bounds that keep the coordinate on the side searched, and the
+/// request of its first descent.
+struct NearPlan {
+    req: DescentRequest,
+    lower: Vec<f64>,
+    upper: Vec<f64>,
+}
 
 /// A kinked coordinate at ±TINY sits on that side of its kink with f unchanged (κ = e^(TINY·c)
 /// rounds to 1, Δ = TINY·c vanishes against any nominal).
@@ -383,13 +391,34 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
                 near.truncate(left);
             }
             let start = best.clone();
+            // The searches' first descents, each from `start`, are independent: where the
+            // evaluator runs descents whole they are asked for together (one launch instead of
+            // one per search), and taken in order as below, so the result is the same.
+            let plans: Vec<NearPlan> = near
+                .iter()
+                .map(|&(k, theta)| self.near_plan(&start, k, -theta.signum()))
+                .collect();
+            let mut firsts = match self.descents_together() && plans.len() > 1 {
+                true => {
+                    let reqs: Vec<DescentRequest> = plans.iter().map(|p| p.req.clone()).collect();
+                    Some(self.run_all(&reqs).await?.into_iter())
+                }
+                false => None,
+            };
             let mut lower = None;
-            for (k, theta) in near {
+            for ((k, theta), plan) in near.into_iter().zip(plans) {
                 let side = -theta.signum();
                 searched.push((k, side));
                 made += 1;
                 best.compared.push(k);
-                if let Some(r) = self.search_near(&start, k, side).await? {
+                let first = match firsts.as_mut() {
+                    Some(it) => it.next().expect("one descent per search"),
+                    None => {
+                        let mut one = self.run_all(std::slice::from_ref(&plan.req)).await?;
+                        one.pop().expect("one descent asked, one returned")
+                    }
+                };
+                if let Some(r) = self.search_near(&start, first, &plan).await? {
                     if r.better_than(&best) {
                         lower = Some((r, k, side));
                         break;
@@ -411,9 +440,10 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
         Ok(best)
     }
 
-    /// The minimum on side `side` of coordinate `k`'s kink from the minimum `start` mirrored
-    /// onto it, or `None` where the search is given up as above `start` ([`NEAR_ABANDON`]).
-    async fn search_near(&mut self, start: &Local, k: usize, side: f64) -> Result<Option<Local>> {
+    /// The search of side `side` of coordinate `k`'s kink from the minimum `start` mirrored onto
+    /// it: its bounds and the request of its first descent, given up as above `start`
+    /// ([`NEAR_ABANDON`]).
+    fn near_plan(&mut self, start: &Local, k: usize, side: f64) -> NearPlan {
         let (mut z, mut lower, mut upper) = self.other_side(&start.z, k, side);
         // Held at their kink as in the refit below, so that the run that decides whether to
         // go on solves the same problem.
@@ -422,14 +452,24 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
         }
         // (The half of the 1e-6 in twice_nll that `better_than` asks of a lower minimum.)
         let ceiling = start.f + 5e-7;
-        let Some(d) = self
-            .lbfgsb_below(&z, (&lower, &upper), (k, side), ceiling, NEAR_ABANDON)
-            .await?
-        else {
+        let req = self.request_below(&z, (&lower, &upper), (k, side), ceiling, NEAR_ABANDON);
+        NearPlan { req, lower, upper }
+    }
+
+    /// The minimum of a search near a kink ([`Self::near_plan`]) whose first descent is
+    /// `first`, or `None` where that descent was given up.
+    async fn search_near(
+        &mut self,
+        start: &Local,
+        first: Descent,
+        plan: &NearPlan,
+    ) -> Result<Option<Local>> {
+        if first.given_up {
             return Ok(None);
-        };
-        let r = self.descend(&d.z, (&lower, &upper), &start.pinned).await?;
-        Ok(Some(self.orthant_rounds(r, (&lower, &upper)).await?))
+        }
+        let bounds = (&plan.lower[..], &plan.upper[..]);
+        let r = self.descend(&first.z, bounds, &start.pinned).await?;
+        Ok(Some(self.orthant_rounds(r, bounds).await?))
     }
 
     /// From `from`, each candidate coordinate (steepest first) moved across its kink to the

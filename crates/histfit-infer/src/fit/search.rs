@@ -150,18 +150,17 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
         Ok(f)
     }
 
-    /// One descent from `z0` within `lower`..`upper` (a coordinate with equal bounds is held
-    /// there; see [`DescentRequest`]), on the data of the current stage and with the kinked
-    /// coordinates kept to `self.side`: run whole by the evaluator where it offers that (a
-    /// device), else here step by step ([`super::descent::on_host`]).
-    pub async fn run(
-        &mut self,
+    /// The request of one descent from `z0` within `lower`..`upper` (a coordinate with equal
+    /// bounds is held there; see [`DescentRequest`]) with the kinked coordinates kept to
+    /// `self.side`.
+    pub fn request(
+        &self,
         z0: &[f64],
         (lower, upper): (&[f64], &[f64]),
         passes: usize,
         watch: Option<Watch>,
-    ) -> Result<Descent> {
-        let req = DescentRequest {
+    ) -> DescentRequest {
+        DescentRequest {
             space: self.descent_space.clone(),
             z0: z0.to_vec(),
             lower: lower.to_vec(),
@@ -169,42 +168,72 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
             side: self.side.clone(),
             passes,
             watch,
-        };
-        let data = stage_data(self.data, &self.soft, self.stage);
-        let d = if self.eval.offers_descents() {
-            let mut v = self.eval.descents(std::slice::from_ref(&req), data).await?;
-            match (v.pop(), v.is_empty()) {
-                (Some(d), true) => d,
-                _ => {
-                    return Err(crate::InferError::Request(
-                        "the evaluator returned another number of descents than asked".into(),
-                    ))
-                }
-            }
-        } else {
-            super::descent::on_host(self.eval, data, &req).await?
-        };
-        self.iterations += d.iterations;
-        self.evaluations += d.evaluations;
-        Ok(d)
+        }
     }
 
-    /// A descent with coordinate `k` kept to the side `side` (±1) of its kink
+    /// Descents `reqs` on the data of the current stage, each from its own start: run whole by
+    /// the evaluator where it offers that (a device: all of them in one batch), else here step
+    /// by step ([`super::descent::on_host`]), in order.
+    pub async fn run_all(&mut self, reqs: &[DescentRequest]) -> Result<Vec<Descent>> {
+        let data = stage_data(self.data, &self.soft, self.stage);
+        let out = if self.eval.offers_descents() {
+            let v = self.eval.descents(reqs, data).await?;
+            if v.len() != reqs.len() {
+                return Err(crate::InferError::Request(format!(
+                    "the evaluator returned {} descents for {}",
+                    v.len(),
+                    reqs.len()
+                )));
+            }
+            v
+        } else {
+            let mut v = Vec::with_capacity(reqs.len());
+            for req in reqs {
+                v.push(super::descent::on_host(self.eval, data, req).await?);
+            }
+            v
+        };
+        for d in &out {
+            self.iterations += d.iterations;
+            self.evaluations += d.evaluations;
+        }
+        Ok(out)
+    }
+
+    /// One descent (see [`Self::request`] and [`Self::run_all`]).
+    pub async fn run(
+        &mut self,
+        z0: &[f64],
+        bounds: (&[f64], &[f64]),
+        passes: usize,
+        watch: Option<Watch>,
+    ) -> Result<Descent> {
+        let req = self.request(z0, bounds, passes, watch);
+        let mut v = self.run_all(std::slice::from_ref(&req)).await?;
+        Ok(v.pop().expect("one descent asked, one returned"))
+    }
+
+    /// Whether the evaluator runs descents whole, so that independent ones are best asked
+    /// together ([`Self::run_all`]).
+    pub fn descents_together(&self) -> bool {
+        self.eval.offers_descents()
+    }
+
+    /// The request of a descent with coordinate `k` kept to the side `side` (±1) of its kink
     /// (`lower`/`upper` end at 0 there; at 0 it is evaluated on that side's slope), given up
-    /// (`None`) from iteration `after` on where its own estimate puts the minimum it is heading
+    /// from iteration `after` on where its own estimate puts the minimum it is heading
     /// for above `ceiling` (f − `factor`·EDM above it), or where coordinate `k` has sat at its
     /// kink, held there by the searched side's slope, for [`super::kinks::NEAR_HELD`]
     /// iterations in a row: a minimum with it there belongs to the side the fit started on
     /// too, whose best minimum is known.
-    pub async fn lbfgsb_below(
+    pub fn request_below(
         &mut self,
         z0: &[f64],
         bounds: (&[f64], &[f64]),
         (k, side): (usize, f64),
         ceiling: f64,
         (after, factor): (usize, f64),
-    ) -> Result<Option<Descent>> {
-        self.side[k] = side;
+    ) -> DescentRequest {
         let watch = Watch {
             k,
             ceiling,
@@ -212,10 +241,10 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
             factor,
             held: super::kinks::NEAR_HELD,
         };
-        let run = self.run(z0, bounds, 0, Some(watch)).await;
+        self.side[k] = side;
+        let req = self.request(z0, bounds, 0, Some(watch));
         self.side[k] = 0.0;
-        let d = run?;
-        Ok((!d.given_up).then_some(d))
+        req
     }
 
     /// L-BFGS-B from `z0` with the coordinates in `pinned` held at 0 and the bounds given,
