@@ -157,6 +157,9 @@ pub trait Evaluator {
 /// The future of one evaluation ([`AsyncEvaluator`]).
 pub type EvalFuture<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<f64>> + 'a>>;
 
+/// The future of evaluations at several points ([`AsyncEvaluator::nll_grad_many`]).
+pub type ManyFuture<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + 'a>>;
+
 /// The future of descents run whole by the evaluator ([`AsyncEvaluator::descents`]).
 pub type DescentFuture<'a> =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<Descent>>> + 'a>>;
@@ -175,6 +178,42 @@ pub trait AsyncEvaluator {
     ) -> EvalFuture<'a>;
     /// −ln L.
     fn nll<'a>(&'a mut self, params: &'a [f64], data: &'a Dataset) -> EvalFuture<'a>;
+    /// −ln L and its gradient at k independent points (`params`: k whole parameter vectors)
+    /// into `nll` (k values) and `grad` (k × n): a batch evaluator takes them in one step
+    /// instead of one after the other. Each result is the one [`nll_grad`](Self::nll_grad)
+    /// gives at that point.
+    fn nll_grad_many<'a>(
+        &'a mut self,
+        params: &'a [f64],
+        data: &'a Dataset,
+        nll: &'a mut [f64],
+        grad: &'a mut [f64],
+    ) -> ManyFuture<'a> {
+        Box::pin(async move {
+            let n = self.space().len();
+            for (k, v) in nll.iter_mut().enumerate() {
+                let g = &mut grad[k * n..(k + 1) * n];
+                *v = self.nll_grad(&params[k * n..(k + 1) * n], data, g).await?;
+            }
+            Ok(())
+        })
+    }
+    /// −ln L at k independent points (`params`: k whole parameter vectors) into `nll`, each
+    /// the value [`nll`](Self::nll) gives there.
+    fn nll_many<'a>(
+        &'a mut self,
+        params: &'a [f64],
+        data: &'a Dataset,
+        nll: &'a mut [f64],
+    ) -> ManyFuture<'a> {
+        Box::pin(async move {
+            let n = self.space().len();
+            for (k, v) in nll.iter_mut().enumerate() {
+                *v = self.nll(&params[k * n..(k + 1) * n], data).await?;
+            }
+            Ok(())
+        })
+    }
     /// Whether [`descents`](Self::descents) runs L-BFGS-B descents whole where the evaluations
     /// are (a device): a fit then hands it its descents instead of driving them step by step.
     fn offers_descents(&self) -> bool {

@@ -13,7 +13,9 @@ use crate::resident::{
     allot_workers, FitArg, StateLayout, FIT_GAVE_UP, FIT_OUT, MAX_MEMORY, RUN_RULE,
 };
 use crate::{driver, CudaBatch, CudaError, Result};
-use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PinnedHostSlice, PushKernelArg,
+};
 use histfit_compute::{ComputeError, Dataset, Descent, DescentRequest, ResidentStatus};
 use std::sync::Arc;
 
@@ -121,53 +123,60 @@ impl CudaBatch {
         let n = session.model.n_params();
         let count = reqs.len();
         let settings = reqs[0].space.settings;
-        // Each descent's coordinates over the whole parameter vector: the held parameters at
-        // their value (scale 1, lower = upper, side 2), the fit's from the request.
-        let mut z = vec![0.0; count * n];
-        let (mut lo, mut hi) = (vec![0.0; count * n], vec![0.0; count * n]);
-        let (mut side, mut scale) = (vec![2.0; count * n], vec![1.0; count * n]);
-        let mut rule = vec![0.0; count * RUN_RULE];
-        for (r, req) in reqs.iter().enumerate() {
-            let sp = &req.space;
-            let at = r * n;
-            z[at..at + n].copy_from_slice(&sp.held);
-            lo[at..at + n].copy_from_slice(&sp.held);
-            hi[at..at + n].copy_from_slice(&sp.held);
-            for (k, &i) in sp.free.iter().enumerate() {
-                z[at + i] = req.z0[k];
-                lo[at + i] = req.lower[k];
-                hi[at + i] = req.upper[k];
-                side[at + i] = req.side[k];
-                scale[at + i] = sp.scale[k];
-            }
-            let w = req.watch;
-            rule[r * RUN_RULE..(r + 1) * RUN_RULE].copy_from_slice(&[
-                w.map_or(-1.0, |w| sp.free[w.k] as f64),
-                w.map_or(0.0, |w| w.ceiling),
-                w.map_or(0.0, |w| w.after as f64),
-                w.map_or(0.0, |w| w.factor),
-                w.map_or(0.0, |w| w.held as f64),
-                req.passes as f64,
-                f64::from(index[r]),
-                walls[r],
-                data[r].constant,
-            ]);
-        }
         let memory = settings.memory;
         let threads = RUN_THREADS;
         let shared = (256.max(4 * memory * threads as usize / 32) * 8) as u32;
         let stream = self.stream().clone();
         let b = RunBuffers::ready(&mut self.runs, &session, &stream, memory, count)?;
-        for (buf, host) in [
-            (&mut b.z, &z),
-            (&mut b.lo, &lo),
-            (&mut b.hi, &hi),
-            (&mut b.side, &side),
-            (&mut b.scale, &scale),
-            (&mut b.rule, &rule),
-        ] {
+        // The launch's inputs, packed in one page-locked buffer and sent in one copy: each
+        // descent's start, bounds, sides and scales over the whole parameter vector (the held
+        // parameters at their value, scale 1, lower = upper, side 2; the fit's from the
+        // request), then the rules.
+        let len = count * (5 * n + RUN_RULE);
+        {
+            // (The previous copy from this buffer has completed: every launch synchronises.)
+            let pin = b
+                .pin_in
+                .as_mut_slice()
+                .map_err(driver("staging of descents"))?;
+            let (z, rest) = pin[..len].split_at_mut(count * n);
+            let (lo, rest) = rest.split_at_mut(count * n);
+            let (hi, rest) = rest.split_at_mut(count * n);
+            let (side, rest) = rest.split_at_mut(count * n);
+            let (scale, rule) = rest.split_at_mut(count * n);
+            for (r, req) in reqs.iter().enumerate() {
+                let sp = &req.space;
+                let at = r * n;
+                z[at..at + n].copy_from_slice(&sp.held);
+                lo[at..at + n].copy_from_slice(&sp.held);
+                hi[at..at + n].copy_from_slice(&sp.held);
+                side[at..at + n].fill(2.0);
+                scale[at..at + n].fill(1.0);
+                for (k, &i) in sp.free.iter().enumerate() {
+                    z[at + i] = req.z0[k];
+                    lo[at + i] = req.lower[k];
+                    hi[at + i] = req.upper[k];
+                    side[at + i] = req.side[k];
+                    scale[at + i] = sp.scale[k];
+                }
+                let w = req.watch;
+                rule[r * RUN_RULE..(r + 1) * RUN_RULE].copy_from_slice(&[
+                    w.map_or(-1.0, |w| sp.free[w.k] as f64),
+                    w.map_or(0.0, |w| w.ceiling),
+                    w.map_or(0.0, |w| w.after as f64),
+                    w.map_or(0.0, |w| w.factor),
+                    w.map_or(0.0, |w| w.held as f64),
+                    req.passes as f64,
+                    f64::from(index[r]),
+                    walls[r],
+                    data[r].constant,
+                ]);
+            }
+        }
+        {
+            let pin = b.pin_in.as_slice().map_err(driver("staging of descents"))?;
             stream
-                .memcpy_htod(host, &mut buf.slice_mut(0..host.len()))
+                .memcpy_htod(&pin[..len], &mut b.inp.slice_mut(0..len))
                 .map_err(driver("upload of descents on the device"))?;
         }
         stream
@@ -177,10 +186,11 @@ impl CudaBatch {
         let scratch_len = session.tables.host.scratch_len;
         let func = &session.kernels.fit_runs;
         let workers = b.workers;
-        let (out_d, x_d, scale_d, kink_d) = (&mut b.out, &mut b.x, &b.scale, &b.kink);
-        let (z_d, lo_d, hi_d, side_d, rule_d) = (&b.z, &b.lo, &b.hi, &b.side, &b.rule);
-        let (state, scratch, counter) = (&mut b.state, &mut b.scratch, &mut b.counter);
-        let f = |s: &CudaSlice<f64>| s.device_ptr(&stream).0;
+        let inp = b.inp.device_ptr(&stream).0;
+        let at = |region: usize| inp + (region * count * n * 8) as u64;
+        let outp = b.outp.device_ptr_mut(&stream).0;
+        let (kink_d, state, scratch, counter) =
+            (&b.kink, &mut b.state, &mut b.scratch, &mut b.counter);
         let arg = FitArg {
             seed: 0,
             first: 0,
@@ -213,21 +223,21 @@ impl CudaBatch {
                 0,
                 0,
                 // The scales of the first descent: the kernel moves on by n per descent.
-                f(scale_d),
+                at(4),
                 kink_d.device_ptr(&stream).0,
                 state.device_ptr_mut(&stream).0,
                 scratch.device_ptr_mut(&stream).0,
                 counter.device_ptr_mut(&stream).0,
-                out_d.device_ptr_mut(&stream).0,
-                x_d.device_ptr_mut(&stream).0,
+                outp,
+                outp + (count * FIT_OUT * 8) as u64,
                 0,
                 0,
                 0,
-                f(z_d),
-                f(lo_d),
-                f(hi_d),
-                f(side_d),
-                f(rule_d),
+                at(0),
+                at(1),
+                at(2),
+                at(3),
+                at(5),
                 rows_ptr,
             ],
             lens: [
@@ -251,12 +261,16 @@ impl CudaBatch {
         // scales, count × RUN_RULE rules, count × FIT_OUT results and count × n end points;
         // the dataset rows hold every row a rule names (resolved above).
         unsafe { l.launch(cfg) }.map_err(driver("launch of fit_runs"))?;
-        let o = stream
-            .clone_dtoh(&out_d.slice(0..count * FIT_OUT))
-            .map_err(driver("download of descent results"))?;
-        let xs = stream
-            .clone_dtoh(&x_d.slice(0..count * n))
-            .map_err(driver("download of descent results"))?;
+        let out_len = count * (FIT_OUT + n);
+        {
+            let pin = b
+                .pin_out
+                .as_mut_slice()
+                .map_err(driver("staging of descent results"))?;
+            stream
+                .memcpy_dtoh(&b.outp.slice(0..out_len), &mut pin[..out_len])
+                .map_err(driver("download of descent results"))?;
+        }
         stream.synchronize().map_err(driver("fit_runs"))?;
         clock.report(|| {
             format!(
@@ -264,6 +278,11 @@ impl CudaBatch {
                 clock.lap()
             )
         });
+        let pin = b
+            .pin_out
+            .as_slice()
+            .map_err(driver("staging of descent results"))?;
+        let (o, xs) = pin[..out_len].split_at(count * FIT_OUT);
         reqs.iter()
             .enumerate()
             .map(|(r, req)| {
@@ -311,20 +330,17 @@ pub(crate) struct RunBuffers {
     cap: usize,
     memory: usize,
     workers: usize,
-    z: CudaSlice<f64>,
-    lo: CudaSlice<f64>,
-    hi: CudaSlice<f64>,
-    side: CudaSlice<f64>,
-    scale: CudaSlice<f64>,
-    rule: CudaSlice<f64>,
-    out: CudaSlice<f64>,
-    x: CudaSlice<f64>,
+    /// Inputs (5 n + RUN_RULE doubles a descent) on the device and page-locked on the host.
+    inp: CudaSlice<f64>,
+    pin_in: PinnedHostSlice<f64>,
+    /// Results (FIT_OUT + n doubles a descent) on the device and page-locked on the host.
+    outp: CudaSlice<f64>,
+    pin_out: PinnedHostSlice<f64>,
     kink: CudaSlice<i32>,
     state: CudaSlice<f64>,
     scratch: CudaSlice<f64>,
     counter: CudaSlice<i32>,
 }
-
 impl RunBuffers {
     /// `slot`'s buffers, made (again) where they hold fewer than `count` descents or another
     /// memory.
@@ -368,14 +384,10 @@ impl RunBuffers {
             cap,
             memory,
             workers,
-            z: alloc(cap * n)?,
-            lo: alloc(cap * n)?,
-            hi: alloc(cap * n)?,
-            side: alloc(cap * n)?,
-            scale: alloc(cap * n)?,
-            rule: alloc(cap * RUN_RULE)?,
-            out: alloc(cap * FIT_OUT)?,
-            x: alloc(cap * n)?,
+            inp: alloc(cap * (5 * n + RUN_RULE))?,
+            pin_in: crate::batch::pinned(session, cap * (5 * n + RUN_RULE))?,
+            outp: alloc(cap * (FIT_OUT + n))?,
+            pin_out: crate::batch::pinned(session, cap * (FIT_OUT + n))?,
             kink: stream
                 .clone_htod(if kink.is_empty() { &[0][..] } else { &kink })
                 .map_err(driver("upload of descents on the device"))?,

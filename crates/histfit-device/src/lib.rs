@@ -299,7 +299,10 @@ pub enum AnyBatcher {
 pub fn batcher(eval: &AnyEval) -> Option<AnyBatcher> {
     match eval {
         AnyEval::Cpu(_) => None,
-        AnyEval::Cuda(e) => Some(AnyBatcher::Cuda(Batcher::new(e.batch.clone()))),
+        // Two streams: the lockstep executor's two groups step at the same time.
+        AnyEval::Cuda(e) => Some(AnyBatcher::Cuda(
+            Batcher::new(e.batch.clone()).with_second_lane(e.batch.clone()),
+        )),
         AnyEval::Wgpu(e) => Some(AnyBatcher::Wgpu(Batcher::new(e.batch.clone()))),
     }
 }

@@ -32,6 +32,10 @@ pub type EvalBox<'e> = Box<dyn AsyncEvaluator + 'e>;
 /// Pools the evaluations of many concurrent fits into batch calls.
 pub struct Batcher<B: BatchEvaluator> {
     eval: Mutex<B>,
+    /// A second evaluator of the same likelihood (a device's second stream): the two groups
+    /// of [`drive`] then take their steps at the same time, each on its own, where one group's
+    /// step (a launch of descents waits for its slowest) would otherwise hold up the other's.
+    second: Option<Mutex<B>>,
     space: Arc<ParameterSpace>,
     stats: Mutex<BatchStats>,
     /// The fits hand their descents to the batch evaluator whole
@@ -65,6 +69,7 @@ impl<B: BatchEvaluator> Batcher<B> {
         Batcher {
             descents: eval.offers_descents() && !host,
             eval: Mutex::new(eval),
+            second: None,
             space,
             stats: Mutex::new(BatchStats::default()),
         }
@@ -72,6 +77,22 @@ impl<B: BatchEvaluator> Batcher<B> {
 
     pub fn space(&self) -> &ParameterSpace {
         &self.space
+    }
+
+    /// With `other` (an evaluator of the same likelihood) as the second lane of [`drive`]'s
+    /// steps. Results do not change: every problem's evaluation and every descent is the same
+    /// whichever evaluator makes it.
+    pub fn with_second_lane(mut self, other: B) -> Self {
+        self.second = Some(Mutex::new(other));
+        self
+    }
+
+    /// The evaluator of lane `lane` (0, or 1 where there is a second).
+    fn lane(&self, lane: usize) -> &Mutex<B> {
+        match (lane, &self.second) {
+            (1, Some(second)) => second,
+            _ => &self.eval,
+        }
     }
 
     /// Exclusive access to the underlying evaluator.
@@ -91,7 +112,7 @@ impl<B: BatchEvaluator> Batcher<B> {
 
     /// Evaluates every worker's waiting requests in one batch call; each worker's results go
     /// back into its own share. Returns whether there was anything to evaluate.
-    fn lead(&self, shares: &[Mutex<Share>]) -> bool {
+    fn lead(&self, shares: &[Mutex<Share>], lane: usize) -> bool {
         let started = std::time::Instant::now();
         let n = self.space.len();
         let mut guards: Vec<MutexGuard<'_, Share>> = shares.iter().map(lock).collect();
@@ -101,7 +122,7 @@ impl<B: BatchEvaluator> Batcher<B> {
             return false;
         }
         if runs > 0 {
-            self.lead_descents(&mut guards, runs);
+            self.lead_descents(&mut guards, runs, lane);
         }
         if b == 0 {
             lock(&self.stats).seconds_lead += started.elapsed().as_secs_f64();
@@ -115,7 +136,8 @@ impl<B: BatchEvaluator> Batcher<B> {
         }
         let (mut nll, mut grad) = (vec![0.0; b], vec![0.0; b * n]);
         let t_eval = std::time::Instant::now();
-        let outcome = lock(&self.eval).nll_grad_batch_shared(&params, &data, &mut nll, &mut grad);
+        let outcome =
+            lock(self.lane(lane)).nll_grad_batch_shared(&params, &data, &mut nll, &mut grad);
         let seconds_eval = t_eval.elapsed().as_secs_f64();
         let mut at = 0;
         for g in guards.iter_mut() {
@@ -141,7 +163,7 @@ impl<B: BatchEvaluator> Batcher<B> {
     }
 
     /// Runs every worker's waiting descents in one call; each worker's go back into its share.
-    fn lead_descents(&self, guards: &mut [MutexGuard<'_, Share>], runs: usize) {
+    fn lead_descents(&self, guards: &mut [MutexGuard<'_, Share>], runs: usize, lane: usize) {
         let mut reqs = Vec::with_capacity(runs);
         let mut data = Vec::with_capacity(runs);
         for g in guards.iter_mut() {
@@ -149,7 +171,7 @@ impl<B: BatchEvaluator> Batcher<B> {
             data.append(&mut g.descent_data);
         }
         let t = std::time::Instant::now();
-        let outcome = lock(&self.eval).descents_batch(&reqs, &data);
+        let outcome = lock(self.lane(lane)).descents_batch(&reqs, &data);
         let outcome = match outcome {
             Ok(v) if v.len() != runs => Err(ComputeError::Device(format!(
                 "the batch evaluator returned {} descents for {runs}",
@@ -224,6 +246,10 @@ struct SlotData {
     /// `histfit_compute::SOFT_EMPTY_BIN_WALLS`); the same `Arc` again lets a device evaluator
     /// find its row by pointer instead of storing and uploading another.
     known: Vec<Arc<Dataset>>,
+    /// The number of points of an evaluation at several ([`AsyncEvaluator::nll_grad_many`]:
+    /// `params` holds them all, `grad` gets all their gradients, `nlls` their values), 0 for one.
+    many: usize,
+    nlls: Vec<f64>,
     /// Descents asked for in place of an evaluation (`waiting` is set too), and their results.
     descents: Vec<DescentRequest>,
     descent_result: Option<histfit_compute::Result<Vec<Descent>>>,
@@ -237,6 +263,9 @@ pub struct BatchClient {
     slot: Slot,
     /// The batch evaluator runs descents whole ([`Batcher::descents`]).
     descents: bool,
+    /// The executor takes evaluations at several points as one request ([`drive`]'s does;
+    /// [`fit_together`]'s takes one point per fit and step).
+    pooled: bool,
 }
 
 /// Resolves once the slot's result has been written back.
@@ -290,6 +319,42 @@ impl BatchClient {
         r.expect("Answer resolved")
     }
 
+    /// −ln L and the gradients at the points of `params` (see
+    /// [`AsyncEvaluator::nll_grad_many`]) as one request.
+    async fn request_many(
+        &self,
+        params: &[f64],
+        data: &Dataset,
+        nll: &mut [f64],
+        grad: Option<&mut [f64]>,
+    ) -> histfit_compute::Result<()> {
+        {
+            let mut s = self.slot.borrow_mut();
+            s.params.clear();
+            s.params.extend_from_slice(params);
+            Self::set_data(&mut s, data);
+            s.many = nll.len();
+            s.result = None;
+            s.waiting = true;
+        }
+        Answer(&self.slot).await;
+        let mut s = self.slot.borrow_mut();
+        s.many = 0;
+        s.result.take().expect("Answer resolved")?;
+        nll.copy_from_slice(&s.nlls);
+        if let Some(g) = grad {
+            if g.len() != s.grad.len() {
+                return Err(ComputeError::Length {
+                    what: "gradients",
+                    expected: s.grad.len(),
+                    got: g.len(),
+                });
+            }
+            g.copy_from_slice(&s.grad);
+        }
+        Ok(())
+    }
+
     async fn request(
         &self,
         params: &[f64],
@@ -301,6 +366,7 @@ impl BatchClient {
             s.params.clear();
             s.params.extend_from_slice(params);
             Self::set_data(&mut s, data);
+            s.many = 0;
             s.result = None;
             s.waiting = true;
         }
@@ -335,6 +401,46 @@ impl AsyncEvaluator for BatchClient {
     }
     fn nll<'a>(&'a mut self, params: &'a [f64], data: &'a Dataset) -> EvalFuture<'a> {
         Box::pin(self.request(params, data, None))
+    }
+    fn nll_grad_many<'a>(
+        &'a mut self,
+        params: &'a [f64],
+        data: &'a Dataset,
+        nll: &'a mut [f64],
+        grad: &'a mut [f64],
+    ) -> histfit_compute::ManyFuture<'a> {
+        if !self.pooled || nll.len() < 2 {
+            return Box::pin(async move {
+                let n = self.space.len();
+                for (k, v) in nll.iter_mut().enumerate() {
+                    let p = &params[k * n..(k + 1) * n];
+                    *v = self
+                        .request(p, data, Some(&mut grad[k * n..(k + 1) * n]))
+                        .await?;
+                }
+                Ok(())
+            });
+        }
+        Box::pin(self.request_many(params, data, nll, Some(grad)))
+    }
+    fn nll_many<'a>(
+        &'a mut self,
+        params: &'a [f64],
+        data: &'a Dataset,
+        nll: &'a mut [f64],
+    ) -> histfit_compute::ManyFuture<'a> {
+        if !self.pooled || nll.len() < 2 {
+            return Box::pin(async move {
+                let n = self.space.len();
+                for (k, v) in nll.iter_mut().enumerate() {
+                    *v = self
+                        .request(&params[k * n..(k + 1) * n], data, None)
+                        .await?;
+                }
+                Ok(())
+            });
+        }
+        Box::pin(self.request_many(params, data, nll, None))
     }
     fn offers_descents(&self) -> bool {
         self.descents
@@ -428,6 +534,7 @@ pub fn fit_together<B: BatchEvaluator + ?Sized>(
                 space: space.clone(),
                 slot: slot.clone(),
                 descents: false,
+                pooled: false,
             };
             let job: Job<'_, crate::FitResult> =
                 Box::pin(async move { crate::fit::minimise_async(&mut client, data, o).await });
@@ -496,6 +603,14 @@ fn panic_error(e: Box<dyn std::any::Any + Send>) -> InferError {
     InferError::Request(format!("a fit panicked in the lockstep executor: {what}"))
 }
 
+/// What a waiting fit asked for in a step: evaluations at this many points, or this many
+/// descents.
+#[derive(Clone, Copy)]
+enum Asked {
+    Points(usize),
+    Descents(usize),
+}
+
 /// Progress of the evaluation thread: per group, batches requested and completed.
 #[derive(Default)]
 struct Pipeline {
@@ -543,11 +658,13 @@ where
     let timing = std::env::var_os("HISTFIT_TIMING").map(|_| std::time::Instant::now());
     let stats0 = batcher.stats();
     std::thread::scope(|scope| {
-        // The evaluation thread: one batch call per request, in order.
-        {
+        // The evaluation thread: one batch call per request, in order, the groups' in turn;
+        // with a second lane, one thread per group, each on its own evaluator.
+        let lanes = if batcher.second.is_some() { 2 } else { 1 };
+        for lane in 0..lanes {
             let (shares, pipeline, signal) = (&shares, &pipeline, &signal);
             scope.spawn(move || {
-                let mut g = 0;
+                let mut g = lane;
                 loop {
                     {
                         let mut p = lock(pipeline);
@@ -561,7 +678,7 @@ where
                     // A panicking batch evaluator must not leave the workers waiting forever:
                     // its requests fail with an error instead.
                     if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        batcher.lead(&shares[g]);
+                        batcher.lead(&shares[g], lane);
                     }))
                     .is_err()
                     {
@@ -574,7 +691,9 @@ where
                     }
                     lock(pipeline).completed[g] += 1;
                     signal.notify_all();
-                    g ^= 1;
+                    if lanes == 1 {
+                        g ^= 1;
+                    }
                 }
             });
         }
@@ -585,9 +704,8 @@ where
             scope.spawn(move || {
                 let mut cx = Context::from_waker(Waker::noop());
                 let mut active: [Vec<(usize, Slot, Job<'w, T>)>; 2] = [Vec::new(), Vec::new()];
-                // Each waiting fit, with the number of descents it asked for (`None`: an
-                // evaluation).
-                let mut waiting: [Vec<(Slot, Option<usize>)>; 2] = [Vec::new(), Vec::new()];
+                // Each waiting fit, with what it asked for.
+                let mut waiting: [Vec<(Slot, Asked)>; 2] = [Vec::new(), Vec::new()];
                 let mut done: Vec<(usize, Result<T>)> = Vec::new();
                 let mut g = 0;
                 loop {
@@ -603,27 +721,32 @@ where
                         let out = std::mem::replace(&mut share.descent_out, Ok(Vec::new()));
                         let mut runs = out.map(|v| v.into_iter());
                         let mut k = 0;
-                        for (slot, count) in &waiting[g] {
+                        for (slot, asked) in &waiting[g] {
                             let mut s = slot.borrow_mut();
                             s.waiting = false;
-                            if let Some(count) = count {
-                                s.descent_result = Some(match &mut runs {
-                                    Ok(it) => Ok(it.by_ref().take(*count).collect()),
-                                    Err(e) => Err(e.clone()),
-                                });
-                                continue;
-                            }
+                            let points = match *asked {
+                                Asked::Descents(count) => {
+                                    s.descent_result = Some(match &mut runs {
+                                        Ok(it) => Ok(it.by_ref().take(count).collect()),
+                                        Err(e) => Err(e.clone()),
+                                    });
+                                    continue;
+                                }
+                                Asked::Points(points) => points,
+                            };
                             s.result = Some(match &share.error {
                                 None => {
+                                    let (a, b) = (k, k + points);
                                     s.grad.clear();
-                                    s.grad.extend_from_slice(
-                                        &share.grad[k * n_params..(k + 1) * n_params],
-                                    );
-                                    Ok(share.nll[k])
+                                    s.grad
+                                        .extend_from_slice(&share.grad[a * n_params..b * n_params]);
+                                    s.nlls.clear();
+                                    s.nlls.extend_from_slice(&share.nll[a..b]);
+                                    Ok(share.nll[a])
                                 }
                                 Some(e) => Err(e.clone()),
                             });
-                            k += 1;
+                            k += points;
                         }
                         share.descent_counts.clear();
                     }
@@ -653,6 +776,7 @@ where
                             space: batcher.space.clone(),
                             slot: slot.clone(),
                             descents: batcher.descents,
+                            pooled: true,
                         };
                         let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                             make(client, k)
@@ -689,15 +813,16 @@ where
                             }
                             let data = s.data.clone().expect("a waiting request has data");
                             if s.descents.is_empty() {
+                                let points = s.many.max(1);
                                 share.params.extend_from_slice(&s.params);
-                                share.data.push(data);
-                                waiting[g].push((slot.clone(), None));
+                                share.data.extend((0..points).map(|_| data.clone()));
+                                waiting[g].push((slot.clone(), Asked::Points(points)));
                             } else {
                                 let count = s.descents.len();
                                 share.descents.append(&mut s.descents);
                                 share.descent_data.extend((0..count).map(|_| data.clone()));
                                 share.descent_counts.push(count);
-                                waiting[g].push((slot.clone(), Some(count)));
+                                waiting[g].push((slot.clone(), Asked::Descents(count)));
                             }
                         }
                     }
@@ -725,9 +850,11 @@ where
     if let Some(t0) = timing {
         let (a, b) = (stats0, batcher.stats());
         eprintln!(
-            "timing: lockstep, {n} jobs in {:.3} s: {} evaluation launches ({} problems, {:.3} s in \
-             the evaluator), {} descent launches ({} descents, {:.3} s)",
+            "timing: lockstep, {n} jobs in {:.3} s ({:.3} s leading steps): {} evaluation \
+             launches ({} problems, {:.3} s in the evaluator), {} descent launches ({} \
+             descents, {:.3} s)",
             t0.elapsed().as_secs_f64(),
+            b.seconds_lead - a.seconds_lead,
             b.launches - a.launches,
             b.problems - a.problems,
             b.seconds_eval - a.seconds_eval,

@@ -844,7 +844,11 @@ impl<R: ToyRunner> Pass<'_, R> {
             let mut ev = self.runner.single();
             let mut toys = Vec::with_capacity(m);
             for &i in one {
-                toys.push(ev.toys(self.gen, self.seed, i..i + 1)?.pop().expect("one toy"));
+                toys.push(
+                    ev.toys(self.gen, self.seed, i..i + 1)?
+                        .pop()
+                        .expect("one toy"),
+                );
             }
             toys
         };

@@ -136,14 +136,20 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
         for &k in &at {
             zs[k] = TINY;
         }
-        self.nll_grad(&zs, &mut g_up).await?;
-        let mut g_down = g_up.clone();
-        if !at.is_empty() {
+        let g_down = if at.is_empty() {
+            self.nll_grad(&zs, &mut g_up).await?;
+            g_up.clone()
+        } else {
+            // Both sides in one step.
+            let mut down = zs.clone();
             for &k in &at {
-                zs[k] = -TINY;
+                down[k] = -TINY;
             }
-            self.nll_grad(&zs, &mut g_down).await?;
-        }
+            let mut both = self.nll_grad_many(&[zs, down]).await?;
+            let (_, g_down) = both.pop().expect("two points");
+            g_up = both.pop().expect("two points").1;
+            g_down
+        };
         if g_up.iter().chain(&g_down).any(|v| !v.is_finite()) {
             return Ok(Certificate {
                 projected_gradient: f64::INFINITY,
@@ -489,11 +495,17 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
                 continue;
             }
             let m = from.z[k].abs().max(1e-3);
-            let mut trial = z.clone();
             let mut best = (f - 1e-12 * f.abs().max(1.0), z[k]);
-            for t in [m, 0.5 * m, 2.0 * m] {
-                trial[k] = (side * t).clamp(p.lower[k], p.upper[k]);
-                let ft = self.nll(&trial).await?;
+            // The three trials in one step.
+            let trials: Vec<Vec<f64>> = [m, 0.5 * m, 2.0 * m]
+                .iter()
+                .map(|&t| {
+                    let mut trial = z.clone();
+                    trial[k] = (side * t).clamp(p.lower[k], p.upper[k]);
+                    trial
+                })
+                .collect();
+            for (trial, ft) in trials.iter().zip(self.nll_many(&trials).await?) {
                 if ft < best.0 {
                     best = (ft, trial[k]);
                 }
@@ -527,36 +539,35 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
         ))
     }
 
-    /// f and ∂f/∂z_k with coordinate `k` of `z` moved to its kink, on the side `side` (±1).
-    async fn slope_at_kink(&mut self, z: &[f64], k: usize, side: f64) -> Result<(f64, f64)> {
-        let mut zk = z.to_vec();
-        zk[k] = side * TINY;
-        let mut g = vec![0.0; z.len()];
-        let f = self.nll_grad(&zk, &mut g).await?;
-        Ok((f, g[k]))
-    }
-
     /// Kinked coordinates off their kink whose slice through `at` falls from α = 0 into the
     /// other side: (coordinate, side, slope into it).
     async fn other_sides(&mut self, at: &Local) -> Result<Vec<(usize, f64, f64)>> {
         let p = self.p;
-        let mut out = Vec::new();
         let pinned = index_mask(at.z.len(), &at.pinned);
-        for k in 0..at.z.len() {
-            if !p.kinks[k] || at.z[k].abs() <= AT_KINK || pinned[k] {
-                continue;
-            }
-            let side = -at.z[k].signum();
-            if (side > 0.0 && p.upper[k] <= 0.0) || (side < 0.0 && p.lower[k] >= 0.0) {
-                continue;
-            }
-            let (f0, g) = self.slope_at_kink(&at.z, k, side).await?;
-            let slope = -side * g;
-            if f0.is_finite() && slope > SIDE_SLOPE {
-                out.push((k, side, slope));
-            }
-        }
-        Ok(out)
+        let sides: Vec<(usize, f64)> = (0..at.z.len())
+            .filter(|&k| p.kinks[k] && at.z[k].abs() > AT_KINK && !pinned[k])
+            .map(|k| (k, -at.z[k].signum()))
+            .filter(|&(k, side)| {
+                !(side > 0.0 && p.upper[k] <= 0.0 || side < 0.0 && p.lower[k] >= 0.0)
+            })
+            .collect();
+        // Each slope from the same minimum: all of them in one step.
+        let points: Vec<Vec<f64>> = sides
+            .iter()
+            .map(|&(k, side)| {
+                let mut zk = at.z.clone();
+                zk[k] = side * TINY;
+                zk
+            })
+            .collect();
+        let slopes = self.nll_grad_many(&points).await?;
+        Ok(sides
+            .into_iter()
+            .zip(slopes)
+            .map(|((k, side), (f0, g))| (k, side, f0, -side * g[k]))
+            .filter(|&(_, _, f0, slope)| f0.is_finite() && slope > SIDE_SLOPE)
+            .map(|(k, side, _, slope)| (k, side, slope))
+            .collect())
     }
 
     /// The bounds that keep coordinate `k` on the side `side` (±1) of its kink, and `z` with

@@ -138,6 +138,52 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
         Ok(self.eval.nll(&self.x, data).await?)
     }
 
+    /// The parameters at each of `zs`, one whole vector after the other.
+    fn place_all(&mut self, zs: &[Vec<f64>]) -> Vec<f64> {
+        let mut params = Vec::with_capacity(zs.len() * self.x.len());
+        for z in zs {
+            self.place(z);
+            params.extend_from_slice(&self.x);
+        }
+        self.evaluations += zs.len();
+        params
+    }
+
+    /// −ln L at each of the independent points `zs` (one step of a batch evaluator).
+    pub async fn nll_many(&mut self, zs: &[Vec<f64>]) -> Result<Vec<f64>> {
+        let params = self.place_all(zs);
+        let mut f = vec![0.0; zs.len()];
+        let data = stage_data(self.data, &self.soft, self.stage);
+        self.eval.nll_many(&params, data, &mut f).await?;
+        Ok(f)
+    }
+
+    /// −ln L and its gradient with respect to z at each of the independent points `zs` (one
+    /// step of a batch evaluator).
+    pub async fn nll_grad_many(&mut self, zs: &[Vec<f64>]) -> Result<Vec<(f64, Vec<f64>)>> {
+        let params = self.place_all(zs);
+        let n = self.x.len();
+        let (mut f, mut g) = (vec![0.0; zs.len()], vec![0.0; zs.len() * n]);
+        let data = stage_data(self.data, &self.soft, self.stage);
+        self.eval
+            .nll_grad_many(&params, data, &mut f, &mut g)
+            .await?;
+        let p = self.p;
+        Ok(f.into_iter()
+            .enumerate()
+            .map(|(j, v)| {
+                let gx = &g[j * n..(j + 1) * n];
+                let gz = p
+                    .free
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &i)| gx[i] * p.scale[k])
+                    .collect();
+                (v, gz)
+            })
+            .collect())
+    }
+
     /// −ln L at `z` and its gradient with respect to z.
     pub async fn nll_grad(&mut self, z: &[f64], gz: &mut [f64]) -> Result<f64> {
         self.place(z);
@@ -352,14 +398,23 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
         let mut z = local.z.clone();
         let mut moved = false;
         let resolution = 1e-12 * local.f.abs().max(1.0);
-        for &k in &unmoved {
+        // Every probe starts from the descent's end: all of them in one step.
+        let probes: Vec<Vec<f64>> = unmoved
+            .iter()
+            .flat_map(|&k| {
+                [1.0, -1.0].map(|side| {
+                    let mut probe = local.z.clone();
+                    probe[k] = (probe[k] + side * SADDLE_STEP).clamp(p.lower[k], p.upper[k]);
+                    probe
+                })
+            })
+            .collect();
+        let fs = self.nll_many(&probes).await?;
+        for (j, &k) in unmoved.iter().enumerate() {
             let mut best = (local.f - resolution, z[k]);
-            for side in [1.0, -1.0] {
-                let mut probe = local.z.clone();
-                probe[k] = (probe[k] + side * SADDLE_STEP).clamp(p.lower[k], p.upper[k]);
-                let f = self.nll(&probe).await?;
-                if f < best.0 {
-                    best = (f, probe[k]);
+            for t in 2 * j..2 * j + 2 {
+                if fs[t] < best.0 {
+                    best = (fs[t], probes[t][k]);
                 }
             }
             if best.1 != z[k] {
