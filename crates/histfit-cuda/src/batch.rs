@@ -260,7 +260,7 @@ pub struct CudaBatch {
     /// How (`None`: [`SplitPlan::from_env`] at each ensemble).
     pub(crate) split: Option<SplitPlan>,
     /// The buffers of descents run on the device ([`crate::descents`]), kept between launches.
-    pub(crate) runs: Option<crate::descents::RunBuffers>,
+    pub(crate) runs: Option<Box<crate::descents::RunBuffers>>,
 }
 
 impl Clone for CudaBatch {

@@ -345,7 +345,7 @@ impl RunBuffers {
     /// `slot`'s buffers, made (again) where they hold fewer than `count` descents or another
     /// memory.
     fn ready<'a>(
-        slot: &'a mut Option<RunBuffers>,
+        slot: &'a mut Option<Box<RunBuffers>>,
         session: &crate::batch::Session,
         stream: &Arc<cudarc::driver::CudaStream>,
         memory: usize,
@@ -380,7 +380,7 @@ impl RunBuffers {
             usize::MAX,
         )?;
         let kink: Vec<i32> = session.space.kinked.iter().map(|&k| i32::from(k)).collect();
-        Ok(slot.insert(RunBuffers {
+        Ok(slot.insert(Box::new(RunBuffers {
             cap,
             memory,
             workers,
@@ -396,6 +396,6 @@ impl RunBuffers {
             counter: stream
                 .alloc_zeros::<i32>(1)
                 .map_err(driver("cuMemAlloc (descents)"))?,
-        }))
+        })))
     }
 }
