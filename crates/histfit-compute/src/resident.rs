@@ -206,6 +206,10 @@ pub struct DescentSpace {
     pub held: Vec<f64>,
     /// Per coordinate: −ln L has a kink at 0 (L-BFGS-B's steps stop there).
     pub kinks: Vec<bool>,
+    /// The fit's bounds per coordinate: a descent's are these, or 0 where it keeps a
+    /// coordinate to one side of its kink or holds it there (a device may take them as such).
+    pub lower: Vec<f64>,
+    pub upper: Vec<f64>,
     /// The optimizer's settings (`certify` and `polish_pg` are not used by a descent).
     pub settings: ResidentSettings,
 }

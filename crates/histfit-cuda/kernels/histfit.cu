@@ -742,16 +742,18 @@ struct FitArgs {
     const double* z_model;    // the fallback start where −ln L is not finite at z_init (scaled)
     const double* z_starts;   // per toy of the launch: its own start in place of z_init (or null)
     const u64* toy_list;      // per toy of the launch: its index (or null: first + k)
-    // Descents (fit_runs), per descent: its start, bounds and sides (n values each; a side is
-    // ±1 for a coordinate kept to that side of its kink, evaluated there at 0, 2 for one the
-    // fit holds, else 0), its RUN_RULE values (the watched coordinate or −1, the ceiling, the
-    // first iteration watched, the EDM factor, the iterations held, the restarts, the dataset
-    // row, the empty-bin wall, the dataset's constant); the dataset rows. (`scale` is then the
-    // first descent's scales, n per descent.)
+    // Descents (fit_runs). The fits they belong to (`spaces`, 5 n values each over the whole
+    // parameter vector: the held parameters' values, the scales, the fit's lower and upper
+    // bounds, 1 where held); per descent its start (n values; a held parameter's is not read),
+    // its codes (n bytes: RUN_LOWER_0, RUN_UPPER_0 where that bound is 0 instead of the fit's,
+    // RUN_SIDE_UP, RUN_SIDE_DOWN for a coordinate kept to that side of its kink, evaluated
+    // there at 0), its RUN_RULE values (the watched coordinate or −1, the ceiling, the first
+    // iteration watched, the EDM factor, the iterations held, the restarts, the dataset row,
+    // the empty-bin wall, the dataset's constant, its fit in `spaces`); the dataset rows.
     const double* run_z;
-    const double* run_lo;
-    const double* run_hi;
-    const double* run_side;
+    const double* spaces;
+    const unsigned char* run_code;
+    const double* unused_ptr;
     const double* run_rule;
     const double* rows;
     // Per block: doubles of state, of scratch, and where in the state S (then Y), the Small
@@ -1746,7 +1748,8 @@ __device__ void lay_out(Fit& F, const Tables& tb, const FitArgs& A, const double
     F.tb = &tb; F.A = &A; F.row = row; F.sc = sc; F.red = red;
     F.z = st; F.g = F.z + P; F.d = F.g + P; F.zt = F.d + P; F.gt = F.zt + P; F.zl = F.gt + P;
     F.gl = F.zl + P;
-    F.zb4 = F.gl + 5 * (long long)P; // after the direction's four n-vectors; then gb4; S at 13 n (s_off)
+    F.zb4 = F.gl + 5 * (long long)P; // after the direction's four n-vectors; then gb4 (a descent's box
+                                     // and sides follow: run_one); S at 16 n (s_off)
     F.gb4 = F.zb4 + P;
     F.S = st + A.s_off;
     F.Y = F.S + (long long)m * P;
@@ -1982,11 +1985,25 @@ __device__ void run_one(const Tables& tb, const FitArgs& A, int r, double* st, d
                         double* oz) {
     const int t = threadIdx.x, T = blockDim.x, P = tb.n_params;
     const double* rule = A.run_rule + (long long)r * RUN_RULE;
+    const double* sp = A.spaces + (long long)rule[9] * 5 * P;
+    const unsigned char* code = A.run_code + (long long)r * P;
+    // The descent's box and sides, decoded into the block's state (three n-vectors after the
+    // 13 the fits lay out: S follows them, at s_off).
+    double* lo_d = st + 13 * (long long)P;
+    double* hi_d = lo_d + P;
+    double* side_d = hi_d + P;
+    for (int i = t; i < P; i += T) {
+        const int c = code[i];
+        const bool held = sp[4 * P + i] != 0.0;
+        lo_d[i] = held ? sp[i] : ((c & RUN_LOWER_0) ? 0.0 : sp[2 * P + i]);
+        hi_d[i] = held ? sp[i] : ((c & RUN_UPPER_0) ? 0.0 : sp[3 * P + i]);
+        side_d[i] = held ? 2.0 : ((c & RUN_SIDE_UP) ? 1.0 : ((c & RUN_SIDE_DOWN) ? -1.0 : 0.0));
+    }
     __shared__ Fit F;
     if (t == 0) {
         const double* row = A.rows + (long long)rule[6] * A.row_len;
-        lay_out(F, tb, A, row, st, sc, red, A.run_lo + (long long)r * P, A.run_hi + (long long)r * P);
-        F.side = A.run_side + (long long)r * P;
+        lay_out(F, tb, A, row, st, sc, red, lo_d, hi_d);
+        F.side = side_d;
         F.watch = (int)rule[0];
         F.w_ceiling = rule[1];
         F.w_after = (int)rule[2];
@@ -2002,7 +2019,7 @@ __device__ void run_one(const Tables& tb, const FitArgs& A, int r, double* st, d
     // and whether one has a kink (lbfgsb.rs's `free.len() == n` and `kinks`) are over those.
     double movable = 0.0, kinked = 0.0;
     for (int i = t; i < P; i += T) {
-        z[i] = fmin(fmax(z0[i], lo[i]), hi[i]);
+        z[i] = side[i] == 2.0 ? sp[i] : fmin(fmax(z0[i], lo[i]), hi[i]);
         if (side[i] != 2.0) {
             movable += 1.0;
             if (A.kink[i]) kinked = 1.0;
@@ -2071,9 +2088,9 @@ extern "C" __global__ void __launch_bounds__(256, FIT_MIN_BLOCKS) fit_runs(Table
         __syncthreads();
         int k = s_run;
         if (k >= A.count) return;
-        // Each descent's scales (the fit's units; 1 for the held parameters), published by
+        // Each descent's scales (its fit's units; 1 for the held parameters), published by
         // run_one's first barrier.
-        if (t == 0) s_A.scale = A.scale + (long long)k * tb.n_params;
+        if (t == 0) s_A.scale = A.spaces + ((long long)A.run_rule[(long long)k * RUN_RULE + 9] * 5 + 1) * tb.n_params;
         run_one(s_tb, s_A, k, st, sc, smem, A.out + (long long)k * FIT_OUT, A.out_x + (long long)k * tb.n_params);
     }
 }

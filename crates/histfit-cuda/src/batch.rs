@@ -205,7 +205,7 @@ struct DataCache {
 }
 
 /// Page-locked host memory (plain, not write-combined: the host reads the gradients back).
-pub(crate) fn pinned(session: &Session, n: usize) -> Result<PinnedHostSlice<f64>> {
+fn pinned(session: &Session, n: usize) -> Result<PinnedHostSlice<f64>> {
     // SAFETY: the memory is only used as a staging area for f64 copies.
     unsafe { session.gpu.ctx.alloc_pinned_with_flags::<f64>(n.max(1), 0) }
         .map_err(driver("cuMemHostAlloc"))

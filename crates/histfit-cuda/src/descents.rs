@@ -13,11 +13,40 @@ use crate::resident::{
     allot_workers, FitArg, StateLayout, FIT_GAVE_UP, FIT_OUT, MAX_MEMORY, RUN_RULE,
 };
 use crate::{driver, CudaBatch, CudaError, Result};
-use cudarc::driver::{
-    CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PinnedHostSlice, PushKernelArg,
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use histfit_compute::{
+    ComputeError, Dataset, Descent, DescentRequest, DescentSpace, ResidentStatus,
 };
-use histfit_compute::{ComputeError, Dataset, Descent, DescentRequest, ResidentStatus};
+use std::collections::HashMap;
 use std::sync::Arc;
+
+/// The bit of a descent's code named `name` ([`crate::resident::RUN_CODES`]).
+fn code(name: &str) -> u8 {
+    crate::resident::RUN_CODES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|c| c.1)
+        .expect("a code the kernel knows")
+}
+
+/// Whether two fits' coordinates are the same as a descent reads them: the same coordinates,
+/// units, bounds, settings and held values (the free parameters' entries of `held` are not
+/// read).
+fn same_fit(a: &DescentSpace, b: &DescentSpace) -> bool {
+    a.free == b.free
+        && a.scale == b.scale
+        && a.lower == b.lower
+        && a.upper == b.upper
+        && a.settings == b.settings
+        && a.held.len() == b.held.len()
+        && {
+            let mut free = vec![false; a.held.len()];
+            for &i in &a.free {
+                free[i] = true;
+            }
+            (0..a.held.len()).all(|i| free[i] || a.held[i] == b.held[i])
+        }
+}
 
 /// Threads per descent. Fixed, as [`crate::resident::FIT_THREADS`] is for toy fits (a fit's last
 /// bits depend on its block's reductions); twice theirs: a launch of descents holds the few
@@ -25,7 +54,8 @@ use std::sync::Arc;
 /// more threads per evaluation shorten.
 pub const RUN_THREADS: u32 = 256;
 
-/// Descents per launch: bounds the inputs (5 n + 9 doubles a descent) and results.
+/// Descents per launch: bounds the inputs (at most 6 n + RUN_RULE doubles and n bytes a
+/// descent) and results.
 const RUNS_PER_LAUNCH: usize = 1 << 15;
 
 fn request_error(rule: String) -> ComputeError {
@@ -42,6 +72,8 @@ fn check(req: &DescentRequest, n: usize) -> histfit_compute::Result<()> {
     for (what, len) in [
         ("scale", sp.scale.len()),
         ("kinks", sp.kinks.len()),
+        ("fit's lower bounds", sp.lower.len()),
+        ("fit's upper bounds", sp.upper.len()),
         ("start", req.z0.len()),
         ("lower bounds", req.lower.len()),
         ("upper bounds", req.upper.len()),
@@ -57,6 +89,15 @@ fn check(req: &DescentRequest, n: usize) -> histfit_compute::Result<()> {
         return Err(request_error(format!(
             "the coordinates do not index a model of {n} parameters"
         )));
+    }
+    for j in 0..k {
+        let lower_ok = req.lower[j] == sp.lower[j] || req.lower[j] == 0.0;
+        let upper_ok = req.upper[j] == sp.upper[j] || req.upper[j] == 0.0;
+        if !(lower_ok && upper_ok && [0.0, 1.0, -1.0].contains(&req.side[j])) {
+            return Err(ComputeError::Unsupported(
+                "descents on the device whose bounds are not the fit's or 0, or sides not ±1 or 0",
+            ));
+        }
     }
     if req.watch.is_some_and(|w| w.k >= k) {
         return Err(request_error("watched coordinate out of range".into()));
@@ -118,6 +159,7 @@ impl CudaBatch {
     ) -> Result<Vec<Descent>> {
         let clock = crate::timing::Clock::start();
         let (index, walls) = self.resolve_rows(data)?;
+        let t_rows = clock.lap();
         let rows_ptr = self.data_base();
         let session = self.session().clone();
         let n = session.model.n_params();
@@ -127,37 +169,55 @@ impl CudaBatch {
         let threads = RUN_THREADS;
         let shared = (256.max(4 * memory * threads as usize / 32) * 8) as u32;
         let stream = self.stream().clone();
-        let b = RunBuffers::ready(&mut self.runs, &session, &stream, memory, count)?;
-        // The launch's inputs, packed in one page-locked buffer and sent in one copy: each
-        // descent's start, bounds, sides and scales over the whole parameter vector (the held
-        // parameters at their value, scale 1, lower = upper, side 2; the fit's from the
-        // request), then the rules.
-        let len = count * (5 * n + RUN_RULE);
+        // The launch's inputs, packed in page-locked buffers and sent in two copies: the fits
+        // the descents belong to (one row of 5 n values per distinct fit: the held values, the
+        // scales, the bounds, the held flags), each descent's start, its rules; then its codes
+        // (n bytes: the bounds that are 0 instead of the fit's, the sides).
+        let mut fits: Vec<&DescentSpace> = Vec::new();
+        let mut by_ptr: HashMap<usize, usize> = HashMap::new();
+        let mut fit_of = Vec::with_capacity(count);
+        for req in reqs {
+            let ptr = Arc::as_ptr(&req.space) as usize;
+            let j = *by_ptr.entry(ptr).or_insert_with(|| {
+                let sp = &*req.space;
+                match fits.iter().position(|f| same_fit(f, sp)) {
+                    Some(j) => j,
+                    None => {
+                        fits.push(sp);
+                        fits.len() - 1
+                    }
+                }
+            });
+            fit_of.push(j);
+        }
+        let n_fits = fits.len();
+        let t_fits = clock.lap();
+        let len = n_fits * 5 * n + count * (n + RUN_RULE);
+        let b = RunBuffers::ready(&mut self.runs, &session, &stream, memory, (count, n_fits))?;
         {
-            // (The previous copy from this buffer has completed: every launch synchronises.)
-            let pin = b
-                .pin_in
-                .as_mut_slice()
-                .map_err(driver("staging of descents"))?;
-            let (z, rest) = pin[..len].split_at_mut(count * n);
-            let (lo, rest) = rest.split_at_mut(count * n);
-            let (hi, rest) = rest.split_at_mut(count * n);
-            let (side, rest) = rest.split_at_mut(count * n);
-            let (scale, rule) = rest.split_at_mut(count * n);
+            b.host_in.resize(b.host_in.len().max(len), 0.0);
+            let (table, rest) = b.host_in[..len].split_at_mut(n_fits * 5 * n);
+            let (z, rule) = rest.split_at_mut(count * n);
+            for (row, sp) in table.chunks_mut(5 * n).zip(&fits) {
+                let (held, rest) = row.split_at_mut(n);
+                let (scale, rest) = rest.split_at_mut(n);
+                let (lo, rest) = rest.split_at_mut(n);
+                let (hi, flag) = rest.split_at_mut(n);
+                held.copy_from_slice(&sp.held);
+                lo.copy_from_slice(&sp.held);
+                hi.copy_from_slice(&sp.held);
+                scale.fill(1.0);
+                flag.fill(1.0);
+                for (k, &i) in sp.free.iter().enumerate() {
+                    (scale[i], lo[i], hi[i], flag[i]) =
+                        (sp.scale[k], sp.lower[k], sp.upper[k], 0.0);
+                }
+            }
             for (r, req) in reqs.iter().enumerate() {
                 let sp = &req.space;
-                let at = r * n;
-                z[at..at + n].copy_from_slice(&sp.held);
-                lo[at..at + n].copy_from_slice(&sp.held);
-                hi[at..at + n].copy_from_slice(&sp.held);
-                side[at..at + n].fill(2.0);
-                scale[at..at + n].fill(1.0);
+                let zr = &mut z[r * n..(r + 1) * n];
                 for (k, &i) in sp.free.iter().enumerate() {
-                    z[at + i] = req.z0[k];
-                    lo[at + i] = req.lower[k];
-                    hi[at + i] = req.upper[k];
-                    side[at + i] = req.side[k];
-                    scale[at + i] = sp.scale[k];
+                    zr[i] = req.z0[k];
                 }
                 let w = req.watch;
                 rule[r * RUN_RULE..(r + 1) * RUN_RULE].copy_from_slice(&[
@@ -170,15 +230,40 @@ impl CudaBatch {
                     f64::from(index[r]),
                     walls[r],
                     data[r].constant,
+                    fit_of[r] as f64,
                 ]);
             }
+            b.host_code.clear();
+            b.host_code.resize(count * n, 0);
+            let codes = &mut b.host_code;
+            for (r, req) in reqs.iter().enumerate() {
+                let sp = &req.space;
+                for (k, &i) in sp.free.iter().enumerate() {
+                    let mut c = 0;
+                    if req.lower[k] != sp.lower[k] {
+                        c |= code("RUN_LOWER_0");
+                    }
+                    if req.upper[k] != sp.upper[k] {
+                        c |= code("RUN_UPPER_0");
+                    }
+                    if req.side[k] > 0.0 {
+                        c |= code("RUN_SIDE_UP");
+                    } else if req.side[k] < 0.0 {
+                        c |= code("RUN_SIDE_DOWN");
+                    }
+                    codes[r * n + i] = c;
+                }
+            }
         }
-        {
-            let pin = b.pin_in.as_slice().map_err(driver("staging of descents"))?;
-            stream
-                .memcpy_htod(&pin[..len], &mut b.inp.slice_mut(0..len))
-                .map_err(driver("upload of descents on the device"))?;
-        }
+        let t_fill = clock.lap();
+        // (From pageable memory: page-locked buffers of the size of the largest launches cost
+        // more to allocate, each time they grow, than these copies.)
+        stream
+            .memcpy_htod(&b.host_in[..len], &mut b.inp.slice_mut(0..len))
+            .map_err(driver("upload of descents on the device"))?;
+        stream
+            .memcpy_htod(&b.host_code[..], &mut b.code.slice_mut(0..count * n))
+            .map_err(driver("upload of descents on the device"))?;
         stream
             .memset_zeros(&mut b.counter)
             .map_err(driver("cuMemsetD32 (descents)"))?;
@@ -187,7 +272,8 @@ impl CudaBatch {
         let func = &session.kernels.fit_runs;
         let workers = b.workers;
         let inp = b.inp.device_ptr(&stream).0;
-        let at = |region: usize| inp + (region * count * n * 8) as u64;
+        let z_at = inp + (n_fits * 5 * n * 8) as u64;
+        let code_at = b.code.device_ptr(&stream).0;
         let outp = b.outp.device_ptr_mut(&stream).0;
         let (kink_d, state, scratch, counter) =
             (&b.kink, &mut b.state, &mut b.scratch, &mut b.counter);
@@ -222,8 +308,8 @@ impl CudaBatch {
                 0,
                 0,
                 0,
-                // The scales of the first descent: the kernel moves on by n per descent.
-                at(4),
+                // (The kernel reads each descent's scales from its fit's row.)
+                0,
                 kink_d.device_ptr(&stream).0,
                 state.device_ptr_mut(&stream).0,
                 scratch.device_ptr_mut(&stream).0,
@@ -233,11 +319,11 @@ impl CudaBatch {
                 0,
                 0,
                 0,
-                at(0),
-                at(1),
-                at(2),
-                at(3),
-                at(5),
+                z_at,
+                inp,
+                code_at,
+                0,
+                z_at + (count * n * 8) as u64,
                 rows_ptr,
             ],
             lens: [
@@ -262,27 +348,20 @@ impl CudaBatch {
         // the dataset rows hold every row a rule names (resolved above).
         unsafe { l.launch(cfg) }.map_err(driver("launch of fit_runs"))?;
         let out_len = count * (FIT_OUT + n);
-        {
-            let pin = b
-                .pin_out
-                .as_mut_slice()
-                .map_err(driver("staging of descent results"))?;
-            stream
-                .memcpy_dtoh(&b.outp.slice(0..out_len), &mut pin[..out_len])
-                .map_err(driver("download of descent results"))?;
-        }
+        b.host_out.resize(b.host_out.len().max(out_len), 0.0);
+        stream
+            .memcpy_dtoh(&b.outp.slice(0..out_len), &mut b.host_out[..out_len])
+            .map_err(driver("download of descent results"))?;
         stream.synchronize().map_err(driver("fit_runs"))?;
         clock.report(|| {
             format!(
-                "descents {count} setup {setup:.6} s, run {:.6} s",
+                "descents {count} setup {:.6} s, run {:.6} s (rows {t_rows:.6}, fits {t_fits:.6}, \
+                 fill {t_fill:.6}, copies {setup:.6})",
+                t_rows + t_fits + t_fill + setup,
                 clock.lap()
             )
         });
-        let pin = b
-            .pin_out
-            .as_slice()
-            .map_err(driver("staging of descent results"))?;
-        let (o, xs) = pin[..out_len].split_at(count * FIT_OUT);
+        let (o, xs) = b.host_out[..out_len].split_at(count * FIT_OUT);
         reqs.iter()
             .enumerate()
             .map(|(r, req)| {
@@ -327,39 +406,48 @@ impl CudaBatch {
 /// state for `memory` correction pairs.
 #[derive(Debug)]
 pub(crate) struct RunBuffers {
+    /// Descents, and distinct fits among them, the buffers hold.
     cap: usize,
+    fits_cap: usize,
     memory: usize,
     workers: usize,
-    /// Inputs (5 n + RUN_RULE doubles a descent) on the device and page-locked on the host.
+    /// Inputs (5 n doubles a fit, n + RUN_RULE doubles and n code bytes a descent) on the
+    /// device and their staging on the host.
     inp: CudaSlice<f64>,
-    pin_in: PinnedHostSlice<f64>,
-    /// Results (FIT_OUT + n doubles a descent) on the device and page-locked on the host.
+    host_in: Vec<f64>,
+    code: CudaSlice<u8>,
+    host_code: Vec<u8>,
+    /// Results (FIT_OUT + n doubles a descent) on the device and on the host.
     outp: CudaSlice<f64>,
-    pin_out: PinnedHostSlice<f64>,
+    host_out: Vec<f64>,
     kink: CudaSlice<i32>,
     state: CudaSlice<f64>,
     scratch: CudaSlice<f64>,
     counter: CudaSlice<i32>,
 }
 impl RunBuffers {
-    /// `slot`'s buffers, made (again) where they hold fewer than `count` descents or another
-    /// memory.
+    /// `slot`'s buffers, made (again) where they hold fewer than `count` descents of `fits`
+    /// distinct fits, or for another memory (grown by doubling, from 1024 descents and 16
+    /// fits).
     fn ready<'a>(
         slot: &'a mut Option<Box<RunBuffers>>,
         session: &crate::batch::Session,
         stream: &Arc<cudarc::driver::CudaStream>,
         memory: usize,
-        count: usize,
+        (count, fits): (usize, usize),
     ) -> Result<&'a mut RunBuffers> {
         if slot
             .as_ref()
-            .is_some_and(|b| b.cap >= count && b.memory == memory)
+            .is_some_and(|b| b.cap >= count && b.fits_cap >= fits && b.memory == memory)
         {
             return Ok(slot.as_mut().expect("checked"));
         }
+        let (old_cap, old_fits) = slot.as_ref().map_or((0, 0), |b| (b.cap, b.fits_cap));
         *slot = None;
         let n = session.model.n_params();
-        let cap = count.next_power_of_two().max(64);
+        let cap = count.max(old_cap).next_power_of_two().max(1024);
+        let fits_cap = fits.max(old_fits).next_power_of_two().max(16);
+        let in_len = fits_cap * 5 * n + cap * (n + RUN_RULE);
         let alloc = |len: usize| -> Result<CudaSlice<f64>> {
             stream
                 .alloc_zeros::<f64>(len.max(1))
@@ -382,12 +470,17 @@ impl RunBuffers {
         let kink: Vec<i32> = session.space.kinked.iter().map(|&k| i32::from(k)).collect();
         Ok(slot.insert(Box::new(RunBuffers {
             cap,
+            fits_cap,
             memory,
             workers,
-            inp: alloc(cap * (5 * n + RUN_RULE))?,
-            pin_in: crate::batch::pinned(session, cap * (5 * n + RUN_RULE))?,
+            inp: alloc(in_len)?,
+            host_in: Vec::new(),
+            code: stream
+                .alloc_zeros::<u8>(cap * n.max(1))
+                .map_err(driver("cuMemAlloc (descents)"))?,
+            host_code: Vec::new(),
             outp: alloc(cap * (FIT_OUT + n))?,
-            pin_out: crate::batch::pinned(session, cap * (FIT_OUT + n))?,
+            host_out: Vec::new(),
             kink: stream
                 .clone_htod(if kink.is_empty() { &[0][..] } else { &kink })
                 .map_err(driver("upload of descents on the device"))?,

@@ -92,6 +92,9 @@ pub fn shared_definitions() -> Vec<String> {
     d.push(format!("-DFIT_OUT={}", crate::resident::FIT_OUT));
     d.push(format!("-DFIT_GAVE_UP={}", crate::resident::FIT_GAVE_UP));
     d.push(format!("-DRUN_RULE={}", crate::resident::RUN_RULE));
+    for (name, bit) in crate::resident::RUN_CODES {
+        d.push(format!("-D{name}={bit}"));
+    }
     d.push(format!("-DFIT_MIN_BLOCKS={}", crate::resident::MIN_BLOCKS));
     d.push(format!("-DSTREAM_MAIN={}u", rng::STREAM_MAIN));
     d.push(format!("-DSTREAM_AUX={}u", rng::STREAM_AUX));

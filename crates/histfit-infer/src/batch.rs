@@ -635,11 +635,13 @@ where
     B: BatchEvaluator,
     T: Send,
 {
-    // One core stays with the evaluation thread, which must not wait for a time slice.
+    // A core stays with each evaluation thread (one per lane), which must not wait for a time
+    // slice.
+    let lanes = if batcher.second.is_some() { 2 } else { 1 };
     let workers = std::thread::available_parallelism()
         .map(|c| c.get())
         .unwrap_or(1)
-        .saturating_sub(1)
+        .saturating_sub(lanes)
         .clamp(1, n.max(1));
     // Spread the fits in flight evenly over workers and the two groups: a small ensemble still
     // keeps every core busy.
@@ -660,7 +662,6 @@ where
     std::thread::scope(|scope| {
         // The evaluation thread: one batch call per request, in order, the groups' in turn;
         // with a second lane, one thread per group, each on its own evaluator.
-        let lanes = if batcher.second.is_some() { 2 } else { 1 };
         for lane in 0..lanes {
             let (shares, pipeline, signal) = (&shares, &pipeline, &signal);
             scope.spawn(move || {

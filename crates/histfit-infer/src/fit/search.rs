@@ -111,6 +111,8 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
                 scale: p.scale.clone(),
                 held: p.start.clone(),
                 kinks: p.kinks.clone(),
+                lower: p.lower.clone(),
+                upper: p.upper.clone(),
                 settings: super::resident_settings(&p.options),
             }),
             x: p.start.clone(),
