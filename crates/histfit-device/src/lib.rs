@@ -385,6 +385,13 @@ impl ToyRunner for AnyRunner<'_> {
             AnyRunner::Wgpu(r) => r.resident(req),
         }
     }
+    fn steps_cost(&self) -> bool {
+        match self {
+            AnyRunner::Cpu(r) => r.steps_cost(),
+            AnyRunner::Cuda(r) => r.steps_cost(),
+            AnyRunner::Wgpu(r) => r.steps_cost(),
+        }
+    }
     fn run<'w, T: Send>(
         &self,
         n: usize,

@@ -87,6 +87,12 @@ pub trait ToyRunner: Sync {
     fn resident(&self, _req: &ResidentRequest<'_>) -> Option<Result<Vec<ResidentFit>>> {
         None
     }
+    /// Whether a run of fits driven from the host costs its steps rather than its fits (lockstep
+    /// batches on a device: a step waits for the slowest request of it), so that fits better
+    /// made at once are asked for in one run even where some may turn out not to be needed.
+    fn steps_cost(&self) -> bool {
+        false
+    }
     /// Runs `work(evaluator, k)` for k in 0..n.
     fn run<'w, T: Send>(
         &self,
@@ -169,6 +175,9 @@ impl<'a, B: BatchEvaluator> Batched<'a, B> {
 impl<B: BatchEvaluator> ToyRunner for Batched<'_, B> {
     fn space(&self) -> &ParameterSpace {
         self.batcher.space()
+    }
+    fn steps_cost(&self) -> bool {
+        true
     }
     /// The device's host evaluator where it has one (baseline fits on the CPU), else the device
     /// one problem at a time.
@@ -454,6 +463,8 @@ fn keep_found(fits: &mut [Kept], positions: &[usize], found: Vec<ToyFit>) {
 struct AroundFits {
     starts: Vec<f64>,
     device: Option<Vec<Option<Fitted>>>,
+    /// The fits themselves, where the host drove them in the mirror starts' run.
+    done: Option<Passes>,
 }
 
 /// The toy fits of a pass, without their end points.
@@ -582,28 +593,34 @@ impl<R: ToyRunner> Pass<'_, R> {
             true => second.probe_around(&list),
             false => None,
         };
-        let mut device = None;
+        let (mut device, mut done) = (None, None);
         if let Some(more) = &around {
             self.ticks.plan_more(list.len() * crate::fit::PROBE_AROUND);
             let passes = 1 + crate::fit::PROBE_AROUND;
             let all: Vec<u64> = (0..passes).flat_map(|_| list.iter().copied()).collect();
             let both = [&starts[..], &more[..]].concat();
             device = self.on_device(0..all.len() as u64, Some(&all), Some(&both), false)?;
+            if device.is_none() && self.runner.steps_cost() {
+                // Driven from the host where a run costs its steps (lockstep on a device):
+                // in the mirror starts' run, as a device makes them in its launch.
+                done = Some(self.host_passes(&list, &both, passes)?);
+            }
         }
-        let (again, rest) = match device {
-            Some(mut mirror) => {
+        let (again, rest) = match (device, &mut done) {
+            (Some(mut mirror), _) => {
                 let rest = mirror.split_off(list.len());
                 (
-                    self.finish(mirror, &list, Some(&starts), false)?,
+                    first_of(self.finish(mirror, &list, Some(&starts), false)?),
                     Some(rest),
                 )
             }
-            None => (self.fits(&list, Some(&starts), false)?, None),
+            (None, Some(passes)) => (passes.remove(0), None),
+            (None, None) => (first_of(self.fits(&list, Some(&starts), false)?), None),
         };
-        let again = first_of(again);
         let around = around.map(|starts| AroundFits {
             starts,
             device: rest,
+            done,
         });
         let mut best = Vec::with_capacity(first.len());
         let mut split = Vec::new();
@@ -654,9 +671,10 @@ impl<R: ToyRunner> Pass<'_, R> {
     fn around_lower(&self, probed: &mut [Kept], around: AroundFits) -> Result<bool> {
         let list: Vec<u64> = probed.iter().map(|(t, _)| t.index).collect();
         let (starts, passes) = (&around.starts, crate::fit::PROBE_AROUND);
-        let passes = match around.device {
-            Some(device) => self.finish_passes(device, &list, starts, passes)?,
-            None => self.fits_many(&list, starts, passes, true)?,
+        let passes = match (around.device, around.done) {
+            (Some(device), _) => self.finish_passes(device, &list, starts, passes)?,
+            (None, Some(done)) => done,
+            (None, None) => self.fits_many(&list, starts, passes, true)?,
         };
         let lower = passes.iter().any(|pass| {
             probed.iter().zip(pass).any(|((_, (f, converged)), b)| {
@@ -675,7 +693,7 @@ impl<R: ToyRunner> Pass<'_, R> {
     /// The probe's starts around the initial point where the mirror decided alone: fits not
     /// made leave the progress's plan, and those a device made are not finished.
     fn drop_around(&self, around: AroundFits) {
-        if around.device.is_none() {
+        if around.device.is_none() && around.done.is_none() {
             let n = self.runner.space().names.len().max(1);
             self.ticks.unplan(around.starts.len() / n);
         }
