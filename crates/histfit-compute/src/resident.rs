@@ -9,6 +9,10 @@
 //! the fitted vector only when asked. Everything a host refit needs to decide whether to trust
 //! a device result (a failed start, a stopped search, coordinates the fit never moved) is in
 //! [`ResidentFit`]; inference decides what to do with it.
+//!
+//! Also the descents of host fits a device runs whole ([`DescentRequest`], [`Descent`]): the
+//! fits it cannot make itself (kinks, further starts) stay on the host, their L-BFGS-B runs
+//! go to the device one request each.
 
 use crate::Result;
 
@@ -216,7 +220,8 @@ pub struct DescentSpace {
 
 /// Given up, a descent watched by [`Watch`], once its own estimate puts the minimum it heads
 /// for above a known one, or once a coordinate it keeps to one side of its kink sits there,
-/// pushed back by that side's slope (histfit-infer's `lbfgsb_below`). Checked once per
+/// pushed back by that side's slope (histfit-infer's searches near kinks,
+/// `Search::request_below`). Restarts after the first run are not watched. Checked once per
 /// iteration, when an iteration has been taken, against the new iterate and the estimated
 /// distance to the minimum (EDM = −½ gᵀd) of the direction computed from it (the last one
 /// computed, where the run ended there).

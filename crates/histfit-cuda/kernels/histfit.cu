@@ -1067,7 +1067,10 @@ struct Dir {
     int P, k, head, m;
     double theta;
     bool any_kink;  // a free coordinate has a kink
-    int n_movable;  // coordinates with lower < upper
+    int n_movable;  // the optimizer's coordinates (lower < upper for toy fits; not held, in descents)
+    // In a descent (fit_runs), the sides (2: held; the others are the host's coordinates, even
+    // with lower = upper); null for toy fits.
+    const double* side;
     double *tbuf, *dc, *xcp, *flag, *dhat, *rfull, *d;
 };
 
@@ -1145,7 +1148,12 @@ __device__ bool lbfgsb_direction(const Dir& D, const Small& q, double* red) {
                 double gi = D.g[i], xi = D.x[i];
                 ghg += gi * D.rfull[i];
                 gg += gi * gi;
-                if (!(D.lo[i] < D.hi[i])) continue;
+                if (!(D.lo[i] < D.hi[i])) {
+                    // A coordinate of the host's held at equal bounds in a descent: never free at
+                    // the Cauchy point, so lbfgsb.rs takes its general path.
+                    if (D.side && D.side[i] != 2.0) off = 1.0;
+                    continue;
+                }
                 double xb = xi - D.rfull[i];
                 if (xi <= D.lo[i] || xi >= D.hi[i] || !(xb > D.lo[i] && xb < D.hi[i])) off = 1.0;
                 if (gi < 0.0 && isfinite(D.hi[i])) tmin = fmin(tmin, (xi - D.hi[i]) / gi);
@@ -1367,7 +1375,8 @@ struct Fit {
 };
 
 // L-BFGS-B from z (f and g there given) with fresh memory, to one of its stopping rules
-// (lbfgsb.rs): returns the status, leaves the end point in z, f, g.
+// (lbfgsb.rs), or FIT_GAVE_UP where the fit's watch gives it up (F.watch ≥ 0: descent.rs's
+// `run`): returns the status, leaves the end point in z, f, g.
 __device__ int descend(Fit& F, double& f, int& iters, int& evals, double& bounded) {
     const Tables& tb = *F.tb;
     const FitArgs& A = *F.A;
@@ -1738,9 +1747,10 @@ __device__ void polish(Fit& F, double& f, int& evals) {
 // five rounds; then, where the point is certified but its projected gradient is above
 // `polish_pg`, one more round of Newton steps kept where it stays certified (`sharpen`). Writes
 // the FIT_OUT results at `o` (thread 0) and the fitted parameters at `ox`
-// when not null. `st`: the block's state (see fit_toys for its layout).
-// The fit's pointers into the block's state `st` (see fit_toys for its layout) and its box; called
-// by thread 0, published by the caller's barrier.
+// when not null. `st`: the block's state (see fit_toys for its layout). (fit_one follows.)
+//
+// lay_out: the fit's pointers into the block's state `st` (see fit_toys for its layout) and its
+// box; called by thread 0, published by the caller's barrier.
 __device__ void lay_out(Fit& F, const Tables& tb, const FitArgs& A, const double* row, double* st, double* sc,
                         double* red, const double* lo, const double* hi) {
     const int P = tb.n_params, m = A.memory;
@@ -1755,6 +1765,7 @@ __device__ void lay_out(Fit& F, const Tables& tb, const FitArgs& A, const double
     F.Y = F.S + (long long)m * P;
     F.q = small_of(st + A.small_off, m);
     F.lo = lo; F.hi = hi;
+    D.side = nullptr;
     D.x = F.z; D.g = F.g; D.lo = lo; D.hi = hi; D.kink = A.kink; D.S = F.S; D.Y = F.Y;
     D.P = P; D.m = m;
     D.tbuf = F.gl + P; D.dc = D.tbuf + P; D.xcp = D.dc + P; D.flag = D.xcp + P;
@@ -1947,8 +1958,9 @@ extern "C" __global__ void __launch_bounds__(256, FIT_MIN_BLOCKS) fit_toys(Table
     const int t = threadIdx.x, T = blockDim.x;
     const int P = tb.n_params, M = tb.n_main, R = M + tb.n_aux;
     double* st = A.state + (long long)blockIdx.x * A.state_len;
-    // State: z g d zt gt zl gl, four n-vectors of the direction, the point before a finishing
-    // round, S and Y (m × n each), the Small area, then the toy's row.
+    // State: z g d zt gt zl gl, four n-vectors of the direction, the point and gradient before
+    // a finishing round, a descent's box and sides (fit_runs), S and Y (m × n each), the Small
+    // area, then the toy's row.
     double* row = st + A.row_off;
     double* sc = A.scratch + (long long)blockIdx.x * A.scratch_len;
     // The model's tables and the fit's arguments, one copy for the block in shared memory: the
@@ -2004,6 +2016,7 @@ __device__ void run_one(const Tables& tb, const FitArgs& A, int r, double* st, d
         const double* row = A.rows + (long long)rule[6] * A.row_len;
         lay_out(F, tb, A, row, st, sc, red, lo_d, hi_d);
         F.side = side_d;
+        F.D.side = side_d;
         F.watch = (int)rule[0];
         F.w_ceiling = rule[1];
         F.w_after = (int)rule[2];
@@ -2035,7 +2048,11 @@ __device__ void run_one(const Tables& tb, const FitArgs& A, int r, double* st, d
     double bounded = 0.0;
     double f = eval_z(tb, A, z, g, F.row, sc, red, F.wall, side) + F.cst;
     int status = descend(F, f, iters, evals, bounded);
-    const int passes = F.watch < 0 ? (int)rule[5] : 0;
+    // The restarts are not watched (descent.rs): the watch is off once the first run is done.
+    __syncthreads();
+    if (t == 0) F.watch = -1;
+    __syncthreads();
+    const int passes = (int)rule[5];
     for (int p = 0; p < passes && status == FIT_CONVERGED; ++p) {
         for (int i = t; i < P; i += T) {
             F.zb4[i] = z[i];

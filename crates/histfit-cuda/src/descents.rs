@@ -5,7 +5,10 @@
 //! (histfit-infer's `descent.rs` on the device), one block per descent, workers taking the next
 //! from a counter. Only the end point, f and the counts come back. A fit whose rules need many
 //! descents (the kink rules under pyhf's codes: orthant descents, the other sides of kinks)
-//! thus costs one launch per descent instead of one per optimizer step.
+//! thus costs a step of the lockstep executor per descent (one launch serving the descents of
+//! every fit in that step) instead of one per optimizer step. A launch sends a table of the
+//! distinct fits its descents belong to and, per descent, its start, its rules and a byte per
+//! coordinate (the bounds that are 0 instead of the fit's, the side), not five vectors.
 //!
 //! [`BatchEvaluator::descents_batch`]: histfit_compute::BatchEvaluator::descents_batch
 
@@ -126,8 +129,34 @@ impl CudaBatch {
                 data.len()
             )));
         }
+        let m = &self.session().model;
+        for d in data {
+            for (what, len, expected) in [
+                ("main counts", d.main.len(), m.n_main),
+                ("auxiliary data", d.aux.len(), m.n_aux()),
+            ] {
+                if len != expected {
+                    return Err(ComputeError::Length {
+                        what,
+                        expected,
+                        got: len,
+                    });
+                }
+            }
+        }
+        let kinked = &self.session().space.kinked;
         for r in reqs {
             check(r, n)?;
+            if r.space
+                .free
+                .iter()
+                .zip(&r.space.kinks)
+                .any(|(&i, &k)| kinked[i] != k)
+            {
+                return Err(request_error(
+                    "kinks: a descent's kinked coordinates are not the likelihood's".into(),
+                ));
+            }
         }
         let mut out: Vec<Option<Descent>> = vec![None; reqs.len()];
         let mut left: Vec<usize> = (0..reqs.len()).collect();
@@ -169,7 +198,7 @@ impl CudaBatch {
         let threads = RUN_THREADS;
         let shared = (256.max(4 * memory * threads as usize / 32) * 8) as u32;
         let stream = self.stream().clone();
-        // The launch's inputs, packed in page-locked buffers and sent in two copies: the fits
+        // The launch's inputs, packed in two host buffers and sent in two copies: the fits
         // the descents belong to (one row of 5 n values per distinct fit: the held values, the
         // scales, the bounds, the held flags), each descent's start, its rules; then its codes
         // (n bytes: the bounds that are 0 instead of the fit's, the sides).
@@ -343,9 +372,10 @@ impl CudaBatch {
         l.arg(&session.tables.arg).arg(&arg);
         let setup = clock.lap();
         // SAFETY: the arguments match `fit_runs(Tables, FitArgs)`; every buffer holds what the
-        // kernel indexes: workers × state and scratch, count × n starts, bounds, sides and
-        // scales, count × RUN_RULE rules, count × FIT_OUT results and count × n end points;
-        // the dataset rows hold every row a rule names (resolved above).
+        // kernel indexes: workers × state and scratch, n_fits × 5 n fits, count × n starts,
+        // count × RUN_RULE rules (each naming a fit of the table), count × n codes, count ×
+        // FIT_OUT results and count × n end points; the dataset rows hold every row a rule
+        // names (resolved above).
         unsafe { l.launch(cfg) }.map_err(driver("launch of fit_runs"))?;
         let out_len = count * (FIT_OUT + n);
         b.host_out.resize(b.host_out.len().max(out_len), 0.0);
@@ -377,8 +407,12 @@ impl CudaBatch {
                             call: "fit_runs".into(),
                             message: format!("descent {r} came back without a status ({})", o[6]),
                         })?;
+                    // (`polish::stalled` reads a stopped line search by its reason's words.)
                     let reason = match status {
                         ResidentStatus::Converged => "converged (L-BFGS-B on the device)",
+                        ResidentStatus::FailedStart => {
+                            "objective is not finite at the starting point"
+                        }
                         other => other.describe(),
                     };
                     (

@@ -8,6 +8,9 @@
 //! results are the same for any number of workers, launches or devices an ensemble is split
 //! into. Worker state lives in global memory: where it does not fit, fewer workers run (the
 //! ensemble is chunked, never aborted).
+//!
+//! The kernels' argument struct, state layout, worker allotment and status codes here serve
+//! `fit_runs` too (the descents of host fits, `descents.rs`).
 
 use crate::batch::Session;
 use crate::toys::AuxInputs;

@@ -8,8 +8,14 @@
 //! and packs its requests; an evaluation thread concatenates the packs, evaluates them in one
 //! batch call and splits the results back. Everything per fit (polling, packing, unpacking) runs
 //! on the fit's own worker, in parallel, and two groups of fits take turns so that the device
-//! evaluates one group while the cores advance the other. The optimizer work of all fits runs in parallel on the cores, the
-//! device sees one launch per step, and there is one host round trip per step.
+//! evaluates one group while the cores advance the other. The optimizer work of all fits runs in
+//! parallel on the cores, and there is one host round trip per step.
+//!
+//! A request is one evaluation, evaluations at several independent points, or descents a
+//! batch evaluator runs whole ([`BatchEvaluator::descents_batch`]): a step is one evaluation
+//! call and one descents call at most. With a second lane ([`Batcher::with_second_lane`]) the
+//! two groups have an evaluation thread and an evaluator each and step at the same time: a step
+//! of descents lasts as long as its slowest one, and the other group need not wait for it.
 
 use crate::{InferError, Result};
 use histfit_compute::{
@@ -307,6 +313,9 @@ impl BatchClient {
         reqs: &[DescentRequest],
         data: &Dataset,
     ) -> histfit_compute::Result<Vec<Descent>> {
+        if reqs.is_empty() {
+            return Ok(Vec::new());
+        }
         {
             let mut s = self.slot.borrow_mut();
             Self::set_data(&mut s, data);

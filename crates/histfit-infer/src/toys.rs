@@ -814,7 +814,15 @@ impl<R: ToyRunner> Pass<'_, R> {
             false => self.on_device(0..list.len() as u64, Some(&list), Some(starts), false)?,
         };
         let Some(device) = device else {
-            return self.host_passes(one, starts, passes);
+            if self.runner.steps_cost() {
+                return self.host_passes(one, starts, passes);
+            }
+            return (0..passes)
+                .map(|r| {
+                    let s = &starts[r * per_pass..(r + 1) * per_pass];
+                    Ok(first_of(self.fits(one, Some(s), false)?))
+                })
+                .collect();
         };
         if refit {
             return self.finish_passes(device, one, starts, passes);
@@ -851,10 +859,19 @@ impl<R: ToyRunner> Pass<'_, R> {
     }
 
     /// `passes` passes over the toys of `one` from `starts` (as [`Pass::fits_many`]) driven from
-    /// the host, all of them in one run: in lockstep on a device a run costs its steps, not its
-    /// fits, and passes one after the other would each pay their own.
+    /// the host, all of them in one run: for runners where a run costs its steps, not its fits
+    /// ([`ToyRunner::steps_cost`]: lockstep on a device), where passes one after the other
+    /// would each pay their own. (The toys are drawn first and kept: the probe's and its split
+    /// toys' few hundred, or a shard's around starts.)
     fn host_passes(&self, one: &[u64], starts: &[f64], passes: usize) -> Result<Passes> {
         let (n, m) = (self.runner.space().names.len(), one.len());
+        if starts.len() != passes * m * n {
+            return Err(InferError::Compute(histfit_compute::ComputeError::Length {
+                what: "further starts",
+                expected: passes * m * n,
+                got: starts.len(),
+            }));
+        }
         if m == 0 {
             return Ok(vec![Vec::new(); passes]);
         }

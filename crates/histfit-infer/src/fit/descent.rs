@@ -59,14 +59,14 @@ impl<E: AsyncEvaluator + ?Sized> Point<'_, E> {
     }
 }
 
-/// One L-BFGS-B run from `z0`, given up (`None`) as soon as `watch` says so; asked once per
-/// iteration, when the iteration count moves on. Returns the run and its iterations.
+/// One L-BFGS-B run from `z0`, given up as soon as `watch` says so (asked once per iteration,
+/// when the iteration count moves on): the run, and whether it was given up.
 async fn run<E: AsyncEvaluator + ?Sized>(
     pt: &mut Point<'_, E>,
     z0: &[f64],
     (lower, upper): (&[f64], &[f64]),
     watch: Option<&Watch>,
-) -> Result<(Option<Lbfgsb>, usize)> {
+) -> Result<(Lbfgsb, bool)> {
     let opts = options(pt.space);
     let mut gz = vec![0.0; z0.len()];
     let mut opt = Lbfgsb::new(z0, lower, upper, opts).with_kinks(&pt.space.kinks);
@@ -84,13 +84,12 @@ async fn run<E: AsyncEvaluator + ?Sized>(
                 held = if x == 0.0 && pushed_back { held + 1 } else { 0 };
                 let above = opt.f() - w.factor * opt.edm() > w.ceiling;
                 if opt.iterations >= w.after && (above || held >= w.held) {
-                    return Ok((None, opt.iterations));
+                    return Ok((opt, true));
                 }
             }
         }
     }
-    let iterations = opt.iterations;
-    Ok((Some(opt), iterations))
+    Ok((opt, false))
 }
 
 fn ended(opt: &Lbfgsb) -> Descent {
@@ -123,26 +122,25 @@ pub(crate) async fn on_host<E: AsyncEvaluator + ?Sized>(
         evaluations: 0,
     };
     let bounds = (&req.lower[..], &req.upper[..]);
-    let (first, mut iterations) = run(&mut pt, &req.z0, bounds, req.watch.as_ref()).await?;
-    let Some(mut opt) = first else {
+    let (mut opt, given_up) = run(&mut pt, &req.z0, bounds, req.watch.as_ref()).await?;
+    let mut iterations = opt.iterations;
+    if given_up {
         return Ok(Descent {
-            z: req.z0.clone(),
-            f: f64::NAN,
             converged: false,
             given_up: true,
-            reason: "given up".into(),
+            reason: "given up by its watch".into(),
             iterations,
             evaluations: pt.evaluations,
+            ..ended(&opt)
         });
-    };
-    // Restarts with fresh curvature memory while they gain (see `Search::descend`).
+    }
+    // Restarts with fresh curvature memory (unwatched) while they gain (see `Search::descend`).
     for _ in 0..req.passes {
         if !opt.status().converged() {
             break;
         }
-        let (again, its) = run(&mut pt, opt.x(), bounds, None).await?;
-        iterations += its;
-        let again = again.expect("a run never given up");
+        let (again, _) = run(&mut pt, opt.x(), bounds, None).await?;
+        iterations += again.iterations;
         let gain = opt.f() - again.f();
         if again.status().converged() && again.f() <= opt.f() {
             opt = again;

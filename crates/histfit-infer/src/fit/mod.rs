@@ -7,6 +7,9 @@
 //! - [`starts`]: the starts — the requested point (the model's initial point where −ln L is not
 //!   finite there) and, for models small enough, further deterministic starts that look for a
 //!   lower basin;
+//! - [`descent`]: one L-BFGS-B descent as a request (start, box, sides, restarts, a watch that
+//!   gives it up), made on the host step by step or handed whole to an evaluator that runs it
+//!   (a GPU);
 //! - [`search`]: from each start, L-BFGS-B (first on wider empty-bin walls where the data have an
 //!   empty bin, then on their own) and a probe of saddles it cannot see, and, where the
 //!   model has kinks, [`kinks`]: one-sided first-order checks, orthant descents that treat each

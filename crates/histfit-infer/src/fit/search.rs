@@ -223,6 +223,9 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
     /// the evaluator where it offers that (a device: all of them in one batch), else here step
     /// by step ([`super::descent::on_host`]), in order.
     pub async fn run_all(&mut self, reqs: &[DescentRequest]) -> Result<Vec<Descent>> {
+        if reqs.is_empty() {
+            return Ok(Vec::new());
+        }
         let data = stage_data(self.data, &self.soft, self.stage);
         let out = if self.eval.offers_descents() {
             let v = self.eval.descents(reqs, data).await?;
