@@ -45,12 +45,13 @@ use super::search::{Local, Search};
 use crate::Result;
 use histfit_compute::{AsyncEvaluator, Descent, DescentRequest};
 
-/// A search near a kink: the bounds that keep the coordinate on the side searched, and the
-/// request of its first descent.
-struct NearPlan {
+/// A search of the other side of a kink: the bounds that keep the coordinate on the side
+/// searched, the coordinates held at their kink, and the request of its first descent.
+struct SidePlan {
     req: DescentRequest,
     lower: Vec<f64>,
     upper: Vec<f64>,
+    pinned: Vec<usize>,
 }
 
 /// A kinked coordinate at ±TINY sits on that side of its kink with f unchanged (κ = e^(TINY·c)
@@ -331,8 +332,18 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
             }
             let mut improved = false;
             let start = best.clone();
-            for &(k, side, _) in &candidates {
-                let r = self.search_side(&start, k, side).await?;
+            // Each search's first descent, from `start`, is independent of the others': where
+            // the evaluator runs descents whole they are asked for together (one step instead
+            // of one per search); the searches go on in order, so the result is the same.
+            let plans: Vec<SidePlan> = candidates
+                .iter()
+                .map(|&(k, side, _)| self.side_plan(&start, k, side))
+                .collect();
+            let mut firsts = self.firsts_together(&plans).await?;
+            for (&(k, _, _), plan) in candidates.iter().zip(&plans) {
+                let first = self.first_of(&mut firsts, plan).await?;
+                let r = Self::local_of(first, &plan.pinned);
+                let r = self.orthant_rounds(r, (&plan.lower, &plan.upper)).await?;
                 best.compared.push(k);
                 if r.better_than(&best) {
                     best.replace_keeping_compared(r);
@@ -400,31 +411,19 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
             // The searches' first descents, each from `start`, are independent: where the
             // evaluator runs descents whole they are asked for together (one launch instead of
             // one per search), and taken in order as below, so the result is the same.
-            let plans: Vec<NearPlan> = near
+            let plans: Vec<SidePlan> = near
                 .iter()
                 .map(|&(k, theta)| self.near_plan(&start, k, -theta.signum()))
                 .collect();
-            let mut firsts = match self.descents_together() && plans.len() > 1 {
-                true => {
-                    let reqs: Vec<DescentRequest> = plans.iter().map(|p| p.req.clone()).collect();
-                    Some(self.run_all(&reqs).await?.into_iter())
-                }
-                false => None,
-            };
+            let mut firsts = self.firsts_together(&plans).await?;
             let mut lower = None;
             for ((k, theta), plan) in near.into_iter().zip(plans) {
                 let side = -theta.signum();
                 searched.push((k, side));
                 made += 1;
                 best.compared.push(k);
-                let first = match firsts.as_mut() {
-                    Some(it) => it.next().expect("one descent per search"),
-                    None => {
-                        let mut one = self.run_all(std::slice::from_ref(&plan.req)).await?;
-                        one.pop().expect("one descent asked, one returned")
-                    }
-                };
-                if let Some(r) = self.search_near(&start, first, &plan).await? {
+                let first = self.first_of(&mut firsts, &plan).await?;
+                if let Some(r) = self.search_near(first, &plan).await? {
                     if r.better_than(&best) {
                         lower = Some((r, k, side));
                         break;
@@ -449,7 +448,7 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
     /// The search of side `side` of coordinate `k`'s kink from the minimum `start` mirrored onto
     /// it: its bounds and the request of its first descent, given up as above `start`
     /// ([`NEAR_ABANDON`]).
-    fn near_plan(&mut self, start: &Local, k: usize, side: f64) -> NearPlan {
+    fn near_plan(&mut self, start: &Local, k: usize, side: f64) -> SidePlan {
         let (mut z, mut lower, mut upper) = self.other_side(&start.z, k, side);
         // Held at their kink as in the refit below, so that the run that decides whether to
         // go on solves the same problem.
@@ -459,22 +458,22 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
         // (The half of the 1e-6 in twice_nll that `better_than` asks of a lower minimum.)
         let ceiling = start.f + 5e-7;
         let req = self.request_below(&z, (&lower, &upper), (k, side), ceiling, NEAR_ABANDON);
-        NearPlan { req, lower, upper }
+        SidePlan {
+            req,
+            lower,
+            upper,
+            pinned: start.pinned.clone(),
+        }
     }
 
     /// The minimum of a search near a kink ([`Self::near_plan`]) whose first descent is
     /// `first`, or `None` where that descent was given up.
-    async fn search_near(
-        &mut self,
-        start: &Local,
-        first: Descent,
-        plan: &NearPlan,
-    ) -> Result<Option<Local>> {
+    async fn search_near(&mut self, first: Descent, plan: &SidePlan) -> Result<Option<Local>> {
         if first.given_up {
             return Ok(None);
         }
         let bounds = (&plan.lower[..], &plan.upper[..]);
-        let r = self.descend(&first.z, bounds, &start.pinned).await?;
+        let r = self.descend(&first.z, bounds, &plan.pinned).await?;
         Ok(Some(self.orthant_rounds(r, bounds).await?))
     }
 
@@ -585,11 +584,47 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
         (z, lower, upper)
     }
 
-    /// The minimum on one side of coordinate `k`'s kink, from `from` mirrored onto that side.
-    async fn search_side(&mut self, from: &Local, k: usize, side: f64) -> Result<Local> {
+    /// The search of the minimum on one side of coordinate `k`'s kink, from `from` mirrored
+    /// onto that side: its bounds, the coordinates it holds at their kink and the request of its
+    /// descent (then orthant rounds within those bounds).
+    fn side_plan(&self, from: &Local, k: usize, side: f64) -> SidePlan {
         let (z, lower, upper) = self.other_side(&from.z, k, side);
         let pinned: Vec<usize> = from.pinned.iter().copied().filter(|&j| j != k).collect();
-        let r = self.descend(&z, (&lower, &upper), &pinned).await?;
-        self.orthant_rounds(r, (&lower, &upper)).await
+        let passes = self.passes();
+        let req = self.descend_request(&z, (&lower, &upper), &pinned, passes);
+        SidePlan {
+            req,
+            lower,
+            upper,
+            pinned,
+        }
+    }
+
+    /// The first descents of independent searches, asked for together where the evaluator runs
+    /// descents whole and there are several (`None`: each is asked for in its turn).
+    async fn firsts_together(
+        &mut self,
+        plans: &[SidePlan],
+    ) -> Result<Option<std::vec::IntoIter<Descent>>> {
+        if !(self.descents_together() && plans.len() > 1) {
+            return Ok(None);
+        }
+        let reqs: Vec<DescentRequest> = plans.iter().map(|p| p.req.clone()).collect();
+        Ok(Some(self.run_all(&reqs).await?.into_iter()))
+    }
+
+    /// A search's first descent: the next of those asked for together, else asked for now.
+    async fn first_of(
+        &mut self,
+        firsts: &mut Option<std::vec::IntoIter<Descent>>,
+        plan: &SidePlan,
+    ) -> Result<Descent> {
+        match firsts.as_mut() {
+            Some(it) => Ok(it.next().expect("one descent per search")),
+            None => {
+                let mut one = self.run_all(std::slice::from_ref(&plan.req)).await?;
+                Ok(one.pop().expect("one descent asked, one returned"))
+            }
+        }
     }
 }

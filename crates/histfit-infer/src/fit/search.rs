@@ -308,7 +308,7 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
         bounds: (&[f64], &[f64]),
         pinned: &[usize],
     ) -> Result<Local> {
-        let passes = if self.p.has_kinks() { 4 } else { 0 };
+        let passes = self.passes();
         self.descend_passes(z0, bounds, pinned, passes).await
     }
 
@@ -320,13 +320,40 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
         pinned: &[usize],
         passes: usize,
     ) -> Result<Local> {
+        let req = self.descend_request(z0, bounds, pinned, passes);
+        let mut d = self.run_all(std::slice::from_ref(&req)).await?;
+        let d = d.pop().expect("one descent asked, one returned");
+        Ok(Self::local_of(d, pinned))
+    }
+
+    /// The request of [`Self::descend_passes`]: the coordinates in `pinned` held at 0.
+    pub fn descend_request(
+        &self,
+        z0: &[f64],
+        bounds: (&[f64], &[f64]),
+        pinned: &[usize],
+        passes: usize,
+    ) -> DescentRequest {
         let (mut lower, mut upper) = (bounds.0.to_vec(), bounds.1.to_vec());
         let mut z = z0.to_vec();
         for &k in pinned {
             (lower[k], upper[k], z[k]) = (0.0, 0.0, 0.0);
         }
-        let d = self.run(&z, (&lower, &upper), passes, None).await?;
-        Ok(Local {
+        self.request(&z, (&lower, &upper), passes, None)
+    }
+
+    /// The restarts [`Self::descend`] makes.
+    pub fn passes(&self) -> usize {
+        if self.p.has_kinks() {
+            4
+        } else {
+            0
+        }
+    }
+
+    /// A descent's end as a minimum of the search, with the coordinates it held at their kink.
+    pub fn local_of(d: Descent, pinned: &[usize]) -> Local {
+        Local {
             z: d.z,
             f: d.f,
             converged: d.converged,
@@ -334,7 +361,7 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
             pinned: pinned.to_vec(),
             compared: Vec::new(),
             notes: Vec::new(),
-        })
+        }
     }
 
     /// The best minimum reachable from `z0`: descents on the wider empty-bin walls where the
