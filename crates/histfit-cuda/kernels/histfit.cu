@@ -2087,7 +2087,9 @@ __device__ void run_one(const Tables& tb, const FitArgs& A, int r, double* st, d
 
 // Descents of host fits (histfit-compute's DescentRequest), one per block at a time, each on its
 // dataset row: as fit_toys, without drawing toys.
-extern "C" __global__ void __launch_bounds__(256, FIT_MIN_BLOCKS) fit_runs(Tables tb, FitArgs A) {
+// (Launch bounds for 2 blocks per SM: the register cap of 4 spilled three times as much, and a
+// launch of descents waits on its slowest one, not on the device's throughput.)
+extern "C" __global__ void __launch_bounds__(256, RUN_MIN_BLOCKS) fit_runs(Tables tb, FitArgs A) {
     extern __shared__ double smem[];
     __shared__ int s_run;
     const int t = threadIdx.x;

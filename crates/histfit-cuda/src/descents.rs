@@ -57,6 +57,11 @@ fn same_fit(a: &DescentSpace, b: &DescentSpace) -> bool {
 /// more threads per evaluation shorten.
 pub const RUN_THREADS: u32 = 256;
 
+/// `fit_runs`' minimum resident blocks per SM (its launch bounds): 2 caps its registers at 128
+/// a thread, against 4's 64 (spills 4.4 kB → 1.3 kB a thread); tHu's kinked ensembles ran 3–8 %
+/// faster (BENCHMARKS.md, issue 23, session 27), the same bits.
+pub const RUN_MIN_BLOCKS: u32 = 2;
+
 /// Descents per launch: bounds the inputs (at most 6 n + RUN_RULE doubles and n bytes a
 /// descent) and results.
 const RUNS_PER_LAUNCH: usize = 1 << 15;

@@ -96,6 +96,10 @@ pub fn shared_definitions() -> Vec<String> {
         d.push(format!("-D{name}={bit}"));
     }
     d.push(format!("-DFIT_MIN_BLOCKS={}", crate::resident::MIN_BLOCKS));
+    d.push(format!(
+        "-DRUN_MIN_BLOCKS={}",
+        crate::descents::RUN_MIN_BLOCKS
+    ));
     d.push(format!("-DSTREAM_MAIN={}u", rng::STREAM_MAIN));
     d.push(format!("-DSTREAM_AUX={}u", rng::STREAM_AUX));
     d.push(format!("-DLN2_HI={:e}", rng::LN2_HI));
