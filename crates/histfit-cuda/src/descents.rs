@@ -13,7 +13,7 @@
 //! [`BatchEvaluator::descents_batch`]: histfit_compute::BatchEvaluator::descents_batch
 
 use crate::resident::{
-    allot_workers, FitArg, StateLayout, FIT_GAVE_UP, FIT_OUT, MAX_MEMORY, RUN_RULE,
+    allot_workers, length_mismatch, FitArg, StateLayout, FIT_GAVE_UP, FIT_OUT, MAX_MEMORY, RUN_RULE,
 };
 use crate::{driver, CudaBatch, CudaError, Result};
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
@@ -77,7 +77,7 @@ fn request_error(rule: String) -> ComputeError {
 fn check(req: &DescentRequest, n: usize) -> histfit_compute::Result<()> {
     let sp = &req.space;
     let k = sp.free.len();
-    for (what, len) in [
+    let lengths = [
         ("scale", sp.scale.len()),
         ("kinks", sp.kinks.len()),
         ("fit's lower bounds", sp.lower.len()),
@@ -86,12 +86,9 @@ fn check(req: &DescentRequest, n: usize) -> histfit_compute::Result<()> {
         ("lower bounds", req.lower.len()),
         ("upper bounds", req.upper.len()),
         ("sides", req.side.len()),
-    ] {
-        if len != k {
-            return Err(request_error(format!(
-                "{what}: {len} values for {k} coordinates"
-            )));
-        }
+    ];
+    if let Some(msg) = length_mismatch(&lengths, k, "coordinates") {
+        return Err(request_error(msg));
     }
     if sp.held.len() != n || sp.free.iter().any(|&i| i >= n) {
         return Err(request_error(format!(

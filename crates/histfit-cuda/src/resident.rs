@@ -181,6 +181,18 @@ fn check_per_toy(req: &ResidentRequest<'_>, n: usize) -> histfit_compute::Result
     Ok(())
 }
 
+/// The first of `lengths` (what, length) that is not `expected` values, said in `unit`s.
+pub(crate) fn length_mismatch(
+    lengths: &[(&str, usize)],
+    expected: usize,
+    unit: &str,
+) -> Option<String> {
+    lengths
+        .iter()
+        .find(|(_, len)| *len != expected)
+        .map(|(what, len)| format!("{what}: {len} values for {expected} {unit}"))
+}
+
 fn request_error(msg: String) -> ComputeError {
     ComputeError::InvalidData {
         place: "resident toy fits".into(),
@@ -228,7 +240,7 @@ fn fit_toys(
 ) -> histfit_compute::Result<Vec<ResidentFit>> {
     let m = &session.model;
     let n = m.n_params();
-    for (what, len) in [
+    let lengths = [
         ("generating parameters", req.gen_params.len()),
         ("init", req.init.len()),
         ("model init", req.model_init.len()),
@@ -237,12 +249,9 @@ fn fit_toys(
         ("upper bounds", req.upper.len()),
         ("scales", req.scales.len()),
         ("kinks", req.kinks.len()),
-    ] {
-        if len != n {
-            return Err(request_error(format!(
-                "{what}: {len} values for {n} parameters"
-            )));
-        }
+    ];
+    if let Some(msg) = length_mismatch(&lengths, n, "parameters") {
+        return Err(request_error(msg));
     }
     check_per_toy(req, n)?;
     if req.report.is_some_and(|p| p >= n) {

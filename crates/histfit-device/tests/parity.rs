@@ -516,6 +516,34 @@ fn yields_in_device_memory_match_the_cpu() {
     }
 }
 
+/// Every toy of `gpu` is the toy of `cpu` at its place, converged alike, within 1e-6 in
+/// twice_nll and 2e-4 in the POI.
+fn assert_toys_agree(ws: &str, cpu: &[histfit_infer::ToyFit], gpu: &[histfit_infer::ToyFit]) {
+    assert_eq!(cpu.len(), gpu.len(), "{ws}: toy counts");
+    for (a, b) in cpu.iter().zip(gpu) {
+        assert_eq!(a.index, b.index);
+        assert_eq!(
+            a.converged, b.converged,
+            "{ws} toy {}: {:?} vs {:?}",
+            a.index, a.reason, b.reason
+        );
+        assert!(
+            (a.twice_nll - b.twice_nll).abs() <= 1e-6,
+            "{ws} toy {}: twice_nll CPU {} GPU {}",
+            a.index,
+            a.twice_nll,
+            b.twice_nll
+        );
+        assert!(
+            (a.poi - b.poi).abs() <= 2e-4,
+            "{ws} toy {}: POI CPU {} GPU {}",
+            a.index,
+            a.poi,
+            b.poi
+        );
+    }
+}
+
 /// Toy fits resident on the device (drawn and fitted there, host refits of what it cannot
 /// certify) reach the CPU's fits of the same toys, and an ensemble split by toy index over any
 /// number of workers and launches gives the same bits.
@@ -539,32 +567,13 @@ fn resident_toy_fits_match_the_cpu_and_split_bit_identically() {
         let gpu = CudaBatch::new(model.clone(), 0).expect("GPU session");
         let batcher = Batcher::new(gpu.clone());
         let g = fit_toys_on(&Batched::new(&batcher), &gen, 11, n, 0..n, &o, &|_, _| {}).unwrap();
+        assert_toys_agree(ws, &c, &g);
         for (a, b) in c.iter().zip(&g) {
-            assert_eq!(a.index, b.index);
-            assert_eq!(
-                a.converged, b.converged,
-                "{ws} toy {}: {:?} vs {:?}",
-                a.index, a.reason, b.reason
-            );
             assert_eq!(
                 a.second_start.is_some(),
                 b.second_start.is_some(),
                 "{ws} toy {}: second starts",
                 a.index
-            );
-            assert!(
-                (a.twice_nll - b.twice_nll).abs() <= 1e-6,
-                "{ws} toy {}: twice_nll CPU {} GPU {}",
-                a.index,
-                a.twice_nll,
-                b.twice_nll
-            );
-            assert!(
-                (a.poi - b.poi).abs() <= 2e-4,
-                "{ws} toy {}: POI CPU {} GPU {}",
-                a.index,
-                a.poi,
-                b.poi
             );
         }
         // The raw device fits: split over workers and launches, the same bits.
@@ -779,28 +788,7 @@ fn kinked_toy_fits_with_descents_on_the_device_match_the_cpu() {
             stats.descents > n,
             "{ws}: descents on the device: {stats:?}"
         );
-        for (a, b) in c.iter().zip(&g) {
-            assert_eq!(a.index, b.index);
-            assert_eq!(
-                a.converged, b.converged,
-                "{ws} toy {}: {:?} vs {:?}",
-                a.index, a.reason, b.reason
-            );
-            assert!(
-                (a.twice_nll - b.twice_nll).abs() <= 1e-6,
-                "{ws} toy {}: twice_nll CPU {} GPU {}",
-                a.index,
-                a.twice_nll,
-                b.twice_nll
-            );
-            assert!(
-                (a.poi - b.poi).abs() <= 2e-4,
-                "{ws} toy {}: POI CPU {} GPU {}",
-                a.index,
-                a.poi,
-                b.poi
-            );
-        }
+        assert_toys_agree(ws, &c, &g);
     }
 }
 

@@ -20,7 +20,7 @@
 use crate::{InferError, Result};
 use histfit_compute::{
     panic_message, AsyncEvaluator, BatchEvaluator, ComputeError, Dataset, Descent, DescentFuture,
-    DescentRequest, EvalFuture, Evaluator, ParameterSpace,
+    DescentRequest, EvalFuture, Evaluator, OneAtATime, ParameterSpace,
 };
 use std::cell::RefCell;
 use std::future::Future;
@@ -887,11 +887,17 @@ where
 /// A batch evaluator whose descents ([`BatchEvaluator::descents_batch`]) are made on the host,
 /// step by step, over the evaluations of the one it wraps: the reference a device's descents are
 /// compared with, and how the lockstep executor's descent requests are tested without a device.
-pub struct HostDescents<B: BatchEvaluator>(pub B);
+pub struct HostDescents<B: BatchEvaluator>(OneAtATime<B>);
+
+impl<B: BatchEvaluator> HostDescents<B> {
+    pub fn new(batch: B) -> Self {
+        HostDescents(OneAtATime { batch })
+    }
+}
 
 impl<B: BatchEvaluator> BatchEvaluator for HostDescents<B> {
     fn space(&self) -> &ParameterSpace {
-        self.0.space()
+        self.0.batch.space()
     }
     fn nll_grad_batch(
         &mut self,
@@ -900,10 +906,10 @@ impl<B: BatchEvaluator> BatchEvaluator for HostDescents<B> {
         nll: &mut [f64],
         grad: &mut [f64],
     ) -> histfit_compute::Result<()> {
-        self.0.nll_grad_batch(params, data, nll, grad)
+        self.0.batch.nll_grad_batch(params, data, nll, grad)
     }
     fn asimov(&mut self, params: &[f64]) -> histfit_compute::Result<Dataset> {
-        self.0.asimov(params)
+        self.0.batch.asimov(params)
     }
     fn toys(
         &mut self,
@@ -911,17 +917,17 @@ impl<B: BatchEvaluator> BatchEvaluator for HostDescents<B> {
         seed: u64,
         indices: std::ops::Range<u64>,
     ) -> histfit_compute::Result<Vec<Dataset>> {
-        self.0.toys(params, seed, indices)
+        self.0.batch.toys(params, seed, indices)
     }
     fn expected_main_batch(
         &mut self,
         params: &[f64],
         out: &mut [f64],
     ) -> histfit_compute::Result<()> {
-        self.0.expected_main_batch(params, out)
+        self.0.batch.expected_main_batch(params, out)
     }
     fn host_evaluator(&self) -> Option<Box<dyn Evaluator + Send>> {
-        self.0.host_evaluator()
+        self.0.batch.host_evaluator()
     }
     fn offers_descents(&self) -> bool {
         true
@@ -931,8 +937,7 @@ impl<B: BatchEvaluator> BatchEvaluator for HostDescents<B> {
         reqs: &[DescentRequest],
         data: &[Arc<Dataset>],
     ) -> histfit_compute::Result<Vec<Descent>> {
-        let mut single = Single(&mut self.0);
-        let mut one = histfit_compute::Blocking(&mut single);
+        let mut one = histfit_compute::Blocking(&mut self.0);
         reqs.iter()
             .zip(data)
             .map(|(r, d)| {
@@ -944,39 +949,5 @@ impl<B: BatchEvaluator> BatchEvaluator for HostDescents<B> {
                 )
             })
             .collect()
-    }
-}
-
-/// One problem per call of a batch evaluator held by reference.
-struct Single<'a, B: BatchEvaluator>(&'a mut B);
-
-impl<B: BatchEvaluator> Evaluator for Single<'_, B> {
-    fn space(&self) -> &ParameterSpace {
-        self.0.space()
-    }
-    fn nll(&mut self, params: &[f64], data: &Dataset) -> histfit_compute::Result<f64> {
-        let mut g = vec![0.0; params.len()];
-        self.nll_grad(params, data, &mut g)
-    }
-    fn nll_grad(
-        &mut self,
-        params: &[f64],
-        data: &Dataset,
-        grad: &mut [f64],
-    ) -> histfit_compute::Result<f64> {
-        let mut v = [0.0];
-        self.0.nll_grad_batch(params, &[data], &mut v, grad)?;
-        Ok(v[0])
-    }
-    fn asimov(&mut self, params: &[f64]) -> histfit_compute::Result<Dataset> {
-        self.0.asimov(params)
-    }
-    fn toys(
-        &mut self,
-        params: &[f64],
-        seed: u64,
-        indices: std::ops::Range<u64>,
-    ) -> histfit_compute::Result<Vec<Dataset>> {
-        self.0.toys(params, seed, indices)
     }
 }

@@ -960,8 +960,8 @@ fn descents_run_by_the_evaluator_give_the_host_fits() {
     let o = FitOptions::default();
     let cpu = fit_toys(&ev, &gen, 7, 24, 0..24, &o, &|_, _| {}).unwrap();
     // Two lanes: the executor's groups step at the same time, each on its own evaluator.
-    let batcher = Batcher::new(HostDescents(CpuEvaluator::new(model.clone())))
-        .with_second_lane(HostDescents(CpuEvaluator::new(model.clone())));
+    let batcher = Batcher::new(HostDescents::new(CpuEvaluator::new(model.clone())))
+        .with_second_lane(HostDescents::new(CpuEvaluator::new(model.clone())));
     let runner = Batched {
         batcher: &batcher,
         window: 16,

@@ -38,15 +38,28 @@ struct Point<'a, E: AsyncEvaluator + ?Sized> {
     evaluations: usize,
 }
 
+/// The free entries of `x` at the coordinates `z` (θ = z·scale), those exactly at 0 with a side
+/// (±1) moved onto it at ±[`TINY`]: the slope of that side of its kink, not the mean of both
+/// that the model gives at 0.
+pub(crate) fn place(free: &[usize], scale: &[f64], side: &[f64], z: &[f64], x: &mut [f64]) {
+    for (k, &i) in free.iter().enumerate() {
+        x[i] = if side[k] != 0.0 && z[k] == 0.0 {
+            side[k] * TINY
+        } else {
+            z[k] * scale[k]
+        };
+    }
+}
+
 impl<E: AsyncEvaluator + ?Sized> Point<'_, E> {
     async fn nll_grad(&mut self, z: &[f64], gz: &mut [f64]) -> Result<f64> {
-        for (k, &i) in self.space.free.iter().enumerate() {
-            self.x[i] = if self.side[k] != 0.0 && z[k] == 0.0 {
-                self.side[k] * TINY
-            } else {
-                z[k] * self.space.scale[k]
-            };
-        }
+        place(
+            &self.space.free,
+            &self.space.scale,
+            self.side,
+            z,
+            &mut self.x,
+        );
         self.evaluations += 1;
         let f = self
             .eval

@@ -124,12 +124,7 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
 
     /// The model's parameters at `z`, with coordinates at 0 moved onto their orthant's side.
     fn place(&mut self, z: &[f64]) {
-        self.p.set_x(z, &mut self.x);
-        for (k, &i) in self.p.free.iter().enumerate() {
-            if self.side[k] != 0.0 && z[k] == 0.0 {
-                self.x[i] = self.side[k] * super::kinks::TINY;
-            }
-        }
+        super::descent::place(&self.p.free, &self.p.scale, &self.side, z, &mut self.x);
     }
 
     /// −ln L at `z`.
