@@ -23,7 +23,7 @@ pub use dataset::Dataset;
 pub use histfactory::{check_batch, expected_aux, expected_data};
 pub use resident::{
     Descent, DescentRequest, DescentSpace, Progress, ResidentFit, ResidentFits, ResidentRequest,
-    ResidentSettings, ResidentStatus, Watch,
+    ResidentSettings, ResidentStatus, Settle, Watch, AT_KINK, ORTHANT_PG, ORTHANT_ROUNDS,
 };
 pub use space::{ParameterSpace, Prior};
 pub use yields::{AsimovTerm, YieldEvaluator, YieldGradTerms, YieldGradient};
@@ -219,6 +219,11 @@ pub trait AsyncEvaluator {
     fn offers_descents(&self) -> bool {
         false
     }
+    /// Whether [`descents`](Self::descents) also settles the descents that ask for it
+    /// ([`DescentRequest::settle`]); a fit makes those rounds itself elsewhere.
+    fn settles_descents(&self) -> bool {
+        false
+    }
     /// The descents `reqs` of `data`, each from its own start, in order. Only where
     /// [`offers_descents`](Self::offers_descents).
     fn descents<'a>(
@@ -324,6 +329,11 @@ pub trait BatchEvaluator: Send {
     }
     /// Whether [`descents_batch`](Self::descents_batch) runs descents whole on the device.
     fn offers_descents(&self) -> bool {
+        false
+    }
+    /// Whether [`descents_batch`](Self::descents_batch) settles the descents that ask for it
+    /// ([`DescentRequest::settle`]).
+    fn settles_descents(&self) -> bool {
         false
     }
     /// Descents ([`DescentRequest`]) of many fits in one launch: request i descends on

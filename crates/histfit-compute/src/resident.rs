@@ -254,6 +254,36 @@ pub struct DescentRequest {
     pub side: Vec<f64>,
     pub passes: usize,
     pub watch: Option<Watch>,
+    /// Where set, the descent's end is settled at the kinks it meets, as the fit's orthant
+    /// descents do (histfit-infer's `Search::orthant_rounds`); only for an evaluator that
+    /// [settles descents](crate::AsyncEvaluator::settles_descents).
+    pub settle: Option<Settle>,
+}
+
+/// A kinked coordinate within this of 0 sits at its kink (a line search stops exactly there,
+/// up to the rounding of x + αd): its one-sided slopes judge it.
+pub const AT_KINK: f64 = 1e-10;
+
+/// A point whose projected gradient over the kinked coordinates (one-sided at their kink) is
+/// above this gets orthant rounds ([`Settle`]).
+pub const ORTHANT_PG: f64 = 1e-5;
+
+/// Orthant rounds per settlement: each lowers f, most fits need one or two.
+pub const ORTHANT_ROUNDS: usize = 8;
+
+/// The orthant rounds that follow a descent where it asks for them
+/// ([`DescentRequest::settle`]): while the end's first-order check, one-sided at the kinks,
+/// fails (or the end is not converged) and f does not rise, every kinked coordinate is kept on
+/// its side (one at its kink on the side whose slope descends, held there where neither does)
+/// and L-BFGS-B descends again without restarts, at most 8 rounds; a lower or equal end replaces
+/// the point. The rounds' bounds are `lower`..`upper` (each the fit's or 0, as a descent's); the
+/// check's are the fit's own. `pinned`: the coordinates the descent itself holds at their kink
+/// (its bounds 0..0), which the point keeps where no round replaces it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settle {
+    pub lower: Vec<f64>,
+    pub upper: Vec<f64>,
+    pub pinned: Vec<usize>,
 }
 
 /// Where a descent ended.
@@ -271,4 +301,7 @@ pub struct Descent {
     pub reason: String,
     pub iterations: usize,
     pub evaluations: usize,
+    /// Where the request asked to settle and the evaluator did: the coordinates held at their
+    /// kink at the end (in increasing order). `None` where no settling was made.
+    pub pinned: Option<Vec<usize>>,
 }

@@ -1759,7 +1759,8 @@ __device__ void lay_out(Fit& F, const Tables& tb, const FitArgs& A, const double
     F.z = st; F.g = F.z + P; F.d = F.g + P; F.zt = F.d + P; F.gt = F.zt + P; F.zl = F.gt + P;
     F.gl = F.zl + P;
     F.zb4 = F.gl + 5 * (long long)P; // after the direction's four n-vectors; then gb4 (a descent's box
-                                     // and sides follow: run_one); S at 16 n (s_off)
+                                     // and sides follow: run_one, then the orthant
+                                     // rounds' seven: settle_rounds); S at 23 n (s_off)
     F.gb4 = F.zb4 + P;
     F.S = st + A.s_off;
     F.Y = F.S + (long long)m * P;
@@ -1988,6 +1989,133 @@ extern "C" __global__ void __launch_bounds__(256, FIT_MIN_BLOCKS) fit_toys(Table
     }
 }
 
+// The orthant rounds that settle a descent's end at its kinks (histfit-compute's Settle;
+// histfit-infer's kinks.rs, `orthant_rounds`, ported step for step) from the end in F.z (f,
+// status), within the rounds' box (the fit's bounds, or 0 where the codes say so); `sp` is the
+// descent's fit, `code` its codes. Each round takes the first-order check at the point: the
+// gradient with every kinked coordinate at its kink (|z| ≤ AT_KINK) on its upper side (+1e-150),
+// then on its lower side. Where the point is not converged or that check fails over the kinked
+// coordinates (ORTHANT_PG), every kinked coordinate is kept to its side: off its kink the side
+// it is on, at its kink the side whose slope descends (the steeper; the lower on a tie), held at
+// 0 where neither does; and L-BFGS-B descends once more (no restarts). A lower or equal end
+// replaces the point; the rounds stop where it is higher, or equal and unmoved. Returns the
+// rounds taken (replacing the point); the coordinates held at their kink in the last of them
+// are flagged in `pb`. Uses the state's n-vectors 16–22 and the trial point (zt) for the check.
+__device__ int settle_rounds(Fit& F, double* st, const double* sp, const unsigned char* code, double& f,
+                             int& status, int& iters, int& evals, double& bounded) {
+    const Tables& tb = *F.tb;
+    const FitArgs& A = *F.A;
+    const int t = threadIdx.x, T = blockDim.x, P = tb.n_params;
+    double *lo_d = st + 13 * (long long)P, *hi_d = lo_d + P, *side_d = hi_d + P;
+    double *zb = st + 16 * (long long)P, *pb = zb + P, *pr = pb + P, *gu = pr + P, *gd = gu + P, *slo = gd + P,
+           *shi = slo + P;
+    double *z = F.z, *g = F.g, *zc = F.zt, *red = F.red;
+    for (int i = t; i < P; i += T) {
+        const bool held = sp[4 * P + i] != 0.0;
+        slo[i] = held ? sp[i] : ((code[i] & RUN_SETTLE_LOWER_0) ? 0.0 : sp[2 * P + i]);
+        shi[i] = held ? sp[i] : ((code[i] & RUN_SETTLE_UPPER_0) ? 0.0 : sp[3 * P + i]);
+        pb[i] = 0.0;
+    }
+    int taken = 0;
+    for (int round = 0; round < ORTHANT_ROUNDS; ++round) {
+        if (!isfinite(f)) break;
+        // The check (kinks.rs's `certificate`), on the fit's own bounds.
+        double any_at = 0.0;
+        for (int i = t; i < P; i += T) {
+            const bool held = sp[4 * P + i] != 0.0;
+            const bool at = !held && A.kink[i] && fabs(z[i]) <= AT_KINK;
+            zc[i] = at ? 0.0 : z[i];
+            side_d[i] = held ? 2.0 : (at ? 1.0 : 0.0);
+            if (at) any_at = 1.0;
+        }
+        any_at = block_max(any_at, red);
+        eval_z(tb, A, zc, gu, F.row, F.sc, red, F.wall, side_d);
+        ++evals;
+        if (any_at > 0.0) {
+            for (int i = t; i < P; i += T)
+                if (side_d[i] == 1.0) side_d[i] = -1.0;
+            eval_z(tb, A, zc, gd, F.row, F.sc, red, F.wall, side_d);
+            ++evals;
+        } else {
+            for (int i = t; i < P; i += T) gd[i] = gu[i];
+        }
+        double bad = 0.0;
+        for (int i = t; i < P; i += T)
+            if (sp[4 * P + i] == 0.0 && !(isfinite(gu[i]) && isfinite(gd[i]))) bad = 1.0;
+        bad = block_max(bad, red);
+        double kinked = 0.0;
+        if (bad > 0.0) {
+            kinked = 1.0 / 0.0;
+        } else {
+            for (int i = t; i < P; i += T) {
+                if (sp[4 * P + i] != 0.0 || !A.kink[i]) continue;
+                const double plo = sp[2 * P + i], phi = sp[3 * P + i];
+                if (fabs(z[i]) > AT_KINK) {
+                    kinked = fmax(kinked, fabs(fmin(fmax(z[i] - gu[i], plo), phi) - z[i]));
+                } else {
+                    if (phi > 0.0 && gu[i] < 0.0) kinked = fmax(kinked, -gu[i]);
+                    if (plo < 0.0 && gd[i] > 0.0) kinked = fmax(kinked, gd[i]);
+                }
+            }
+            kinked = block_max(kinked, red);
+        }
+        if (status == FIT_CONVERGED && kinked <= ORTHANT_PG) break;
+        // The round: each kinked coordinate kept to its side within the rounds' box.
+        for (int i = t; i < P; i += T) {
+            zb[i] = z[i];
+            pr[i] = 0.0;
+            if (sp[4 * P + i] != 0.0) continue; // held: box and side as the descent's
+            double lo = slo[i], hi = shi[i], zi = z[i], sd = 0.0;
+            if (A.kink[i]) {
+                if (fabs(zi) <= AT_KINK) {
+                    zi = 0.0;
+                    const double plo = sp[2 * P + i], phi = sp[3 * P + i];
+                    const bool up = bad == 0.0 && phi > 0.0 && gu[i] < 0.0 && hi > 0.0;
+                    const bool dn = bad == 0.0 && plo < 0.0 && gd[i] > 0.0 && lo < 0.0;
+                    if (up && dn) sd = gd[i] >= -gu[i] ? -1.0 : 1.0;
+                    else if (up) sd = 1.0;
+                    else if (dn) sd = -1.0;
+                } else {
+                    sd = zi > 0.0 ? 1.0 : -1.0;
+                }
+                if (sd > 0.0) lo = fmax(lo, 0.0);
+                else if (sd < 0.0) hi = fmin(hi, 0.0);
+                else { lo = 0.0; hi = 0.0; zi = 0.0; pr[i] = 1.0; }
+            }
+            lo_d[i] = lo;
+            hi_d[i] = hi;
+            side_d[i] = sd;
+            z[i] = fmin(fmax(zi, lo), hi);
+        }
+        const double fb = f;
+        const int sb = status;
+        double fr = eval_z(tb, A, z, g, F.row, F.sc, red, F.wall, side_d) + F.cst;
+        ++evals;
+        int sr = descend(F, fr, iters, evals, bounded);
+        if (sr == FIT_FAILED_START) fr = 0.0 / 0.0;
+        const double tol = 1e-12 * fmax(fabs(fb), 1.0);
+        const bool lower = fr < fb - tol, tie = fr <= fb + tol;
+        if (!(isfinite(fr) && (lower || tie))) {
+            for (int i = t; i < P; i += T) z[i] = zb[i];
+            f = fb;
+            status = sb;
+            __syncthreads();
+            break;
+        }
+        double moved = 0.0;
+        for (int i = t; i < P; i += T) {
+            if (!(z[i] == zb[i])) moved = 1.0;
+            pb[i] = pr[i];
+        }
+        moved = block_max(moved, red);
+        f = fr;
+        status = sr;
+        ++taken;
+        if (!lower && moved == 0.0) break;
+    }
+    return taken;
+}
+
 // One descent of fit_runs: histfit-infer's descent.rs (`on_host`) on the device. L-BFGS-B from the
 // descent's start within its own box, its kinked coordinates at 0 evaluated on their side, given
 // up where its watch says so, then up to `passes` restarts with fresh memory from its end while
@@ -2000,7 +2128,7 @@ __device__ void run_one(const Tables& tb, const FitArgs& A, int r, double* st, d
     const double* sp = A.spaces + (long long)rule[9] * 5 * P;
     const unsigned char* code = A.run_code + (long long)r * P;
     // The descent's box and sides, decoded into the block's state (three n-vectors after the
-    // 13 the fits lay out: S follows them, at s_off).
+    // 13 the fits lay out; the orthant rounds' seven follow, then S at s_off).
     double* lo_d = st + 13 * (long long)P;
     double* hi_d = lo_d + P;
     double* side_d = hi_d + P;
@@ -2076,9 +2204,20 @@ __device__ void run_one(const Tables& tb, const FitArgs& A, int r, double* st, d
         if (gain <= 1e-10 * fmax(fabs(f), 1.0)) break;
         __syncthreads();
     }
-    for (int i = t; i < P; i += T) oz[i] = z[i];
+    int taken = 0;
+    const bool settle = rule[10] != 0.0;
+    if (settle) {
+        __syncthreads();
+        taken = settle_rounds(F, st, sp, code, f, status, iters, evals, bounded);
+    }
+    // A settled end flags the coordinates its last round held at their kink as −0 (every other
+    // 0 is +0): the host reads them back from the signs.
+    const double* pb = st + 17 * (long long)P;
+    for (int i = t; i < P; i += T)
+        oz[i] = !settle ? z[i] : (taken > 0 && pb[i] != 0.0 ? -0.0 : (z[i] == 0.0 ? 0.0 : z[i]));
     if (t == 0) {
         o[0] = status == FIT_FAILED_START ? 0.0 / 0.0 : f;
+        o[1] = (double)taken;
         o[4] = (double)iters;
         o[5] = (double)evals;
         o[6] = (double)status;

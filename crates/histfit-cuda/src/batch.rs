@@ -848,6 +848,10 @@ impl BatchEvaluator for CudaBatch {
         true
     }
 
+    fn settles_descents(&self) -> bool {
+        true
+    }
+
     fn descents_batch(
         &mut self,
         reqs: &[histfit_compute::DescentRequest],

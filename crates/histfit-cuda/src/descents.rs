@@ -90,6 +90,24 @@ fn check(req: &DescentRequest, n: usize) -> histfit_compute::Result<()> {
     if let Some(msg) = length_mismatch(&lengths, k, "coordinates") {
         return Err(request_error(msg));
     }
+    if let Some(s) = &req.settle {
+        let lengths = [
+            ("settling lower bounds", s.lower.len()),
+            ("settling upper bounds", s.upper.len()),
+        ];
+        if let Some(msg) = length_mismatch(&lengths, k, "coordinates") {
+            return Err(request_error(msg));
+        }
+        if s.pinned.iter().any(|&j| j >= k) {
+            return Err(request_error("settled coordinate out of range".into()));
+        }
+        let fit_or_0 = |b: &[f64], fit: &[f64]| (0..k).all(|j| b[j] == fit[j] || b[j] == 0.0);
+        if !(fit_or_0(&s.lower, &sp.lower) && fit_or_0(&s.upper, &sp.upper)) {
+            return Err(ComputeError::Unsupported(
+                "descents settled on the device within bounds that are not the fit's or 0",
+            ));
+        }
+    }
     if sp.held.len() != n || sp.free.iter().any(|&i| i >= n) {
         return Err(request_error(format!(
             "the coordinates do not index a model of {n} parameters"
@@ -262,6 +280,7 @@ impl CudaBatch {
                     walls[r],
                     data[r].constant,
                     fit_of[r] as f64,
+                    if req.settle.is_some() { 1.0 } else { 0.0 },
                 ]);
             }
             b.host_code.clear();
@@ -281,6 +300,14 @@ impl CudaBatch {
                         c |= code("RUN_SIDE_UP");
                     } else if req.side[k] < 0.0 {
                         c |= code("RUN_SIDE_DOWN");
+                    }
+                    if let Some(s) = &req.settle {
+                        if s.lower[k] != sp.lower[k] {
+                            c |= code("RUN_SETTLE_LOWER_0");
+                        }
+                        if s.upper[k] != sp.upper[k] {
+                            c |= code("RUN_SETTLE_UPPER_0");
+                        }
                     }
                     codes[r * n + i] = c;
                 }
@@ -400,7 +427,21 @@ impl CudaBatch {
                 let o = &o[r * FIT_OUT..(r + 1) * FIT_OUT];
                 let code = o[6] as i32;
                 let x = &xs[r * n..(r + 1) * n];
-                let z: Vec<f64> = req.space.free.iter().map(|&i| x[i]).collect();
+                let mut z: Vec<f64> = req.space.free.iter().map(|&i| x[i]).collect();
+                // A settled end: the coordinates its last round held at their kink come back as
+                // −0 (where no round replaced the descent's end, those the descent held).
+                let pinned = req.settle.as_ref().map(|s| match o[1] > 0.0 {
+                    true => {
+                        let at: Vec<usize> = (0..z.len())
+                            .filter(|&k| z[k] == 0.0 && z[k].is_sign_negative())
+                            .collect();
+                        for &k in &at {
+                            z[k] = 0.0;
+                        }
+                        at
+                    }
+                    false => s.pinned.clone(),
+                });
                 let (converged, given_up, reason) = if code == FIT_GAVE_UP {
                     (false, true, "given up".to_owned())
                 } else {
@@ -431,6 +472,7 @@ impl CudaBatch {
                     reason,
                     iterations: o[4] as usize,
                     evaluations: o[5] as usize,
+                    pinned,
                 })
             })
             .collect()

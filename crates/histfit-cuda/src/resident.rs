@@ -51,22 +51,28 @@ pub const MIN_BLOCKS: u32 = 4;
 pub const FIT_GAVE_UP: i32 = 7;
 /// Values per descent of `fit_runs`' rule rows: the watched coordinate (−1: none), its ceiling,
 /// first iteration and EDM factor, the iterations held, the restarts, the dataset row, the
-/// empty-bin wall, the dataset's constant, the descent's fit (its row of the launch's spaces).
-pub const RUN_RULE: usize = 10;
+/// empty-bin wall, the dataset's constant, the descent's fit (its row of the launch's spaces),
+/// 1 where it is settled at its kinks ([`histfit_compute::Settle`]).
+pub const RUN_RULE: usize = 11;
 
 /// A descent's per-coordinate codes (`fit_runs`): the lower (upper) bound is 0 instead of the
-/// fit's; the coordinate is kept to the upper (lower) side of its kink, evaluated there at 0.
-pub const RUN_CODES: [(&str, u8); 4] = [
+/// fit's; the coordinate is kept to the upper (lower) side of its kink, evaluated there at 0;
+/// the lower (upper) bound of the rounds that settle the descent is 0 instead of the fit's.
+pub const RUN_CODES: [(&str, u8); 6] = [
     ("RUN_LOWER_0", 1),
     ("RUN_UPPER_0", 2),
     ("RUN_SIDE_UP", 4),
     ("RUN_SIDE_DOWN", 8),
+    ("RUN_SETTLE_LOWER_0", 16),
+    ("RUN_SETTLE_UPPER_0", 32),
 ];
 
 /// Where the kernel finds each part of a worker's state (doubles from its start): seven
 /// n-vectors of the descent (z, g, d, trial z and g, saved z and g), four of the direction
 /// (breakpoints, Cauchy direction and point, flags), the point (and its gradient) before a
-/// finishing round or a restart, a descent's box and sides (three n-vectors), S and Y (m × n
+/// finishing round or a restart, a descent's box and sides (three n-vectors), the orthant
+/// rounds that settle a descent (seven n-vectors: the best point, its and the round's
+/// coordinates held at their kink, the two one-sided gradients, the rounds' box), S and Y (m × n
 /// each), the small dense algebra (`Small` in histfit.cu), then the toy's row.
 pub(crate) struct StateLayout {
     pub s_off: usize,
@@ -77,8 +83,8 @@ pub(crate) struct StateLayout {
 
 impl StateLayout {
     pub fn new(n: usize, memory: usize, row: usize) -> StateLayout {
-        // (The kernel places the first 16 n-vectors itself, in this order; S must follow them.)
-        let s_off = 16 * n;
+        // (The kernel places the first 23 n-vectors itself, in this order; S must follow them.)
+        let s_off = 23 * n;
         let small_off = s_off + 2 * memory * n;
         let small_len = 22 * memory * memory + 19 * memory + 16;
         let row_off = small_off + small_len;

@@ -48,6 +48,9 @@ pub struct Batcher<B: BatchEvaluator> {
     /// ([`BatchEvaluator::offers_descents`]; `HISTFIT_GPU_DESCENTS=host` keeps them on the host,
     /// one batch per step, for comparisons).
     descents: bool,
+    /// And settles those that ask for it ([`BatchEvaluator::settles_descents`];
+    /// `HISTFIT_GPU_DESCENTS=unsettled` makes the fits settle them themselves, for comparisons).
+    settles: bool,
 }
 
 /// Counts of a batched run: launches, problems evaluated (their ratio is the mean batch), and the
@@ -71,9 +74,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl<B: BatchEvaluator> Batcher<B> {
     pub fn new(eval: B) -> Batcher<B> {
         let space = Arc::new(eval.space().clone());
-        let host = std::env::var("HISTFIT_GPU_DESCENTS").is_ok_and(|v| v == "host");
+        let how = std::env::var("HISTFIT_GPU_DESCENTS").unwrap_or_default();
+        let descents = eval.offers_descents() && how != "host";
         Batcher {
-            descents: eval.offers_descents() && !host,
+            descents,
+            settles: descents && eval.settles_descents() && how != "unsettled",
             eval: Mutex::new(eval),
             second: None,
             space,
@@ -267,8 +272,9 @@ type Slot = Rc<RefCell<SlotData>>;
 pub struct BatchClient {
     space: Arc<ParameterSpace>,
     slot: Slot,
-    /// The batch evaluator runs descents whole ([`Batcher::descents`]).
+    /// The batch evaluator runs descents whole ([`Batcher::descents`]), and settles them.
     descents: bool,
+    settles: bool,
     /// The executor takes evaluations at several points as one request ([`drive`]'s does;
     /// [`fit_together`]'s takes one point per fit and step).
     pooled: bool,
@@ -454,6 +460,9 @@ impl AsyncEvaluator for BatchClient {
     fn offers_descents(&self) -> bool {
         self.descents
     }
+    fn settles_descents(&self) -> bool {
+        self.settles
+    }
     fn descents<'a>(
         &'a mut self,
         reqs: &'a [DescentRequest],
@@ -543,6 +552,7 @@ pub fn fit_together<B: BatchEvaluator + ?Sized>(
                 space: space.clone(),
                 slot: slot.clone(),
                 descents: false,
+                settles: false,
                 pooled: false,
             };
             let job: Job<'_, crate::FitResult> =
@@ -786,6 +796,7 @@ where
                             space: batcher.space.clone(),
                             slot: slot.clone(),
                             descents: batcher.descents,
+                            settles: batcher.settles,
                             pooled: true,
                         };
                         let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

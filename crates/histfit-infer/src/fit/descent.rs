@@ -114,6 +114,7 @@ fn ended(opt: &Lbfgsb) -> Descent {
         reason: opt.status().reason().to_owned(),
         iterations: 0,
         evaluations: 0,
+        pinned: None,
     }
 }
 
@@ -123,6 +124,12 @@ pub(crate) async fn on_host<E: AsyncEvaluator + ?Sized>(
     data: &Dataset,
     req: &DescentRequest,
 ) -> Result<Descent> {
+    if req.settle.is_some() {
+        // The fit settles its descents itself where the evaluator does not (`Search::settled`).
+        return Err(crate::InferError::Request(
+            "a descent asked to be settled was made on the host".into(),
+        ));
+    }
     let space = &*req.space;
     let n = eval.space().len();
     let mut pt = Point {

@@ -54,23 +54,28 @@ struct SidePlan {
     pinned: Vec<usize>,
 }
 
+impl SidePlan {
+    /// The bounds of the search.
+    fn bounds(&self) -> (&[f64], &[f64]) {
+        (&self.lower, &self.upper)
+    }
+}
+
 /// A kinked coordinate at ±TINY sits on that side of its kink with f unchanged (κ = e^(TINY·c)
 /// rounds to 1, Δ = TINY·c vanishes against any nominal).
 pub(crate) const TINY: f64 = 1e-150;
 
-/// Coordinates within this of 0 sit at their kink (the line search stops exactly there, up to
-/// the rounding of x + αd).
-pub(crate) const AT_KINK: f64 = 1e-10;
+/// Coordinates within this of 0 sit at their kink (shared with the devices that settle
+/// descents).
+pub(crate) use histfit_compute::AT_KINK;
 
 /// One-sided slopes (per unit of z) below this do not start a search of the other side: the most
 /// such a basin can gain is of order slope²/2, far below the 1e-6 in twice_nll fits are held to.
 const SIDE_SLOPE: f64 = 1e-4;
 
-/// A point whose projected gradient (one-sided at kinks) is above this gets orthant descents.
-const ORTHANT_PG: f64 = 1e-5;
-
-/// Orthant descents per settlement; each lowers f, most fits need one or two.
-const ORTHANT_ROUNDS: usize = 8;
+/// When a point gets orthant descents, and how many rounds at most (shared with the devices
+/// that settle descents).
+use histfit_compute::{ORTHANT_PG, ORTHANT_ROUNDS};
 
 /// Refits of other kink basins per round.
 pub(crate) const MAX_SIDE_REFITS: usize = 8;
@@ -341,9 +346,9 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
                 .collect();
             let mut firsts = self.firsts_together(&plans).await?;
             for (&(k, _, _), plan) in candidates.iter().zip(&plans) {
+                // (Its descent settled where the evaluator settles descents: `side_plan`.)
                 let first = self.first_of(&mut firsts, plan).await?;
-                let r = Self::local_of(first, &plan.pinned);
-                let r = self.orthant_rounds(r, (&plan.lower, &plan.upper)).await?;
+                let r = self.settled(first, &plan.pinned, plan.bounds()).await?;
                 best.compared.push(k);
                 if r.better_than(&best) {
                     best.replace_keeping_compared(r);
@@ -416,14 +421,31 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
                 .map(|&(k, theta)| self.near_plan(&start, k, -theta.signum()))
                 .collect();
             let mut firsts = self.firsts_together(&plans).await?;
+            // Where they were, the searches' continuations (each from its own first descent) are
+            // asked for together too, settled by the evaluator: one step for all the searches
+            // instead of several for each, taken in order as below, so the result is the same
+            // (the device also makes those after a lower one, which the CPU never makes).
+            let mut rests = match firsts.take() {
+                Some(it) => Some(self.near_rests_together(it.collect(), &plans).await?),
+                None => None,
+            };
             let mut lower = None;
             for ((k, theta), plan) in near.into_iter().zip(plans) {
                 let side = -theta.signum();
                 searched.push((k, side));
                 made += 1;
                 best.compared.push(k);
-                let first = self.first_of(&mut firsts, &plan).await?;
-                if let Some(r) = self.search_near(first, &plan).await? {
+                let found = match rests.as_mut() {
+                    Some(it) => match it.next().expect("one result per search") {
+                        Some(d) => Some(self.settled(d, &plan.pinned, plan.bounds()).await?),
+                        None => None,
+                    },
+                    None => {
+                        let first = self.first_of(&mut firsts, &plan).await?;
+                        self.search_near(first, &plan).await?
+                    }
+                };
+                if let Some(r) = found {
                     if r.better_than(&best) {
                         lower = Some((r, k, side));
                         break;
@@ -472,9 +494,42 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
         if first.given_up {
             return Ok(None);
         }
-        let bounds = (&plan.lower[..], &plan.upper[..]);
-        let r = self.descend(&first.z, bounds, &plan.pinned).await?;
-        Ok(Some(self.orthant_rounds(r, bounds).await?))
+        let req = self.near_rest(&first, plan);
+        let mut d = self.run_all(std::slice::from_ref(&req)).await?;
+        let d = d.pop().expect("one descent asked, one returned");
+        Ok(Some(self.settled(d, &plan.pinned, plan.bounds()).await?))
+    }
+
+    /// The rest of a search near a kink after its first descent `first` (not given up): a
+    /// descent with restarts from its end within the search's bounds, settled at its kinks.
+    fn near_rest(&self, first: &Descent, plan: &SidePlan) -> DescentRequest {
+        let passes = self.passes();
+        let req = self.descend_request(&first.z, plan.bounds(), &plan.pinned, passes);
+        self.settling(req, plan.bounds(), &plan.pinned)
+    }
+
+    /// The rests ([`Self::near_rest`]) of the searches `plans` whose first descents `firsts`
+    /// were not given up, asked for together: per search, its descent (`None`: given up).
+    async fn near_rests_together(
+        &mut self,
+        firsts: Vec<Descent>,
+        plans: &[SidePlan],
+    ) -> Result<std::vec::IntoIter<Option<Descent>>> {
+        let reqs: Vec<DescentRequest> = firsts
+            .iter()
+            .zip(plans)
+            .filter(|(first, _)| !first.given_up)
+            .map(|(first, plan)| self.near_rest(first, plan))
+            .collect();
+        let mut rests = self.run_all(&reqs).await?.into_iter();
+        let out: Vec<Option<Descent>> = firsts
+            .iter()
+            .map(|first| match first.given_up {
+                true => None,
+                false => Some(rests.next().expect("one descent per search")),
+            })
+            .collect();
+        Ok(out.into_iter())
     }
 
     /// From `from`, each candidate coordinate (steepest first) moved across its kink to the
@@ -592,6 +647,7 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
         let pinned: Vec<usize> = from.pinned.iter().copied().filter(|&j| j != k).collect();
         let passes = self.passes();
         let req = self.descend_request(&z, (&lower, &upper), &pinned, passes);
+        let req = self.settling(req, (&lower, &upper), &pinned);
         SidePlan {
             req,
             lower,

@@ -8,7 +8,7 @@
 use super::problem::Problem;
 use crate::Result;
 use histfit_compute::{
-    AsyncEvaluator, Dataset, Descent, DescentRequest, DescentSpace, Watch,
+    AsyncEvaluator, Dataset, Descent, DescentRequest, DescentSpace, Settle, Watch,
     SOFT_EMPTY_BIN_WALLS as SOFT_WALLS,
 };
 use std::sync::Arc;
@@ -211,6 +211,44 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
             side: self.side.clone(),
             passes,
             watch,
+            settle: None,
+        }
+    }
+
+    /// `req` (a descent within `bounds` with the coordinates `pinned` held at their kink)
+    /// asking to be settled at its kinks within `bounds`, where the evaluator settles descents
+    /// ([`AsyncEvaluator::settles_descents`]); as it is elsewhere ([`Self::settled`] then makes
+    /// the rounds).
+    pub fn settling(
+        &self,
+        mut req: DescentRequest,
+        (lower, upper): (&[f64], &[f64]),
+        pinned: &[usize],
+    ) -> DescentRequest {
+        if self.eval.settles_descents() {
+            req.settle = Some(Settle {
+                lower: lower.to_vec(),
+                upper: upper.to_vec(),
+                pinned: pinned.to_vec(),
+            });
+        }
+        req
+    }
+
+    /// The minimum a descent of [`Self::settling`] leads to: its end where the evaluator settled
+    /// it, else its end settled here ([`Self::orthant_rounds`] within `bounds`).
+    pub async fn settled(
+        &mut self,
+        d: Descent,
+        pinned: &[usize],
+        bounds: (&[f64], &[f64]),
+    ) -> Result<Local> {
+        match d.pinned.clone() {
+            Some(at_kink) => Ok(Self::local_of(d, &at_kink)),
+            None => {
+                let r = Self::local_of(d, pinned);
+                self.orthant_rounds(r, bounds).await
+            }
         }
     }
 
