@@ -220,8 +220,9 @@ pub trait AsyncEvaluator {
         false
     }
     /// Whether [`descents`](Self::descents) also settles the descents that ask for it
-    /// ([`DescentRequest::settle`]); a fit makes those rounds itself elsewhere.
-    fn settles_descents(&self) -> bool {
+    /// ([`DescentRequest::settle`]) and makes Newton steps in place of a descent where asked
+    /// ([`DescentRequest::polish`]); a fit makes those itself elsewhere.
+    fn finishes_descents(&self) -> bool {
         false
     }
     /// The descents `reqs` of `data`, each from its own start, in order. Only where
@@ -332,8 +333,9 @@ pub trait BatchEvaluator: Send {
         false
     }
     /// Whether [`descents_batch`](Self::descents_batch) settles the descents that ask for it
-    /// ([`DescentRequest::settle`]).
-    fn settles_descents(&self) -> bool {
+    /// ([`DescentRequest::settle`]) and makes the Newton steps asked for
+    /// ([`DescentRequest::polish`]).
+    fn finishes_descents(&self) -> bool {
         false
     }
     /// Descents ([`DescentRequest`]) of many fits in one launch: request i descends on

@@ -256,8 +256,16 @@ pub struct DescentRequest {
     pub watch: Option<Watch>,
     /// Where set, the descent's end is settled at the kinks it meets, as the fit's orthant
     /// descents do (histfit-infer's `Search::orthant_rounds`); only for an evaluator that
-    /// [settles descents](crate::AsyncEvaluator::settles_descents).
+    /// [finishes descents](crate::AsyncEvaluator::finishes_descents).
     pub settle: Option<Settle>,
+    /// Where set (f at `z0`), no descent: Newton steps from `z0` instead (histfit-infer's
+    /// `Search::polish`), up to six, over the coordinates more than 1e-5 inside `lower`..`upper`
+    /// and, where kinked, from 0 — conjugate gradients on Hessian–vector products from gradient
+    /// differences, the full step or a quarter, a sixteenth … of it, kept where f falls below
+    /// the f polishing started from, or stays within its rounding while the gradient halves.
+    /// `passes`, `watch` and `settle` are then not used. Only for an evaluator that
+    /// [finishes descents](crate::AsyncEvaluator::finishes_descents).
+    pub polish: Option<f64>,
 }
 
 /// A kinked coordinate within this of 0 sits at its kink (a line search stops exactly there,

@@ -1643,11 +1643,13 @@ __device__ int descend(Fit& F, double& f, int& iters, int& evals, double& bounde
 // on Hessian–vector products from gradient differences, then the full step or shorter ones,
 // each judged against the f polishing started from. z, f move; g is not touched (trial
 // gradients go to gt), so the caller evaluates again.
+// The box is the fit's (F.lo, F.hi: the launch's for toy fits, a request's in fit_runs, whose
+// sides F.side hold the held parameters; every f gets the dataset's constant F.cst).
 __device__ void polish(Fit& F, double& f, int& evals) {
     const Tables& tb = *F.tb;
     const FitArgs& A = *F.A;
     const int t = threadIdx.x, T = blockDim.x, P = tb.n_params;
-    const double *lo = A.z_lo, *hi = A.z_hi;
+    const double *lo = F.lo, *hi = F.hi;
     double *z = F.z, *red = F.red;
     double* act = F.D.flag;   // 1 where the coordinate takes part
     double* g0 = F.D.tbuf;    // gradient at z over the active coordinates (0 elsewhere)
@@ -1666,7 +1668,7 @@ __device__ void polish(Fit& F, double& f, int& evals) {
     }
     int n_active = (int)block_sum(na, red);
     if (n_active == 0) return;
-    eval_z(tb, A, z, gw, F.row, F.sc, red, F.wall);
+    eval_z(tb, A, z, gw, F.row, F.sc, red, F.wall, F.side);
     ++evals;
     for (int i = t; i < P; i += T) g0[i] = act[i] != 0.0 ? gw[i] : 0.0;
     const double f_start = f;
@@ -1686,7 +1688,7 @@ __device__ void polish(Fit& F, double& f, int& evals) {
             dmax = block_max(dmax, red);
             double eps = 1e-8 / dmax;
             for (int i = t; i < P; i += T) zp[i] = act[i] != 0.0 ? z[i] + eps * dv[i] : z[i];
-            eval_z(tb, A, zp, gw, F.row, F.sc, red, F.wall);
+            eval_z(tb, A, zp, gw, F.row, F.sc, red, F.wall, F.side);
             ++evals;
             for (int i = t; i < P; i += T) hd[i] = act[i] != 0.0 ? (gw[i] - g0[i]) / eps : 0.0;
             double dhd = block_dot(dv, hd, P, red);
@@ -1717,7 +1719,7 @@ __device__ void polish(Fit& F, double& f, int& evals) {
         for (int tries = 0; tries < 8; ++tries) {
             for (int i = t; i < P; i += T)
                 zp[i] = act[i] != 0.0 ? fmin(fmax(z[i] + step * v[i], lo[i]), hi[i]) : z[i];
-            fn = eval_z(tb, A, zp, gw, F.row, F.sc, red, F.wall);
+            fn = eval_z(tb, A, zp, gw, F.row, F.sc, red, F.wall, F.side) + F.cst;
             ++evals;
             double gn = 0.0;
             for (int i = t; i < P; i += T)
@@ -2119,8 +2121,10 @@ __device__ int settle_rounds(Fit& F, double* st, const double* sp, const unsigne
 // One descent of fit_runs: histfit-infer's descent.rs (`on_host`) on the device. L-BFGS-B from the
 // descent's start within its own box, its kinked coordinates at 0 evaluated on their side, given
 // up where its watch says so, then up to `passes` restarts with fresh memory from its end while
-// each converges and gains (a restart that converges no higher takes the point). Writes f,
-// iterations, evaluations and status at `o` (FIT_OUT values) and the end point z at `oz`.
+// each converges and gains (a restart that converges no higher takes the point), then, where
+// asked, the orthant rounds that settle it at its kinks (settle_rounds); or, where asked instead,
+// Newton steps from the start (polish). Writes f, the rounds taken, iterations, evaluations and
+// status at `o` (FIT_OUT values) and the end point z at `oz`.
 __device__ void run_one(const Tables& tb, const FitArgs& A, int r, double* st, double* sc, double* red, double* o,
                         double* oz) {
     const int t = threadIdx.x, T = blockDim.x, P = tb.n_params;
@@ -2171,6 +2175,21 @@ __device__ void run_one(const Tables& tb, const FitArgs& A, int r, double* st, d
     if (t == 0) {
         F.D.n_movable = n_movable;
         F.D.any_kink = any_kink;
+    }
+    if (rule[11] != 0.0) {
+        // Newton steps in place of a descent (DescentRequest::polish), from z with f given.
+        double f = rule[12];
+        int evals = 0;
+        polish(F, f, evals);
+        for (int i = t; i < P; i += T) oz[i] = z[i];
+        if (t == 0) {
+            o[0] = f;
+            o[1] = 0.0;
+            o[4] = 0.0;
+            o[5] = (double)evals;
+            o[6] = (double)FIT_CONVERGED;
+        }
+        return;
     }
     int evals = 1, iters = 0;
     double bounded = 0.0;

@@ -848,7 +848,7 @@ impl BatchEvaluator for CudaBatch {
         true
     }
 
-    fn settles_descents(&self) -> bool {
+    fn finishes_descents(&self) -> bool {
         true
     }
 

@@ -122,6 +122,11 @@ fn check(req: &DescentRequest, n: usize) -> histfit_compute::Result<()> {
             ));
         }
     }
+    if req.polish.is_some() && (req.settle.is_some() || req.watch.is_some() || req.passes > 0) {
+        return Err(request_error(
+            "Newton steps asked for with restarts, a watch or settling".into(),
+        ));
+    }
     if req.watch.is_some_and(|w| w.k >= k) {
         return Err(request_error("watched coordinate out of range".into()));
     }
@@ -281,6 +286,8 @@ impl CudaBatch {
                     data[r].constant,
                     fit_of[r] as f64,
                     if req.settle.is_some() { 1.0 } else { 0.0 },
+                    if req.polish.is_some() { 1.0 } else { 0.0 },
+                    req.polish.unwrap_or(0.0),
                 ]);
             }
             b.host_code.clear();

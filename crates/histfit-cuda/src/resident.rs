@@ -52,8 +52,9 @@ pub const FIT_GAVE_UP: i32 = 7;
 /// Values per descent of `fit_runs`' rule rows: the watched coordinate (−1: none), its ceiling,
 /// first iteration and EDM factor, the iterations held, the restarts, the dataset row, the
 /// empty-bin wall, the dataset's constant, the descent's fit (its row of the launch's spaces),
-/// 1 where it is settled at its kinks ([`histfit_compute::Settle`]).
-pub const RUN_RULE: usize = 11;
+/// 1 where it is settled at its kinks ([`histfit_compute::Settle`]), 1 where it is Newton steps
+/// instead ([`histfit_compute::DescentRequest::polish`]) and f at the start of those.
+pub const RUN_RULE: usize = 13;
 
 /// A descent's per-coordinate codes (`fit_runs`): the lower (upper) bound is 0 instead of the
 /// fit's; the coordinate is kept to the upper (lower) side of its kink, evaluated there at 0;

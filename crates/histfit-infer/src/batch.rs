@@ -48,7 +48,7 @@ pub struct Batcher<B: BatchEvaluator> {
     /// ([`BatchEvaluator::offers_descents`]; `HISTFIT_GPU_DESCENTS=host` keeps them on the host,
     /// one batch per step, for comparisons).
     descents: bool,
-    /// And settles those that ask for it ([`BatchEvaluator::settles_descents`];
+    /// And settles those that ask for it ([`BatchEvaluator::finishes_descents`];
     /// `HISTFIT_GPU_DESCENTS=unsettled` makes the fits settle them themselves, for comparisons).
     settles: bool,
 }
@@ -78,7 +78,7 @@ impl<B: BatchEvaluator> Batcher<B> {
         let descents = eval.offers_descents() && how != "host";
         Batcher {
             descents,
-            settles: descents && eval.settles_descents() && how != "unsettled",
+            settles: descents && eval.finishes_descents() && how != "unsettled",
             eval: Mutex::new(eval),
             second: None,
             space,
@@ -460,7 +460,7 @@ impl AsyncEvaluator for BatchClient {
     fn offers_descents(&self) -> bool {
         self.descents
     }
-    fn settles_descents(&self) -> bool {
+    fn finishes_descents(&self) -> bool {
         self.settles
     }
     fn descents<'a>(

@@ -124,10 +124,11 @@ pub(crate) async fn on_host<E: AsyncEvaluator + ?Sized>(
     data: &Dataset,
     req: &DescentRequest,
 ) -> Result<Descent> {
-    if req.settle.is_some() {
-        // The fit settles its descents itself where the evaluator does not (`Search::settled`).
+    if req.settle.is_some() || req.polish.is_some() {
+        // The fit settles and polishes itself where the evaluator does not (`Search::settled`,
+        // `Search::polish`).
         return Err(crate::InferError::Request(
-            "a descent asked to be settled was made on the host".into(),
+            "a descent asked to be settled or polished was made on the host".into(),
         ));
     }
     let space = &*req.space;

@@ -494,18 +494,14 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
         if first.given_up {
             return Ok(None);
         }
-        let req = self.near_rest(&first, plan);
-        let mut d = self.run_all(std::slice::from_ref(&req)).await?;
-        let d = d.pop().expect("one descent asked, one returned");
-        Ok(Some(self.settled(d, &plan.pinned, plan.bounds()).await?))
+        let r = self.descend_settled(&first.z, plan.bounds(), &plan.pinned);
+        Ok(Some(r.await?))
     }
 
     /// The rest of a search near a kink after its first descent `first` (not given up): a
     /// descent with restarts from its end within the search's bounds, settled at its kinks.
     fn near_rest(&self, first: &Descent, plan: &SidePlan) -> DescentRequest {
-        let passes = self.passes();
-        let req = self.descend_request(&first.z, plan.bounds(), &plan.pinned, passes);
-        self.settling(req, plan.bounds(), &plan.pinned)
+        self.settled_request(&first.z, plan.bounds(), &plan.pinned)
     }
 
     /// The rests ([`Self::near_rest`]) of the searches `plans` whose first descents `firsts`
@@ -645,9 +641,7 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
     fn side_plan(&self, from: &Local, k: usize, side: f64) -> SidePlan {
         let (z, lower, upper) = self.other_side(&from.z, k, side);
         let pinned: Vec<usize> = from.pinned.iter().copied().filter(|&j| j != k).collect();
-        let passes = self.passes();
-        let req = self.descend_request(&z, (&lower, &upper), &pinned, passes);
-        let req = self.settling(req, (&lower, &upper), &pinned);
+        let req = self.settled_request(&z, (&lower, &upper), &pinned);
         SidePlan {
             req,
             lower,
@@ -677,10 +671,7 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
     ) -> Result<Descent> {
         match firsts.as_mut() {
             Some(it) => Ok(it.next().expect("one descent per search")),
-            None => {
-                let mut one = self.run_all(std::slice::from_ref(&plan.req)).await?;
-                Ok(one.pop().expect("one descent asked, one returned"))
-            }
+            None => self.run_one(&plan.req).await,
         }
     }
 }

@@ -124,12 +124,12 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
     /// converges no higher; returns whether it was.
     async fn descend_again(&mut self, best: &mut Local) -> Result<bool> {
         let p = self.p;
-        let mut again = self
-            .descend(&best.z, (&p.lower, &p.upper), &best.pinned)
-            .await?;
-        if p.has_kinks() {
-            again = self.orthant_rounds(again, (&p.lower, &p.upper)).await?;
-        }
+        let bounds = (&p.lower[..], &p.upper[..]);
+        let again = if p.has_kinks() {
+            self.descend_settled(&best.z, bounds, &best.pinned).await?
+        } else {
+            self.descend(&best.z, bounds, &best.pinned).await?
+        };
         let kept = again.converged && again.f <= best.f + 1e-12 * best.f.abs().max(1.0);
         if kept {
             best.replace_keeping_compared(again);
@@ -137,9 +137,18 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
         Ok(kept)
     }
 
-    /// Up to six Newton steps from `at` over the coordinates off their bounds, kinks and pins.
+    /// Up to six Newton steps from `at` over the coordinates off their bounds, kinks and pins
+    /// (those pinned are at their kink): made whole by an evaluator that finishes descents
+    /// ([`histfit_compute::DescentRequest::polish`]), else here, one evaluation after another.
     pub async fn polish(&mut self, at: &mut Local) -> Result<()> {
         let p = self.p;
+        if self.eval.finishes_descents() {
+            let mut req = self.request(&at.z, (&p.lower, &p.upper), 0, None);
+            req.polish = Some(at.f);
+            let d = self.run_one(&req).await?;
+            (at.z, at.f) = (d.z, d.f);
+            return Ok(());
+        }
         let margin = 1e-5;
         let pinned = index_mask(at.z.len(), &at.pinned);
         let active: Vec<usize> = (0..at.z.len())

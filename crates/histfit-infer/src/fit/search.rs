@@ -212,12 +212,13 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
             passes,
             watch,
             settle: None,
+            polish: None,
         }
     }
 
     /// `req` (a descent within `bounds` with the coordinates `pinned` held at their kink)
     /// asking to be settled at its kinks within `bounds`, where the evaluator settles descents
-    /// ([`AsyncEvaluator::settles_descents`]); as it is elsewhere ([`Self::settled`] then makes
+    /// ([`AsyncEvaluator::finishes_descents`]); as it is elsewhere ([`Self::settled`] then makes
     /// the rounds).
     pub fn settling(
         &self,
@@ -225,7 +226,7 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
         (lower, upper): (&[f64], &[f64]),
         pinned: &[usize],
     ) -> DescentRequest {
-        if self.eval.settles_descents() {
+        if self.eval.finishes_descents() {
             req.settle = Some(Settle {
                 lower: lower.to_vec(),
                 upper: upper.to_vec(),
@@ -293,7 +294,12 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
         watch: Option<Watch>,
     ) -> Result<Descent> {
         let req = self.request(z0, bounds, passes, watch);
-        let mut v = self.run_all(std::slice::from_ref(&req)).await?;
+        self.run_one(&req).await
+    }
+
+    /// The one descent `req` (see [`Self::run_all`]).
+    pub async fn run_one(&mut self, req: &DescentRequest) -> Result<Descent> {
+        let mut v = self.run_all(std::slice::from_ref(req)).await?;
         Ok(v.pop().expect("one descent asked, one returned"))
     }
 
@@ -354,9 +360,32 @@ impl<'a, E: AsyncEvaluator + ?Sized> Search<'a, E> {
         passes: usize,
     ) -> Result<Local> {
         let req = self.descend_request(z0, bounds, pinned, passes);
-        let mut d = self.run_all(std::slice::from_ref(&req)).await?;
-        let d = d.pop().expect("one descent asked, one returned");
+        let d = self.run_one(&req).await?;
         Ok(Self::local_of(d, pinned))
+    }
+
+    /// [`Self::descend`] settled at its kinks within `bounds` ([`Self::orthant_rounds`]).
+    pub async fn descend_settled(
+        &mut self,
+        z0: &[f64],
+        bounds: (&[f64], &[f64]),
+        pinned: &[usize],
+    ) -> Result<Local> {
+        let req = self.settled_request(z0, bounds, pinned);
+        let d = self.run_one(&req).await?;
+        self.settled(d, pinned, bounds).await
+    }
+
+    /// The request of [`Self::descend_settled`] (settled by the evaluator where it finishes
+    /// descents; [`Self::settled`] settles its end otherwise).
+    pub fn settled_request(
+        &self,
+        z0: &[f64],
+        bounds: (&[f64], &[f64]),
+        pinned: &[usize],
+    ) -> DescentRequest {
+        let req = self.descend_request(z0, bounds, pinned, self.passes());
+        self.settling(req, bounds, pinned)
     }
 
     /// The request of [`Self::descend_passes`]: the coordinates in `pinned` held at 0.
