@@ -21,6 +21,7 @@ pub mod yields;
 pub use cpu::CpuEvaluator;
 pub use dataset::Dataset;
 pub use histfactory::{check_batch, expected_aux, expected_data};
+pub use resident::kink_rules;
 pub use resident::{
     Descent, DescentRequest, DescentSpace, Progress, ResidentFit, ResidentFits, ResidentRequest,
     ResidentSettings, ResidentStatus, Settle, Watch, AT_KINK, ORTHANT_PG, ORTHANT_ROUNDS,

@@ -279,6 +279,30 @@ pub const ORTHANT_PG: f64 = 1e-5;
 /// Orthant rounds per settlement: each lowers f, most fits need one or two.
 pub const ORTHANT_ROUNDS: usize = 8;
 
+/// The rules of a fit's kink checks (histfit-infer's `fit::kinks` and `fit::search`, which say
+/// why each is what it is), shared with the devices that make a kinked fit whole.
+pub mod kink_rules {
+    /// One-sided slopes (per unit of z) below this do not start a search of the other side.
+    pub const SIDE_SLOPE: f64 = 1e-4;
+    /// Refits of other kink basins per round.
+    pub const MAX_SIDE_REFITS: usize = 8;
+    /// Kinked coordinates that end this close to their kink (in their own units) have the other
+    /// side searched whatever the slice through the minimum says …
+    pub const NEAR_KINK: f64 = 0.3;
+    /// … from this far (closer, they are at their kink for the search).
+    pub const NEAR_KINK_FROM: f64 = 1e-6;
+    /// Searches of the other side near kinks per fit, the nearest first.
+    pub const MAX_NEAR_SEARCHES: usize = 24;
+    /// A search near a kink is given up from this iteration on where f minus this many times its
+    /// estimated distance to the minimum is above the best minimum.
+    pub const NEAR_ABANDON: (usize, f64) = (3, 30.0);
+    /// Or where the searched coordinate has sat at its kink, held there by the side searched,
+    /// this many iterations in a row.
+    pub const NEAR_HELD: usize = 3;
+    /// The saddle probe's step, in units of a coordinate's scale.
+    pub const SADDLE_STEP: f64 = 0.05;
+}
+
 /// The orthant rounds that follow a descent where it asks for them
 /// ([`DescentRequest::settle`]): while the end's first-order check, one-sided at the kinks,
 /// fails (or the end is not converged) and f does not rise, every kinked coordinate is kept on

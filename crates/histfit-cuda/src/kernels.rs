@@ -102,6 +102,18 @@ pub fn shared_definitions() -> Vec<String> {
         "-DORTHANT_ROUNDS={}",
         histfit_compute::ORTHANT_ROUNDS
     ));
+    {
+        use histfit_compute::kink_rules as k;
+        d.push(format!("-DSIDE_SLOPE={:e}", k::SIDE_SLOPE));
+        d.push(format!("-DMAX_SIDE_REFITS={}", k::MAX_SIDE_REFITS));
+        d.push(format!("-DNEAR_KINK={:e}", k::NEAR_KINK));
+        d.push(format!("-DNEAR_KINK_FROM={:e}", k::NEAR_KINK_FROM));
+        d.push(format!("-DMAX_NEAR_SEARCHES={}", k::MAX_NEAR_SEARCHES));
+        d.push(format!("-DNEAR_ABANDON_AFTER={}", k::NEAR_ABANDON.0));
+        d.push(format!("-DNEAR_ABANDON_FACTOR={:e}", k::NEAR_ABANDON.1));
+        d.push(format!("-DNEAR_HELD={}", k::NEAR_HELD));
+        d.push(format!("-DSADDLE_STEP={:e}", k::SADDLE_STEP));
+    }
     d.push(format!("-DFIT_MIN_BLOCKS={}", crate::resident::MIN_BLOCKS));
     d.push(format!(
         "-DRUN_MIN_BLOCKS={}",
@@ -153,6 +165,8 @@ pub struct Kernels {
     pub nll_grad_wide: CudaFunction,
     pub generate_toys: CudaFunction,
     pub fit_toys: CudaFunction,
+    /// Toy fits of a model with kinked free parameters (the kink rules in the kernel).
+    pub fit_toys_kinked: CudaFunction,
     pub fit_runs: CudaFunction,
     pub yield_grad_sum: CudaFunction,
     pub check_yields: CudaFunction,
@@ -210,6 +224,9 @@ impl Kernels {
             fit_toys: module
                 .load_function("fit_toys")
                 .map_err(driver("cuModuleGetFunction(fit_toys)"))?,
+            fit_toys_kinked: module
+                .load_function("fit_toys_kinked")
+                .map_err(driver("cuModuleGetFunction(fit_toys_kinked)"))?,
             fit_runs: module
                 .load_function("fit_runs")
                 .map_err(driver("cuModuleGetFunction(fit_runs)"))?,

@@ -68,13 +68,18 @@ pub const RUN_CODES: [(&str, u8); 6] = [
     ("RUN_SETTLE_UPPER_0", 32),
 ];
 
+/// The n-vectors of a worker's state before S: 16 of the fit's (see [`StateLayout`]), 7 of the
+/// orthant rounds, and 31 of a kinked toy fit's points and lists (`KState` in histfit.cu).
+const KINKED_VECTORS: usize = 54;
+
 /// Where the kernel finds each part of a worker's state (doubles from its start): seven
 /// n-vectors of the descent (z, g, d, trial z and g, saved z and g), four of the direction
 /// (breakpoints, Cauchy direction and point, flags), the point (and its gradient) before a
 /// finishing round or a restart, a descent's box and sides (three n-vectors), the orthant
 /// rounds that settle a descent (seven n-vectors: the best point, its and the round's
-/// coordinates held at their kink, the two one-sided gradients, the rounds' box), S and Y (m × n
-/// each), the small dense algebra (`Small` in histfit.cu), then the toy's row.
+/// coordinates held at their kink, the two one-sided gradients, the rounds' box), a kinked toy
+/// fit's points and lists (31 n-vectors), S and Y (m × n each), the small dense algebra (`Small`
+/// in histfit.cu), then the toy's row.
 pub(crate) struct StateLayout {
     pub s_off: usize,
     pub small_off: usize,
@@ -84,8 +89,9 @@ pub(crate) struct StateLayout {
 
 impl StateLayout {
     pub fn new(n: usize, memory: usize, row: usize) -> StateLayout {
-        // (The kernel places the first 23 n-vectors itself, in this order; S must follow them.)
-        let s_off = 23 * n;
+        // (The kernel places the first KINKED_VECTORS n-vectors itself, in this order; S must
+        // follow them.)
+        let s_off = KINKED_VECTORS * n;
         let small_off = s_off + 2 * memory * n;
         let small_len = 22 * memory * memory + 19 * memory + 16;
         let row_off = small_off + small_len;
@@ -352,7 +358,12 @@ fn fit_toys(
     let layout = StateLayout::new(n, memory, row);
     let state_len = layout.len;
     let scratch_len = session.tables.host.scratch_len;
-    let func = &session.kernels.fit_toys;
+    // A model whose free parameters have kinks: the kink rules run in the kernel too.
+    let kinked = (0..n).any(|i| req.kinks[i] && !req.fixed[i] && z_lo[i] < z_hi[i]);
+    let func = match kinked {
+        true => &session.kernels.fit_toys_kinked,
+        false => &session.kernels.fit_toys,
+    };
     let per_launch = if req.want_params {
         TOYS_PER_LAUNCH_WITH_PARAMS
     } else {
@@ -581,9 +592,14 @@ fn fit_toys(
         first += count as u64;
     }
     clock.report(|| {
+        let evals: Vec<usize> = results.iter().map(|r| r.evaluations).collect();
+        let most = evals.iter().copied().max().unwrap_or(0);
+        let mean = evals.iter().sum::<usize>() as f64 / evals.len().max(1) as f64;
         format!(
-            "cuda:{}: a block of {total} toys, inputs and buffers {setup:.3} s, fits {:.3} s",
+            "cuda:{}: a block of {total} toys{}, inputs and buffers {setup:.3} s, fits {:.3} s \
+             (evaluations per fit: mean {mean:.0}, most {most})",
             session.gpu.info.ordinal,
+            if kinked { " (kinked)" } else { "" },
             clock.lap()
         )
     });

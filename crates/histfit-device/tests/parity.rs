@@ -782,7 +782,12 @@ fn kinked_toy_fits_with_descents_on_the_device_match_the_cpu() {
         let o = FitOptions::default();
         let c = fit_toys(&cpu, &gen, 13, n, 0..n, &o, &|_, _| {}).unwrap();
         let batcher = Batcher::new(CudaBatch::new(model.clone(), 0).expect("GPU session"));
-        let g = fit_toys_on(&Batched::new(&batcher), &gen, 13, n, 0..n, &o, &|_, _| {}).unwrap();
+        // The hybrid: the host's kink rules, the device's descents (resident fits off).
+        let hybrid = Batched {
+            resident: false,
+            ..Batched::new(&batcher)
+        };
+        let g = fit_toys_on(&hybrid, &gen, 13, n, 0..n, &o, &|_, _| {}).unwrap();
         let stats = batcher.stats();
         assert!(
             stats.descents > n,
@@ -790,6 +795,36 @@ fn kinked_toy_fits_with_descents_on_the_device_match_the_cpu() {
         );
         assert_toys_agree(ws, &c, &g);
     }
+}
+
+/// Under pyhf's codes the whole kinked fit runs resident on the device (`fit_toys_kinked`: the
+/// descents, the orthant rounds, the searches of other sides and near kinks, the polish, the
+/// certification) and reaches the CPU's fits of the same toys; no descent and few evaluations
+/// are driven from the host (the refits of the rare toys the device cannot certify).
+#[test]
+fn kinked_toy_fits_resident_on_the_device_match_the_cpu() {
+    if !gpu_or_skip("kinked_toy_fits_resident_on_the_device_match_the_cpu") {
+        return;
+    }
+    use histfit_infer::batch::Batcher;
+    use histfit_infer::toys::{fit_toys, fit_toys_on, Batched};
+    // (complex_workspace's fits take further starts, which the device leaves to the host path.)
+    let (ws, n) = ("workspace_tHu", 600);
+    let (model, data) = load(ws, settings("pyhf"));
+    let mut cpu = CpuEvaluator::new(model.clone());
+    let gen = fit(&mut cpu, &data, &FitOptions::default())
+        .unwrap()
+        .bestfit;
+    let o = FitOptions::default();
+    let c = fit_toys(&cpu, &gen, 17, n, 0..n, &o, &|_, _| {}).unwrap();
+    let batcher = Batcher::new(CudaBatch::new(model.clone(), 0).expect("GPU session"));
+    let g = fit_toys_on(&Batched::new(&batcher), &gen, 17, n, 0..n, &o, &|_, _| {}).unwrap();
+    assert_toys_agree(ws, &c, &g);
+    let stats = batcher.stats();
+    assert!(
+        stats.descents == 0 && stats.launches < n / 20,
+        "{ws}: fits driven from the host: {stats:?}"
+    );
 }
 
 /// `cuda:0,0`: an ensemble of 10 000 toys split by toy index over two sessions on one GPU, in

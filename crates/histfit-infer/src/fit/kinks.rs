@@ -69,53 +69,53 @@ pub(crate) const TINY: f64 = 1e-150;
 /// descents).
 pub(crate) use histfit_compute::AT_KINK;
 
-/// One-sided slopes (per unit of z) below this do not start a search of the other side: the most
-/// such a basin can gain is of order slope²/2, far below the 1e-6 in twice_nll fits are held to.
-const SIDE_SLOPE: f64 = 1e-4;
+// One-sided slopes (per unit of z) below this do not start a search of the other side: the most
+// such a basin can gain is of order slope²/2, far below the 1e-6 in twice_nll fits are held to.
+use histfit_compute::kink_rules::SIDE_SLOPE;
 
 /// When a point gets orthant descents, and how many rounds at most (shared with the devices
 /// that settle descents).
 use histfit_compute::{ORTHANT_PG, ORTHANT_ROUNDS};
 
-/// Refits of other kink basins per round.
-pub(crate) const MAX_SIDE_REFITS: usize = 8;
+// Refits of other kink basins per round.
+pub(crate) use histfit_compute::kink_rules::MAX_SIDE_REFITS;
 
-/// Kinked coordinates that end within this of their kink (in their own units, α for a
-/// normsys or histosys) have the other side searched whatever the slice through the minimum
-/// says: where the lower basin needs other parameters to move with the kinked one, the slice
-/// rises on that side and only a refit finds it. On `workspace_tHu` under pyhf's codes, toys
-/// fitted from two nearby starts ended in different basins on 4 of 2000 toys (by up to 1.4e-2 in
-/// twice_nll, a cross section at −0.088 against +0.144) and on none with this search up to 0.1
-/// (BENCHMARKS.md, issue 21, session 23); on 10 000 toys 4 were still apart, two of them with
-/// that cross section 0.11–0.18 from its kink (session 24).
-const NEAR_KINK: f64 = 0.3;
+// Kinked coordinates that end within this of their kink (in their own units, α for a
+// normsys or histosys) have the other side searched whatever the slice through the minimum
+// says: where the lower basin needs other parameters to move with the kinked one, the slice
+// rises on that side and only a refit finds it. On `workspace_tHu` under pyhf's codes, toys
+// fitted from two nearby starts ended in different basins on 4 of 2000 toys (by up to 1.4e-2 in
+// twice_nll, a cross section at −0.088 against +0.144) and on none with this search up to 0.1
+// (BENCHMARKS.md, issue 21, session 23); on 10 000 toys 4 were still apart, two of them with
+// that cross section 0.11–0.18 from its kink (session 24).
+use histfit_compute::kink_rules::NEAR_KINK;
 
-/// Closer than this to its kink a parameter is at its kink for the search (its one-sided slopes
-/// and [`Search::settle_kinks`]'s slice test judge it). From 1e-3 down the slice can still
-/// mislead: in tHu's toy CLs under pyhf's codes (b ensemble, toy 2534, the conditional fit) the
-/// GPU's path ended with a b-tagging parameter at −3.9e-4, the CPU's at +4.5e-3 with 28 others
-/// moved by 2–6e-4, 2.5e-5 lower in twice_nll (BENCHMARKS.md, issue 23, session 25).
-const NEAR_KINK_FROM: f64 = 1e-6;
+// Closer than this to its kink a parameter is at its kink for the search (its one-sided slopes
+// and [`Search::settle_kinks`]'s slice test judge it). From 1e-3 down the slice can still
+// mislead: in tHu's toy CLs under pyhf's codes (b ensemble, toy 2534, the conditional fit) the
+// GPU's path ended with a b-tagging parameter at −3.9e-4, the CPU's at +4.5e-3 with 28 others
+// moved by 2–6e-4, 2.5e-5 lower in twice_nll (BENCHMARKS.md, issue 23, session 25).
+use histfit_compute::kink_rules::NEAR_KINK_FROM;
 
-/// Searches of the other side near kinks per fit, the nearest first (a note says when more
-/// were due). tHu's toys often have more kinked parameters 1e-6 to 0.3 from their kink; most
-/// searches are given up after 4–8 evaluations.
-const MAX_NEAR_SEARCHES: usize = 24;
+// Searches of the other side near kinks per fit, the nearest first (a note says when more
+// were due). tHu's toys often have more kinked parameters 1e-6 to 0.3 from their kink; most
+// searches are given up after 4–8 evaluations.
+use histfit_compute::kink_rules::MAX_NEAR_SEARCHES;
 
 /// The end of the note that says the near-kink searches were capped.
 const NEAR_CAPPED: &str = " (the cap on searches near kinks)";
 
-/// A search of the other side near a kink is given up from this iteration on where f minus this
-/// many times its estimated distance to the minimum is above the best minimum (or where
-/// [`NEAR_HELD`] says so). The estimate is short where other parameters wait at their kinks
-/// (L-BFGS-B's steps stop there): on random workspace 51/1181 the winning search stood 15 times
-/// its estimate above the best minimum at its fourth iteration, so a factor of 4 gave it up.
-/// Most of these searches still cost 4–8 evaluations (BENCHMARKS.md, issue 21, session 23).
-const NEAR_ABANDON: (usize, f64) = (3, 30.0);
+// A search of the other side near a kink is given up from this iteration on where f minus this
+// many times its estimated distance to the minimum is above the best minimum (or where
+// [`NEAR_HELD`] says so). The estimate is short where other parameters wait at their kinks
+// (L-BFGS-B's steps stop there): on random workspace 51/1181 the winning search stood 15 times
+// its estimate above the best minimum at its fourth iteration, so a factor of 4 gave it up.
+// Most of these searches still cost 4–8 evaluations (BENCHMARKS.md, issue 21, session 23).
+use histfit_compute::kink_rules::NEAR_ABANDON;
 
-/// Iterations in a row a searched parameter must sit at its kink, held there by the slope of
-/// the side searched, before the search is given up: it can leave as the others move.
-pub(crate) const NEAR_HELD: usize = 3;
+// Iterations in a row a searched parameter must sit at its kink, held there by the slope of
+// the side searched, before the search is given up: it can leave as the others move.
+pub(crate) use histfit_compute::kink_rules::NEAR_HELD;
 
 /// The first-order check of a point: the largest projected gradient component, with one-sided
 /// slopes at kinked coordinates that sit at their kink.

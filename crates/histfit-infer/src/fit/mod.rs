@@ -341,14 +341,17 @@ pub(crate) struct DevicePlan {
     pub settings: histfit_compute::ResidentSettings,
 }
 
-/// The device plan of a fit with `opts` on `space`, or `None` where the fit needs more than one
-/// descent (kinks, further starts) or uncertainties.
+/// The device plan of a fit with `opts` on `space`, or `None` where the fit needs further
+/// starts or uncertainties. A device makes a kinked fit's kink rules too (the host's, ported);
+/// `HISTFIT_GPU_KINKED=hybrid` leaves them to the host, the device making its descents, for
+/// comparisons.
 pub(crate) fn device_plan(
     space: &histfit_compute::ParameterSpace,
     opts: &FitOptions,
 ) -> Result<Option<DevicePlan>> {
     let p = Problem::new(space, opts)?;
-    if p.has_kinks()
+    let hybrid = std::env::var("HISTFIT_GPU_KINKED").is_ok_and(|v| v == "hybrid");
+    if (p.has_kinks() && hybrid)
         || opts.starts.per_batch(p.free.len()) > 0
         || opts.uncertainties
         || p.free.is_empty()

@@ -13,10 +13,10 @@ use histfit_compute::{
 };
 use std::sync::Arc;
 
-/// The probe of [`Search::leave_saddle`], in units of a coordinate's prior width: small enough
-/// to stay inside the basin a saddle falls into, large enough that f's fall there (of order
-/// curvature·step²/2) stands far above its rounding.
-const SADDLE_STEP: f64 = 0.05;
+// The probe of [`Search::leave_saddle`], in units of a coordinate's prior width: small enough
+// to stay inside the basin a saddle falls into, large enough that f's fall there (of order
+// curvature·step²/2) stands far above its rounding.
+use histfit_compute::kink_rules::SADDLE_STEP;
 
 /// The dataset a search evaluates now: `data`, or its copy `soft[k]` with a wider empty-bin wall
 /// during the first descents (a free function, so that the evaluator can be borrowed beside it).
