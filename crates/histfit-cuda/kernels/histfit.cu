@@ -1996,7 +1996,10 @@ extern "C" __global__ void __launch_bounds__(256, FIT_MIN_BLOCKS) fit_toys(Table
 // gains more than 1e-10 relative (a restart that converges no higher takes the point); the
 // restarts are not watched (F.watch is off after the first run). Leaves the end in F.z, F.g and
 // f; returns the first run's status, or the last taken restart's.
-__device__ int descent_run(Fit& F, int passes, double& f, int& iters, int& evals, double& bounded) {
+// (descent_run, certify and orthant_rounds are not inlined: fit_kinked calls them from many
+// places, and inlined copies made the module 1.5× larger and its first compile 1.6× longer for
+// the same speed — BENCHMARKS.md, issue 23, session 29. fit_toys keeps its own inlined descent.)
+__device__ __noinline__ int descent_run(Fit& F, int passes, double& f, int& iters, int& evals, double& bounded) {
     const int t = threadIdx.x, T = blockDim.x, P = F.tb->n_params;
     double *z = F.z, *g = F.g;
     f = eval_z(*F.tb, *F.A, z, g, F.row, F.sc, F.red, F.wall, F.side) + F.cst;
@@ -2043,7 +2046,7 @@ struct Cert {
     bool bad;
 };
 
-__device__ Cert certify(Fit& F, const double* held, const double* plo, const double* phi, const double* z,
+__device__ __noinline__ Cert certify(Fit& F, const double* held, const double* plo, const double* phi, const double* z,
                         double* zc, double* gu, double* gd, double* side) {
     const Tables& tb = *F.tb;
     const FitArgs& A = *F.A;
@@ -2113,7 +2116,7 @@ __device__ int cert_evals(const Fit& F, const double* held, const double* z) {
 // (0 where null) unless a round replaced the point, then that round's. Returns the rounds that
 // replaced it. Uses the state's n-vectors 16, 18–20 and the trial point (zt); the descent box and
 // sides (13–15) are overwritten.
-__device__ int orthant_rounds(Fit& F, double* st, const double* held, const double* plo, const double* phi,
+__device__ __noinline__ int orthant_rounds(Fit& F, double* st, const double* held, const double* plo, const double* phi,
                               const double* slo, const double* shi, const double* pin_in, double* pb, double& f,
                               int& status, int& iters, int& evals, double& bounded) {
     const Tables& tb = *F.tb;
@@ -2412,6 +2415,9 @@ __device__ void fit_kinked(const Tables& tb, const FitArgs& A, const double* z_i
         F.watch = -1;
         F.cst = 0.0;
         F.wall = EMPTY_BIN_WALL;
+        // A block's lists start empty for each toy (the previous toy's would be read otherwise).
+        s.nL = s.nC = s.nS = s.nN = 0;
+        s.found_k = -1;
     }
     __syncthreads();
     double *z = F.z;
@@ -2755,8 +2761,10 @@ __device__ void fit_kinked(const Tables& tb, const FitArgs& A, const double* z_i
                         double fr = f;
                         int sr = FIT_FLIPPED;
                         rounds(nullptr, nullptr, K.pT, fr, sr);
+                        // Every thread judges against the best before thread 0 may replace it.
+                        const bool better = k_better(fr, sr, s.fB, s.sB);
                         __syncthreads();
-                        if (k_better(fr, sr, s.fB, s.sB)) {
+                        if (better) {
                             keep(K.zB, K.pB, pb);
                             if (t == 0) {
                                 s.fB = fr;
@@ -2805,8 +2813,10 @@ __device__ void fit_kinked(const Tables& tb, const FitArgs& A, const double* z_i
                     double f = 0.0;
                     int status = 0;
                     descend_settled(K.wz, K.loP, K.hiP, K.pT, f, status);
+                    // (As for the flip: the verdict first, then thread 0's write.)
+                    const bool better = k_better(f, status, s.fB, s.sB);
                     __syncthreads();
-                    if (k_better(f, status, s.fB, s.sB)) {
+                    if (better) {
                         keep(K.zB, K.pB, pb);
                         if (t == 0) {
                             s.fB = f;
@@ -2895,6 +2905,8 @@ __device__ void fit_kinked(const Tables& tb, const FitArgs& A, const double* z_i
                     F.w_factor = NEAR_ABANDON_FACTOR;
                     F.w_held = NEAR_HELD;
                 }
+                // Thread 0's bounds of k published before thread k % T copies them.
+                __syncthreads();
                 set_box(K.loP, K.hiP);
                 __syncthreads();
                 if (t == k % T) side_d[k] = side;

@@ -258,6 +258,16 @@ impl Kernels {
         if let Some(src) = cached {
             return Ok(Ptx::from_src(src));
         }
+        // Minutes of silence otherwise: the resident fits make a large module (BENCHMARKS.md,
+        // issue 23, session 29).
+        eprintln!(
+            "histfit: compiling the CUDA kernels for {arch} (first use of this build on this \
+             GPU; a few minutes){}",
+            match &file {
+                Some(f) => format!(", cached in {}", f.parent().unwrap_or(f).display()),
+                None => String::new(),
+            }
+        );
         let ptx = compile_with(SOURCE.to_string(), opts)?;
         if let Some(f) = &file {
             // Best effort: a read-only home just means compiling again next run.
