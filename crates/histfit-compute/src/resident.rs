@@ -11,8 +11,8 @@
 //! [`ResidentFit`]; inference decides what to do with it.
 //!
 //! Also the descents of host fits a device runs whole ([`DescentRequest`], [`Descent`]): the
-//! fits it cannot make itself (kinks, further starts) stay on the host, their L-BFGS-B runs
-//! go to the device one request each.
+//! fits it does not make itself (further starts; kinked fits where the hybrid is asked for)
+//! stay on the host, their L-BFGS-B runs go to the device one request each.
 
 use crate::Result;
 
@@ -120,7 +120,8 @@ pub enum ResidentStatus {
     /// No descent direction away from a minimum.
     FailedDirection,
     /// The optimizer stopped, but the projected gradient stayed above the certificate after
-    /// the Newton steps.
+    /// the Newton steps; or a kinked fit ended at a point reached by flipping kinked parameters
+    /// across their kinks and not descended from (the host fit says so in words only).
     Uncertified,
 }
 

@@ -1762,7 +1762,8 @@ __device__ void lay_out(Fit& F, const Tables& tb, const FitArgs& A, const double
     F.gl = F.zl + P;
     F.zb4 = F.gl + 5 * (long long)P; // after the direction's four n-vectors; then gb4 (a descent's box
                                      // and sides follow: run_one, then the orthant
-                                     // rounds' seven: settle_rounds); S at 23 n (s_off)
+                                     // rounds' seven: orthant_rounds; a kinked fit's 31:
+                                     // KState); S at s_off (54 n)
     F.gb4 = F.zb4 + P;
     F.S = st + A.s_off;
     F.Y = F.S + (long long)m * P;
@@ -1962,8 +1963,9 @@ extern "C" __global__ void __launch_bounds__(256, FIT_MIN_BLOCKS) fit_toys(Table
     const int P = tb.n_params, M = tb.n_main, R = M + tb.n_aux;
     double* st = A.state + (long long)blockIdx.x * A.state_len;
     // State: z g d zt gt zl gl, four n-vectors of the direction, the point and gradient before
-    // a finishing round, a descent's box and sides (fit_runs), S and Y (m × n each), the Small
-    // area, then the toy's row.
+    // a finishing round, a descent's box and sides (fit_runs), the orthant rounds' seven and a
+    // kinked fit's 31 n-vectors (unused here), S and Y (m × n each), the Small area, then the
+    // toy's row.
     double* row = st + A.row_off;
     double* sc = A.scratch + (long long)blockIdx.x * A.scratch_len;
     // The model's tables and the fit's arguments, one copy for the block in shared memory: the
@@ -2195,7 +2197,7 @@ __device__ __noinline__ int orthant_rounds(Fit& F, double* st, const double* hel
 // descent's start within its own box, its kinked coordinates at 0 evaluated on their side, given
 // up where its watch says so, then up to `passes` restarts with fresh memory from its end while
 // each converges and gains (a restart that converges no higher takes the point), then, where
-// asked, the orthant rounds that settle it at its kinks (settle_rounds); or, where asked instead,
+// asked, the orthant rounds that settle it at its kinks (orthant_rounds); or, where asked instead,
 // Newton steps from the start (polish). Writes f, the rounds taken, iterations, evaluations and
 // status at `o` (FIT_OUT values) and the end point z at `oz`.
 __device__ void run_one(const Tables& tb, const FitArgs& A, int r, double* st, double* sc, double* red, double* o,
@@ -3035,7 +3037,7 @@ __device__ void fit_kinked(const Tables& tb, const FitArgs& A, const double* z_i
         o[4] = (double)iters;
         o[5] = (double)evals;
         o[6] = (double)status;
-        o[7] = 0.0;
+        o[7] = 0.0; // none left at its start: the saddle probe above moved or kept them itself
         o[8] = bounded;
     }
 }

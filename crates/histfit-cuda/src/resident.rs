@@ -1,5 +1,7 @@
 //! Fits resident on the device ([`ResidentFits`] for [`CudaBatch`]): an ensemble of toys drawn
-//! and fitted by the `fit_toys` kernel in one launch, with only per-toy results coming back.
+//! and fitted by the `fit_toys` kernel (`fit_toys_kinked` where a free parameter has a kink:
+//! the host fit's kink rules in the kernel) in one launch, with only per-toy results coming
+//! back.
 //!
 //! The kernel runs a fixed number of worker blocks (as many as the device keeps resident at
 //! once); each takes the next toy index from a counter, draws the toy with the same Philox
@@ -360,10 +362,11 @@ fn fit_toys(
     let scratch_len = session.tables.host.scratch_len;
     // A model whose free parameters have kinks: the kink rules run in the kernel too.
     let kinked = (0..n).any(|i| req.kinks[i] && !req.fixed[i] && z_lo[i] < z_hi[i]);
-    let func = match kinked {
-        true => &session.kernels.fit_toys_kinked,
-        false => &session.kernels.fit_toys,
+    let (func, name) = match kinked {
+        true => (&session.kernels.fit_toys_kinked, "fit_toys_kinked"),
+        false => (&session.kernels.fit_toys, "fit_toys"),
     };
+    let launch_of = format!("launch of {name}");
     let per_launch = if req.want_params {
         TOYS_PER_LAUNCH_WITH_PARAMS
     } else {
@@ -531,11 +534,11 @@ fn fit_toys(
         };
         let mut l = stream.launch_builder(func);
         l.arg(&session.tables.arg).arg(&arg);
-        // SAFETY: the arguments match `fit_toys(Tables, FitArgs)`; every buffer holds what the
+        // SAFETY: the arguments match `fit_toys(Tables, FitArgs)` (and `fit_toys_kinked`'s); every buffer holds what the
         // kernel indexes: workers × state_len and × scratch_len, count × FIT_OUT results,
         // count × n fitted parameters when asked, and count × n starts and count toy indices
         // where the request gives them (null pointers otherwise).
-        unsafe { l.launch(cfg) }.map_err(driver("launch of fit_toys"))?;
+        unsafe { l.launch(cfg) }.map_err(driver(&launch_of))?;
         let mut reported = 0;
         if let (Some(progress), Some(zeroed)) = (req.progress, &zeroed) {
             watch(
@@ -560,7 +563,7 @@ fn fit_toys(
         } else {
             None
         };
-        stream.synchronize().map_err(driver("fit_toys"))?;
+        stream.synchronize().map_err(driver(name))?;
         if let Some(progress) = req.progress.filter(|_| count > reported) {
             (progress.0)(count - reported);
         }
@@ -568,7 +571,7 @@ fn fit_toys(
             let o = &out[k * FIT_OUT..(k + 1) * FIT_OUT];
             let status =
                 ResidentStatus::from_code(o[6] as i32).ok_or_else(|| CudaError::Driver {
-                    call: "fit_toys".into(),
+                    call: name.into(),
                     message: format!(
                         "toy {} came back without a status ({})",
                         req.toy(first + k as u64),

@@ -325,9 +325,9 @@ pub fn curvature_scales<E: Evaluator + ?Sized>(
 }
 
 /// A fit a device may run whole ([`histfit_compute::ResidentFits`]): the request's parameters
-/// in the fitting code's terms. Given only where the fit rules come down to one descent from
-/// one start (after those on the wider empty-bin walls, which the device makes too) — no kinks
-/// (whose checks run on the host) and no further starts — so the device's end point, once
+/// in the fitting code's terms. Given only where the fit starts from one point (after those on
+/// the wider empty-bin walls, which the device makes too) — no further starts; with kinks, the
+/// device runs their rules as `kinks` and `search` do — so the device's end point, once
 /// certified ([`device_fit_certified`]), is what this fit would report.
 pub(crate) struct DevicePlan {
     pub init: Vec<f64>,
@@ -398,10 +398,11 @@ pub fn resident_settings(o: &Options) -> histfit_compute::ResidentSettings {
 /// Whether a device fit made under a [`DevicePlan`] is this fit's result: stopped by one of the
 /// optimizer's rules (the device runs the same L-BFGS-B, so it takes the same path to the same
 /// minimum), finite, finished to [`POLISH_PG`] (the device's Newton rounds are the host's; where
-/// they leave the point above it, the host's `sharpen` may go on with a descent the kernel
-/// does not make) and no coordinate left at its start (where the search would probe for a
-/// saddle). Anything else is fitted again on the host, so the fit's rules — its polish, saddle
-/// probe and failure reasons — hold.
+/// they leave the point above it, the host's `sharpen` may go on with a descent the smooth
+/// kernel does not make) and no coordinate left at its start (where the search would probe for
+/// a saddle; the kinked kernel makes that probe itself and reports none). Anything else is
+/// fitted again on the host, so the fit's rules — its polish, saddle probe and failure
+/// reasons — hold.
 pub fn device_fit_certified(r: &histfit_compute::ResidentFit) -> bool {
     r.status == histfit_compute::ResidentStatus::Converged
         && r.nll.is_finite()
