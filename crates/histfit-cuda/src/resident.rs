@@ -657,3 +657,40 @@ fn watch(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::KINKED_VECTORS;
+
+    /// The kinked fit's state, as `kstate_of` in histfit.cu places it (its n-vectors after the
+    /// first 23), ends where `StateLayout` puts S: a vector added there without room here would
+    /// overlap S and Y.
+    #[test]
+    fn kinked_state_fits_the_layout() {
+        let src = crate::kernels::SOURCE;
+        let body = &src[src
+            .find("KState kstate_of(")
+            .expect("kstate_of in histfit.cu")..];
+        let first: usize = body
+            .split("st + ")
+            .nth(1)
+            .and_then(|r| r.split(" *").next())
+            .and_then(|v| v.trim().parse().ok())
+            .expect("kstate_of's first vector: st + N * P");
+        let lens = body
+            .split("const int len[] = {")
+            .nth(1)
+            .and_then(|r| r.split('}').next())
+            .expect("kstate_of's table of lengths");
+        let total: usize = lens
+            .split(',')
+            .map(|v| v.trim().parse::<usize>().expect("a length"))
+            .sum();
+        let count = lens.split(',').count();
+        assert!(
+            body.contains(&format!("j < {count};")),
+            "kstate_of's loop covers its {count} vectors"
+        );
+        assert_eq!(first + total, KINKED_VECTORS);
+    }
+}
