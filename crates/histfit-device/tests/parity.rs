@@ -544,6 +544,67 @@ fn assert_toys_agree(ws: &str, cpu: &[histfit_infer::ToyFit], gpu: &[histfit_inf
     }
 }
 
+/// What a raw resident request of a toy ensemble holds beside its toys: the model's space and
+/// bounds, the ensemble's units (the curvature at `gen`, as every ensemble fits in) and the fit
+/// settings of `o`.
+struct RawEnsemble {
+    space: histfit_compute::ParameterSpace,
+    lower: Vec<f64>,
+    upper: Vec<f64>,
+    units: Vec<f64>,
+    settings: histfit_compute::ResidentSettings,
+    gen: Vec<f64>,
+    seed: u64,
+    poi: Option<usize>,
+    want_params: bool,
+}
+
+impl RawEnsemble {
+    fn new(
+        cpu: &mut CpuEvaluator,
+        poi: Option<usize>,
+        gen: &[f64],
+        seed: u64,
+        o: &FitOptions,
+        want_params: bool,
+    ) -> RawEnsemble {
+        let space = Evaluator::space(cpu).clone();
+        RawEnsemble {
+            lower: space.bounds.iter().map(|b| b.0).collect(),
+            upper: space.bounds.iter().map(|b| b.1).collect(),
+            units: histfit_infer::fit::curvature_scales(cpu, gen, o).unwrap(),
+            settings: histfit_infer::fit::resident_settings(&o.optimizer.unwrap_or_default()),
+            poi,
+            space,
+            gen: gen.to_vec(),
+            seed,
+            want_params,
+        }
+    }
+
+    /// Toys `indices` of the seed, drawn at and fitted from the generating point.
+    fn req(&self, indices: std::ops::Range<u64>) -> histfit_compute::ResidentRequest<'_> {
+        histfit_compute::ResidentRequest {
+            gen_params: &self.gen,
+            seed: self.seed,
+            indices,
+            init: &self.gen,
+            model_init: &self.space.init,
+            starts: None,
+            list: None,
+            fixed: &self.space.fixed,
+            lower: &self.lower,
+            upper: &self.upper,
+            scales: &self.units,
+            kinks: &self.space.kinked,
+            settings: self.settings,
+            report: self.poi,
+            want_params: self.want_params,
+            progress: None,
+        }
+    }
+}
+
 /// Toy fits resident on the device (drawn and fitted there, host refits of what it cannot
 /// certify) reach the CPU's fits of the same toys, and an ensemble split by toy index over any
 /// number of workers and launches gives the same bits.
@@ -576,33 +637,11 @@ fn resident_toy_fits_match_the_cpu_and_split_bit_identically() {
                 a.index
             );
         }
-        // The raw device fits: split over workers and launches, the same bits.
-        let space = Evaluator::space(&cpu).clone();
-        let lower: Vec<f64> = space.bounds.iter().map(|b| b.0).collect();
-        let upper: Vec<f64> = space.bounds.iter().map(|b| b.1).collect();
-        let od = histfit_infer::fit::FitOptions::default()
-            .optimizer
-            .unwrap_or_default();
-        // In the units the ensembles above fit in.
-        let units = histfit_infer::fit::curvature_scales(&mut cpu, &gen, &o).unwrap();
-        let req = |indices: std::ops::Range<u64>| ResidentRequest {
-            gen_params: &gen,
-            seed: 11,
-            indices,
-            init: &gen,
-            model_init: &space.init,
-            starts: None,
-            list: None,
-            fixed: &space.fixed,
-            lower: &lower,
-            upper: &upper,
-            scales: &units,
-            kinks: &space.kinked,
-            settings: histfit_infer::fit::resident_settings(&od),
-            report: model.poi,
-            want_params: true,
-            progress: None,
-        };
+        // The raw device fits (in the units the ensembles above fit in): split over workers
+        // and launches, the same bits.
+        let raw = RawEnsemble::new(&mut cpu, model.poi, &gen, 11, &o, true);
+        let (space, units) = (&raw.space, &raw.units);
+        let req = |indices| raw.req(indices);
         // Progress while the device fits: the reports add up to the ensemble.
         let reported = std::sync::atomic::AtomicUsize::new(0);
         let count = |k: usize| {
@@ -807,7 +846,7 @@ fn kinked_toy_fits_resident_on_the_device_match_the_cpu() {
     if !gpu_or_skip("kinked_toy_fits_resident_on_the_device_match_the_cpu") {
         return;
     }
-    use histfit_compute::{ResidentFits, ResidentRequest};
+    use histfit_compute::ResidentFits;
     use histfit_infer::batch::Batcher;
     use histfit_infer::toys::{fit_toys, fit_toys_on, Batched};
     // (complex_workspace's fits take further starts, which the device leaves to the host path.)
@@ -832,29 +871,8 @@ fn kinked_toy_fits_resident_on_the_device_match_the_cpu() {
     // out of the batcher's sight): nearly all certified on the device, each the CPU's fit of
     // its toy; split over workers and launches, or run again, the same bits (the kinked
     // kernel's block synchronisation: BENCHMARKS.md, issue 23, session 29).
-    let space = Evaluator::space(&cpu).clone();
-    let lower: Vec<f64> = space.bounds.iter().map(|b| b.0).collect();
-    let upper: Vec<f64> = space.bounds.iter().map(|b| b.1).collect();
-    let od = o.optimizer.unwrap_or_default();
-    let units = histfit_infer::fit::curvature_scales(&mut cpu, &gen, &o).unwrap();
-    let req = |indices: std::ops::Range<u64>| ResidentRequest {
-        gen_params: &gen,
-        seed: 17,
-        indices,
-        init: &gen,
-        model_init: &space.init,
-        starts: None,
-        list: None,
-        fixed: &space.fixed,
-        lower: &lower,
-        upper: &upper,
-        scales: &units,
-        kinks: &space.kinked,
-        settings: histfit_infer::fit::resident_settings(&od),
-        report: model.poi,
-        want_params: false,
-        progress: None,
-    };
+    let raw = RawEnsemble::new(&mut cpu, model.poi, &gen, 17, &o, false);
+    let req = |indices| raw.req(indices);
     let whole = gpu.clone().fit_toys_resident(&req(0..n)).unwrap();
     assert_eq!(
         gpu.clone().fit_toys_resident(&req(0..n)).unwrap(),
