@@ -73,7 +73,12 @@ __device__ __forceinline__ bool is_mult(int code) { return code == CODE1 || code
 // Δ and dΔ/dα of one histosys row (entry e, bin row r).
 __device__ __forceinline__ void histo_row(int code, const double* coef4, const double* poly6, double a,
                                           double* delta, double* ddelta) {
-    if (is_mult(code)) {
+    if (code == CODE0) {
+        // Piecewise linear (pyhf's default for histosys): one coefficient read instead of the
+        // four, the same value as the weighted sum below (its other terms are zeros).
+        *delta = a > 0.0 ? a * coef4[0] : (a < 0.0 ? a * coef4[1] : 0.0);
+        *ddelta = a > 0.0 ? coef4[0] : (a < 0.0 ? coef4[1] : 0.5 * coef4[0] + 0.5 * coef4[1]);
+    } else if (is_mult(code)) {
         double c8[8] = {coef4[1], coef4[2], poly6[0], poly6[1], poly6[2], poly6[3], poly6[4], poly6[5]};
         double k, dk;
         multiplicative_value(code, c8, a, &k, &dk);
@@ -119,6 +124,11 @@ struct Tables {
     // n_sb: the workspace's nominal yield where a sample's histosys deltas follow input yields
     // (held relative: Δ·y/nominal₀), 0 where they are added as they are.
     const double* nominal0;
+    // n_sb: the sample-bins in the order the threads of a block take them in the yields' loop
+    // (position p → thread p mod blockDim): by their sample's histosys entries, most first,
+    // every other row of 128 reversed, so that each warp's lanes walk lists of like length and
+    // each thread about the same number of rows (layout.rs's `yield_order`).
+    const int* sb_order;
 };
 
 // The factor on a sample-bin's histosys deltas: y/nominal₀ where they are held relative to the
@@ -132,7 +142,8 @@ __device__ __forceinline__ double hs_scale(const Tables& tb, int sb) {
 
 // Σ v[0..n) in an order that does not depend on the block size: 256 lanes, lane L adds v[L],
 // v[L+256], … in turn, then a fixed tree over the lanes. `red` holds 256 doubles. So a problem's
-// value has the same bits whichever kernel (narrow or wide) evaluates it.
+// value has the same bits whichever kernel (narrow or wide) evaluates it. Needs blockDim.x a
+// multiple of 32.
 #define LANES 256
 __device__ double fixed_sum(const double* v, int n, double* red) {
     int t = threadIdx.x, T = blockDim.x;
@@ -142,10 +153,18 @@ __device__ double fixed_sum(const double* v, int n, double* red) {
         red[lane] = s;
     }
     __syncthreads();
-    for (int h = LANES / 2; h > 0; h >>= 1) {
+    for (int h = LANES / 2; h > 32; h >>= 1) {
         for (int lane = t; lane < h; lane += T) red[lane] += red[lane + h];
         __syncthreads();
     }
+    // The tree's last six levels in the first warp, its lanes' values passed by shuffles: the
+    // same additions in the same order as through `red`, without a block barrier each.
+    if (t < 32) {
+        double x = red[t] + red[t + 32];
+        for (int off = 16; off > 0; off >>= 1) x += __shfl_down_sync(0xffffffffu, x, off);
+        if (t == 0) red[0] = x;
+    }
+    __syncthreads();
     double r = red[0];
     __syncthreads();
     return r;
@@ -213,8 +232,10 @@ __device__ double eval_point(const Tables& tb, const double* __restrict__ dat, d
         kv[e] = v;
         kd[e] = d;
     }
-    // sample-bin yields (nominal + Δ) and bin factors
-    for (int sb = t; sb < tb.n_sb; sb += T) {
+    // sample-bin yields (nominal + Δ) and bin factors, in sb_order (each sum the same whichever
+    // thread makes it)
+    for (int p = t; p < tb.n_sb; p += T) {
+        const int sb = tb.sb_order[p];
         const int* sm = tb.smp + 9 * tb.sb_sample[sb];
         int k = sb - sm[2];
         double b = tb.nominal[sb];
@@ -385,6 +406,11 @@ __device__ double eval_point(const Tables& tb, const double* __restrict__ dat, d
                 histo_row(code, tb.hs_coef + 4 * r, tb.hs_poly + 6 * r, a, &dl, &dd);
                 g += gb[sb0 + k] * dd;
             }
+        } else if (code == CODE0 && a != 0.0) {
+            // Piecewise linear off its kink: the slope is one coefficient of each row (the
+            // weighted sum below, whose other terms are zeros), read alone.
+            const double* c = tb.hs_coef + (a > 0.0 ? 0 : 1);
+            for (int k = 0; k < nb; ++k) g += gb[sb0 + k] * c[4 * (r0 + k)];
         } else {
             // (The weights' derivatives depend on α alone: once per entry, not per row.)
             double w[4], dw[4];
@@ -900,163 +926,194 @@ __device__ void m_times(const Small& q, int k, const double* v, double* out) {
     __syncthreads();
 }
 
+// m_times by the first warp alone (n2 = 2k ≤ 32 entries, one a lane), for the warp's own
+// steps: a warp barrier where m_times has a block barrier.
+__device__ void m_times_warp(const Small& q, int k, const double* v, double* out) {
+    int n2 = 2 * k;
+    for (int i = threadIdx.x; i < n2; i += 32) {
+        double r = 0.0;
+        for (int j = 0; j < n2; ++j) r += q.mm[i * n2 + j] * v[j];
+        out[i] = r;
+    }
+    __syncwarp();
+}
+
 // M = [[−D, Lᵀ], [L, θSᵀS]]⁻¹ by block elimination through the Schur complement
-// Sc = θSᵀS + L D⁻¹ Lᵀ (lbfgsb.rs's build_m), the entries spread over the block; false (every
-// thread alike) where Sc is not positive definite.
+// Sc = θSᵀS + L D⁻¹ Lᵀ (lbfgsb.rs's build_m); false (every thread alike) where Sc is not
+// positive definite. k ≤ 16: the first warp computes it alone, the entries spread over its
+// lanes, with warp barriers between the steps (spread over the block it took a block barrier
+// for each of Sc's columns); each entry by the same operations, so the same bits.
 __device__ bool build_m(const Small& q, int k, int m, double theta) {
     __shared__ int s_bad;
-    const int t = threadIdx.x, T = blockDim.x, n2 = 2 * k;
-    if (t == 0) s_bad = 0;
-    __syncthreads();
-    for (int i = t; i < k; i += T) {
-        double d = 1.0 / q.sty[i * m + i];
-        if (!isfinite(d) || d <= 0.0) s_bad = 1;
-        q.dinv[i] = d;
-    }
-    __syncthreads();
-    if (s_bad) return false;
-    // L_ij = s_i·y_j for i > j.
+    const unsigned full = 0xffffffffu;
+    const int t = threadIdx.x, T = 32, n2 = 2 * k;
+    if (t < 32) {
+        int bad = 0;
+        for (int i = t; i < k; i += T) {
+            double d = 1.0 / q.sty[i * m + i];
+            if (!isfinite(d) || d <= 0.0) bad = 1;
+            q.dinv[i] = d;
+        }
+        bad = __any_sync(full, bad);
+        __syncwarp();
+        // L_ij = s_i·y_j for i > j.
 #define LL(i, j) ((i) > (j) ? q.sty[(i) * m + (j)] : 0.0)
-    for (int e = t; e < k * k; e += T) {
-        int i = e / k, j = e % k;
-        if (j > i) continue;
-        double v = theta * q.sts[i * m + j];
-        for (int r = 0; r < j; ++r) v += LL(i, r) * q.dinv[r] * LL(j, r);
-        q.scm[i * k + j] = v;
-        q.scm[j * k + i] = v;
-    }
-    __syncthreads();
-    // Cholesky factor of Sc (in gm), column by column (linalg.rs's cholesky).
-    double* l = q.gm;
-    for (int j = 0; j < k; ++j) {
-        if (t == 0) {
-            double d = q.scm[j * k + j];
-            for (int r = 0; r < j; ++r) d -= l[j * k + r] * l[j * k + r];
-            if (d <= 0.0 || !isfinite(d)) s_bad = 1;
-            else l[j * k + j] = sqrt(d);
+        if (!bad) {
+            for (int e = t; e < k * k; e += T) {
+                int i = e / k, j = e % k;
+                if (j > i) continue;
+                double v = theta * q.sts[i * m + j];
+                for (int r = 0; r < j; ++r) v += LL(i, r) * q.dinv[r] * LL(j, r);
+                q.scm[i * k + j] = v;
+                q.scm[j * k + i] = v;
+            }
+            __syncwarp();
         }
-        __syncthreads();
-        if (s_bad) return false;
-        for (int i = j + 1 + t; i < k; i += T) {
-            double s = q.scm[i * k + j];
-            for (int r = 0; r < j; ++r) s -= l[i * k + r] * l[j * k + r];
-            l[i * k + j] = s / l[j * k + j];
+        // Cholesky factor of Sc (in gm), column by column (linalg.rs's cholesky).
+        double* l = q.gm;
+        for (int j = 0; j < k && !bad; ++j) {
+            if (t == 0) {
+                double d = q.scm[j * k + j];
+                for (int r = 0; r < j; ++r) d -= l[j * k + r] * l[j * k + r];
+                if (d <= 0.0 || !isfinite(d)) bad = 1;
+                else l[j * k + j] = sqrt(d);
+            }
+            bad = __shfl_sync(full, bad, 0);
+            __syncwarp();
+            if (bad) break;
+            for (int i = j + 1 + t; i < k; i += T) {
+                double s = q.scm[i * k + j];
+                for (int r = 0; r < j; ++r) s -= l[i * k + r] * l[j * k + r];
+                l[i * k + j] = s / l[j * k + j];
+            }
+            for (int i = t; i < j; i += T) l[i * k + j] = 0.0;
+            __syncwarp();
         }
-        for (int i = t; i < j; i += T) l[i * k + j] = 0.0;
-        __syncthreads();
-    }
-    // L⁻¹ (in nm), one column per thread; then Sc⁻¹ = L⁻ᵀ L⁻¹ (in sci).
-    double* linv = q.nm;
-    for (int j = t; j < k; j += T)
-        for (int i = 0; i < k; ++i) {
-            if (i < j) {
-                linv[i * k + j] = 0.0;
-            } else if (i == j) {
-                linv[i * k + i] = 1.0 / l[i * k + i];
-            } else {
+        if (!bad) {
+            // L⁻¹ (in nm), one column per lane; then Sc⁻¹ = L⁻ᵀ L⁻¹ (in sci).
+            double* linv = q.nm;
+            for (int j = t; j < k; j += T)
+                for (int i = 0; i < k; ++i) {
+                    if (i < j) {
+                        linv[i * k + j] = 0.0;
+                    } else if (i == j) {
+                        linv[i * k + i] = 1.0 / l[i * k + i];
+                    } else {
+                        double s = 0.0;
+                        for (int r = j; r < i; ++r) s -= l[i * k + r] * linv[r * k + j];
+                        linv[i * k + j] = s / l[i * k + i];
+                    }
+                }
+            __syncwarp();
+            for (int e = t; e < k * k; e += T) {
+                int i = e / k, j = e % k;
+                if (j > i) continue;
                 double s = 0.0;
-                for (int r = j; r < i; ++r) s -= l[i * k + r] * linv[r * k + j];
-                linv[i * k + j] = s / l[i * k + i];
+                for (int r = i; r < k; ++r) s += linv[r * k + i] * linv[r * k + j];
+                q.sci[i * k + j] = s;
+                q.sci[j * k + i] = s;
+            }
+            __syncwarp();
+            // G = Sc⁻¹ L D⁻¹ (in gm), then M.
+            for (int e = t; e < k * k; e += T) {
+                int i = e / k, j = e % k;
+                double v = 0.0;
+                for (int r = j + 1; r < k; ++r) v += q.sci[i * k + r] * LL(r, j);
+                q.gm[i * k + j] = v * q.dinv[j];
+            }
+            __syncwarp();
+            for (int e = t; e < k * k; e += T) {
+                int i = e / k, j = e % k;
+                double v = 0.0;
+                for (int r = i + 1; r < k; ++r) v += LL(r, i) * q.gm[r * k + j];
+                v *= q.dinv[i];
+                if (i == j) v -= q.dinv[i];
+                q.mm[i * n2 + j] = v;
+                q.mm[(k + i) * n2 + j] = q.gm[i * k + j];
+                q.mm[j * n2 + k + i] = q.gm[i * k + j];
+                q.mm[(k + i) * n2 + k + j] = q.sci[i * k + j];
             }
         }
-    __syncthreads();
-    for (int e = t; e < k * k; e += T) {
-        int i = e / k, j = e % k;
-        if (j > i) continue;
-        double s = 0.0;
-        for (int r = i; r < k; ++r) s += linv[r * k + i] * linv[r * k + j];
-        q.sci[i * k + j] = s;
-        q.sci[j * k + i] = s;
-    }
-    __syncthreads();
-    // G = Sc⁻¹ L D⁻¹ (in gm), then M.
-    for (int e = t; e < k * k; e += T) {
-        int i = e / k, j = e % k;
-        double v = 0.0;
-        for (int r = j + 1; r < k; ++r) v += q.sci[i * k + r] * LL(r, j);
-        q.gm[i * k + j] = v * q.dinv[j];
-    }
-    __syncthreads();
-    for (int e = t; e < k * k; e += T) {
-        int i = e / k, j = e % k;
-        double v = 0.0;
-        for (int r = i + 1; r < k; ++r) v += LL(r, i) * q.gm[r * k + j];
-        v *= q.dinv[i];
-        if (i == j) v -= q.dinv[i];
-        q.mm[i * n2 + j] = v;
-        q.mm[(k + i) * n2 + j] = q.gm[i * k + j];
-        q.mm[j * n2 + k + i] = q.gm[i * k + j];
-        q.mm[(k + i) * n2 + k + j] = q.sci[i * k + j];
-    }
-    __syncthreads();
 #undef LL
-    return true;
+        if (t == 0) s_bad = bad;
+    }
+    __syncthreads();
+    return !s_bad;
 }
 
 // The inverse of the n×n matrix a into inv by Gauss–Jordan with partial pivoting (linalg.rs's
-// invert; a is overwritten; `col` holds n doubles of work), rows and entries spread over the
-// block; false (every thread alike) where it is singular.
-__device__ bool invert_gj(double* a, double* inv, double* fcol, int n, double* red) {
-    __shared__ int s_piv;
-    const int t = threadIdx.x, T = blockDim.x;
-    double scale = 0.0;
-    for (int e = t; e < n * n; e += T) {
-        scale = fmax(scale, fabs(a[e]));
-        inv[e] = (e / n == e % n) ? 1.0 : 0.0;
-    }
-    scale = fmax(block_max(scale, red), 2.2250738585072014e-308);
-    for (int col = 0; col < n; ++col) {
-        if (t == 0) {
-            int piv = col;
-            for (int i = col + 1; i < n; ++i)
-                if (fabs(a[i * n + col]) >= fabs(a[piv * n + col])) piv = i;
-            s_piv = fabs(a[piv * n + col]) > 1e-14 * scale ? piv : -1;
+// invert; a is overwritten; `fcol` holds n doubles of work); false (every thread alike) where it
+// is singular. n ≤ 32 (2k, k ≤ MAX_MEMORY = 16 pairs): the first warp does it alone, lane r
+// holding column r of a and of inv, with warp barriers between the steps of a column. Spread
+// over the block, each column took four block barriers and thread 0's pivot scan, and the
+// inversion was a fifth of a kinked toy fit's time (Nsight Compute, BENCHMARKS.md issue 23,
+// session 30); each entry is computed by the same operations as there, so the same bits.
+__device__ bool invert_gj(double* __restrict__ a, double* __restrict__ inv, double* __restrict__ fcol, int n) {
+    __shared__ int s_ok;
+    const unsigned full = 0xffffffffu;
+    const int t = threadIdx.x;
+    if (t < 32) {
+        const int lane = t;
+        double scale = 0.0;
+        for (int e = lane; e < n * n; e += 32) {
+            scale = fmax(scale, fabs(a[e]));
+            inv[e] = (e / n == e % n) ? 1.0 : 0.0;
         }
-        __syncthreads();
-        int piv = s_piv;
-        if (piv < 0) return false;
-        if (piv != col)
-            for (int r = t; r < n; r += T) {
-                double x = a[piv * n + r]; a[piv * n + r] = a[col * n + r]; a[col * n + r] = x;
-                x = inv[piv * n + r]; inv[piv * n + r] = inv[col * n + r]; inv[col * n + r] = x;
+        for (int off = 16; off > 0; off >>= 1) scale = fmax(scale, __shfl_xor_sync(full, scale, off));
+        scale = fmax(scale, 2.2250738585072014e-308);
+        bool ok = true;
+        __syncwarp();
+        for (int col = 0; col < n; ++col) {
+            // The pivot: the last row from col on whose |entry| is the largest (a scan that takes
+            // a row at least as large as the one held, as thread 0's did); a NaN never replaces
+            // the row held, and a NaN at col is kept (the column then counts as singular).
+            const int i = col + lane;
+            double v = i < n ? fabs(a[i * n + col]) : -1.0;
+            const double at_col = __shfl_sync(full, v, 0);
+            if (v != v) v = -1.0;
+            int piv = i < n ? i : -1;
+            for (int off = 16; off > 0; off >>= 1) {
+                const double ov = __shfl_xor_sync(full, v, off);
+                const int oi = __shfl_xor_sync(full, piv, off);
+                if (ov > v || (ov == v && oi > piv)) {
+                    v = ov;
+                    piv = oi;
+                }
             }
-        __syncthreads();
-        double d = 1.0 / a[col * n + col];
-        for (int row = t; row < n; row += T) fcol[row] = a[row * n + col];
-        __syncthreads();
-        for (int r = t; r < n; r += T) { a[col * n + r] *= d; inv[col * n + r] *= d; }
-        __syncthreads();
-        for (int e = t; e < n * n; e += T) {
-            int row = e / n, r = e % n;
-            double f = fcol[row];
-            if (row != col && f != 0.0) {
-                a[row * n + r] -= f * a[col * n + r];
-                inv[row * n + r] -= f * inv[col * n + r];
+            if (at_col != at_col) piv = col;
+            if (!(fabs(a[piv * n + col]) > 1e-14 * scale)) {
+                ok = false;
+                break;
             }
+            if (piv != col && lane < n) {
+                double x = a[piv * n + lane]; a[piv * n + lane] = a[col * n + lane]; a[col * n + lane] = x;
+                x = inv[piv * n + lane]; inv[piv * n + lane] = inv[col * n + lane]; inv[col * n + lane] = x;
+            }
+            __syncwarp();
+            const double d = 1.0 / a[col * n + col];
+            if (lane < n) fcol[lane] = a[lane * n + col];
+            __syncwarp();
+            if (lane < n) {
+                const double pa = a[col * n + lane] * d, pi = inv[col * n + lane] * d;
+                a[col * n + lane] = pa;
+                inv[col * n + lane] = pi;
+                // (a, inv and fcol do not overlap: the rows' loads need not wait for the stores
+                // before them.)
+#pragma unroll 4
+                for (int row = 0; row < n; ++row) {
+                    const double f = fcol[row];
+                    if (row != col && f != 0.0) {
+                        a[row * n + lane] -= f * pa;
+                        inv[row * n + lane] -= f * pi;
+                    }
+                }
+            }
+            __syncwarp();
         }
-        __syncthreads();
+        if (lane == 0) s_ok = ok ? 1 : 0;
     }
-    return true;
-}
-
-// The smallest (t, i) over the block (ties: the lower index); every thread gets it.
-__device__ void block_argmin(double tv, int ti, double* red, int* out_i, double* out_t) {
-    for (int off = 16; off > 0; off >>= 1) {
-        double ot = __shfl_down_sync(0xffffffffu, tv, off);
-        int oi = __shfl_down_sync(0xffffffffu, ti, off);
-        if (ot < tv || (ot == tv && oi < ti)) { tv = ot; ti = oi; }
-    }
-    int t = threadIdx.x, W = blockDim.x >> 5;
-    int* redi = (int*)(red + W);
-    if ((t & 31) == 0) { red[t >> 5] = tv; redi[t >> 5] = ti; }
     __syncthreads();
-    double bt = red[0];
-    int bi = redi[0];
-    for (int w = 1; w < W; ++w)
-        if (red[w] < bt || (red[w] == bt && redi[w] < bi)) { bt = red[w]; bi = redi[w]; }
-    __syncthreads();
-    *out_i = bi;
-    *out_t = bt;
+    return s_ok != 0;
 }
 
 // Everything the direction reads and writes.
@@ -1198,58 +1255,68 @@ __device__ bool lbfgsb_direction(const Dir& D, const Small& q, double* red) {
         sc[4] = 0.0;
     }
     __syncthreads();
-    // Breakpoints in increasing order until the model's minimum along the path comes first.
-    for (;;) {
-        double bt = 1.0 / 0.0;
-        int bi = 0x7fffffff;
-        for (int i = t; i < P; i += T) {
-            double ti = D.tbuf[i];
-            if (D.flag[i] == 0.0 && ti > 0.0 && isfinite(ti) && (ti < bt || (ti == bt && i < bi))) { bt = ti; bi = i; }
-        }
-        int b;
-        double tb;
-        block_argmin(bt, bi, red, &b, &tb);
-        if (b == 0x7fffffff) break;
-        double dt = tb - sc[4];
-        if (sc[3] < dt) break;
+    // Breakpoints in increasing order until the model's minimum along the path comes first: the
+    // first warp alone (a few 2k-vectors per breakpoint, each made by the same operations as
+    // spread over the block, which took six block barriers a breakpoint), the others waiting.
+    if (t < 32) {
+        const unsigned full = 0xffffffffu;
         const int n2 = 2 * k;
-        if (t == 0) {
-            double xb = D.dc[b] > 0.0 ? D.hi[b] : D.lo[b];
-            D.xcp[b] = xb;
-            D.flag[b] = 1.0;
-            sc[6] = xb - D.x[b];
-            for (int j = 0; j < n2; ++j) q.c[j] += dt * q.p[j];
-            for (int j = 0; j < k; ++j) {
-                long long o = (long long)slot_of(j, k, D.head, m) * P + b;
-                q.wrow[j] = D.Y[o];
-                q.wrow[k + j] = theta * D.S[o];
+        for (;;) {
+            double bt = 1.0 / 0.0;
+            int bi = 0x7fffffff;
+            for (int i = t; i < P; i += 32) {
+                double ti = D.tbuf[i];
+                if (D.flag[i] == 0.0 && ti > 0.0 && isfinite(ti) && (ti < bt || (ti == bt && i < bi))) { bt = ti; bi = i; }
             }
+            for (int off = 16; off > 0; off >>= 1) {
+                double ot = __shfl_xor_sync(full, bt, off);
+                int oi = __shfl_xor_sync(full, bi, off);
+                if (ot < bt || (ot == bt && oi < bi)) { bt = ot; bi = oi; }
+            }
+            const int b = bi;
+            const double tb = bt;
+            if (b == 0x7fffffff) break;
+            double dt = tb - sc[4];
+            if (sc[3] < dt) break;
+            if (t == 0) {
+                double xb = D.dc[b] > 0.0 ? D.hi[b] : D.lo[b];
+                D.xcp[b] = xb;
+                D.flag[b] = 1.0;
+                sc[6] = xb - D.x[b];
+                for (int j = 0; j < n2; ++j) q.c[j] += dt * q.p[j];
+                for (int j = 0; j < k; ++j) {
+                    long long o = (long long)slot_of(j, k, D.head, m) * P + b;
+                    q.wrow[j] = D.Y[o];
+                    q.wrow[k + j] = theta * D.S[o];
+                }
+            }
+            __syncwarp();
+            m_times_warp(q, k, q.c, q.mc);
+            m_times_warp(q, k, q.wrow, q.mw);
+            if (t == 0) {
+                double gb = D.g[b], zb = sc[6];
+                double wmc = 0.0, wmp = 0.0, wmw = 0.0;
+                for (int j = 0; j < n2; ++j) { wmc += q.wrow[j] * q.mc[j]; wmp += q.wrow[j] * q.mp[j]; wmw += q.wrow[j] * q.mw[j]; }
+                double fp = sc[0], fpp = sc[1];
+                fp += dt * fpp + gb * gb + theta * gb * zb - gb * wmc;
+                fpp += -theta * gb * gb - 2.0 * gb * wmp - gb * gb * wmw;
+                for (int j = 0; j < n2; ++j) q.p[j] += gb * q.wrow[j];
+                D.dc[b] = 0.0;
+                sc[0] = fp;
+                sc[1] = fpp;
+            }
+            __syncwarp();
+            m_times_warp(q, k, q.p, q.mp);
+            if (t == 0) {
+                double fpp = fmax(sc[1], 2.220446049250313e-16 * sc[2]);
+                sc[1] = fpp;
+                sc[3] = -sc[0] / fpp;
+                sc[4] = tb;
+            }
+            __syncwarp();
         }
-        __syncthreads();
-        m_times(q, k, q.c, q.mc);
-        m_times(q, k, q.wrow, q.mw);
-        if (t == 0) {
-            double gb = D.g[b], zb = sc[6];
-            double wmc = 0.0, wmp = 0.0, wmw = 0.0;
-            for (int j = 0; j < n2; ++j) { wmc += q.wrow[j] * q.mc[j]; wmp += q.wrow[j] * q.mp[j]; wmw += q.wrow[j] * q.mw[j]; }
-            double fp = sc[0], fpp = sc[1];
-            fp += dt * fpp + gb * gb + theta * gb * zb - gb * wmc;
-            fpp += -theta * gb * gb - 2.0 * gb * wmp - gb * gb * wmw;
-            for (int j = 0; j < n2; ++j) q.p[j] += gb * q.wrow[j];
-            D.dc[b] = 0.0;
-            sc[0] = fp;
-            sc[1] = fpp;
-        }
-        __syncthreads();
-        m_times(q, k, q.p, q.mp);
-        if (t == 0) {
-            double fpp = fmax(sc[1], 2.220446049250313e-16 * sc[2]);
-            sc[1] = fpp;
-            sc[3] = -sc[0] / fpp;
-            sc[4] = tb;
-        }
-        __syncthreads();
     }
+    __syncthreads();
     double dt_min = fmax(sc[3], 0.0);
     double t_cp = sc[4] + dt_min;
     double nfree = 0.0;
@@ -1315,7 +1382,7 @@ __device__ bool lbfgsb_direction(const Dir& D, const Small& q, double* red) {
                 q.nm[e] = (a == b ? 1.0 : 0.0) - mw / theta;
             }
             __syncthreads();
-            if (!invert_gj(q.nm, q.ni, q.wrow, n2, red)) return false;
+            if (!invert_gj(q.nm, q.ni, q.wrow, n2)) return false;
             for (int a = t; a < n2; a += T) {
                 double r = 0.0;
                 for (int b = 0; b < n2; ++b) r += q.ni[a * n2 + b] * q.mv[b];

@@ -40,7 +40,9 @@ const TOYS_PER_LAUNCH: usize = 1 << 20;
 const TOYS_PER_LAUNCH_WITH_PARAMS: usize = 1 << 16;
 
 /// Threads per fit. Fixed: the kernel's block reductions run in an order set by the block size,
-/// so a fit's last bits depend on it (64, 128 and 256 threads measured alike on an H100).
+/// so a fit's last bits depend on it (64, 128 and 256 threads measured alike on an H100 for
+/// `fit_toys`; `fit_toys_kinked` with 64 took 1.5× the time of 128, BENCHMARKS.md issue 23,
+/// session 30).
 pub const FIT_THREADS: u32 = 128;
 
 /// The fit kernel's minimum resident blocks per SM (its launch bounds): a higher count caps its
@@ -352,6 +354,8 @@ fn fit_toys(
     ];
     let inputs_i = [up_i(&aux.kind)?, up_i(&kink)?];
 
+    // A model whose free parameters have kinks: the kink rules run in the kernel too.
+    let kinked = (0..n).any(|i| req.kinks[i] && !req.fixed[i] && z_lo[i] < z_hi[i]);
     let threads = FIT_THREADS;
     // Reductions: 256 doubles (the likelihood's fixed-order sums), and 4 per pair and warp (the
     // new pair's rows of the compact matrices, summed in one pass).
@@ -360,8 +364,6 @@ fn fit_toys(
     let layout = StateLayout::new(n, memory, row);
     let state_len = layout.len;
     let scratch_len = session.tables.host.scratch_len;
-    // A model whose free parameters have kinks: the kink rules run in the kernel too.
-    let kinked = (0..n).any(|i| req.kinks[i] && !req.fixed[i] && z_lo[i] < z_hi[i]);
     let (func, name) = match kinked {
         true => (&session.kernels.fit_toys_kinked, "fit_toys_kinked"),
         false => (&session.kernels.fit_toys, "fit_toys"),
