@@ -406,9 +406,10 @@ __device__ double eval_point(const Tables& tb, const double* __restrict__ dat, d
                 histo_row(code, tb.hs_coef + 4 * r, tb.hs_poly + 6 * r, a, &dl, &dd);
                 g += gb[sb0 + k] * dd;
             }
-        } else if (code == CODE0 && a != 0.0) {
+        } else if (code == CODE0 && (a > 0.0 || a < 0.0)) {
             // Piecewise linear off its kink: the slope is one coefficient of each row (the
-            // weighted sum below, whose other terms are zeros), read alone.
+            // weighted sum below, whose other terms are zeros), read alone. (At the kink, or at
+            // a NaN, the sum below, as before.)
             const double* c = tb.hs_coef + (a > 0.0 ? 0 : 1);
             for (int k = 0; k < nb; ++k) g += gb[sb0 + k] * c[4 * (r0 + k)];
         } else {
@@ -852,9 +853,11 @@ __device__ double projected_gradient(const double* lo, const double* hi, const d
 // the generalized Cauchy point along the projected steepest descent path, then the minimisation
 // of the quadratic model over the coordinates free there (x − H·g where every coordinate is
 // free), projected into the box. The limited memory is the compact form B = θI − W M Wᵀ with
-// W = [Y, θS]. n-vectors are spread over the block, and so are the entries of the k×k and
-// 2k×2k algebra (k ≤ 16 pairs: resident.rs's MAX_MEMORY) in the block's `Small` area; the few scalar steps
-// between them run on thread 0 and are published by a barrier.
+// W = [Y, θS]. n-vectors are spread over the block. The k×k and 2k×2k algebra (k ≤ 16 pairs:
+// resident.rs's MAX_MEMORY) in the block's `Small` area — M's construction, the subspace step's
+// inverse, the Cauchy point's breakpoints — runs on the first warp, its lanes taking the
+// entries and lane 0 the few scalar steps, while the other warps wait at a block barrier; the
+// rest is spread over the block, its scalar steps on thread 0 published by a barrier.
 
 struct Small {
     double *sts, *sty, *yty;          // m×m each, stride m, logical pair order (oldest first)
