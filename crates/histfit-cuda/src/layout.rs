@@ -125,6 +125,12 @@ impl DeviceTables {
     }
 }
 
+/// The histosys entries of sample-bin `sb`'s sample: the rows its yield walks.
+fn histosys_entries(h: &HostTables, sb: usize) -> i32 {
+    let sm = &h.smp[9 * h.sb_sample[sb] as usize..];
+    sm[8] - sm[7]
+}
+
 /// Threads per block the yields' order is made for (the resident fits' block size).
 const ORDER_THREADS: usize = 128;
 
@@ -136,12 +142,8 @@ const ORDER_THREADS: usize = 128;
 /// longest warp walks 80. Only which thread computes a yield changes, not how.
 pub(crate) fn yield_order(h: &HostTables) -> Vec<i32> {
     let n_sb = h.sb_sample.len();
-    let entries = |sb: usize| {
-        let sm = &h.smp[9 * h.sb_sample[sb] as usize..];
-        sm[8] - sm[7]
-    };
     let mut order: Vec<usize> = (0..n_sb).collect();
-    order.sort_by_key(|&sb| std::cmp::Reverse(entries(sb)));
+    order.sort_by_key(|&sb| std::cmp::Reverse(histosys_entries(h, sb)));
     for (row, chunk) in order.chunks_mut(ORDER_THREADS).enumerate() {
         if row % 2 == 1 {
             chunk.reverse();
@@ -152,19 +154,19 @@ pub(crate) fn yield_order(h: &HostTables) -> Vec<i32> {
 
 #[cfg(test)]
 mod tests {
-    use super::{yield_order, HostTables, ORDER_THREADS};
+    use super::{histosys_entries, yield_order, HostTables, ORDER_THREADS};
 
     /// The longest walk of any warp of a block through the yields' loop: for each row of
     /// [`ORDER_THREADS`] positions, a warp walks as far as its longest lane.
     fn longest_warp(h: &HostTables, order: &[i32]) -> i32 {
-        let entries = |sb: i32| {
-            let sm = &h.smp[9 * h.sb_sample[sb as usize] as usize..];
-            sm[8] - sm[7]
-        };
         let mut warps = [0; ORDER_THREADS / 32];
         for row in order.chunks(ORDER_THREADS) {
             for (w, lanes) in row.chunks(32).enumerate() {
-                warps[w] += lanes.iter().map(|&sb| entries(sb)).max().unwrap_or(0);
+                warps[w] += lanes
+                    .iter()
+                    .map(|&sb| histosys_entries(h, sb as usize))
+                    .max()
+                    .unwrap_or(0);
             }
         }
         warps.into_iter().max().unwrap_or(0)
