@@ -918,27 +918,21 @@ __device__ __forceinline__ double w_times_at(const double* S, const double* Y, i
     return r;
 }
 
-// out = M·v (2k), one row per thread; ends with a barrier. `out` must not be `v`.
-__device__ void m_times(const Small& q, int k, const double* v, double* out) {
+// out = M·v (2k), one row per thread of the first `lanes` (the block, or the first warp for its
+// own steps), without a barrier. `out` must not be `v`.
+__device__ void m_rows(const Small& q, int k, const double* v, double* out, int lanes) {
     int n2 = 2 * k;
-    for (int i = threadIdx.x; i < n2; i += blockDim.x) {
+    for (int i = threadIdx.x; i < n2; i += lanes) {
         double r = 0.0;
         for (int j = 0; j < n2; ++j) r += q.mm[i * n2 + j] * v[j];
         out[i] = r;
     }
-    __syncthreads();
 }
 
-// m_times by the first warp alone (n2 = 2k ≤ 32 entries, one a lane), for the warp's own
-// steps: a warp barrier where m_times has a block barrier.
-__device__ void m_times_warp(const Small& q, int k, const double* v, double* out) {
-    int n2 = 2 * k;
-    for (int i = threadIdx.x; i < n2; i += 32) {
-        double r = 0.0;
-        for (int j = 0; j < n2; ++j) r += q.mm[i * n2 + j] * v[j];
-        out[i] = r;
-    }
-    __syncwarp();
+// out = M·v (2k) over the block; ends with a barrier.
+__device__ void m_times(const Small& q, int k, const double* v, double* out) {
+    m_rows(q, k, v, out, blockDim.x);
+    __syncthreads();
 }
 
 // M = [[−D, Lᵀ], [L, θSᵀS]]⁻¹ by block elimination through the Schur complement
@@ -1294,8 +1288,9 @@ __device__ bool lbfgsb_direction(const Dir& D, const Small& q, double* red) {
                 }
             }
             __syncwarp();
-            m_times_warp(q, k, q.c, q.mc);
-            m_times_warp(q, k, q.wrow, q.mw);
+            m_rows(q, k, q.c, q.mc, 32);
+            m_rows(q, k, q.wrow, q.mw, 32);
+            __syncwarp();
             if (t == 0) {
                 double gb = D.g[b], zb = sc[6];
                 double wmc = 0.0, wmp = 0.0, wmw = 0.0;
@@ -1309,7 +1304,8 @@ __device__ bool lbfgsb_direction(const Dir& D, const Small& q, double* red) {
                 sc[1] = fpp;
             }
             __syncwarp();
-            m_times_warp(q, k, q.p, q.mp);
+            m_rows(q, k, q.p, q.mp, 32);
+            __syncwarp();
             if (t == 0) {
                 double fpp = fmax(sc[1], 2.220446049250313e-16 * sc[2]);
                 sc[1] = fpp;
