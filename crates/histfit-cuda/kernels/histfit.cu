@@ -70,6 +70,18 @@ __device__ __forceinline__ void multiplicative_value(int code, const double* c, 
 
 __device__ __forceinline__ bool is_mult(int code) { return code == CODE1 || code == CODE4; }
 
+// A normsys entry's factor κ(α) and dκ/dα (coefficients c: 8 per entry).
+__device__ __forceinline__ void normsys_factor(int code, const double* c, double a, double* v, double* d) {
+    if (is_mult(code)) {
+        multiplicative_value(code, c, a, v, d);
+    } else {
+        double w[4], dw[4];
+        additive_weights(code, a, w, dw);
+        *v = 1.0 + w[0] * c[0] + w[1] * c[1] + w[2] * c[2] + w[3] * c[3];
+        *d = dw[0] * c[0] + dw[1] * c[1] + dw[2] * c[2] + dw[3] * c[3];
+    }
+}
+
 // Δ and dΔ/dα of one histosys row (entry e, bin row r).
 __device__ __forceinline__ void histo_row(int code, const double* coef4, const double* poly6, double a,
                                           double* delta, double* ddelta) {
@@ -140,10 +152,10 @@ __device__ __forceinline__ double hs_scale(const Tables& tb, int sb) {
 
 // Term slots: [aux n_aux][normsys n_ns][scale factors n_sf][histosys n_hs][bin factors n_bf].
 
-// Σ v[0..n) in an order that does not depend on the block size: 256 lanes, lane L adds v[L],
-// v[L+256], … in turn, then a fixed tree over the lanes. `red` holds 256 doubles. So a problem's
-// value has the same bits whichever kernel (narrow or wide) evaluates it. Needs blockDim.x a
-// multiple of 32.
+// Σ v[0..n) in an order that does not depend on the block size: 256 lanes (LANES; the tree
+// below is written for 256), lane L adds v[L], v[L+256], … in turn, then a fixed tree over the
+// lanes. `red` holds 256 doubles. So a problem's value has the same bits whichever kernel
+// (narrow or wide) evaluates it. Needs blockDim.x a multiple of 32.
 #define LANES 256
 __device__ double fixed_sum(const double* v, int n, double* red) {
     int t = threadIdx.x, T = blockDim.x;
@@ -153,14 +165,14 @@ __device__ double fixed_sum(const double* v, int n, double* red) {
         red[lane] = s;
     }
     __syncthreads();
-    for (int h = LANES / 2; h > 32; h >>= 1) {
-        for (int lane = t; lane < h; lane += T) red[lane] += red[lane + h];
-        __syncthreads();
-    }
-    // The tree's last six levels in the first warp, its lanes' values passed by shuffles: the
-    // same additions in the same order as through `red`, without a block barrier each.
+    // The tree over the 256 lanes in the first warp, without a block barrier a level: lane L
+    // adds lanes L + 128j to L + 32j (the first level), those in pairs 64 apart (the second),
+    // the two it holds (the third), then the last five levels by shuffles — the same additions
+    // in the same order as level by level through `red`.
     if (t < 32) {
-        double x = red[t] + red[t + 32];
+        const double a0 = red[t] + red[t + 128], a1 = red[t + 32] + red[t + 160];
+        const double a2 = red[t + 64] + red[t + 192], a3 = red[t + 96] + red[t + 224];
+        double x = (a0 + a2) + (a1 + a3);
         for (int off = 16; off > 0; off >>= 1) x += __shfl_down_sync(0xffffffffu, x, off);
         if (t == 0) red[0] = x;
     }
@@ -219,16 +231,8 @@ __device__ double eval_point(const Tables& tb, const double* __restrict__ dat, d
     for (int e = t; e < tb.n_ns; e += T) {
         int code = tb.ns_code[e];
         double a = x[tb.ns_par[e]];
-        const double* c = tb.ns_coef + 8 * e;
         double v, d;
-        if (is_mult(code)) {
-            multiplicative_value(code, c, a, &v, &d);
-        } else {
-            double w[4], dw[4];
-            additive_weights(code, a, w, dw);
-            v = 1.0 + w[0] * c[0] + w[1] * c[1] + w[2] * c[2] + w[3] * c[3];
-            d = dw[0] * c[0] + dw[1] * c[1] + dw[2] * c[2] + dw[3] * c[3];
-        }
+        normsys_factor(code, tb.ns_coef + 8 * e, a, &v, &d);
         kv[e] = v;
         kd[e] = d;
     }
@@ -738,6 +742,61 @@ __device__ double block_max(double v, double* red) {
 
 __device__ double block_min(double v, double* red) { return -block_max(-v, red); }
 
+// Two or three reductions of the block with one pair of barriers (each value by the same
+// operations as block_sum's or block_max's alone, so the same bits): the descent's paired
+// sums and bounds, the fast path's and the certificate's maxima. `red` holds 3 × 32 doubles.
+__device__ void block_sum2(double& a, double& b, double* red) {
+    for (int off = 16; off > 0; off >>= 1) {
+        a += __shfl_down_sync(0xffffffffu, a, off);
+        b += __shfl_down_sync(0xffffffffu, b, off);
+    }
+    const int t = threadIdx.x, W = blockDim.x >> 5;
+    if ((t & 31) == 0) {
+        red[t >> 5] = a;
+        red[32 + (t >> 5)] = b;
+    }
+    __syncthreads();
+    double ra = 0.0, rb = 0.0;
+    for (int w = 0; w < W; ++w) {
+        ra += red[w];
+        rb += red[32 + w];
+    }
+    __syncthreads();
+    a = ra;
+    b = rb;
+}
+
+__device__ void block_max3(double& a, double& b, double& c, double* red) {
+    for (int off = 16; off > 0; off >>= 1) {
+        a = nan_max(a, __shfl_down_sync(0xffffffffu, a, off));
+        b = nan_max(b, __shfl_down_sync(0xffffffffu, b, off));
+        c = nan_max(c, __shfl_down_sync(0xffffffffu, c, off));
+    }
+    const int t = threadIdx.x, W = blockDim.x >> 5;
+    if ((t & 31) == 0) {
+        red[t >> 5] = a;
+        red[32 + (t >> 5)] = b;
+        red[64 + (t >> 5)] = c;
+    }
+    __syncthreads();
+    double ra = red[0], rb = red[32], rc = red[64];
+    for (int w = 1; w < W; ++w) {
+        ra = nan_max(ra, red[w]);
+        rb = nan_max(rb, red[32 + w]);
+        rc = nan_max(rc, red[64 + w]);
+    }
+    __syncthreads();
+    a = ra;
+    b = rb;
+    c = rc;
+}
+
+// Two maxima (the third lane of block_max3 idle).
+__device__ void block_max2(double& a, double& b, double* red) {
+    double c = 0.0;
+    block_max3(a, b, c, red);
+}
+
 // Σ a_i b_i over i < n (element i read by thread i mod blockDim.x).
 __device__ double block_dot(const double* a, const double* b, int n, double* red) {
     double s = 0.0;
@@ -1213,10 +1272,10 @@ __device__ bool lbfgsb_direction(const Dir& D, const Small& q, double* red) {
                 if (gi < 0.0 && isfinite(D.hi[i])) tmin = fmin(tmin, (xi - D.hi[i]) / gi);
                 else if (gi > 0.0 && isfinite(D.lo[i])) tmin = fmin(tmin, (xi - D.lo[i]) / gi);
             }
-            ghg = block_sum(ghg, red);
-            gg = block_sum(gg, red);
-            tmin = block_min(tmin, red);
-            off = block_max(off, red);
+            block_sum2(ghg, gg, red);
+            tmin = -tmin; // (a minimum as the maximum of the negatives, as block_min takes it)
+            block_max2(tmin, off, red);
+            tmin = -tmin;
             if (off == 0.0 && ghg > 0.0 && gg > 0.0 && tmin > (ghg / gg) * (1.0 + 1e-9)) {
                 for (int i = t; i < P; i += T) D.d[i] = (D.x[i] - D.rfull[i]) - D.x[i];
                 return true;
@@ -1499,8 +1558,12 @@ __device__ int descend(Fit& F, double& f, int& iters, int& evals, double& bounde
             status = FIT_FAILED_DIRECTION;
             break;
         }
-        double dg0 = block_dot(d, g, P, red);
-        double dd = block_dot(d, d, P, red);
+        double dg0 = 0.0, dd = 0.0;
+        for (int i = t; i < P; i += T) {
+            dg0 += d[i] * g[i];
+            dd += d[i] * d[i];
+        }
+        block_sum2(dg0, dd, red);
         dg_last = dg0;
         if (k > 0 && dg0 < 0.0 && -0.5 * dg0 <= A.edm) {
             status = FIT_CONVERGED;
@@ -1528,8 +1591,11 @@ __device__ int descend(Fit& F, double& f, int& iters, int& evals, double& bounde
             if (A.kink[i] && fabs(z[i]) > 1e-12 && di != 0.0 && (z[i] > 0.0) != (di > 0.0))
                 akink = fmin(akink, -z[i] / di);
         }
-        amax = block_min(amax, red);
-        akink = block_min(akink, red);
+        amax = -amax;
+        akink = -akink;
+        block_max2(amax, akink, red);
+        amax = -amax;
+        akink = -akink;
         amax = amax != amax ? 1.0 : fmin(fmax(amax, 1.0), 1e10);
         amax = fmin(amax, akink);
         double a0 = k == 0 ? fmin(1.0, 1.0 / sqrt(dd)) : 1.0;
@@ -1615,8 +1681,12 @@ __device__ int descend(Fit& F, double& f, int& iters, int& evals, double& bounde
             z[i] = zt[i];
             g[i] = gt[i];
         }
-        double sy = block_dot(zl, gl, P, red);
-        double yy = block_dot(gl, gl, P, red);
+        double sy = 0.0, yy = 0.0;
+        for (int i = t; i < P; i += T) {
+            sy += zl[i] * gl[i];
+            yy += gl[i] * gl[i];
+        }
+        block_sum2(sy, yy, red);
         double f_old = f;
         f = ft;
         if (sy > 2.220446049250313e-16 * yy && sy > 0.0) {
@@ -1936,8 +2006,7 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* z_init
         if (z[i] != z0) moved += 1.0;
         else if (lo[i] < z0 && z0 < hi[i] && !A.kink[i]) unmoved += 1.0;
     }
-    moved = block_sum(moved, red);
-    unmoved = block_sum(unmoved, red);
+    block_sum2(moved, unmoved, red);
     double pg = projected_gradient(lo, hi, z, g, P, red);
     if (status != FIT_FAILED_START && isfinite(f)) {
         for (int round = 0; round < 5; ++round) {
@@ -2157,9 +2226,10 @@ __device__ __noinline__ Cert certify(Fit& F, const double* held, const double* p
             if (plo[i] < 0.0 && gd[i] > 0.0) sl = fmax(sl, gd[i]);
         }
     }
-    c.smooth = block_max(sm, red);
-    c.slope = block_max(sl, red);
-    c.kinked = fmax(block_max(kk, red), c.slope);
+    block_max3(sm, sl, kk, red);
+    c.smooth = sm;
+    c.slope = sl;
+    c.kinked = fmax(kk, c.slope);
     c.pg = fmax(c.smooth, c.slope);
     return c;
 }

@@ -833,6 +833,21 @@ fn kinked_toy_fits_with_descents_on_the_device_match_the_cpu() {
             "{ws}: descents on the device: {stats:?}"
         );
         assert_toys_agree(ws, &c, &g);
+        // The same with the descents' orthant rounds made by the fits on the host
+        // (`HISTFIT_GPU_DESCENTS=unsettled`), not by the device.
+        let batcher =
+            Batcher::new(CudaBatch::new(model.clone(), 0).expect("GPU session")).settling(false);
+        let hybrid = Batched {
+            resident: false,
+            ..Batched::new(&batcher)
+        };
+        let g = fit_toys_on(&hybrid, &gen, 13, n, 0..n, &o, &|_, _| {}).unwrap();
+        let stats = batcher.stats();
+        assert!(
+            stats.descents > n,
+            "{ws}, unsettled: descents on the device: {stats:?}"
+        );
+        assert_toys_agree(ws, &c, &g);
     }
 }
 

@@ -86,6 +86,14 @@ impl<B: BatchEvaluator> Batcher<B> {
         }
     }
 
+    /// With the evaluator settling the descents that ask for it (the default, where it can) or
+    /// not (`false`: the fits settle them themselves, as under `HISTFIT_GPU_DESCENTS=unsettled`;
+    /// for comparisons). Fits reach the same minima either way.
+    pub fn settling(mut self, on: bool) -> Self {
+        self.settles = on && self.descents && lock(&self.eval).finishes_descents();
+        self
+    }
+
     pub fn space(&self) -> &ParameterSpace {
         &self.space
     }
