@@ -86,9 +86,9 @@ impl<B: BatchEvaluator> Batcher<B> {
         }
     }
 
-    /// With the evaluator settling the descents that ask for it (the default, where it can) or
-    /// not (`false`: the fits settle them themselves, as under `HISTFIT_GPU_DESCENTS=unsettled`;
-    /// for comparisons). Fits reach the same minima either way.
+    /// With the evaluator settling the descents that ask for it (where it can) or not (`false`:
+    /// the fits settle them themselves, as under `HISTFIT_GPU_DESCENTS=unsettled`; for
+    /// comparisons). This overrides that setting. Fits reach the same minima either way.
     pub fn settling(mut self, on: bool) -> Self {
         self.settles = on && self.descents && lock(&self.eval).finishes_descents();
         self
