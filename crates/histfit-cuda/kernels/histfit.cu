@@ -1912,6 +1912,43 @@ __device__ void lay_out(Fit& F, const Tables& tb, const FitArgs& A, const double
     D.dhat = F.zl; D.rfull = F.gl; D.d = F.d;
 }
 
+// A fit's result row (FIT_OUT values: f, the dataset's constant, the POI, the projected
+// gradient, iterations, evaluations, status, coordinates left at their start, whether a free
+// coordinate ends at a bound of lo..hi) and, where asked (ox), its parameters, at the end point
+// z. The constant is Dataset::constant's: count_constant over main bins and Poisson auxiliary
+// data, plus the Gaussian normalisations (given). fit_one's and fit_kinked's ending; every
+// thread of the block calls it.
+__device__ void write_fit(const Tables& tb, const FitArgs& A, const double* row, const double* z,
+                          const double* lo, const double* hi, double f, double pg, int iters, int evals, int status,
+                          double unmoved, double bounded, double* sc, double* red, double* o, double* ox) {
+    const int t = threadIdx.x, T = blockDim.x, P = tb.n_params;
+    for (int i = t; i < P; i += T)
+        if (lo[i] < hi[i] && (z[i] <= lo[i] || z[i] >= hi[i])) bounded = 1.0;
+    bounded = block_max(bounded, red);
+    const int M = tb.n_main, R = M + tb.n_aux;
+    double* v = sc + P;
+    for (int b = t; b < R; b += T) {
+        double n = row[b];
+        bool counted = b < M || A.aux_kind[b - M] == KIND_POISSON;
+        v[b] = counted ? count_constant(n) : 0.0;
+    }
+    __syncthreads();
+    double constant = fixed_sum(v, R, red) + A.gauss_const;
+    if (ox)
+        for (int i = t; i < P; i += T) ox[i] = z[i] * A.scale[i];
+    if (t == 0) {
+        o[0] = f;
+        o[1] = constant;
+        o[2] = A.poi >= 0 ? z[A.poi] * A.scale[A.poi] : 0.0;
+        o[3] = pg;
+        o[4] = (double)iters;
+        o[5] = (double)evals;
+        o[6] = (double)status;
+        o[7] = unmoved;
+        o[8] = bounded;
+    }
+}
+
 __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* z_init, const double* row,
                         double* st, double* sc, double* red, double* o, double* ox) {
     const int t = threadIdx.x, T = blockDim.x, P = tb.n_params, m = A.memory;
@@ -2060,33 +2097,8 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* z_init
     // minimum to f's resolution; a converged search that does not meet it is not.
     if (status == FIT_FAILED_LINE_SEARCH && pg <= A.certify) status = FIT_CONVERGED;
     else if (status == FIT_CONVERGED && !(pg <= A.certify)) status = FIT_UNCERTIFIED;
-    for (int i = t; i < P; i += T)
-        if (lo[i] < hi[i] && (z[i] <= lo[i] || z[i] >= hi[i])) bounded = 1.0;
-    bounded = block_max(bounded, red);
-    // The dataset's constant (Dataset::constant): count_constant over main bins and Poisson
-    // auxiliary data, plus the Gaussian normalisations (given).
-    const int M = tb.n_main, R = M + tb.n_aux;
-    double* v = sc + P;
-    for (int b = t; b < R; b += T) {
-        double n = row[b];
-        bool counted = b < M || A.aux_kind[b - M] == KIND_POISSON;
-        v[b] = counted ? count_constant(n) : 0.0;
-    }
-    __syncthreads();
-    double constant = fixed_sum(v, R, red) + A.gauss_const;
-    if (ox)
-        for (int i = t; i < P; i += T) ox[i] = z[i] * A.scale[i];
-    if (t == 0) {
-        o[0] = f;
-        o[1] = constant;
-        o[2] = A.poi >= 0 ? z[A.poi] * A.scale[A.poi] : 0.0;
-        o[3] = pg;
-        o[4] = (double)iters;
-        o[5] = (double)evals;
-        o[6] = (double)status;
-        o[7] = moved > 0.0 ? unmoved : 0.0;
-        o[8] = bounded;
-    }
+    write_fit(tb, A, row, z, lo, hi, f, pg, iters, evals, status, moved > 0.0 ? unmoved : 0.0, bounded, sc, red,
+              o, ox);
 }
 
 // (Launch bounds for 256 threads, though blocks have 128: the register cap they set, with 4 blocks
@@ -3151,31 +3163,9 @@ __device__ void fit_kinked(const Tables& tb, const FitArgs& A, const double* z_i
     const bool stalled = status == FIT_FAILED_LINE_SEARCH && isfinite(f);
     if ((status == FIT_CONVERGED || stalled) && pg <= A.certify) status = FIT_CONVERGED;
     else if (status == FIT_CONVERGED || status == FIT_FLIPPED) status = FIT_UNCERTIFIED;
-    for (int i = t; i < P; i += T)
-        if (plo[i] < phi[i] && (K.zB[i] <= plo[i] || K.zB[i] >= phi[i])) bounded = 1.0;
-    bounded = block_max(bounded, red);
-    const int M = tb.n_main, R = M + tb.n_aux;
-    double* v = sc + P;
-    for (int b = t; b < R; b += T) {
-        double n = row[b];
-        bool counted = b < M || A.aux_kind[b - M] == KIND_POISSON;
-        v[b] = counted ? count_constant(n) : 0.0;
-    }
-    __syncthreads();
-    double constant = fixed_sum(v, R, red) + A.gauss_const;
-    if (ox)
-        for (int i = t; i < P; i += T) ox[i] = K.zB[i] * A.scale[i];
-    if (t == 0) {
-        o[0] = isfinite(f) ? f : 0.0 / 0.0;
-        o[1] = constant;
-        o[2] = A.poi >= 0 ? K.zB[A.poi] * A.scale[A.poi] : 0.0;
-        o[3] = pg;
-        o[4] = (double)iters;
-        o[5] = (double)evals;
-        o[6] = (double)status;
-        o[7] = 0.0; // none left at its start: the saddle probe above moved or kept them itself
-        o[8] = bounded;
-    }
+    // (None left at its start: the saddle probe above moved or kept them itself.)
+    write_fit(tb, A, row, K.zB, plo, phi, isfinite(f) ? f : 0.0 / 0.0, pg, iters, evals, status, 0.0, bounded, sc,
+              red, o, ox);
 }
 
 // Kinked toy fits, one block per toy at a time (fit_toys' loop, with fit_kinked).
