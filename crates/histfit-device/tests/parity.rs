@@ -820,30 +820,27 @@ fn kinked_toy_fits_with_descents_on_the_device_match_the_cpu() {
             .bestfit;
         let o = FitOptions::default();
         let c = fit_toys(&cpu, &gen, 13, n, 0..n, &o, &|_, _| {}).unwrap();
-        let batcher = Batcher::new(CudaBatch::new(model.clone(), 0).expect("GPU session"));
-        // The hybrid: the host's kink rules, the device's descents (resident fits off).
-        let hybrid = Batched {
-            resident: false,
-            ..Batched::new(&batcher)
+        // The hybrid: the host's kink rules, the device's descents (resident fits off), with the
+        // descents' orthant rounds made by the device (settling) or by the fits on the host
+        // (`HISTFIT_GPU_DESCENTS=unsettled`); the toys and the batcher's counts.
+        let hybrid = |settling: bool| {
+            let batcher = Batcher::new(CudaBatch::new(model.clone(), 0).expect("GPU session"))
+                .settling(settling);
+            let runner = Batched {
+                resident: false,
+                ..Batched::new(&batcher)
+            };
+            let g = fit_toys_on(&runner, &gen, 13, n, 0..n, &o, &|_, _| {}).unwrap();
+            (g, batcher.stats())
         };
-        let g = fit_toys_on(&hybrid, &gen, 13, n, 0..n, &o, &|_, _| {}).unwrap();
-        let stats = batcher.stats();
+        let (g, settled) = hybrid(true);
         assert!(
-            stats.descents > n,
-            "{ws}: descents on the device: {stats:?}"
+            settled.descents > n,
+            "{ws}: descents on the device: {settled:?}"
         );
         assert_toys_agree(ws, &c, &g);
-        // The same with the descents' orthant rounds made by the fits on the host
-        // (`HISTFIT_GPU_DESCENTS=unsettled`), not by the device: more steps from the host.
-        let settled = stats;
-        let batcher =
-            Batcher::new(CudaBatch::new(model.clone(), 0).expect("GPU session")).settling(false);
-        let hybrid = Batched {
-            resident: false,
-            ..Batched::new(&batcher)
-        };
-        let g = fit_toys_on(&hybrid, &gen, 13, n, 0..n, &o, &|_, _| {}).unwrap();
-        let stats = batcher.stats();
+        // Unsettled: more steps from the host.
+        let (g, stats) = hybrid(false);
         assert!(
             stats.descents > n && stats.launches > settled.launches,
             "{ws}, unsettled: descents on the device and the host's launches: {stats:?} against {settled:?} settled"
