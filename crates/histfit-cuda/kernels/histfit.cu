@@ -1098,13 +1098,14 @@ __device__ bool build_m(const Small& q, int k, int m, double theta) {
 }
 
 // The inverse of the n×n matrix a into inv by Gauss–Jordan with partial pivoting (linalg.rs's
-// invert; a is overwritten; `fcol` holds n doubles of work); false (every thread alike) where it
-// is singular. n ≤ 32 (2k, k ≤ MAX_MEMORY = 16 pairs): the first warp does it alone, lane r
-// holding column r of a and of inv, with warp barriers between the steps of a column. Spread
-// over the block, each column took four block barriers and thread 0's pivot scan, and the
-// inversion was a fifth of a kinked toy fit's time (Nsight Compute, BENCHMARKS.md issue 23,
-// session 30); each entry is computed by the same operations as there, so the same bits.
-__device__ bool invert_gj(double* __restrict__ a, double* __restrict__ inv, double* __restrict__ fcol, int n) {
+// invert; a is overwritten); false (every thread alike) where it is singular. n ≤ 32 (2k,
+// k ≤ MAX_MEMORY = 16 pairs): the first warp does it alone, lane r holding column r of a and of
+// inv, with warp barriers between the steps of a column. Spread over the block, each column
+// took four block barriers and thread 0's pivot scan (Nsight Compute, BENCHMARKS.md issue 23,
+// session 30). Each row's multiplier comes from the lane holding it by a shuffle and four rows'
+// loads go out together: read from memory, each row waited on two loads in turn (session 32).
+// Each entry is computed by the same operations as there, so the same bits.
+__device__ bool invert_gj(double* __restrict__ a, double* __restrict__ inv, int n) {
     __shared__ int s_ok;
     const unsigned full = 0xffffffffu;
     const int t = threadIdx.x;
@@ -1124,7 +1125,8 @@ __device__ bool invert_gj(double* __restrict__ a, double* __restrict__ inv, doub
             // a row at least as large as the one held, as thread 0's did); a NaN never replaces
             // the row held, and a NaN at col is kept (the column then counts as singular).
             const int i = col + lane;
-            double v = i < n ? fabs(a[i * n + col]) : -1.0;
+            const double raw = i < n ? a[i * n + col] : 0.0;
+            double v = i < n ? fabs(raw) : -1.0;
             const double at_col = __shfl_sync(full, v, 0);
             if (v != v) v = -1.0;
             int piv = i < n ? i : -1;
@@ -1137,7 +1139,9 @@ __device__ bool invert_gj(double* __restrict__ a, double* __restrict__ inv, doub
                 }
             }
             if (at_col != at_col) piv = col;
-            if (!(fabs(a[piv * n + col]) > 1e-14 * scale)) {
+            // The pivot's entry, from the lane that read it.
+            const double pv = __shfl_sync(full, raw, piv - col);
+            if (!(fabs(pv) > 1e-14 * scale)) {
                 ok = false;
                 break;
             }
@@ -1146,21 +1150,37 @@ __device__ bool invert_gj(double* __restrict__ a, double* __restrict__ inv, doub
                 x = inv[piv * n + lane]; inv[piv * n + lane] = inv[col * n + lane]; inv[col * n + lane] = x;
             }
             __syncwarp();
-            const double d = 1.0 / a[col * n + col];
-            if (lane < n) fcol[lane] = a[lane * n + col];
-            __syncwarp();
+            const double d = 1.0 / pv;
+            // Lane r holds row r's entry of the column (after the exchange); each row takes it
+            // by a shuffle, and four rows' loads go out together.
+            const double fv = lane < n ? a[lane * n + col] : 0.0;
+            double pa = 0.0, pi = 0.0;
             if (lane < n) {
-                const double pa = a[col * n + lane] * d, pi = inv[col * n + lane] * d;
+                pa = a[col * n + lane] * d;
+                pi = inv[col * n + lane] * d;
                 a[col * n + lane] = pa;
                 inv[col * n + lane] = pi;
-                // (a, inv and fcol do not overlap: the rows' loads need not wait for the stores
-                // before them.)
-#pragma unroll 4
-                for (int row = 0; row < n; ++row) {
-                    const double f = fcol[row];
-                    if (row != col && f != 0.0) {
-                        a[row * n + lane] -= f * pa;
-                        inv[row * n + lane] -= f * pi;
+            }
+            for (int r0 = 0; r0 < n; r0 += 4) {
+                double f[4], av[4], iv[4];
+#pragma unroll
+                for (int u = 0; u < 4; ++u) f[u] = __shfl_sync(full, fv, (r0 + u) & 31);
+                if (lane < n) {
+#pragma unroll
+                    for (int u = 0; u < 4; ++u) {
+                        av[u] = iv[u] = 0.0;
+                        if (r0 + u < n) {
+                            av[u] = a[(r0 + u) * n + lane];
+                            iv[u] = inv[(r0 + u) * n + lane];
+                        }
+                    }
+#pragma unroll
+                    for (int u = 0; u < 4; ++u) {
+                        const int row = r0 + u;
+                        if (row < n && row != col && f[u] != 0.0) {
+                            a[row * n + lane] = av[u] - f[u] * pa;
+                            inv[row * n + lane] = iv[u] - f[u] * pi;
+                        }
                     }
                 }
             }
@@ -1440,7 +1460,7 @@ __device__ bool lbfgsb_direction(const Dir& D, const Small& q, double* red) {
                 q.nm[e] = (a == b ? 1.0 : 0.0) - mw / theta;
             }
             __syncthreads();
-            if (!invert_gj(q.nm, q.ni, q.wrow, n2)) return false;
+            if (!invert_gj(q.nm, q.ni, n2)) return false;
             for (int a = t; a < n2; a += T) {
                 double r = 0.0;
                 for (int b = 0; b < n2; ++b) r += q.ni[a * n2 + b] * q.mv[b];
