@@ -248,6 +248,17 @@ impl CudaBatch {
     ) -> histfit_compute::Result<Vec<ResidentFit>> {
         fit_toys(self.session(), req, Some(workers.max(1)))
     }
+
+    /// The device memory one worker block of a resident ensemble holds with L-BFGS-B memory
+    /// `memory` (its state and scratch): where the free memory holds fewer workers than the
+    /// device keeps resident, an ensemble runs on fewer (the test of that chunking sizes the
+    /// memory it leaves by it).
+    pub fn resident_worker_bytes(&self, memory: usize) -> usize {
+        let session = self.session();
+        let m = &session.model;
+        let layout = StateLayout::new(m.n_params(), memory, m.n_main + m.n_aux());
+        (layout.len + session.tables.host.scratch_len) * std::mem::size_of::<f64>()
+    }
 }
 
 fn fit_toys(

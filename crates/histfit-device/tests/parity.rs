@@ -258,11 +258,7 @@ fn caller_datasets_fit_in_lockstep_like_the_cpu() {
     }
     use histfit_infer::batch::Batcher;
     use histfit_infer::toys::{fit_datasets_on, Batched};
-    let (model, data) = load("workspace_tHu", settings("smooth"));
-    let mut cpu = CpuEvaluator::new(model.clone());
-    let gen = fit(&mut cpu, &data, &FitOptions::default())
-        .unwrap()
-        .bestfit;
+    let (model, mut cpu, gen) = at_observed_fit("workspace_tHu", "smooth");
     let mut expected = vec![0.0; model.n_main];
     cpu.expected_main(&gen, &mut expected).unwrap();
     let sets: Vec<Dataset> = (0..64)
@@ -544,6 +540,17 @@ fn assert_toys_agree(ws: &str, cpu: &[histfit_infer::ToyFit], gpu: &[histfit_inf
     }
 }
 
+/// Workspace `ws` in `setting`, a CPU evaluator of it, and its observed fit's best point (where
+/// the ensembles below draw their toys).
+fn at_observed_fit(ws: &str, setting: &str) -> (Arc<Model>, CpuEvaluator, Vec<f64>) {
+    let (model, data) = load(ws, settings(setting));
+    let mut cpu = CpuEvaluator::new(model.clone());
+    let gen = fit(&mut cpu, &data, &FitOptions::default())
+        .unwrap()
+        .bestfit;
+    (model, cpu, gen)
+}
+
 /// What a raw resident request of a toy ensemble holds beside its toys: the model's space and
 /// bounds, the ensemble's units (the curvature at `gen`, as every ensemble fits in) and the fit
 /// settings of `o`.
@@ -605,6 +612,57 @@ impl RawEnsemble {
     }
 }
 
+/// Out of device memory a resident ensemble is chunked, never aborted: with the device's memory
+/// taken but for a few dozen workers' state, the raw device fits of tHu's toys run on fewer
+/// workers (halved until their state fits) and give the same bits as with the memory free. (The
+/// suite runs one test at a time, `--test-threads 1`: the memory is the device's.)
+#[test]
+fn resident_fits_with_the_memory_taken_run_on_fewer_workers_alike() {
+    if !gpu_or_skip("resident_fits_with_the_memory_taken_run_on_fewer_workers_alike") {
+        return;
+    }
+    use histfit_compute::ResidentFits;
+    let (model, mut cpu, gen) = at_observed_fit("workspace_tHu", "smooth");
+    let raw = RawEnsemble::new(&mut cpu, model.poi, &gen, 5, &FitOptions::default(), true);
+    let gpu = CudaBatch::new(model.clone(), 0).expect("GPU session");
+    let n = 300;
+    // (This first launch also sets the kernel's local memory aside, as any ensemble's does.)
+    let free_run = gpu.clone().fit_toys_resident(&raw.req(0..n)).unwrap();
+    let ctx = cudarc::driver::CudaContext::new(0).expect("the device's context");
+    let stream = ctx.default_stream();
+    // The state of one worker, and how many the device keeps resident: the memory left free
+    // holds about a quarter of them.
+    let free = ctx.mem_get_info().unwrap().0;
+    let per_worker = gpu.resident_worker_bytes(raw.settings.memory);
+    let keep = 64 * per_worker + (16 << 20);
+    let mut taken = Vec::new();
+    let mut left = free;
+    while left > keep + (1 << 20) {
+        let chunk = (left - keep).min(1 << 30);
+        // SAFETY: bytes never read; they only hold the device's memory.
+        match unsafe { stream.alloc::<u8>(chunk) } {
+            Ok(b) => taken.push(b),
+            Err(_) => break,
+        }
+        left = ctx.mem_get_info().unwrap().0;
+    }
+    println!(
+        "memory taken: {:.1} GB in {} blocks, {:.1} MB left, {} bytes a worker",
+        (free - left) as f64 / 1e9,
+        taken.len(),
+        left as f64 / 1e6,
+        per_worker
+    );
+    assert!(
+        left < 200 * per_worker,
+        "the memory left ({left} bytes) would hold every worker"
+    );
+    let tight_run = gpu.clone().fit_toys_resident(&raw.req(0..n));
+    drop(taken);
+    let tight_run = tight_run.expect("an ensemble with little memory left is chunked, not aborted");
+    assert_eq!(free_run, tight_run, "fewer workers changed the fits");
+}
+
 /// Toy fits resident on the device (drawn and fitted there, host refits of what it cannot
 /// certify) reach the CPU's fits of the same toys, and an ensemble split by toy index over any
 /// number of workers and launches gives the same bits.
@@ -617,11 +675,7 @@ fn resident_toy_fits_match_the_cpu_and_split_bit_identically() {
     use histfit_infer::batch::Batcher;
     use histfit_infer::toys::{fit_toys, fit_toys_on, Batched};
     for ws in ["workspace_tHu", "complex_workspace"] {
-        let (model, data) = load(ws, settings("smooth"));
-        let mut cpu = CpuEvaluator::new(model.clone());
-        let gen = fit(&mut cpu, &data, &FitOptions::default())
-            .unwrap()
-            .bestfit;
+        let (model, mut cpu, gen) = at_observed_fit(ws, "smooth");
         let o = FitOptions::default();
         let n = 500;
         let c = fit_toys(&cpu, &gen, 11, n, 0..n, &o, &|_, _| {}).unwrap();
@@ -813,11 +867,7 @@ fn kinked_toy_fits_with_descents_on_the_device_match_the_cpu() {
     use histfit_infer::batch::Batcher;
     use histfit_infer::toys::{fit_toys, fit_toys_on, Batched};
     for (ws, n) in [("complex_workspace", 400), ("workspace_tHu", 300)] {
-        let (model, data) = load(ws, settings("pyhf"));
-        let mut cpu = CpuEvaluator::new(model.clone());
-        let gen = fit(&mut cpu, &data, &FitOptions::default())
-            .unwrap()
-            .bestfit;
+        let (model, cpu, gen) = at_observed_fit(ws, "pyhf");
         let o = FitOptions::default();
         let c = fit_toys(&cpu, &gen, 13, n, 0..n, &o, &|_, _| {}).unwrap();
         // The hybrid: the host's kink rules, the device's descents (resident fits off), with the
@@ -864,11 +914,7 @@ fn kinked_toy_fits_resident_on_the_device_match_the_cpu() {
     use histfit_infer::toys::{fit_toys, fit_toys_on, Batched};
     // (complex_workspace's fits take further starts, which the device leaves to the host path.)
     let (ws, n) = ("workspace_tHu", 600);
-    let (model, data) = load(ws, settings("pyhf"));
-    let mut cpu = CpuEvaluator::new(model.clone());
-    let gen = fit(&mut cpu, &data, &FitOptions::default())
-        .unwrap()
-        .bestfit;
+    let (model, mut cpu, gen) = at_observed_fit(ws, "pyhf");
     let o = FitOptions::default();
     let c = fit_toys(&cpu, &gen, 17, n, 0..n, &o, &|_, _| {}).unwrap();
     let gpu = CudaBatch::new(model.clone(), 0).expect("GPU session");
