@@ -9,7 +9,7 @@ use histfit_cuda::CudaBatch;
 use histfit_infer::batch::Batcher;
 use histfit_infer::toys::{fit_toys, fit_toys_on, Batched};
 use histfit_infer::{fit, FitOptions};
-use histfit_testutil::{load, off_init_point, settings};
+use histfit_testutil::{load, off_init_batch, settings};
 use std::time::Instant;
 
 fn main() {
@@ -41,15 +41,7 @@ fn main() {
         let mut gpu = CudaBatch::new(model.clone(), 0).expect("GPU session");
         let n = model.n_params();
         let b = 1000;
-        let base = off_init_point(&model);
-        let mut params = Vec::with_capacity(b * n);
-        for k in 0..b {
-            params.extend(
-                base.iter()
-                    .enumerate()
-                    .map(|(i, v)| v + 1e-3 * ((k + i) % 7) as f64),
-            );
-        }
+        let params = off_init_batch(&model, b);
         let refs: Vec<&Dataset> = vec![&data; b];
         let (mut nll, mut grad) = (vec![0.0; b], vec![0.0; b * n]);
         for _ in 0..3 {

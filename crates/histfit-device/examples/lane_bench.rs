@@ -19,7 +19,7 @@ use histfit_compute::flat::HostTables;
 use histfit_compute::{BatchEvaluator, Dataset};
 use histfit_cuda::layout::DeviceTables;
 use histfit_cuda::CudaBatch;
-use histfit_testutil::{load, off_init_point, settings};
+use histfit_testutil::{load, off_init_batch, settings};
 use std::time::Instant;
 
 /// The lane kernel; compiled after the part of histfit.cu that defines the interpolation
@@ -218,19 +218,10 @@ fn main() {
     let row: Vec<f64> = data.main.iter().chain(&data.aux).copied().collect();
     let r = row.len();
     assert_eq!(r, m + n_aux, "the dataset's row");
-    let base = off_init_point(&model);
     println!("| problems | block per problem: launch, per evaluation | lane per problem: launch, per evaluation | ratio | max rel. diff value / gradient |");
     println!("|---|---|---|---|---|");
     for &n in &sizes {
-        // Problem k: the initial point moved by 1e-3·((k + i) mod 7) (row-major, k outer).
-        let mut params = Vec::with_capacity(n * np);
-        for k in 0..n {
-            params.extend(
-                base.iter()
-                    .enumerate()
-                    .map(|(i, v)| v + 1e-3 * ((k + i) % 7) as f64),
-            );
-        }
+        let params = off_init_batch(&model, n);
         let refs: Vec<&Dataset> = vec![&data; n];
         // The present layout: the kernel alone over min(n, MAX_LAUNCH) problems a launch.
         let b = n.min(histfit_cuda::batch::MAX_LAUNCH);

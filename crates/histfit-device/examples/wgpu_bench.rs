@@ -12,7 +12,7 @@ use histfit_cuda::CudaBatch;
 use histfit_infer::batch::Batcher;
 use histfit_infer::toys::{fit_toys, fit_toys_on, Batched, ToyFit};
 use histfit_infer::{fit, FitOptions};
-use histfit_testutil::{load, off_init_point, settings};
+use histfit_testutil::{load, off_init_batch, settings};
 use histfit_wgpu::{adapter::Backend, Precision, WgpuBatch};
 use std::time::Instant;
 
@@ -72,17 +72,8 @@ fn main() {
         _ => Backend::Any,
     };
     let (model, data) = load("workspace_tHu", settings("smooth"));
-    let n = model.n_params();
     let count = 1000;
-    let base = off_init_point(&model);
-    let mut params = Vec::with_capacity(count * n);
-    for k in 0..count {
-        params.extend(
-            base.iter()
-                .enumerate()
-                .map(|(i, v)| v + 1e-3 * ((k + i) % 7) as f64),
-        );
-    }
+    let params = off_init_batch(&model, count);
     let mut cpu = CpuEvaluator::new(model.clone());
     let gen = fit(&mut cpu, &data, &FitOptions::default())
         .unwrap()

@@ -152,6 +152,20 @@ pub fn off_init_point(model: &Model) -> Vec<f64> {
         .collect()
 }
 
+/// `count` points around [`off_init_point`], row after row (point k outer): point k's parameter
+/// i moved by 1e-3·((k + i) mod 7), so that a batch of evaluations has no two points alike (the
+/// benchmarks' batches).
+pub fn off_init_batch(model: &Model, count: usize) -> Vec<f64> {
+    let base = off_init_point(model);
+    (0..count)
+        .flat_map(|k| {
+            base.iter()
+                .enumerate()
+                .map(move |(i, v)| v + 1e-3 * ((k + i) % 7) as f64)
+        })
+        .collect()
+}
+
 /// `at` with every free parameter moved by 1e-3 of its unit (`scales`), clamped to its bounds:
 /// a second start whose descent takes a path near the first's, as a GPU's and the CPU's fits of
 /// the same data do.
