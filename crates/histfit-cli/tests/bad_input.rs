@@ -99,6 +99,36 @@ fn sample_bin_count_mismatch() {
     );
 }
 
+/// The first sample's bin count is no more the channel's than any other's: a wrong one is
+/// blamed on itself, not on the samples that agree with the observation.
+#[test]
+fn first_sample_bin_count_mismatch() {
+    let mut ws = base();
+    ws["channels"][0]["samples"][0]["data"] = json!([1.0]);
+    expect_ws_error(
+        "first_sample_bins",
+        &ws,
+        &["channels[0].samples[0].data", "has 1 bins"],
+    );
+}
+
+/// Statistics from no toys and scans of no points are refused, never printed as results.
+#[test]
+fn empty_ensembles_and_scans() {
+    let ws = fixture("simple_workspace.json");
+    expect_error(&["hypotest-toys", &ws, "--n-toys", "0"], &["--n-toys", "0"]);
+    expect_error(&["toys", &ws, "--n-toys", "0"], &["--n-toys", "0"]);
+    expect_error(&["scan", &ws, "--points", "0"], &["--points", "0"]);
+    expect_error(
+        &["limit", &ws, "--scan", "0:1:1"],
+        &["--scan 0:1:1", "at least 2"],
+    );
+    expect_error(
+        &["hypotest-toys", &ws, "--test-stat", "q0", "--mu", "1"],
+        &["q0 tests", "μ = 0"],
+    );
+}
+
 #[test]
 fn observation_bin_count_mismatch() {
     let mut ws = base();

@@ -458,3 +458,53 @@ fn plot_errors_are_one_line() {
         assert!(lines[0].contains(needle), "{args:?}: {stderr}");
     }
 }
+
+/// A sample keeps one colour by its name in every panel, no two samples share a colour, and the
+/// legend names every sample of every channel once, in its colour (tHu: channels stack different
+/// sample subsets in different orders, with more than ten samples).
+#[test]
+fn yields_colour_each_sample_by_name_across_panels() {
+    let (doc, yields) = document("yields-thu", &["yields", &fixture("workspace_tHu.json")]);
+    let drawn = plot("yields", &doc, &[]);
+    let mut colour_of: std::collections::HashMap<String, Value> = Default::default();
+    let mut legend: Vec<(String, Value)> = Vec::new();
+    for panel in drawn["figure"]["panels"].as_array().unwrap() {
+        for e in panel["elements"].as_array().unwrap() {
+            let (Some(label), "rects") = (e["label"].as_str(), e["type"].as_str().unwrap()) else {
+                continue;
+            };
+            if panel["axes"] == false {
+                legend.push((label.to_string(), e["color"].clone()));
+                continue;
+            }
+            let seen = colour_of
+                .entry(label.to_string())
+                .or_insert_with(|| e["color"].clone());
+            assert_eq!(*seen, e["color"], "{label} drawn in two colours");
+        }
+    }
+    let mut names: Vec<String> = Vec::new();
+    for ch in yields["channels"].as_array().unwrap() {
+        for s in ch["samples"].as_array().unwrap() {
+            let n = s["name"].as_str().unwrap().to_string();
+            if !names.contains(&n) {
+                names.push(n);
+            }
+        }
+    }
+    assert!(names.len() > 10, "tHu has {} samples", names.len());
+    assert_eq!(colour_of.len(), names.len());
+    let distinct: std::collections::HashSet<String> =
+        colour_of.values().map(|c| c.to_string()).collect();
+    assert_eq!(distinct.len(), names.len(), "two samples share a colour");
+    for n in &names {
+        let entries: Vec<_> = legend.iter().filter(|(l, _)| l == n).collect();
+        assert_eq!(
+            entries.len(),
+            1,
+            "{n} is in the legend {} times",
+            entries.len()
+        );
+        assert_eq!(entries[0].1, colour_of[n], "{n}'s legend colour");
+    }
+}

@@ -45,6 +45,19 @@ impl std::str::FromStr for TestStat {
     }
 }
 
+/// pyhf's names, as `--test-stat` takes them: what messages and tables show.
+impl std::fmt::Display for TestStat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TestStat::Tmu => "tmu",
+            TestStat::TmuTilde => "tmu_tilde",
+            TestStat::Qmu => "q",
+            TestStat::QmuTilde => "qtilde",
+            TestStat::Q0 => "q0",
+        })
+    }
+}
+
 impl TestStat {
     /// The statistic from t = 2(NLL(μ, θ̂̂) − NLL(μ̂, θ̂)) ≥ 0: one-sided statistics are 0 when the
     /// data pull away from the alternative (μ̂ > μ for qμ, μ̂ < 0 for q0).
@@ -143,7 +156,7 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
             // Their asymptotic distributions differ from the one-sided ones used here; toys
             // (hypotest-toys) handle every statistic.
             return Err(InferError::Request(format!(
-                "asymptotic CLs is available for q, qtilde and q0, not {test_stat:?}; use toys for two-sided statistics"
+                "asymptotic CLs is available for q, qtilde and q0, not {test_stat}; use toys for two-sided statistics"
             )));
         }
         base.uncertainties = false;
@@ -340,6 +353,17 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
     /// The asymptotic hypothesis test at `mu` (for q0, `mu` is the null, normally 0).
     pub fn hypotest(&mut self, mu: f64) -> Result<HypotestResult> {
         self.warnings.clear();
+        // q0 is the test of μ = 0 whatever μ is asked (pyhf's rule, said as pyhf says it): a
+        // test at another μ with q0's formulas gives a number that is no p-value.
+        let mut asked = Vec::new();
+        let mu = if self.test_stat == TestStat::Q0 && mu != 0.0 {
+            asked.push(format!(
+                "q0 tests the background-only hypothesis μ = 0: the asked μ = {mu} is not used"
+            ));
+            0.0
+        } else {
+            mu
+        };
         let (q, mu_hat, free, conditional) = self.statistic(mu, false)?;
         let (q_a, _, asimov_free, asimov_conditional) = self.statistic(mu, true)?;
         let fits = HypotestFits {
@@ -393,6 +417,7 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
                 .iter()
                 .chain(&self.cached_warnings)
                 .chain(&self.warnings)
+                .chain(&asked)
                 .cloned()
                 .collect(),
         })

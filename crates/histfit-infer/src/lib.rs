@@ -28,8 +28,8 @@ pub use minos::{minos, MinosInterval};
 pub use ranking::{ranking, Ranking, RankingEntry};
 pub use scan::{linspace, profile_scan, ScanResult};
 pub use toys::{
-    fit_toys, generation_point, hypotest_toys, merge_hypotest_toys, merge_toy_ensembles,
-    shard_range, EnsembleSummary, GenPoint, ToyEnsemble, ToyFit, ToyHypotest,
+    check_ensemble_size, fit_toys, generation_point, hypotest_toys, merge_hypotest_toys,
+    merge_toy_ensembles, shard_range, EnsembleSummary, GenPoint, ToyEnsemble, ToyFit, ToyHypotest,
 };
 
 /// Refuses to hold parameter `i` of `space` at `v` outside its bounds or at a non-finite value:

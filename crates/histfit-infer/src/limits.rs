@@ -43,7 +43,7 @@ fn check_request(alpha: f64, test_stat: TestStat) -> Result<()> {
     }
     if !matches!(test_stat, TestStat::Qmu | TestStat::QmuTilde) {
         return Err(InferError::Request(format!(
-            "upper limits use q or qtilde, not {test_stat:?}"
+            "upper limits use q or qtilde, not {test_stat}"
         )));
     }
     Ok(())

@@ -57,6 +57,11 @@ pub fn profile_scan<E: Evaluator + ?Sized>(
     base: &FitOptions,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<ScanResult> {
+    if values.is_empty() {
+        return Err(crate::InferError::Request(
+            "a scan needs at least one value of the POI".into(),
+        ));
+    }
     let poi = eval.space().poi()?;
     crate::check_poi_not_fixed(eval.space(), base, poi)?;
     let (lo, hi) = base

@@ -24,6 +24,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// A contiguous block `k` of `n` (0-based) of toy indices 0..total.
+/// An ensemble has at least one toy: statistics of none (a CLs of 0, a mean of 0) would read
+/// as results.
+pub fn check_ensemble_size(n_toys: u64) -> Result<()> {
+    if n_toys == 0 {
+        return Err(InferError::Request(
+            "n_toys = 0: an ensemble needs at least one toy".into(),
+        ));
+    }
+    Ok(())
+}
+
 pub fn shard_range(total: u64, k: u64, n: u64) -> Result<std::ops::Range<u64>> {
     if n == 0 || k >= n {
         return Err(InferError::Request(format!(
@@ -318,6 +329,7 @@ pub fn fit_toys_on<R: ToyRunner>(
     base: &FitOptions,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Vec<ToyFit>> {
+    check_ensemble_size(n_toys)?;
     if indices.end > n_toys || indices.start > indices.end {
         return Err(InferError::Request(format!(
             "toys {}..{} are not toys of an ensemble of {n_toys}",
@@ -1420,6 +1432,12 @@ pub fn hypotest_toys_on<R: ToyRunner>(
     base: &FitOptions,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<ToyHypotest> {
+    check_ensemble_size(n_toys)?;
+    if test_stat == TestStat::Q0 && mu != 0.0 {
+        return Err(InferError::Request(format!(
+            "q0 tests the background-only hypothesis μ = 0; μ = {mu} was asked (test μ = 0)"
+        )));
+    }
     let poi = runner.space().poi()?;
     crate::check_poi_not_fixed(runner.space(), base, poi)?;
     let bounds = base
@@ -1554,7 +1572,9 @@ pub fn summarize(
     let err = |p: f64, n: usize| (p * (1.0 - p) / n.max(1) as f64).sqrt();
     let clsb = tail(&qs_sb, q_obs);
     let clb = tail(&qs_b, q_obs);
-    let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+    // CLs = CLs+b / CLb; with no background-only toy at or above the value it is undefined
+    // (NaN), not 0 (which would read as an exclusion).
+    let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
     let cls = if test_stat == TestStat::Q0 {
         clsb
     } else {
@@ -1818,8 +1838,18 @@ impl ToyEnsemble {
     pub fn new(seed: u64, n_toys: u64, gen_params: Vec<f64>, mut toys: Vec<ToyFit>) -> Self {
         toys.sort_by_key(|t| t.index);
         let ok: Vec<f64> = toys.iter().filter(|t| t.converged).map(|t| t.poi).collect();
-        let mean = ok.iter().sum::<f64>() / ok.len().max(1) as f64;
-        let var = ok.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (ok.len().max(2) - 1) as f64;
+        // No converged toy (an empty shard, or every fit failed) has no mean and no width: NaN
+        // (null in JSON), never a number that reads as a measurement.
+        let mean = if ok.is_empty() {
+            f64::NAN
+        } else {
+            ok.iter().sum::<f64>() / ok.len() as f64
+        };
+        let var = if ok.len() < 2 {
+            f64::NAN
+        } else {
+            ok.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (ok.len() - 1) as f64
+        };
         ToyEnsemble {
             seed,
             n_toys,
@@ -1960,6 +1990,29 @@ mod statistic_tests {
             serde_json::from_str::<ToyStat>(&serde_json::to_string(&ok).unwrap()).unwrap(),
             ok
         );
+    }
+}
+
+#[cfg(test)]
+mod empty_tests {
+    use super::*;
+
+    /// No converged toy gives no statistic: CLs, its parts and the POI's mean and width are NaN
+    /// (null in JSON), never 0 (which would read as an exclusion or a measurement).
+    #[test]
+    fn statistics_of_no_toys_are_undefined() {
+        let s = summarize(1.0, &[], &[], TestStat::QmuTilde);
+        assert!(
+            s.cls_obs.is_nan() && s.clsb_obs.is_nan() && s.clb_obs.is_nan(),
+            "{s:?}"
+        );
+        assert!(s.cls_exp.iter().all(|v| v.is_nan()), "{s:?}");
+        let e = ToyEnsemble::new(0, 1, vec![1.0], vec![]);
+        assert!(e.summary.poi_mean.is_nan() && e.summary.poi_std.is_nan());
+        assert!(serde_json::to_string(&e.summary)
+            .unwrap()
+            .contains("\"poi_mean\":null"));
+        assert!(check_ensemble_size(0).is_err() && check_ensemble_size(1).is_ok());
     }
 }
 

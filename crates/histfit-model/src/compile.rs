@@ -818,11 +818,28 @@ pub(crate) fn check_names(ws: &Workspace) -> Result<()> {
     Ok(())
 }
 
-/// Bins per channel (from its first sample), checking every array against it.
+/// Bins per channel, checking every array against it: the bin count most of its samples have
+/// — on a tie, the one its observation has, else the first sample's — so that the error names
+/// the array that differs rather than the ones that agree.
 fn channel_bins(ws: &Workspace) -> Result<Vec<usize>> {
     let mut out = Vec::new();
     for (ci, c) in ws.channels.iter().enumerate() {
-        let n = c.samples[0].data.len();
+        let lengths: Vec<usize> = c.samples.iter().map(|s| s.data.len()).collect();
+        let count = |n: usize| lengths.iter().filter(|&&m| m == n).count();
+        let most = lengths.iter().map(|&m| count(m)).max().unwrap_or(0);
+        let observed = ws
+            .observations
+            .iter()
+            .find(|o| o.name == c.name)
+            .map(|o| o.data.len());
+        let n = match observed {
+            Some(o) if count(o) == most => o,
+            _ => lengths
+                .iter()
+                .copied()
+                .find(|&m| count(m) == most)
+                .unwrap_or(0),
+        };
         if n == 0 {
             return Err(ModelError::new(
                 format!("channels[{ci}].samples[0].data"),

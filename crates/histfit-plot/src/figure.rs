@@ -35,8 +35,9 @@ pub const GREY: Color = Color::rgb(120, 120, 120);
 pub const GREEN_BAND: Color = Color::rgb(0, 200, 0);
 pub const YELLOW_BAND: Color = Color::rgb(255, 220, 0);
 
-/// Colours of stacked samples, in order (repeated when there are more samples).
-pub const PALETTE: [Color; 10] = [
+/// Colours of stacked samples, the first twenty in a figure: ten strong hues, then ten lighter
+/// or darker ones that stay apart from them.
+pub const PALETTE: [Color; 20] = [
     Color::rgb(78, 121, 167),
     Color::rgb(242, 142, 43),
     Color::rgb(89, 161, 79),
@@ -47,7 +48,46 @@ pub const PALETTE: [Color; 10] = [
     Color::rgb(255, 157, 167),
     Color::rgb(156, 117, 95),
     Color::rgb(186, 176, 172),
+    Color::rgb(31, 60, 110),
+    Color::rgb(140, 70, 10),
+    Color::rgb(30, 90, 30),
+    Color::rgb(120, 20, 40),
+    Color::rgb(40, 110, 110),
+    Color::rgb(150, 130, 20),
+    Color::rgb(90, 40, 110),
+    Color::rgb(170, 220, 130),
+    Color::rgb(200, 200, 255),
+    Color::rgb(60, 60, 60),
 ];
+
+/// The colour of the `k`-th distinct sample of a figure: [`PALETTE`], then hues a golden angle
+/// apart at alternating lightness, so that no two samples of one figure share a colour.
+pub fn sample_color(k: usize) -> Color {
+    if let Some(c) = PALETTE.get(k) {
+        return *c;
+    }
+    let j = k - PALETTE.len();
+    let hue = (j as f64 * 137.507_764) % 360.0;
+    let light = [0.45, 0.65, 0.30][j % 3];
+    hsl(hue, 0.65, light)
+}
+
+/// An opaque colour from hue (degrees), saturation and lightness in [0, 1].
+fn hsl(h: f64, s: f64, l: f64) -> Color {
+    let c = (1.0 - (2.0 * l - 1.0).abs()) * s;
+    let x = c * (1.0 - ((h / 60.0) % 2.0 - 1.0).abs());
+    let (r, g, b) = match (h / 60.0) as u32 {
+        0 => (c, x, 0.0),
+        1 => (x, c, 0.0),
+        2 => (0.0, c, x),
+        3 => (0.0, x, c),
+        4 => (x, 0.0, c),
+        _ => (c, 0.0, x),
+    };
+    let m = l - c / 2.0;
+    let to = |v: f64| ((v + m) * 255.0).round().clamp(0.0, 255.0) as u8;
+    Color::rgb(to(r), to(g), to(b))
+}
 
 /// One thing drawn in a panel, in data coordinates.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -175,6 +215,9 @@ pub struct Panel {
     pub legend: bool,
     /// False for a place left empty in a grid of panels.
     pub visible: bool,
+    /// False for a panel that is only a legend (of a figure's panels): no axes, its elements
+    /// drawn only as legend entries.
+    pub axes: bool,
 }
 
 impl Panel {
@@ -186,6 +229,16 @@ impl Panel {
             elements: Vec::new(),
             legend: true,
             visible: true,
+            axes: true,
+        }
+    }
+
+    /// A panel that shows only the legend of `elements` (each drawn nowhere else in it).
+    pub fn legend_only(elements: Vec<Element>) -> Panel {
+        Panel {
+            elements,
+            axes: false,
+            ..Panel::new("", Axis::new("", (0.0, 1.0)), Axis::new("", (0.0, 1.0)))
         }
     }
 
@@ -248,5 +301,25 @@ pub fn vline(y: (f64, f64), x: f64, color: Color, dashed: bool, label: Option<St
         width: 1,
         dashed,
         markers: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sample_colours_do_not_repeat_within_a_figure() {
+        let colours: Vec<[u8; 3]> = (0..200).map(|k| sample_color(k).rgb).collect();
+        for (i, a) in colours.iter().enumerate() {
+            for (j, b) in colours.iter().enumerate().skip(i + 1) {
+                let d: i32 = a
+                    .iter()
+                    .zip(b)
+                    .map(|(x, y)| (*x as i32 - *y as i32).abs())
+                    .sum();
+                assert!(d > 0, "samples {i} and {j} share the colour {a:?}");
+            }
+        }
     }
 }

@@ -445,10 +445,15 @@ pub fn yields(doc: &Value) -> Result<Figure, PlotError> {
         "channels",
     )?;
     let postfit = doc.get("postfit").and_then(Value::as_bool).unwrap_or(false);
-    // Channels in a grid of up to four columns; each channel a main and a ratio panel.
+    // A sample's colour goes by its name, in the order names first appear over the channels
+    // (the model's order, so pre- and post-fit figures agree), and one legend names them all.
+    let names = sample_names(channels)?;
+    let color_of = |name: &str| sample_color(names.iter().position(|n| n == name).unwrap_or(0));
+    // Channels in a grid of up to four columns; each channel a main and a ratio panel; the
+    // legend in a column of its own beside them.
     let columns = channels.len().clamp(1, 4);
     let channel_rows = channels.len().div_ceil(columns).max(1);
-    let mut grid: Vec<Panel> = (0..columns * channel_rows * 2)
+    let mut grid: Vec<Panel> = (0..(columns + 1) * channel_rows * 2)
         .map(|_| Panel::empty())
         .collect();
     for (c, ch) in channels.iter().enumerate() {
@@ -484,10 +489,11 @@ pub fn yields(doc: &Value) -> Result<Figure, PlotError> {
                     r
                 })
                 .collect();
+            let name = text(&smp["name"]);
             main.push(Element::Rects {
-                label: Some(text(&smp["name"])),
+                color: color_of(&name),
+                label: Some(name),
                 rects,
-                color: PALETTE[s % PALETTE.len()],
             });
         }
         // Step-shaped band: each bin's edges carry its value.
@@ -523,11 +529,10 @@ pub fn yields(doc: &Value) -> Result<Figure, PlotError> {
         let mut panel = Panel::new(
             format!("{name} ({})", if postfit { "post-fit" } else { "pre-fit" }),
             bin_edges,
-            Axis::new("events", (0.0, top * if c == 0 { 1.9 } else { 1.25 })),
+            Axis::new("events", (0.0, top * 1.25)),
         );
         panel.elements = main;
-        // One legend (the first channel's): every channel stacks the same samples.
-        panel.legend = c == 0;
+        panel.legend = false;
         let ratio = |v: f64, b: usize| {
             if total[b] > 0.0 {
                 v / total[b]
@@ -586,12 +591,75 @@ pub fn yields(doc: &Value) -> Result<Figure, PlotError> {
     if channels.is_empty() {
         return Err(PlotError::Document("channels: no channel to draw".into()));
     }
+    let mut entries: Vec<Element> = names
+        .iter()
+        .enumerate()
+        .map(|(k, n)| Element::Rects {
+            label: Some(n.clone()),
+            rects: Vec::new(),
+            color: sample_color(k),
+        })
+        .collect();
+    entries.push(Element::Rects {
+        label: Some("total uncertainty".into()),
+        rects: Vec::new(),
+        color: GREY.with_alpha(0.45),
+    });
+    entries.push(Element::Points {
+        label: Some("data".into()),
+        xs: Vec::new(),
+        ys: Vec::new(),
+        x_err: None,
+        y_err: None,
+        color: BLACK,
+    });
+    let row_weights: Vec<f64> = (0..channel_rows).flat_map(|_| [0.7, 0.3]).collect();
+    // The legend fills the places of its column top to bottom, 20 px an entry; the figure
+    // grows until they hold every entry.
+    let mut height = 620 * channel_rows as u32;
+    let capacity = |height: u32| -> Vec<usize> {
+        row_weights
+            .iter()
+            .map(|w| {
+                ((height as f64 - 40.0) * w / channel_rows as f64 - 30.0).max(0.0) as usize / 20
+            })
+            .collect()
+    };
+    while capacity(height).iter().sum::<usize>() < entries.len() {
+        height += 100;
+    }
+    let mut rest = entries.into_iter();
+    for (r, fits) in capacity(height).into_iter().enumerate() {
+        let part: Vec<Element> = rest.by_ref().take(fits).collect();
+        if !part.is_empty() {
+            grid[columns * channel_rows * 2 + r] = Panel::legend_only(part);
+        }
+    }
+    let longest = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
+    let legend_width = (60 + 8 * longest).max(170) as u32;
+    let mut column_weights = vec![1.0; columns];
+    column_weights.push(legend_width as f64 / 520.0);
     Ok(Figure {
-        width: 520 * columns as u32,
-        height: 620 * channel_rows as u32,
+        width: 520 * columns as u32 + legend_width,
+        height,
         title: format!("{} yields", if postfit { "Post-fit" } else { "Pre-fit" }),
-        column_weights: vec![1.0; columns],
-        row_weights: (0..channel_rows).flat_map(|_| [0.7, 0.3]).collect(),
+        column_weights,
+        row_weights,
         panels: grid,
     })
+}
+
+/// The names of the samples over every channel of a yields document, each once, in the order
+/// they first appear.
+fn sample_names(channels: &[Value]) -> Result<Vec<String>, PlotError> {
+    let mut names: Vec<String> = Vec::new();
+    for (c, ch) in channels.iter().enumerate() {
+        for smp in array(&ch["samples"], &format!("channels[{c}].samples"))? {
+            let name = text(&smp["name"]);
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    Ok(names)
 }

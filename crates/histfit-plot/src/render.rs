@@ -128,15 +128,17 @@ fn draw_panel<DB: DrawingBackend>(
         _ => 45,
     };
     let mut builder = ChartBuilder::on(area);
-    builder
-        .caption(&p.title, (FAMILY, 16))
-        .margin(12)
-        .x_label_area_size(x_label_height.min(320))
-        .y_label_area_size(y_label_width.min(320));
+    builder.margin(12);
+    if p.axes {
+        builder
+            .caption(&p.title, (FAMILY, 16))
+            .x_label_area_size(x_label_height.min(320))
+            .y_label_area_size(y_label_width.min(320));
+    }
     let mut chart = builder
         .build_cartesian_2d(p.x.range.0..p.x.range.1, p.y.range.0..p.y.range.1)
         .map_err(err)?;
-    {
+    if p.axes {
         let mut mesh = chart.configure_mesh();
         mesh.x_desc(&p.x.label)
             .y_desc(&p.y.label)
@@ -369,7 +371,14 @@ fn draw_panel<DB: DrawingBackend>(
     }
     draw_elements!(chart, draw_series, &p.elements);
     if labelled && p.legend {
-        legend!(chart, SeriesLabelPosition::UpperRight);
+        legend!(
+            chart,
+            if p.axes {
+                SeriesLabelPosition::UpperRight
+            } else {
+                SeriesLabelPosition::UpperLeft
+            }
+        );
     }
     Ok(())
 }

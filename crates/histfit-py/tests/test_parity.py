@@ -182,3 +182,30 @@ def test_what_needs_the_covariance_refuses_above_the_dense_limit():
             call()
     assert histfit.ranking(model, max_hessian_parameters=4096)["entries"]
     assert histfit.yields(model, postfit=True, max_hessian_parameters=4096)
+
+
+def test_q0_tests_mu_zero_as_pyhf():
+    """q0 is the test of μ = 0: asked at μ = 1 it says so and tests 0, as pyhf does (pyhf's CLs
+    here is its p0 at μ = 0)."""
+    ws, model = load("simple_workspace", "smooth")
+    data = ws.data(model)
+    with open(fixture("simple_workspace.json")) as f:
+        pws = pyhf.Workspace(json.load(f))
+    pmodel = pws.model(modifier_settings={"normsys": {"interpcode": "code4"}, "histosys": {"interpcode": "code4p"}})
+    ref = float(pyhf.infer.hypotest(1.0, pws.data(pmodel), pmodel, test_stat="q0"))
+    with pytest.warns(UserWarning, match="q0 tests"):
+        cls = histfit.hypotest(1.0, model, data, test_stat="q0")
+    assert cls == pytest.approx(ref, abs=1e-6)
+    assert cls == pytest.approx(histfit.hypotest(0.0, model, data, test_stat="q0"), abs=1e-12)
+
+
+def test_no_toys_is_an_error():
+    """An ensemble of no toys has no CLs: refused, never 0."""
+    ws, model = load("simple_workspace", "smooth")
+    data = ws.data(model)
+    with pytest.raises(ValueError, match="at least one toy"):
+        histfit.hypotest_toys(1.0, model, 0, data)
+    with pytest.raises(ValueError, match="at least one toy"):
+        histfit.fit_toys(model, 0)
+    with pytest.raises(ValueError, match="at least one value"):
+        histfit.profile_scan(model, [], data)

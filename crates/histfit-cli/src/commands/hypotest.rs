@@ -14,10 +14,11 @@ pub struct Args {
     model: ModelArgs,
     #[command(flatten)]
     fit: FitArgs,
-    /// POI value to test.
-    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
-    mu: f64,
-    /// Test statistic: qtilde (default), q, tmu, tmu_tilde.
+    /// POI value to test (default 1; q0 tests 0).
+    #[arg(long, allow_negative_numbers = true)]
+    mu: Option<f64>,
+    /// Test statistic: qtilde (pyhf's default), q, or q0 (discovery: the test of μ = 0).
+    /// The two-sided tmu and tmu_tilde have no asymptotic CLs here: use hypotest-toys.
     #[arg(long = "test-stat", default_value = "qtilde")]
     test_stat: TestStat,
     #[command(flatten)]
@@ -32,7 +33,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     }
     let (model, source, data, mut eval, base) = a.model.prepare_fit(&a.fit)?;
     let mut calc = AsymptoticCalculator::new(&mut eval, data, a.test_stat, base)?;
-    let r = calc.hypotest(a.mu)?;
+    let r = calc.hypotest(super::tested_mu(a.mu, a.test_stat))?;
     super::warn_all(&r.warnings);
     a.out
         .emit(|| output::json(&source, &model, &r), || table(&r))?;
@@ -41,7 +42,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
 
 fn table(r: &HypotestResult) -> String {
     let mut s = format!(
-        "hypotest at μ = {} ({:?}): q = {:.6}, q_A = {:.6}, μ̂ = {:.6}\n",
+        "hypotest at μ = {} ({}): q = {:.6}, q_A = {:.6}, μ̂ = {:.6}\n",
         r.mu, r.test_stat, r.q_obs, r.q_asimov, r.mu_hat
     );
     s.push_str(&format!(
@@ -58,7 +59,7 @@ fn table(r: &HypotestResult) -> String {
 fn run_grid(a: &Args) -> Result<ExitCode> {
     let g = grid::run(&a.model, &a.fit, &a.grid, &|eval, data, base| {
         let mut calc = AsymptoticCalculator::new(eval, data, a.test_stat, base.clone())?;
-        Ok(calc.hypotest(a.mu)?)
+        Ok(calc.hypotest(super::tested_mu(a.mu, a.test_stat))?)
     })?;
     g.write_csv(&a.grid, &grid::band_columns("cls_obs", "cls_exp"), |r| {
         grid::band_row(r.cls_obs, r.cls_exp, r.converged)

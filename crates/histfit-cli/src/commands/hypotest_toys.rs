@@ -14,12 +14,17 @@ pub struct Args {
     model: ModelArgs,
     #[command(flatten)]
     fit: FitArgs,
-    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
-    mu: f64,
-    #[arg(long = "n-toys", default_value_t = 1000)]
+    /// POI value to test (default 1; q0 tests 0).
+    #[arg(long, allow_negative_numbers = true)]
+    mu: Option<f64>,
+    /// Toys in each of the two ensembles (signal+background and background-only).
+    #[arg(long = "n-toys", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     n_toys: u64,
+    /// Seed of the toys: toy i of seed s is the same on every device and in every shard.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Test statistic: qtilde (pyhf's default), q, q0 (discovery: the test of μ = 0), tmu or
+    /// tmu_tilde (two-sided).
     #[arg(long = "test-stat", default_value = "qtilde")]
     test_stat: TestStat,
     /// Further starts of every toy's fit: on a model of up to 64 free parameters the fit's own
@@ -30,6 +35,7 @@ pub struct Args {
     /// elsewhere.
     #[arg(long, value_name = "N")]
     starts: Option<usize>,
+    /// Run only block K of N of both ensembles (merge the outputs with merge-toys).
     #[arg(long, value_name = "K/N")]
     shard: Option<String>,
     #[command(flatten)]
@@ -47,7 +53,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let r = histfit_infer::toys::hypotest_toys_on(
         &device::AnyRunner::new(&eval, batcher.as_ref()),
         &data,
-        a.mu,
+        super::tested_mu(a.mu, a.test_stat),
         a.test_stat,
         a.seed,
         a.n_toys,
@@ -95,7 +101,7 @@ impl From<ToyHypotest> for Doc {
 pub fn table(r: &ToyHypotest) -> String {
     let s = &r.summary;
     let mut out = format!(
-        "toy hypotest at μ = {} ({:?}, seed {}): q_obs = {:.6}\n",
+        "toy hypotest at μ = {} ({}, seed {}): q_obs = {:.6}\n",
         r.mu, r.test_stat, r.seed, r.q_obs
     );
     out.push_str(&format!(

@@ -15,8 +15,10 @@ pub struct Args {
     model: ModelArgs,
     #[command(flatten)]
     fit: FitArgs,
+    /// The CLs level of the limit (0.05: 95 % CL).
     #[arg(long, default_value_t = 0.05)]
     alpha: f64,
+    /// Test statistic: qtilde (pyhf's default) or q.
     #[arg(long = "test-stat", default_value = "qtilde")]
     test_stat: TestStat,
     /// Instead of root finding, scan LO:HI:N hypotests and interpolate.
@@ -51,6 +53,11 @@ pub fn run(a: Args) -> Result<ExitCode> {
             }
             let (lo, hi) = super::parse_range(&format!("{}:{}", parts[0], parts[1]))?;
             let n: usize = parts[2].parse().map_err(|_| bad())?;
+            if n < 2 {
+                anyhow::bail!(
+                    "--scan {spec}: N = {n} points; interpolating the limit needs at least 2"
+                );
+            }
             let values = histfit_infer::linspace(lo, hi, n);
             let bar = progress::Bar::new("limit scan", n);
             let r = histfit_infer::upper_limit_scan(
@@ -74,7 +81,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
 
 fn table(r: &UpperLimit) -> String {
     let mut s = format!(
-        "upper limit at CLs = {} ({:?}), {} hypotests\n",
+        "upper limit at CLs = {} ({}), {} hypotests\n",
         r.alpha,
         r.test_stat,
         r.evaluations.len()

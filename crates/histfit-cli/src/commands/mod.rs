@@ -140,6 +140,16 @@ pub fn warn_all(warnings: &[String]) {
 }
 
 /// Parses `--shard K/N` (1-based K) into a range of toy indices.
+/// The POI value a hypotest tests: `--mu` where given, else 1 — and 0 for q0, the test of
+/// μ = 0 (a q0 test asked at another μ says so and tests 0, as pyhf does).
+pub fn tested_mu(mu: Option<f64>, test_stat: histfit_infer::TestStat) -> f64 {
+    match (mu, test_stat) {
+        (Some(m), _) => m,
+        (None, histfit_infer::TestStat::Q0) => 0.0,
+        (None, _) => 1.0,
+    }
+}
+
 pub fn parse_shard(shard: Option<&str>, n_toys: u64) -> Result<std::ops::Range<u64>> {
     let Some(spec) = shard else {
         return Ok(0..n_toys);

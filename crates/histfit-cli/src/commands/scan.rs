@@ -21,8 +21,8 @@ pub struct Args {
         allow_hyphen_values = true
     )]
     poi_range: String,
-    /// Number of points.
-    #[arg(long, default_value_t = 21)]
+    /// Number of points (at least 1).
+    #[arg(long, default_value_t = 21, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     points: usize,
     #[command(flatten)]
     out: OutputArgs,

@@ -15,8 +15,10 @@ pub struct Args {
     model: ModelArgs,
     #[command(flatten)]
     fit: FitArgs,
-    #[arg(long = "n-toys", default_value_t = 1000)]
+    /// Toys in the ensemble.
+    #[arg(long = "n-toys", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     n_toys: u64,
+    /// Seed of the toys: toy i of seed s is the same on every device and in every shard.
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Generate at the conditional fit with the POI at this value (default: the free fit).

@@ -97,6 +97,24 @@ def _draw_element(ax, e: Dict[str, Any]) -> None:
         ax.text(e["x"], e["y"], e["text"], color=_colour(e["color"]), fontsize=e["size"] * 0.75, va="top")
 
 
+def _legend_only(ax, elements: List[Dict[str, Any]]) -> None:
+    """A panel that is only a legend: one entry per element, drawn as its kind is drawn."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles = []
+    for e in elements:
+        colour = _colour(e["color"])
+        if e["type"] in ("rects", "band", "polygons"):
+            handles.append(Patch(facecolor=colour, label=e["label"]))
+        elif e["type"] == "points":
+            handles.append(Line2D([], [], color=colour, marker="o", ls="none", ms=4, label=e["label"]))
+        else:
+            handles.append(Line2D([], [], color=colour, label=e["label"]))
+    ax.axis("off")
+    ax.legend(handles=handles, loc="upper left", fontsize="small", frameon=False)
+
+
 def _draw(data: Dict[str, Any]):
     try:
         from matplotlib.figure import Figure
@@ -109,6 +127,9 @@ def _draw(data: Dict[str, Any]):
         if not p["visible"]:
             continue
         ax = fig.add_subplot(grid[i % len(rows), i // len(rows)])
+        if not p.get("axes", True):
+            _legend_only(ax, p["elements"])
+            continue
         for e in p["elements"]:
             _draw_element(ax, e)
         for axis, set_lim, set_label, set_ticks in [
