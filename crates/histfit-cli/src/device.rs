@@ -3,21 +3,17 @@
 //! limits, ranking) or an [`AnyRunner`] (ensembles), whichever device is behind it.
 
 use anyhow::{anyhow, Result};
-use histfit_model::Model;
-use std::sync::Arc;
 
-pub use histfit_device::{batcher, AnyEval, AnyRunner, Device};
+pub use histfit_device::{batcher, AnyEval, AnyRunner, Device, Likelihood};
 
 /// [`AnyEval::new`] (or, for commands that fit toy ensembles, [`AnyEval::for_ensembles`]) with
 /// the CLI's wording of a device failure; what the device says about how it was opened (a
 /// precision fallback) goes to stderr.
-pub fn open(model: Arc<Model>, device: Device, ensembles: bool) -> Result<AnyEval> {
+pub fn open(likelihood: &Likelihood, device: Device, ensembles: bool) -> Result<AnyEval> {
     let name = device.to_string();
-    let eval = match ensembles {
-        true => AnyEval::for_ensembles(model, device),
-        false => AnyEval::new(model, device),
-    }
-    .map_err(|e| anyhow!("--gpu {name}: {e}"))?;
+    let eval = likelihood
+        .evaluator(device, ensembles)
+        .map_err(|e| anyhow!("--gpu {name}: {e}"))?;
     // Once per process: `grid` opens a session per point, each with the same adapter.
     static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if let Some(w) = eval.warning() {

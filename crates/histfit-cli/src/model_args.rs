@@ -2,10 +2,11 @@
 //! measurement, patch, POI, interpolation settings, device), and the fit options every
 //! inference command shares (fixed, starting and bounded parameters; the Asimov dataset).
 
-use crate::device::{AnyEval, Device};
+use crate::device::{AnyEval, Device, Likelihood};
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use histfit_compute::{Dataset, ParameterSpace};
+use histfit_device::likelihood::Sniffed;
 use histfit_model::patch::{apply_json_patch, apply_patchset};
 use histfit_model::tools::check_patchset_digest;
 use histfit_model::{
@@ -13,10 +14,10 @@ use histfit_model::{
 };
 use std::sync::Arc;
 
-/// What [`ModelArgs::prepare_fit`] gives an inference command: the model, a description of its
-/// source, the dataset, the evaluator and the fit options.
+/// What [`ModelArgs::prepare_fit`] gives an inference command: the likelihood, a description
+/// of its source, the dataset, the evaluator and the fit options.
 pub type Prepared = (
-    Arc<Model>,
+    Likelihood,
     String,
     Dataset,
     AnyEval,
@@ -24,9 +25,17 @@ pub type Prepared = (
 );
 #[derive(Args, Debug, Clone)]
 pub struct ModelArgs {
-    /// pyhf JSON workspace.
-    #[arg(value_name = "WORKSPACE")]
+    /// The model: a pyhf JSON workspace, or an HS3 document (an event-level model, as ROOT
+    /// writes them); the format is read from the document.
+    #[arg(value_name = "MODEL")]
     pub workspace: String,
+    /// HS3: the analysis to open (its likelihood and parameters of interest), where the
+    /// document has several.
+    #[arg(long, value_name = "NAME")]
+    pub analysis: Option<String>,
+    /// HS3: the likelihood to open, where the document has several (and no analysis is named).
+    #[arg(long, value_name = "NAME")]
+    pub likelihood: Option<String>,
     /// Measurement to use (default: the first).
     #[arg(long)]
     pub measurement: Option<String>,
@@ -86,13 +95,63 @@ impl ModelArgs {
 
     /// [`load`](Self::load), plus the observed data and an evaluator on the chosen device (made
     /// for toy ensembles where `ensembles`: [`crate::device::open`]): what every command needs.
-    fn prepare(&self, ensembles: bool) -> Result<(Arc<Model>, String, Dataset, AnyEval)> {
-        let (model, source) = self.load()?;
-        crate::timing::mark("workspace read and compiled");
-        let data = Dataset::observed(&model);
-        let eval = crate::device::open(model.clone(), self.device(), ensembles)?;
+    fn prepare(&self, ensembles: bool) -> Result<(Likelihood, String, Dataset, AnyEval)> {
+        let (likelihood, source) = self.open()?;
+        crate::timing::mark("model read and compiled");
+        let data = likelihood.observed();
+        let eval = crate::device::open(&likelihood, self.device(), ensembles)?;
         crate::timing::mark("device opened");
-        Ok((model, source, data, eval))
+        Ok((likelihood, source, data, eval))
+    }
+
+    /// Opens the model file as the likelihood its format describes.
+    pub fn open(&self) -> Result<(Likelihood, String)> {
+        match histfit_device::likelihood::sniff(&self.workspace) {
+            Sniffed::Hs3(doc) => self.open_hs3(&doc),
+            Sniffed::Other(text) => {
+                if self.analysis.is_some() || self.likelihood.is_some() {
+                    bail!("--analysis and --likelihood choose within an HS3 document; {} is a pyhf workspace", self.workspace);
+                }
+                let (model, source) = self.load_text(text)?;
+                Ok((Likelihood::HistFactory(model), source))
+            }
+        }
+    }
+
+    fn open_hs3(&self, doc: &serde_json::Value) -> Result<(Likelihood, String)> {
+        let pyhf_only = [
+            ("--measurement", self.measurement.is_some()),
+            ("--patch", self.patch.is_some()),
+            ("--interp", !self.interp.is_empty()),
+            ("--interp-defaults", self.interp_defaults != "smooth"),
+        ];
+        if let Some((flag, _)) = pyhf_only.iter().find(|f| f.1) {
+            bail!(
+                "{flag} applies to pyhf workspaces; {} is an HS3 document",
+                self.workspace
+            );
+        }
+        let choice = histfit_unbinned::Choice {
+            analysis: self.analysis.clone(),
+            likelihood: self.likelihood.clone(),
+        };
+        let mut model =
+            histfit_unbinned::open(doc, &choice).map_err(|e| anyhow!("{}: {e}", self.workspace))?;
+        if let Some(poi) = &self.poi {
+            model.space.poi = match poi.as_str() {
+                "none" => None,
+                name => Some(
+                    model
+                        .space
+                        .index(name)
+                        .ok_or_else(|| anyhow!("--poi {name}: not a parameter of the model"))?,
+                ),
+            };
+        }
+        for n in &model.notes {
+            eprintln!("note: {}: {n}", self.workspace);
+        }
+        Ok((Likelihood::Events(Arc::new(model)), self.workspace.clone()))
     }
 
     /// `--patch FILE:NAME` (a patch of a pyhf patchset, checked against the digest the patchset
@@ -152,11 +211,20 @@ impl ModelArgs {
 
     /// Loads, patches, validates and compiles; returns the model and a description of the source.
     pub fn load(&self) -> Result<(Arc<Model>, String)> {
-        let mut ws = match &self.patch {
+        self.load_text(None)
+    }
+
+    /// [`load`](Self::load), from the file's text where it was read already (a pipe).
+    fn load_text(&self, text: Option<String>) -> Result<(Arc<Model>, String)> {
+        let mut ws = match (&self.patch, text) {
+            (None, Some(text)) => histfit_model::workspace_from_text(&text, &self.workspace)?,
             // Read straight into the workspace's types: no JSON tree to patch.
-            None => workspace_from_file(&self.workspace)?,
-            Some(p) => {
-                let mut value = read_json(&self.workspace)?;
+            (None, None) => workspace_from_file(&self.workspace)?,
+            (Some(p), text) => {
+                let mut value = match text {
+                    Some(t) => histfit_model::parse_json(&t, &self.workspace)?,
+                    None => read_json(&self.workspace)?,
+                };
                 self.apply_patch(&mut value, p)?;
                 workspace_from_value(&value, &self.workspace)?
             }

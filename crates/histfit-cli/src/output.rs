@@ -3,6 +3,7 @@
 //! (`commands/*`).
 
 use anyhow::{Context, Result};
+use histfit_device::Likelihood;
 use histfit_model::Model;
 use serde_json::{json, Value};
 
@@ -22,14 +23,10 @@ pub fn settings_json(model: &Model) -> Value {
     json!({"normsys": model.settings.normsys.name(), "histosys": model.settings.histosys.name()})
 }
 
-/// A result document: the workspace, measurement, POI and interpolation, then the result's fields.
-pub fn json<T: serde::Serialize>(source: &str, model: &Model, result: &T) -> String {
-    let mut doc = json!({
-        "workspace": source,
-        "measurement": model.measurement,
-        "interpolation": settings_json(model),
-        "poi": model.poi_name(),
-    });
+/// A result document: the likelihood's header (for a workspace its file, measurement, POI and
+/// interpolation; for an HS3 model its file and likelihood), then the result's fields.
+pub fn json<T: serde::Serialize>(source: &str, likelihood: &Likelihood, result: &T) -> String {
+    let mut doc = Value::Object(likelihood.header(source));
     if let (Value::Object(d), Ok(Value::Object(r))) = (&mut doc, serde_json::to_value(result)) {
         d.extend(r);
     }

@@ -3,6 +3,49 @@
 
 use crate::{ComputeError, Result};
 use histfit_model::{Constraint, Model};
+use std::sync::Arc;
+
+/// The events of one event-level channel: one column per observable (structure of arrays, in
+/// the order of `names`) and optional per-event weights.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct EventTable {
+    pub names: Vec<String>,
+    pub columns: Vec<Vec<f64>>,
+    pub weights: Option<Vec<f64>>,
+}
+
+impl EventTable {
+    /// The number of events.
+    pub fn len(&self) -> usize {
+        self.columns.first().map_or(0, Vec::len)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The column of an observable.
+    pub fn column(&self, name: &str) -> Option<&[f64]> {
+        self.names
+            .iter()
+            .position(|n| n == name)
+            .map(|i| &self.columns[i][..])
+    }
+
+    /// Σ w (the number of events where unweighted).
+    pub fn sum_of_weights(&self) -> f64 {
+        self.weights
+            .as_ref()
+            .map_or(self.len() as f64, |w| w.iter().sum())
+    }
+}
+
+/// The events of an event-level likelihood, one table per channel, shared (never copied) by
+/// every fit of the dataset.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Events {
+    pub channels: Vec<EventTable>,
+}
 
 /// Observed (or toy, or Asimov) data for one model.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,6 +65,8 @@ pub struct Dataset {
     pub empty_bin_wall: f64,
     /// For a dataset whose counts a device holds: whether one of them is 0 (the device says).
     device_has_empty: bool,
+    /// The events of an event-level likelihood (its binned channels' counts stay in `main`).
+    pub events: Option<Arc<Events>>,
 }
 
 impl Dataset {
@@ -52,6 +97,16 @@ impl Dataset {
             resident: None,
             empty_bin_wall: crate::EMPTY_BIN_WALL,
             device_has_empty: false,
+            events: None,
+        }
+    }
+
+    /// A dataset of events (and the binned counts and auxiliary data of the same likelihood),
+    /// whose likelihood defines what its values mean and computes its own constant.
+    pub fn of_events(events: Arc<Events>, main: Vec<f64>, aux: Vec<f64>, constant: f64) -> Dataset {
+        Dataset {
+            events: Some(events),
+            ..Dataset::raw(main, aux, constant)
         }
     }
 
@@ -114,6 +169,7 @@ impl Dataset {
             resident: None,
             empty_bin_wall: crate::EMPTY_BIN_WALL,
             device_has_empty: false,
+            events: None,
         })
     }
 

@@ -19,7 +19,7 @@ pub mod space;
 pub mod yields;
 
 pub use cpu::CpuEvaluator;
-pub use dataset::Dataset;
+pub use dataset::{Dataset, EventTable, Events};
 pub use histfactory::{check_batch, expected_aux, expected_data};
 pub use resident::kink_rules;
 pub use resident::{

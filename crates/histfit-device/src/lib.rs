@@ -15,6 +15,11 @@ use histfit_model::Model;
 use histfit_wgpu::{adapter::Backend, Precision, WgpuBatch, WgpuError};
 use std::sync::Arc;
 
+pub mod host;
+pub mod likelihood;
+pub use host::HostEval;
+pub use likelihood::{Likelihood, OpenError};
+
 /// Where the likelihood is evaluated.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Device {
@@ -79,6 +84,8 @@ impl std::fmt::Display for Device {
 pub enum DeviceError {
     Cuda(CudaError),
     Wgpu(WgpuError),
+    /// The likelihood has no evaluator on that device (yet).
+    Unsupported(String),
 }
 
 impl std::fmt::Display for DeviceError {
@@ -86,6 +93,7 @@ impl std::fmt::Display for DeviceError {
         match self {
             DeviceError::Cuda(e) => e.fmt(f),
             DeviceError::Wgpu(e) => e.fmt(f),
+            DeviceError::Unsupported(m) => f.write_str(m),
         }
     }
 }
@@ -179,6 +187,8 @@ pub enum AnyEval {
     Cpu(CpuEvaluator),
     Cuda(OneAtATime<CudaBatch>),
     Wgpu(OneAtATime<WgpuBatch>),
+    /// Any other likelihood's evaluator on the host (an event-level model).
+    Host(HostEval),
 }
 
 impl AnyEval {
@@ -222,17 +232,18 @@ impl AnyEval {
     pub fn warning(&self) -> Option<&str> {
         match self {
             AnyEval::Wgpu(e) => e.batch.session().warning.as_deref(),
-            AnyEval::Cpu(_) | AnyEval::Cuda(_) => None,
+            AnyEval::Cpu(_) | AnyEval::Cuda(_) | AnyEval::Host(_) => None,
         }
     }
 
-    /// The HistFactory model this evaluator evaluates (for front ends' tables; inference sees
-    /// only [`Evaluator::space`]).
-    pub fn model(&self) -> &Arc<Model> {
+    /// The HistFactory model this evaluator evaluates, where it is one (for front ends'
+    /// tables; inference sees only [`Evaluator::space`]).
+    pub fn model(&self) -> Option<&Arc<Model>> {
         match self {
-            AnyEval::Cpu(e) => e.shared_model(),
-            AnyEval::Cuda(e) => &e.batch.session().model,
-            AnyEval::Wgpu(e) => &e.batch.session().model,
+            AnyEval::Cpu(e) => Some(e.shared_model()),
+            AnyEval::Cuda(e) => Some(&e.batch.session().model),
+            AnyEval::Wgpu(e) => Some(&e.batch.session().model),
+            AnyEval::Host(_) => None,
         }
     }
 }
@@ -243,6 +254,7 @@ impl Evaluator for AnyEval {
             AnyEval::Cpu(e) => e.space(),
             AnyEval::Cuda(e) => e.space(),
             AnyEval::Wgpu(e) => e.space(),
+            AnyEval::Host(e) => e.space(),
         }
     }
     fn asimov(&mut self, p: &[f64]) -> histfit_compute::Result<Dataset> {
@@ -250,6 +262,7 @@ impl Evaluator for AnyEval {
             AnyEval::Cpu(e) => e.asimov(p),
             AnyEval::Cuda(e) => e.asimov(p),
             AnyEval::Wgpu(e) => e.asimov(p),
+            AnyEval::Host(e) => e.asimov(p),
         }
     }
     fn toys(
@@ -262,6 +275,7 @@ impl Evaluator for AnyEval {
             AnyEval::Cpu(e) => e.toys(p, seed, indices),
             AnyEval::Cuda(e) => e.toys(p, seed, indices),
             AnyEval::Wgpu(e) => e.toys(p, seed, indices),
+            AnyEval::Host(e) => e.toys(p, seed, indices),
         }
     }
     fn nll(&mut self, p: &[f64], d: &Dataset) -> histfit_compute::Result<f64> {
@@ -269,6 +283,7 @@ impl Evaluator for AnyEval {
             AnyEval::Cpu(e) => e.nll(p, d),
             AnyEval::Cuda(e) => e.nll(p, d),
             AnyEval::Wgpu(e) => e.nll(p, d),
+            AnyEval::Host(e) => e.nll(p, d),
         }
     }
     fn nll_grad(&mut self, p: &[f64], d: &Dataset, g: &mut [f64]) -> histfit_compute::Result<f64> {
@@ -276,6 +291,7 @@ impl Evaluator for AnyEval {
             AnyEval::Cpu(e) => e.nll_grad(p, d, g),
             AnyEval::Cuda(e) => e.nll_grad(p, d, g),
             AnyEval::Wgpu(e) => e.nll_grad(p, d, g),
+            AnyEval::Host(e) => e.nll_grad(p, d, g),
         }
     }
     fn expected_main(&mut self, p: &[f64], out: &mut [f64]) -> histfit_compute::Result<()> {
@@ -283,6 +299,7 @@ impl Evaluator for AnyEval {
             AnyEval::Cpu(e) => e.expected_main(p, out),
             AnyEval::Cuda(e) => e.expected_main(p, out),
             AnyEval::Wgpu(e) => e.expected_main(p, out),
+            AnyEval::Host(e) => e.expected_main(p, out),
         }
     }
 }
@@ -298,7 +315,7 @@ pub enum AnyBatcher {
 /// The batcher GPU ensembles run through (none on the CPU).
 pub fn batcher(eval: &AnyEval) -> Option<AnyBatcher> {
     match eval {
-        AnyEval::Cpu(_) => None,
+        AnyEval::Cpu(_) | AnyEval::Host(_) => None,
         // Two streams: the lockstep executor's two groups step at the same time.
         AnyEval::Cuda(e) => Some(AnyBatcher::Cuda(
             Batcher::new(e.batch.clone()).with_second_lane(e.batch.clone()),
@@ -310,6 +327,7 @@ pub fn batcher(eval: &AnyEval) -> Option<AnyBatcher> {
 /// The toy runner of the chosen device.
 pub enum AnyRunner<'a> {
     Cpu(OnCpu<'a, CpuEvaluator>),
+    Host(OnCpu<'a, HostEval>),
     Cuda(Batched<'a, CudaBatch>),
     Wgpu(Batched<'a, WgpuBatch>),
 }
@@ -329,6 +347,7 @@ impl<'a> AnyRunner<'a> {
                 ..Batched::new(b)
             }),
             (AnyEval::Cpu(e), _) => AnyRunner::Cpu(OnCpu(e)),
+            (AnyEval::Host(e), _) => AnyRunner::Host(OnCpu(e)),
             _ => unreachable!("a GPU evaluator goes with its own batcher"),
         }
     }
@@ -338,6 +357,7 @@ impl ToyRunner for AnyRunner<'_> {
     fn space(&self) -> &ParameterSpace {
         match self {
             AnyRunner::Cpu(r) => r.space(),
+            AnyRunner::Host(r) => r.space(),
             AnyRunner::Cuda(r) => r.space(),
             AnyRunner::Wgpu(r) => r.space(),
         }
@@ -345,6 +365,7 @@ impl ToyRunner for AnyRunner<'_> {
     fn single(&self) -> Box<dyn Evaluator + '_> {
         match self {
             AnyRunner::Cpu(r) => r.single(),
+            AnyRunner::Host(r) => r.single(),
             AnyRunner::Cuda(r) => r.single(),
             AnyRunner::Wgpu(r) => r.single(),
         }
@@ -358,6 +379,7 @@ impl ToyRunner for AnyRunner<'_> {
     ) -> histfit_infer::Result<Vec<T>> {
         match self {
             AnyRunner::Cpu(r) => r.run_toys(params, seed, indices, work),
+            AnyRunner::Host(r) => r.run_toys(params, seed, indices, work),
             AnyRunner::Cuda(r) => r.run_toys(params, seed, indices, work),
             AnyRunner::Wgpu(r) => r.run_toys(params, seed, indices, work),
         }
@@ -371,6 +393,7 @@ impl ToyRunner for AnyRunner<'_> {
     ) -> histfit_infer::Result<Vec<T>> {
         match self {
             AnyRunner::Cpu(r) => r.run_refits(params, seed, indices, work),
+            AnyRunner::Host(r) => r.run_refits(params, seed, indices, work),
             AnyRunner::Cuda(r) => r.run_refits(params, seed, indices, work),
             AnyRunner::Wgpu(r) => r.run_refits(params, seed, indices, work),
         }
@@ -381,6 +404,7 @@ impl ToyRunner for AnyRunner<'_> {
     ) -> Option<histfit_infer::Result<Vec<histfit_compute::ResidentFit>>> {
         match self {
             AnyRunner::Cpu(r) => r.resident(req),
+            AnyRunner::Host(r) => r.resident(req),
             AnyRunner::Cuda(r) => r.resident(req),
             AnyRunner::Wgpu(r) => r.resident(req),
         }
@@ -388,6 +412,7 @@ impl ToyRunner for AnyRunner<'_> {
     fn steps_cost(&self) -> bool {
         match self {
             AnyRunner::Cpu(r) => r.steps_cost(),
+            AnyRunner::Host(r) => r.steps_cost(),
             AnyRunner::Cuda(r) => r.steps_cost(),
             AnyRunner::Wgpu(r) => r.steps_cost(),
         }
@@ -399,6 +424,7 @@ impl ToyRunner for AnyRunner<'_> {
     ) -> histfit_infer::Result<Vec<T>> {
         match self {
             AnyRunner::Cpu(r) => r.run(n, work),
+            AnyRunner::Host(r) => r.run(n, work),
             AnyRunner::Cuda(r) => r.run(n, work),
             AnyRunner::Wgpu(r) => r.run(n, work),
         }

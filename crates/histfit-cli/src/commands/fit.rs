@@ -1,12 +1,11 @@
 //! `histfit fit`: the maximum likelihood fit with uncertainties, pulls and constraints.
 
 use super::OutputArgs;
+use crate::device::Likelihood;
 use crate::model_args::{FitArgs, ModelArgs};
-use crate::output::settings_json;
 use anyhow::Result;
 use histfit_compute::{Evaluator, ParameterSpace};
 use histfit_infer::{fit, FitOptions, FitResult, Starts};
-use histfit_model::Model;
 use serde_json::{json, Value};
 use std::process::ExitCode;
 
@@ -58,13 +57,14 @@ pub fn run(a: Args) -> Result<ExitCode> {
     } else {
         None
     };
+    let weighted = weighted_uncertainties(&model, &data, &result)?;
     if !result.converged {
         eprintln!("warning: the fit did not converge: {}", result.reason);
-        if !result.twice_nll.is_finite() {
+        if let (false, Likelihood::HistFactory(binned)) = (result.twice_nll.is_finite(), &model) {
             // Name the bins with events where nothing is expected (a likelihood of 0).
             let bins = histfit_compute::histfactory::zero_likelihood_bins(
                 &mut eval,
-                &model,
+                binned,
                 &data,
                 &result.bestfit,
             );
@@ -87,6 +87,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
             if let Some(g) = &gof {
                 doc["goodness_of_fit"] = serde_json::to_value(g).expect("serializable");
             }
+            if let Some(w) = &weighted {
+                doc["weighted_uncertainties"] = weighted_json(space, w);
+            }
             serde_json::to_string_pretty(&doc).expect("serializable") + "\n"
         },
         || {
@@ -105,6 +108,16 @@ pub fn run(a: Args) -> Result<ExitCode> {
                     ));
                 }
             }
+            if let Some(w) = &weighted {
+                s.push_str("\nweighted events: uncertainties       naive          SumW2       sandwich\n");
+                for (j, &i) in w.free.iter().enumerate() {
+                    s.push_str(&format!(
+                        "  {:<28} {:>14.6} {:>14.6} {:>14.6}\n",
+                        space.names[i], w.naive[j], w.sumw2[j], w.sandwich[j]
+                    ));
+                }
+                s.push_str("  (the sandwich is the asymptotically correct one; the table's errors above are the naive ones)\n");
+            }
             if let Some(g) = &gof {
                 s.push_str(&format!(
                     "\ngoodness of fit (saturated model): -2 ln λ = {:.4}, {} degrees of freedom, p = {:.4}\n",
@@ -118,6 +131,45 @@ pub fn run(a: Args) -> Result<ExitCode> {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(3)
+    })
+}
+
+/// For a fit to weighted events: the naive, SumW2 and sandwich uncertainties
+/// (`histfit_unbinned::weighted`); `None` where no event is weighted.
+fn weighted_uncertainties(
+    model: &Likelihood,
+    data: &histfit_compute::Dataset,
+    r: &FitResult,
+) -> Result<Option<histfit_unbinned::weighted::WeightedUncertainties>> {
+    let (Likelihood::Events(m), Some(events)) = (model, data.events.as_deref()) else {
+        return Ok(None);
+    };
+    if events.channels.iter().all(|t| t.weights.is_none()) || !r.converged {
+        return Ok(None);
+    }
+    let free: Vec<usize> = (0..r.fixed.len()).filter(|&i| !r.fixed[i]).collect();
+    let mut m = (**m).clone();
+    Ok(Some(histfit_unbinned::weighted::weighted_uncertainties(
+        &mut m, data, &r.bestfit, &free,
+    )?))
+}
+
+fn weighted_json(
+    space: &ParameterSpace,
+    w: &histfit_unbinned::weighted::WeightedUncertainties,
+) -> Value {
+    let by_name = |v: &[f64]| -> Value {
+        w.free
+            .iter()
+            .zip(v)
+            .map(|(&i, x)| (space.names[i].clone(), json!(x)))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
+    };
+    json!({
+        "naive": by_name(&w.naive),
+        "sumw2": by_name(&w.sumw2),
+        "sandwich": by_name(&w.sandwich),
     })
 }
 
@@ -137,7 +189,7 @@ fn minos_parameters(space: &ParameterSpace, r: &FitResult, names: &[String]) -> 
 }
 
 fn fit_json(
-    model: &Model,
+    model: &Likelihood,
     space: &ParameterSpace,
     source: &str,
     r: &FitResult,
@@ -165,10 +217,8 @@ fn fit_json(
             .map(|i| c[i * n..(i + 1) * n].to_vec())
             .collect::<Vec<_>>()
     });
-    let doc = json!({
-        "workspace": source,
-        "measurement": model.measurement,
-        "interpolation": settings_json(model),
+    let mut doc = Value::Object(model.header(source));
+    let fields = json!({
         "poi": space.poi_name(),
         "poi_index": space.poi,
         "converged": r.converged,
@@ -185,10 +235,13 @@ fn fit_json(
         "correlation": correlation,
         "fit_seconds": fit_seconds,
     });
+    if let (Value::Object(d), Value::Object(f)) = (&mut doc, fields) {
+        d.extend(f);
+    }
     doc
 }
 
-fn fit_table(model: &Model, space: &ParameterSpace, r: &FitResult) -> String {
+fn fit_table(model: &Likelihood, space: &ParameterSpace, r: &FitResult) -> String {
     let mut s = String::new();
     let width = space
         .names
@@ -197,16 +250,23 @@ fn fit_table(model: &Model, space: &ParameterSpace, r: &FitResult) -> String {
         .max()
         .unwrap_or(9)
         .max(9);
+    let settings = match model {
+        Likelihood::HistFactory(m) => {
+            format!(
+                "; normsys {}, histosys {}",
+                m.settings.normsys, m.settings.histosys
+            )
+        }
+        Likelihood::Events(_) => String::new(),
+    };
     s.push_str(&format!(
-        "fit: {} ({}; normsys {}, histosys {})\n",
+        "fit: {} ({}{settings})\n",
         if r.converged {
             "converged"
         } else {
             "NOT CONVERGED"
         },
         r.reason,
-        model.settings.normsys,
-        model.settings.histosys
     ));
     s.push_str(&format!(
         "twice_nll = {:.10}   iterations {}   evaluations {}   |proj. grad| {:.1e}\n\n",

@@ -90,7 +90,11 @@ pub fn run<T: Send>(
             m.warnings.clone(),
         );
         let observed = Dataset::observed(&m);
-        let mut eval = crate::device::open(Arc::new(m), device.clone(), false)?;
+        let mut eval = crate::device::open(
+            &crate::device::Likelihood::HistFactory(Arc::new(m)),
+            device.clone(),
+            false,
+        )?;
         let options = fit.options(histfit_compute::Evaluator::space(&eval))?;
         let data = fit.data(&mut eval, observed, &options)?;
         let r = compute(&mut eval, data, &options)?;

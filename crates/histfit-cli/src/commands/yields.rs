@@ -30,9 +30,10 @@ pub fn run(a: Args) -> Result<ExitCode> {
     if let Some(r) = e.fit.as_ref().filter(|r| !r.converged) {
         eprintln!("warning: the fit did not converge: {}", r.reason);
     }
-    let main = data.to_vec()[..model.n_main].to_vec();
+    let binned = model.binned("yields")?;
+    let main = data.to_vec()[..binned.n_main].to_vec();
     let table = yields(
-        &mut CpuEvaluator::new(model.clone()),
+        &mut CpuEvaluator::new(binned.clone()),
         &e.params,
         &e.covariance,
         &main,

@@ -1,0 +1,163 @@
+//! A likelihood as a value, whatever its kind: a binned HistFactory model or an event-level
+//! one. Front ends open it from a file (the format detected from the document), then ask it for
+//! its parameter space, its observed data, the header of result documents, and an evaluator on
+//! a device — the same calls for every kind.
+
+use crate::{AnyEval, Device, DeviceError, HostEval};
+use histfit_compute::{Dataset, ParameterSpace};
+use histfit_model::Model;
+use histfit_unbinned::UnbinnedModel;
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+
+/// An opened likelihood.
+#[derive(Debug, Clone)]
+pub enum Likelihood {
+    /// A binned HistFactory model (pyhf JSON, XML + ROOT).
+    HistFactory(Arc<Model>),
+    /// An event-level model (HS3).
+    Events(Arc<UnbinnedModel>),
+}
+
+/// Why a document could not be opened.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum OpenError {
+    #[error("{0}")]
+    Hs3(#[from] histfit_unbinned::Hs3Error),
+    #[error("{what} needs a binned (HistFactory) model; this is an event-level model")]
+    NotBinned { what: String },
+}
+
+impl Likelihood {
+    /// Opens the event-level likelihood an HS3 document describes.
+    pub fn from_hs3(
+        doc: &Value,
+        choice: &histfit_unbinned::Choice,
+    ) -> Result<Likelihood, OpenError> {
+        Ok(Likelihood::Events(Arc::new(histfit_unbinned::open(
+            doc, choice,
+        )?)))
+    }
+
+    pub fn space(&self) -> ParameterSpace {
+        match self {
+            Likelihood::HistFactory(m) => histfit_compute::histfactory::parameter_space(m),
+            Likelihood::Events(m) => m.space.clone(),
+        }
+    }
+
+    /// The observed data.
+    pub fn observed(&self) -> Dataset {
+        match self {
+            Likelihood::HistFactory(m) => Dataset::observed(m),
+            Likelihood::Events(m) => m.observed_dataset(),
+        }
+    }
+
+    /// What the reader assumed or chose, for the user to see.
+    pub fn notes(&self) -> Vec<String> {
+        match self {
+            Likelihood::HistFactory(m) => m.warnings.clone(),
+            Likelihood::Events(m) => m.notes.clone(),
+        }
+    }
+
+    /// The binned model, or an error naming what needed one.
+    pub fn binned(&self, what: &str) -> Result<&Arc<Model>, OpenError> {
+        match self {
+            Likelihood::HistFactory(m) => Ok(m),
+            Likelihood::Events(_) => Err(OpenError::NotBinned { what: what.into() }),
+        }
+    }
+
+    /// The header of a result document: where the likelihood came from and how it was built.
+    pub fn header(&self, source: &str) -> Map<String, Value> {
+        let v = match self {
+            Likelihood::HistFactory(m) => json!({
+                "workspace": source,
+                "measurement": m.measurement,
+                "interpolation": {"normsys": m.settings.normsys.name(), "histosys": m.settings.histosys.name()},
+                "poi": m.poi_name(),
+            }),
+            Likelihood::Events(m) => json!({
+                "model": source,
+                "format": "hs3",
+                "likelihood": m.channels.iter().map(|c| json!({"distribution": c.name, "data": c.data, "extended": c.extended})).collect::<Vec<_>>(),
+                "poi": m.space.poi_name(),
+            }),
+        };
+        match v {
+            Value::Object(o) => o,
+            _ => unreachable!("a header is an object"),
+        }
+    }
+
+    /// An evaluator on `device` (made for toy ensembles where `ensembles`).
+    pub fn evaluator(&self, device: Device, ensembles: bool) -> Result<AnyEval, DeviceError> {
+        match self {
+            Likelihood::HistFactory(m) => match ensembles {
+                true => AnyEval::for_ensembles(m.clone(), device),
+                false => AnyEval::new(m.clone(), device),
+            },
+            Likelihood::Events(m) => match device {
+                Device::Cpu => Ok(AnyEval::Host(HostEval::new((**m).clone()))),
+                other => Err(DeviceError::Unsupported(format!(
+                    "event-level models run on the CPU so far, not on {other}"
+                ))),
+            },
+        }
+    }
+}
+
+/// Top-level keys of a JSON object, its values skipped unparsed.
+struct TopKeys(Vec<String>);
+
+impl<'de> serde::Deserialize<'de> for TopKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<TopKeys, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = TopKeys;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<TopKeys, A::Error> {
+                let mut keys = Vec::new();
+                while let Some(k) = m.next_key::<String>()? {
+                    m.next_value::<serde::de::IgnoredAny>()?;
+                    keys.push(k);
+                }
+                Ok(TopKeys(keys))
+            }
+        }
+        d.deserialize_map(Visit)
+    }
+}
+
+/// What a first look at a model file found.
+#[derive(Debug)]
+pub enum Sniffed {
+    /// An HS3 document, parsed.
+    Hs3(Value),
+    /// Not HS3 (or not readable as JSON: the pyhf reader says what is wrong), with the text
+    /// where it had to be read already (a pipe or standard input can be read only once).
+    Other(Option<String>),
+}
+
+/// The format of the JSON file at `path`, from its top-level keys (values skipped unparsed):
+/// an HS3 document is parsed here, once.
+pub fn sniff(path: &str) -> Sniffed {
+    let regular = std::fs::metadata(path).is_ok_and(|m| m.is_file());
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Sniffed::Other(None);
+    };
+    let hs3 = serde_json::from_str::<TopKeys>(&text).is_ok_and(|k| {
+        k.0.iter().any(|k| k == "distributions") && !k.0.iter().any(|k| k == "channels")
+    });
+    match hs3.then(|| serde_json::from_str::<Value>(&text)) {
+        Some(Ok(doc)) => Sniffed::Hs3(doc),
+        _ => Sniffed::Other((!regular).then_some(text)),
+    }
+}

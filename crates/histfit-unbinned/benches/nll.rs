@@ -1,0 +1,66 @@
+//! −ln L and its gradient of the benchmark model (extended Gaussian + exponential on [60, 120],
+//! five free parameters) over 10⁴, 10⁵ and 10⁶ events, on one thread and on all of them.
+//! `cargo bench -p histfit-unbinned --bench nll`.
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use histfit_compute::{Dataset, Evaluator, EventTable, Events};
+use histfit_unbinned::{open, Choice};
+use std::sync::Arc;
+
+fn model() -> histfit_unbinned::UnbinnedModel {
+    let path = format!(
+        "{}/../../tests/fixtures/hs3/gauss_exp_ext.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let doc = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    open(&doc, &Choice::default()).unwrap()
+}
+
+/// n events spread over the range (a quasi-random sequence: the cost does not depend on where).
+fn events(n: usize) -> Dataset {
+    let x = (0..n)
+        .map(|i| 60.0 + 60.0 * ((i as f64 * 0.754_877_666_246_692_8) % 1.0))
+        .collect();
+    let table = EventTable {
+        names: vec!["x".into()],
+        columns: vec![x],
+        weights: None,
+    };
+    Dataset::of_events(
+        Arc::new(Events {
+            channels: vec![table],
+        }),
+        Vec::new(),
+        Vec::new(),
+        0.0,
+    )
+}
+
+fn bench(c: &mut Criterion) {
+    let mut m = model();
+    let p = m.space.init.clone();
+    let mut g = vec![0.0; p.len()];
+    let one = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    for n in [10_000, 100_000, 1_000_000] {
+        let data = events(n);
+        c.bench_function(&format!("nll_grad {n} events, 1 thread"), |b| {
+            b.iter(|| one.install(|| m.nll_grad(&p, &data, &mut g).unwrap()))
+        });
+        c.bench_function(&format!("nll_grad {n} events, all threads"), |b| {
+            b.iter(|| m.nll_grad(&p, &data, &mut g).unwrap())
+        });
+        c.bench_function(&format!("nll {n} events, 1 thread"), |b| {
+            b.iter(|| one.install(|| m.nll(&p, &data).unwrap()))
+        });
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(20);
+    targets = bench
+}
+criterion_main!(benches);

@@ -1,0 +1,410 @@
+//! Expressions of HS3 `generic_dist` and `generic_function` — the TFormula subset ROOT writes:
+//! numbers, names, `+ - * /`, `^` and `**` (right-associative, above unary minus as in
+//! TFormula), parentheses, and the functions `exp`, `log`/`ln`, `log10`, `sqrt`, `abs`/`fabs`,
+//! `erf`, `erfc`, `sin`, `cos`, `tan`, `pow(a, b)`, `min`, `max` (with or without `TMath::` or
+//! `std::`), and the constants `pi` and `e` where no parameter has those names — parsed straight
+//! into nodes of the [`Graph`], so an expression is differentiated and evaluated as the named
+//! PDFs are.
+
+use crate::graph::{Graph, Id};
+
+/// Where an expression does not parse, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParseError {
+    /// Character position (0-based) in the expression.
+    pub at: usize,
+    pub message: String,
+}
+
+impl std::fmt::Display for ParseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "at character {}: {}", self.at, self.message)
+    }
+}
+
+/// Parses `text` into the graph; `resolve` gives the node of each name (a parameter, an
+/// observable, another function) or says why it cannot.
+pub fn parse(
+    g: &mut Graph,
+    text: &str,
+    resolve: &mut dyn FnMut(&mut Graph, &str) -> Result<Id, String>,
+) -> Result<Id, ParseError> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut p = Parser {
+        chars: &chars,
+        at: 0,
+        g,
+        resolve,
+        depth: 0,
+    };
+    let id = p.expr()?;
+    p.skip_space();
+    if p.at < chars.len() {
+        return Err(p.error(format!("unexpected '{}'", chars[p.at])));
+    }
+    Ok(id)
+}
+
+/// How deeply parentheses and operators may nest: a bound on recursion for hostile input.
+const MAX_DEPTH: usize = 200;
+
+struct Parser<'a, 'g> {
+    chars: &'a [char],
+    at: usize,
+    g: &'g mut Graph,
+    resolve: &'a mut dyn FnMut(&mut Graph, &str) -> Result<Id, String>,
+    depth: usize,
+}
+
+impl Parser<'_, '_> {
+    fn error(&self, message: impl Into<String>) -> ParseError {
+        ParseError {
+            at: self.at,
+            message: message.into(),
+        }
+    }
+
+    fn skip_space(&mut self) {
+        while self.at < self.chars.len() && self.chars[self.at].is_whitespace() {
+            self.at += 1;
+        }
+    }
+
+    fn peek(&mut self) -> Option<char> {
+        self.skip_space();
+        self.chars.get(self.at).copied()
+    }
+
+    fn eat(&mut self, c: char) -> bool {
+        if self.peek() == Some(c) {
+            self.at += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn enter(&mut self) -> Result<(), ParseError> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(self.error("expression nested too deeply"));
+        }
+        Ok(())
+    }
+
+    fn expr(&mut self) -> Result<Id, ParseError> {
+        self.enter()?;
+        let mut acc = self.term()?;
+        loop {
+            if self.eat('+') {
+                let t = self.term()?;
+                acc = self.g.add(acc, t);
+            } else if self.peek() == Some('-') {
+                self.at += 1;
+                let t = self.term()?;
+                acc = self.g.sub(acc, t);
+            } else {
+                break;
+            }
+        }
+        self.depth -= 1;
+        Ok(acc)
+    }
+
+    fn term(&mut self) -> Result<Id, ParseError> {
+        let mut acc = self.unary()?;
+        loop {
+            self.skip_space();
+            let two_stars =
+                self.chars.get(self.at) == Some(&'*') && self.chars.get(self.at + 1) == Some(&'*');
+            if !two_stars && self.eat('*') {
+                let t = self.unary()?;
+                acc = self.g.mul(acc, t);
+            } else if self.eat('/') {
+                let t = self.unary()?;
+                acc = self.g.div(acc, t);
+            } else {
+                break;
+            }
+        }
+        Ok(acc)
+    }
+
+    fn unary(&mut self) -> Result<Id, ParseError> {
+        self.enter()?;
+        let r = if self.eat('-') {
+            let u = self.unary()?;
+            Ok(self.g.neg(u))
+        } else if self.eat('+') {
+            self.unary()
+        } else {
+            self.power()
+        };
+        self.depth -= 1;
+        r
+    }
+
+    fn power(&mut self) -> Result<Id, ParseError> {
+        let base = self.atom()?;
+        self.skip_space();
+        let caret = self.eat('^');
+        let stars = !caret
+            && self.chars.get(self.at) == Some(&'*')
+            && self.chars.get(self.at + 1) == Some(&'*');
+        if stars {
+            self.at += 2;
+        }
+        if caret || stars {
+            let exponent = self.unary()?;
+            return Ok(self.g.pow(base, exponent));
+        }
+        Ok(base)
+    }
+
+    fn atom(&mut self) -> Result<Id, ParseError> {
+        match self.peek() {
+            None => Err(self.error("expression ends where a value was expected")),
+            Some('(') => {
+                self.at += 1;
+                let e = self.expr()?;
+                if !self.eat(')') {
+                    return Err(self.error("expected ')'"));
+                }
+                Ok(e)
+            }
+            Some(c) if c.is_ascii_digit() || c == '.' => self.number(),
+            Some(c) if c.is_alphabetic() || c == '_' || c == '@' => self.name(),
+            Some(c) => Err(self.error(format!("unexpected '{c}'"))),
+        }
+    }
+
+    fn number(&mut self) -> Result<Id, ParseError> {
+        let start = self.at;
+        let digits = |p: &mut Self| {
+            while p.at < p.chars.len() && p.chars[p.at].is_ascii_digit() {
+                p.at += 1;
+            }
+        };
+        digits(self);
+        if self.chars.get(self.at) == Some(&'.') {
+            self.at += 1;
+            digits(self);
+        }
+        if matches!(self.chars.get(self.at), Some('e') | Some('E')) {
+            let save = self.at;
+            self.at += 1;
+            if matches!(self.chars.get(self.at), Some('+') | Some('-')) {
+                self.at += 1;
+            }
+            let exp_start = self.at;
+            digits(self);
+            if self.at == exp_start {
+                self.at = save;
+            }
+        }
+        let text: String = self.chars[start..self.at].iter().collect();
+        let v: f64 = text.parse().map_err(|_| ParseError {
+            at: start,
+            message: format!("\"{text}\" is not a number"),
+        })?;
+        Ok(self.g.constant(v))
+    }
+
+    fn name(&mut self) -> Result<Id, ParseError> {
+        let start = self.at;
+        while self.at < self.chars.len() {
+            let c = self.chars[self.at];
+            let scope = c == ':' && self.chars.get(self.at + 1) == Some(&':');
+            if c.is_alphanumeric() || c == '_' || c == '@' || c == '.' {
+                self.at += 1;
+            } else if scope {
+                self.at += 2;
+            } else {
+                break;
+            }
+        }
+        // `x[0]`: a name with an index, as TFormula's variables are written.
+        if self.chars.get(self.at) == Some(&'[') {
+            while self.at < self.chars.len() && self.chars[self.at] != ']' {
+                self.at += 1;
+            }
+            if self.at == self.chars.len() {
+                return Err(self.error("expected ']'"));
+            }
+            self.at += 1;
+        }
+        let full: String = self.chars[start..self.at].iter().collect();
+        let name = full
+            .trim_start_matches("TMath::")
+            .trim_start_matches("std::")
+            .to_string();
+        if self.peek() == Some('(') {
+            self.at += 1;
+            return self.call(&name, start);
+        }
+        match (self.resolve)(self.g, &full) {
+            Ok(id) => Ok(id),
+            Err(why) => match name.as_str() {
+                "pi" | "Pi" => Ok(self.g.constant(std::f64::consts::PI)),
+                "e" | "E" => Ok(self.g.constant(std::f64::consts::E)),
+                _ => Err(ParseError {
+                    at: start,
+                    message: why,
+                }),
+            },
+        }
+    }
+
+    fn call(&mut self, name: &str, start: usize) -> Result<Id, ParseError> {
+        let mut args = Vec::new();
+        if !self.eat(')') {
+            loop {
+                args.push(self.expr()?);
+                if self.eat(')') {
+                    break;
+                }
+                if !self.eat(',') {
+                    return Err(self.error("expected ',' or ')'"));
+                }
+            }
+        }
+        let want = |n: usize| -> Result<(), ParseError> {
+            if args.len() == n {
+                Ok(())
+            } else {
+                Err(ParseError {
+                    at: start,
+                    message: format!("{name}() takes {n} argument(s), got {}", args.len()),
+                })
+            }
+        };
+        let g = &mut *self.g;
+        let one = |g: &mut Graph| g.constant(1.0);
+        Ok(match name.to_ascii_lowercase().as_str() {
+            "exp" => {
+                want(1)?;
+                g.exp(args[0])
+            }
+            "log" | "ln" => {
+                want(1)?;
+                g.log(args[0])
+            }
+            "log10" => {
+                want(1)?;
+                let l = g.log(args[0]);
+                g.scale(l, 1.0 / std::f64::consts::LN_10)
+            }
+            "sqrt" => {
+                want(1)?;
+                g.sqrt(args[0])
+            }
+            "abs" | "fabs" => {
+                want(1)?;
+                g.abs(args[0])
+            }
+            "erf" => {
+                want(1)?;
+                g.erf(args[0])
+            }
+            "erfc" => {
+                want(1)?;
+                let e = g.erf(args[0]);
+                let o = one(g);
+                g.sub(o, e)
+            }
+            "sin" => {
+                want(1)?;
+                g.sin(args[0])
+            }
+            "cos" => {
+                want(1)?;
+                g.cos(args[0])
+            }
+            "tan" => {
+                want(1)?;
+                let (s, c) = (g.sin(args[0]), g.cos(args[0]));
+                g.div(s, c)
+            }
+            "pow" | "power" => {
+                want(2)?;
+                g.pow(args[0], args[1])
+            }
+            "sq" => {
+                want(1)?;
+                g.powi(args[0], 2)
+            }
+            "min" => {
+                want(2)?;
+                g.min(args[0], args[1])
+            }
+            "max" => {
+                want(2)?;
+                g.max(args[0], args[1])
+            }
+            _ => {
+                return Err(ParseError {
+                    at: start,
+                    message: format!("unknown function \"{name}\""),
+                })
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn value(text: &str, params: &[f64]) -> Result<f64, ParseError> {
+        let mut g = Graph::new();
+        let names = ["a", "b", "x"];
+        let id = parse(&mut g, text, &mut |g, n| {
+            names
+                .iter()
+                .position(|m| *m == n)
+                .map(|i| g.param(i))
+                .ok_or_else(|| format!("\"{n}\" is not defined"))
+        })?;
+        Ok(g.value(id, params, &[]))
+    }
+
+    #[test]
+    fn precedence_and_functions() {
+        let p = [2.0, 3.0, 0.5];
+        let close = |t: &str, v: f64| {
+            let got = value(t, &p).unwrap();
+            assert!(
+                (got - v).abs() < 1e-14 * v.abs().max(1.0),
+                "{t}: {got} vs {v}"
+            );
+        };
+        close("a + b * x", 3.5);
+        close("-a^2", -4.0);
+        close("a^b^x", 2f64.powf(3f64.sqrt()));
+        close("a**2 * b", 12.0);
+        close("TMath::Exp(-a*x)*(1+b*x*x)", (-1.0f64).exp() * 1.75);
+        close(
+            "pow(a, 3) - sqrt(b) / log(a)",
+            8.0 - 3f64.sqrt() / 2f64.ln(),
+        );
+        close(
+            "1.5e-1 * abs(-a) + erf(x) - pi",
+            0.3 + libm::erf(0.5) - std::f64::consts::PI,
+        );
+        close("(a)/(b)", 2.0 / 3.0);
+    }
+
+    #[test]
+    fn errors_name_the_position() {
+        let e = value("a + * b", &[1.0, 1.0, 1.0]).unwrap_err();
+        assert_eq!(e.at, 4);
+        let e = value("a + c", &[1.0, 1.0, 1.0]).unwrap_err();
+        assert!(e.at == 4 && e.message.contains("\"c\""), "{e}");
+        assert!(value("exp(a", &[0.0; 3]).is_err());
+        assert!(value("foo(a)", &[0.0; 3])
+            .unwrap_err()
+            .message
+            .contains("foo"));
+        assert!(value(&"(".repeat(10_000), &[0.0; 3]).is_err());
+    }
+}

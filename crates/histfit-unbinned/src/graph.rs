@@ -1,0 +1,459 @@
+//! The typed expression graph every event-level model is built from: named PDFs, HS3
+//! `generic_*` expressions and the likelihood's own sums are all nodes of one [`Graph`], so a PDF
+//! is defined once — as the nodes it adds — and every evaluator derives from that definition
+//! (the CPU one in [`crate::program`]; device code generators later walk the same nodes).
+//!
+//! Nodes are appended in topological order (an operation's arguments always exist before it),
+//! shared where equal (a node asked twice is made once) and folded where their arguments are
+//! constants. Each node knows whether it depends on the events (`varying`): what does not is
+//! evaluated once per parameter point, outside the event loop (normalisation integrals, yields,
+//! constraint terms).
+
+use std::collections::HashMap;
+
+/// A node of a [`Graph`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Id(pub u32);
+
+/// One operation. Arguments are earlier nodes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Op {
+    Const(f64),
+    /// Parameter `i` of the likelihood's parameter vector.
+    Param(usize),
+    /// Event column `j` (an observable, or a per-event value such as a weight variation).
+    Column(usize),
+    Add(Id, Id),
+    Sub(Id, Id),
+    Mul(Id, Id),
+    Div(Id, Id),
+    /// x^y for real y (x > 0 where y is not an integer constant: see [`Op::Powi`]).
+    Pow(Id, Id),
+    /// x^k for an integer constant k.
+    Powi(Id, i32),
+    Neg(Id),
+    Exp(Id),
+    Log(Id),
+    Sqrt(Id),
+    Abs(Id),
+    Erf(Id),
+    Sin(Id),
+    Cos(Id),
+    /// (1 − e^(−t)) / t, and 1 at t = 0: the normalisation of an exponential without the
+    /// cancellation of the direct formula near t = 0.
+    Exprel(Id),
+    /// `a` where `c ≥ 0`, else `b` (piecewise PDFs: tails, domain splits). The derivative flows
+    /// to the branch taken; `c` itself gets none.
+    Select(Id, Id, Id),
+}
+
+impl Op {
+    /// The arguments of the operation, in order.
+    pub fn args(&self) -> ArgIter {
+        let (v, n) = match *self {
+            Op::Const(_) | Op::Param(_) | Op::Column(_) => ([Id(0); 3], 0),
+            Op::Add(a, b) | Op::Sub(a, b) | Op::Mul(a, b) | Op::Div(a, b) | Op::Pow(a, b) => {
+                ([a, b, Id(0)], 2)
+            }
+            Op::Powi(a, _)
+            | Op::Neg(a)
+            | Op::Exp(a)
+            | Op::Log(a)
+            | Op::Sqrt(a)
+            | Op::Abs(a)
+            | Op::Erf(a)
+            | Op::Sin(a)
+            | Op::Cos(a)
+            | Op::Exprel(a) => ([a, Id(0), Id(0)], 1),
+            Op::Select(c, a, b) => ([c, a, b], 3),
+        };
+        ArgIter { v, n, at: 0 }
+    }
+
+    /// A key under which equal operations hash alike (constants by their bits).
+    fn key(&self) -> (u8, u64, u64, u64) {
+        let id = |x: Id| x.0 as u64;
+        match *self {
+            Op::Const(c) => (0, c.to_bits(), 0, 0),
+            Op::Param(i) => (1, i as u64, 0, 0),
+            Op::Column(j) => (2, j as u64, 0, 0),
+            Op::Add(a, b) => (3, id(a), id(b), 0),
+            Op::Sub(a, b) => (4, id(a), id(b), 0),
+            Op::Mul(a, b) => (5, id(a), id(b), 0),
+            Op::Div(a, b) => (6, id(a), id(b), 0),
+            Op::Pow(a, b) => (7, id(a), id(b), 0),
+            Op::Powi(a, k) => (8, id(a), k as u32 as u64, 0),
+            Op::Neg(a) => (9, id(a), 0, 0),
+            Op::Exp(a) => (10, id(a), 0, 0),
+            Op::Log(a) => (11, id(a), 0, 0),
+            Op::Sqrt(a) => (12, id(a), 0, 0),
+            Op::Abs(a) => (13, id(a), 0, 0),
+            Op::Erf(a) => (14, id(a), 0, 0),
+            Op::Sin(a) => (15, id(a), 0, 0),
+            Op::Cos(a) => (16, id(a), 0, 0),
+            Op::Exprel(a) => (17, id(a), 0, 0),
+            Op::Select(c, a, b) => (18, id(c), id(a), id(b)),
+        }
+    }
+}
+
+/// The arguments of an [`Op`].
+pub struct ArgIter {
+    v: [Id; 3],
+    n: usize,
+    at: usize,
+}
+
+impl Iterator for ArgIter {
+    type Item = Id;
+    fn next(&mut self) -> Option<Id> {
+        (self.at < self.n).then(|| {
+            self.at += 1;
+            self.v[self.at - 1]
+        })
+    }
+}
+
+/// (1 − e^(−t)) / t, continued by its series near 0.
+pub fn exprel(t: f64) -> f64 {
+    if t.abs() < 1e-5 {
+        1.0 - t / 2.0 + t * t / 6.0
+    } else {
+        -libm::expm1(-t) / t
+    }
+}
+
+/// d/dt of [`exprel`]: (e^(−t)(1 + t) − 1) / t², continued by its series near 0.
+pub fn exprel_prime(t: f64) -> f64 {
+    if t.abs() < 1e-4 {
+        -0.5 + t / 3.0 - t * t / 8.0
+    } else {
+        // e^(−t)(1 + t) − 1 = −expm1(−t) … written so that it cancels no more than it must.
+        ((-t).exp() * (1.0 + t) - 1.0) / (t * t)
+    }
+}
+
+/// 2/√π.
+pub const TWO_OVER_SQRT_PI: f64 = std::f64::consts::FRAC_2_SQRT_PI;
+
+/// The expression graph: operations in topological order.
+#[derive(Debug, Clone, Default)]
+pub struct Graph {
+    ops: Vec<Op>,
+    varying: Vec<bool>,
+    memo: HashMap<(u8, u64, u64, u64), Id>,
+}
+
+impl Graph {
+    pub fn new() -> Graph {
+        Graph::default()
+    }
+
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    pub fn op(&self, id: Id) -> Op {
+        self.ops[id.0 as usize]
+    }
+
+    pub fn ops(&self) -> &[Op] {
+        &self.ops
+    }
+
+    /// Whether the node depends on the events.
+    pub fn varying(&self, id: Id) -> bool {
+        self.varying[id.0 as usize]
+    }
+
+    /// The constant a node is, if it is one.
+    pub fn constant_of(&self, id: Id) -> Option<f64> {
+        match self.op(id) {
+            Op::Const(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    fn push(&mut self, op: Op) -> Id {
+        let key = op.key();
+        if let Some(&id) = self.memo.get(&key) {
+            return id;
+        }
+        let varying = match op {
+            Op::Column(_) => true,
+            _ => op.args().any(|a| self.varying[a.0 as usize]),
+        };
+        let id = Id(self.ops.len() as u32);
+        self.ops.push(op);
+        self.varying.push(varying);
+        self.memo.insert(key, id);
+        id
+    }
+
+    /// Folds an operation all of whose arguments are constants into its value.
+    fn fold(&mut self, op: Op) -> Id {
+        let all_const = op.args().all(|a| self.constant_of(a).is_some());
+        if all_const && !matches!(op, Op::Const(_) | Op::Param(_) | Op::Column(_)) {
+            let v = eval_scalar(op, &|a| self.constant_of(a).unwrap_or(f64::NAN));
+            return self.push(Op::Const(v));
+        }
+        self.push(op)
+    }
+
+    pub fn constant(&mut self, v: f64) -> Id {
+        self.push(Op::Const(v))
+    }
+    pub fn param(&mut self, i: usize) -> Id {
+        self.push(Op::Param(i))
+    }
+    pub fn column(&mut self, j: usize) -> Id {
+        self.push(Op::Column(j))
+    }
+    pub fn add(&mut self, a: Id, b: Id) -> Id {
+        match (self.constant_of(a), self.constant_of(b)) {
+            (Some(0.0), _) => b,
+            (_, Some(0.0)) => a,
+            _ => self.fold(Op::Add(a, b)),
+        }
+    }
+    pub fn sub(&mut self, a: Id, b: Id) -> Id {
+        match self.constant_of(b) {
+            Some(0.0) => a,
+            _ => self.fold(Op::Sub(a, b)),
+        }
+    }
+    pub fn mul(&mut self, a: Id, b: Id) -> Id {
+        match (self.constant_of(a), self.constant_of(b)) {
+            (Some(1.0), _) => b,
+            (_, Some(1.0)) => a,
+            _ => self.fold(Op::Mul(a, b)),
+        }
+    }
+    pub fn div(&mut self, a: Id, b: Id) -> Id {
+        match self.constant_of(b) {
+            Some(1.0) => a,
+            _ => self.fold(Op::Div(a, b)),
+        }
+    }
+    /// x^y: an integer constant y becomes [`Op::Powi`] (defined for x < 0, and exact).
+    pub fn pow(&mut self, x: Id, y: Id) -> Id {
+        match self.constant_of(y) {
+            Some(k) if k.fract() == 0.0 && k.abs() <= 64.0 => self.powi(x, k as i32),
+            Some(0.5) => self.sqrt(x),
+            _ => self.fold(Op::Pow(x, y)),
+        }
+    }
+    pub fn powi(&mut self, x: Id, k: i32) -> Id {
+        match k {
+            0 => self.constant(1.0),
+            1 => x,
+            _ => self.fold(Op::Powi(x, k)),
+        }
+    }
+    pub fn neg(&mut self, a: Id) -> Id {
+        match self.op(a) {
+            Op::Neg(inner) => inner,
+            _ => self.fold(Op::Neg(a)),
+        }
+    }
+    pub fn exp(&mut self, a: Id) -> Id {
+        self.fold(Op::Exp(a))
+    }
+    pub fn log(&mut self, a: Id) -> Id {
+        match self.op(a) {
+            Op::Exp(inner) => inner,
+            _ => self.fold(Op::Log(a)),
+        }
+    }
+    pub fn sqrt(&mut self, a: Id) -> Id {
+        self.fold(Op::Sqrt(a))
+    }
+    pub fn abs(&mut self, a: Id) -> Id {
+        self.fold(Op::Abs(a))
+    }
+    pub fn erf(&mut self, a: Id) -> Id {
+        self.fold(Op::Erf(a))
+    }
+    pub fn sin(&mut self, a: Id) -> Id {
+        self.fold(Op::Sin(a))
+    }
+    pub fn cos(&mut self, a: Id) -> Id {
+        self.fold(Op::Cos(a))
+    }
+    pub fn exprel(&mut self, a: Id) -> Id {
+        self.fold(Op::Exprel(a))
+    }
+    /// `a` where `c ≥ 0`, else `b`.
+    pub fn select(&mut self, c: Id, a: Id, b: Id) -> Id {
+        if a == b {
+            return a;
+        }
+        self.fold(Op::Select(c, a, b))
+    }
+    /// `a` where `x ≥ y`, else `b`.
+    pub fn select_ge(&mut self, x: Id, y: Id, a: Id, b: Id) -> Id {
+        let c = self.sub(x, y);
+        self.select(c, a, b)
+    }
+    pub fn min(&mut self, a: Id, b: Id) -> Id {
+        self.select_ge(a, b, b, a)
+    }
+    pub fn max(&mut self, a: Id, b: Id) -> Id {
+        self.select_ge(a, b, a, b)
+    }
+    /// a · c for a constant c.
+    pub fn scale(&mut self, a: Id, c: f64) -> Id {
+        let k = self.constant(c);
+        self.mul(a, k)
+    }
+    /// The sum of several nodes, left to right (0 for none).
+    pub fn sum(&mut self, xs: &[Id]) -> Id {
+        let mut it = xs.iter().copied();
+        let Some(first) = it.next() else {
+            return self.constant(0.0);
+        };
+        it.fold(first, |acc, x| self.add(acc, x))
+    }
+
+    /// Every node `outputs` depend on, as a mask over the graph.
+    pub fn reachable(&self, outputs: &[Id]) -> Vec<bool> {
+        let mut need = vec![false; self.ops.len()];
+        for o in outputs {
+            need[o.0 as usize] = true;
+        }
+        for i in (0..self.ops.len()).rev() {
+            if need[i] {
+                for a in self.ops[i].args() {
+                    need[a.0 as usize] = true;
+                }
+            }
+        }
+        need
+    }
+
+    /// The value of a node that does not depend on the events, at `params` (slow: for tests
+    /// and one-off values; evaluators use [`crate::program`]).
+    pub fn value(&self, id: Id, params: &[f64], columns: &[f64]) -> f64 {
+        let mut vals = vec![0.0; id.0 as usize + 1];
+        for i in 0..=id.0 as usize {
+            vals[i] = match self.ops[i] {
+                Op::Param(p) => params[p],
+                Op::Column(j) => columns.get(j).copied().unwrap_or(f64::NAN),
+                op => eval_scalar(op, &|a| vals[a.0 as usize]),
+            };
+        }
+        vals[id.0 as usize]
+    }
+}
+
+/// One operation on scalar arguments (`arg` gives each argument's value).
+#[inline(always)]
+pub fn eval_scalar(op: Op, arg: &dyn Fn(Id) -> f64) -> f64 {
+    match op {
+        Op::Const(c) => c,
+        Op::Param(_) | Op::Column(_) => f64::NAN,
+        Op::Add(a, b) => arg(a) + arg(b),
+        Op::Sub(a, b) => arg(a) - arg(b),
+        Op::Mul(a, b) => arg(a) * arg(b),
+        Op::Div(a, b) => arg(a) / arg(b),
+        Op::Pow(a, b) => arg(a).powf(arg(b)),
+        Op::Powi(a, k) => arg(a).powi(k),
+        Op::Neg(a) => -arg(a),
+        Op::Exp(a) => arg(a).exp(),
+        Op::Log(a) => arg(a).ln(),
+        Op::Sqrt(a) => arg(a).sqrt(),
+        Op::Abs(a) => arg(a).abs(),
+        Op::Erf(a) => libm::erf(arg(a)),
+        Op::Sin(a) => arg(a).sin(),
+        Op::Cos(a) => arg(a).cos(),
+        Op::Exprel(a) => exprel(arg(a)),
+        Op::Select(c, a, b) => {
+            if arg(c) >= 0.0 {
+                arg(a)
+            } else {
+                arg(b)
+            }
+        }
+    }
+}
+
+/// The partial derivatives of an operation with value `v` in each of its arguments, in the
+/// order of [`Op::args`] (a [`Op::Select`]'s condition gets 0).
+#[inline(always)]
+pub fn partials(op: Op, v: f64, arg: &dyn Fn(Id) -> f64) -> [f64; 3] {
+    match op {
+        Op::Const(_) | Op::Param(_) | Op::Column(_) => [0.0; 3],
+        Op::Add(..) => [1.0, 1.0, 0.0],
+        Op::Sub(..) => [1.0, -1.0, 0.0],
+        Op::Mul(a, b) => [arg(b), arg(a), 0.0],
+        Op::Div(_, b) => {
+            let y = arg(b);
+            [1.0 / y, -v / y, 0.0]
+        }
+        Op::Pow(a, b) => {
+            let (x, y) = (arg(a), arg(b));
+            [y * x.powf(y - 1.0), v * x.ln(), 0.0]
+        }
+        Op::Powi(a, k) => [k as f64 * arg(a).powi(k - 1), 0.0, 0.0],
+        Op::Neg(_) => [-1.0, 0.0, 0.0],
+        Op::Exp(_) => [v, 0.0, 0.0],
+        Op::Log(a) => [1.0 / arg(a), 0.0, 0.0],
+        Op::Sqrt(_) => [0.5 / v, 0.0, 0.0],
+        Op::Abs(a) => [arg(a).signum(), 0.0, 0.0],
+        Op::Erf(a) => {
+            let x = arg(a);
+            [TWO_OVER_SQRT_PI * (-x * x).exp(), 0.0, 0.0]
+        }
+        Op::Sin(a) => [arg(a).cos(), 0.0, 0.0],
+        Op::Cos(a) => [-arg(a).sin(), 0.0, 0.0],
+        Op::Exprel(a) => [exprel_prime(arg(a)), 0.0, 0.0],
+        Op::Select(c, ..) => {
+            if arg(c) >= 0.0 {
+                [0.0, 1.0, 0.0]
+            } else {
+                [0.0, 0.0, 1.0]
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equal_nodes_are_shared_and_constants_folded() {
+        let mut g = Graph::new();
+        let x = g.column(0);
+        let m = g.param(0);
+        let a = g.sub(x, m);
+        let b = g.sub(x, m);
+        assert_eq!(a, b);
+        let two = g.constant(2.0);
+        let three = g.constant(3.0);
+        let five = g.add(two, three);
+        assert_eq!(g.constant_of(five), Some(5.0));
+        assert!(g.varying(a) && !g.varying(m) && !g.varying(five));
+        let e = g.exp(m);
+        assert_eq!(g.log(e), m);
+    }
+
+    #[test]
+    fn exprel_is_smooth_through_zero() {
+        for t in [-1e-3, -1e-6, 0.0, 1e-6, 1e-3, 0.5, 30.0] {
+            let h = 1e-6;
+            let fd = (exprel(t + h) - exprel(t - h)) / (2.0 * h);
+            assert!(
+                (fd - exprel_prime(t)).abs() < 1e-7,
+                "t {t}: {fd} {}",
+                exprel_prime(t)
+            );
+        }
+        assert_eq!(exprel(0.0), 1.0);
+        assert!((exprel(1.0) - (1.0 - (-1.0f64).exp())).abs() < 1e-15);
+    }
+}

@@ -1,0 +1,1030 @@
+//! The HS3 reader: a JSON document (HS3 v0.2, as the standard specifies it and as ROOT 6.40's
+//! `RooJSONFactoryWSTool` writes it) into an [`UnbinnedModel`]. Distributions and functions
+//! become nodes of one graph ([`crate::pdf`], [`crate::expr`]); a name that is neither a
+//! distribution, a function, an observable of the fitted data nor a number is a parameter, its
+//! starting value from `parameter_points` and its bounds from `domains`.
+//!
+//! Which distributions are fitted to which data: the `analyses` entry (its likelihood and
+//! parameters of interest) or the `likelihoods` entry chosen (or the only one); where a file has
+//! neither (ROOT writes them only with a ModelConfig), its one top-level distribution and its one
+//! dataset, with a note saying so. `metadata` and `misc` are ignored.
+
+use crate::graph::{Graph, Id};
+use crate::model::{ChannelSpec, Observable, UnbinnedModel};
+use crate::pdf::{self, Domain};
+use histfit_compute::{EventTable, Events, ParameterSpace, Prior};
+use serde_json::Value;
+use std::collections::HashMap;
+
+/// Bad input: the JSON path (or file object) and the rule it breaks.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{place}: {rule}")]
+pub struct Hs3Error {
+    pub place: String,
+    pub rule: String,
+}
+
+fn err(place: impl Into<String>, rule: impl Into<String>) -> Hs3Error {
+    Hs3Error {
+        place: place.into(),
+        rule: rule.into(),
+    }
+}
+
+type Result<T> = std::result::Result<T, Hs3Error>;
+
+/// Which likelihood of a document to open.
+#[derive(Debug, Clone, Default)]
+pub struct Choice {
+    pub analysis: Option<String>,
+    pub likelihood: Option<String>,
+}
+
+/// Whether a JSON document is an HS3 document (rather than a pyhf workspace).
+pub fn is_hs3(doc: &Value) -> bool {
+    doc.get("distributions").is_some()
+        || doc
+            .get("metadata")
+            .and_then(|m| m.get("hs3_version"))
+            .is_some()
+}
+
+/// Relative accuracy asked of quadrature normalisations.
+pub const QUADRATURE_TOLERANCE: f64 = 1e-10;
+
+/// Opens the likelihood `choice` names in the HS3 document `doc`.
+pub fn open(doc: &Value, choice: &Choice) -> Result<UnbinnedModel> {
+    let doc = Doc::index(doc)?;
+    let plan = doc.plan(choice)?;
+    Builder::new(&doc, &plan)?.build(&plan)
+}
+
+/// A document's named objects.
+struct Doc<'a> {
+    root: &'a Value,
+    dists: HashMap<&'a str, (usize, &'a Value)>,
+    funcs: HashMap<&'a str, (usize, &'a Value)>,
+    data: HashMap<&'a str, (usize, &'a Value)>,
+}
+
+/// What to fit: (distribution, dataset) pairs, constraint distributions, the POIs.
+struct Plan {
+    pairs: Vec<(String, String)>,
+    aux: Vec<String>,
+    pois: Vec<String>,
+    notes: Vec<String>,
+}
+
+fn str_field<'a>(v: &'a Value, key: &str, place: &str) -> Result<&'a str> {
+    v.get(key)
+        .and_then(Value::as_str)
+        .ok_or_else(|| err(place, format!("missing or non-text \"{key}\"")))
+}
+
+fn list<'a>(v: &'a Value, key: &str, place: &str) -> Result<&'a [Value]> {
+    match v.get(key) {
+        None => Ok(&[]),
+        Some(Value::Array(a)) => Ok(a),
+        Some(_) => Err(err(format!("{place}.{key}"), "expected a list")),
+    }
+}
+
+fn names(v: &Value, key: &str, place: &str) -> Result<Vec<String>> {
+    list(v, key, place)?
+        .iter()
+        .enumerate()
+        .map(|(i, x)| match x {
+            Value::String(s) => Ok(s.clone()),
+            Value::Number(n) => Ok(n.to_string()),
+            _ => Err(err(format!("{place}.{key}[{i}]"), "expected a name")),
+        })
+        .collect()
+}
+
+impl<'a> Doc<'a> {
+    fn index(root: &'a Value) -> Result<Doc<'a>> {
+        if !root.is_object() {
+            return Err(err("document", "an HS3 document is a JSON object"));
+        }
+        let table = |key: &str| -> Result<HashMap<&'a str, (usize, &'a Value)>> {
+            let mut m = HashMap::new();
+            for (i, v) in list(root, key, "document")?.iter().enumerate() {
+                let place = format!("{key}[{i}]");
+                let name = str_field(v, "name", &place)?;
+                if m.insert(name, (i, v)).is_some() {
+                    return Err(err(place, format!("a second object named \"{name}\"")));
+                }
+            }
+            Ok(m)
+        };
+        Ok(Doc {
+            root,
+            dists: table("distributions")?,
+            funcs: table("functions")?,
+            data: table("data")?,
+        })
+    }
+
+    /// The names a distribution refers to (strings anywhere in it but its name and type).
+    fn references(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::String(s) => out.push(s.clone()),
+            Value::Array(a) => a.iter().for_each(|x| Doc::references(x, out)),
+            Value::Object(o) => o
+                .iter()
+                .filter(|(k, _)| *k != "name" && *k != "type")
+                .for_each(|(_, x)| Doc::references(x, out)),
+            _ => {}
+        }
+    }
+
+    fn plan(&self, choice: &Choice) -> Result<Plan> {
+        let analyses = list(self.root, "analyses", "document")?;
+        let likelihoods = list(self.root, "likelihoods", "document")?;
+        let pick = |items: &'a [Value], asked: &Option<String>, what: &str, flag: &str| {
+            let found = |n: &str| items.iter().position(|a| a["name"] == n);
+            match asked {
+                Some(n) => found(n).map(|i| Some((i, &items[i]))).ok_or_else(|| {
+                    err(
+                        format!("{flag} {n}"),
+                        format!(
+                            "no {what} of that name (the document has {})",
+                            listing(items)
+                        ),
+                    )
+                }),
+                None if items.len() == 1 => Ok(Some((0, &items[0]))),
+                None if items.is_empty() => Ok(None),
+                None => Err(err(
+                    what,
+                    format!(
+                        "the document has {} of them ({}): choose one with {flag} NAME",
+                        items.len(),
+                        listing(items)
+                    ),
+                )),
+            }
+        };
+        let mut notes = Vec::new();
+        let mut pois = Vec::new();
+        let mut likelihood_name = choice.likelihood.clone();
+        if choice.likelihood.is_none() {
+            if let Some((i, a)) = pick(analyses, &choice.analysis, "analyses", "--analysis")? {
+                let place = format!("analyses[{i}]");
+                likelihood_name = Some(str_field(a, "likelihood", &place)?.to_string());
+                pois = names(a, "parameters_of_interest", &place)?;
+            }
+        }
+        if let Some((i, l)) = pick(likelihoods, &likelihood_name, "likelihoods", "--likelihood")? {
+            let place = format!("likelihoods[{i}]");
+            let ds = names(l, "distributions", &place)?;
+            let data = names(l, "data", &place)?;
+            if ds.len() != data.len() {
+                return Err(err(
+                    place,
+                    format!(
+                        "{} distributions but {} datasets: they go in pairs",
+                        ds.len(),
+                        data.len()
+                    ),
+                ));
+            }
+            let aux = names(l, "aux_distributions", &place)?;
+            return Ok(Plan {
+                pairs: ds.into_iter().zip(data).collect(),
+                aux,
+                pois,
+                notes,
+            });
+        }
+        // No likelihood: one top-level distribution and one dataset.
+        let mut referenced = Vec::new();
+        for (_, v) in self.dists.values().chain(self.funcs.values()) {
+            Doc::references(v, &mut referenced);
+        }
+        let mut top: Vec<(usize, &str)> = self
+            .dists
+            .iter()
+            .filter(|(n, _)| !referenced.iter().any(|r| r == *n))
+            .map(|(n, (i, _))| (*i, *n))
+            .collect();
+        top.sort();
+        let mut data: Vec<(usize, &str)> = self.data.iter().map(|(n, (i, _))| (*i, *n)).collect();
+        data.sort();
+        match (top.as_slice(), data.as_slice()) {
+            ([(_, d)], [(_, x)]) => {
+                notes.push(format!(
+                    "the document names no likelihood: fitting its one top-level distribution \"{d}\" to its one dataset \"{x}\""
+                ));
+                Ok(Plan {
+                    pairs: vec![(d.to_string(), x.to_string())],
+                    aux: Vec::new(),
+                    pois,
+                    notes,
+                })
+            }
+            _ => Err(err(
+                "likelihoods",
+                format!(
+                    "the document names no likelihood and has {} top-level distributions ({}) and {} datasets ({}): add a likelihood to it, or choose one with --likelihood",
+                    top.len(),
+                    top.iter().map(|t| t.1).collect::<Vec<_>>().join(", "),
+                    data.len(),
+                    data.iter().map(|t| t.1).collect::<Vec<_>>().join(", ")
+                ),
+            )),
+        }
+    }
+}
+
+fn listing(items: &[Value]) -> String {
+    items
+        .iter()
+        .map(|v| v["name"].as_str().unwrap_or("?").to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A parameter as the document describes it.
+#[derive(Debug, Clone)]
+struct ParamInfo {
+    value: Option<f64>,
+    bounds: (f64, f64),
+    constant: bool,
+}
+
+/// What a distribution contributes: ln f per event (varying), −ln of its factors that do not
+/// depend on the events (constraints), and its expected count where extended.
+struct Built {
+    log_density: Id,
+    constraint: Option<Id>,
+    expected: Option<Id>,
+}
+
+struct Builder<'a> {
+    doc: &'a Doc<'a>,
+    g: Graph,
+    params: Vec<String>,
+    info: HashMap<String, ParamInfo>,
+    /// Observables of the channel being built: name → (graph column, domain).
+    observables: HashMap<String, (usize, Domain)>,
+    columns: Vec<String>,
+    funcs: HashMap<String, Id>,
+    /// Functions being built (a cycle is an error, not a stack overflow).
+    building: Vec<String>,
+    notes: Vec<String>,
+}
+
+impl<'a> Builder<'a> {
+    fn new(doc: &'a Doc<'a>, plan: &Plan) -> Result<Builder<'a>> {
+        let mut info: HashMap<String, ParamInfo> = HashMap::new();
+        // Bounds from the domains (every product domain's axes), values from the parameter
+        // points: the set named "default_values" where there is one, else the first.
+        for (i, d) in list(doc.root, "domains", "document")?.iter().enumerate() {
+            for (k, axis) in list(d, "axes", &format!("domains[{i}]"))?
+                .iter()
+                .enumerate()
+            {
+                let place = format!("domains[{i}].axes[{k}]");
+                let name = str_field(axis, "name", &place)?;
+                let lo = axis
+                    .get("min")
+                    .and_then(Value::as_f64)
+                    .unwrap_or(f64::NEG_INFINITY);
+                let hi = axis
+                    .get("max")
+                    .and_then(Value::as_f64)
+                    .unwrap_or(f64::INFINITY);
+                if lo > hi || lo.is_nan() || hi.is_nan() {
+                    return Err(err(place, format!("min {lo} above max {hi}")));
+                }
+                info.entry(name.to_string())
+                    .or_insert(ParamInfo {
+                        value: None,
+                        bounds: (lo, hi),
+                        constant: false,
+                    })
+                    .bounds = (lo, hi);
+            }
+        }
+        let points = list(doc.root, "parameter_points", "document")?;
+        let chosen = points
+            .iter()
+            .position(|p| p["name"] == "default_values")
+            .or((!points.is_empty()).then_some(0));
+        if let Some(pi) = chosen {
+            let place = format!("parameter_points[{pi}]");
+            for (k, p) in list(&points[pi], "parameters", &place)?.iter().enumerate() {
+                let place = format!("{place}.parameters[{k}]");
+                let name = str_field(p, "name", &place)?;
+                let value = p
+                    .get("value")
+                    .and_then(Value::as_f64)
+                    .ok_or_else(|| err(&place, "missing or non-numeric \"value\""))?;
+                let e = info.entry(name.to_string()).or_insert(ParamInfo {
+                    value: None,
+                    bounds: (
+                        p.get("min")
+                            .and_then(Value::as_f64)
+                            .unwrap_or(f64::NEG_INFINITY),
+                        p.get("max")
+                            .and_then(Value::as_f64)
+                            .unwrap_or(f64::INFINITY),
+                    ),
+                    constant: false,
+                });
+                e.value = Some(value);
+                e.constant = p.get("const").and_then(Value::as_bool).unwrap_or(false);
+            }
+        }
+        Ok(Builder {
+            doc,
+            g: Graph::new(),
+            params: Vec::new(),
+            info,
+            observables: HashMap::new(),
+            columns: Vec::new(),
+            funcs: HashMap::new(),
+            building: Vec::new(),
+            notes: plan.notes.clone(),
+        })
+    }
+
+    fn build(mut self, plan: &Plan) -> Result<UnbinnedModel> {
+        let mut channels = Vec::new();
+        let mut constraints = Vec::new();
+        let mut tables = Vec::new();
+        for (dist, data) in &plan.pairs {
+            let (table, observables) = self.events(data)?;
+            self.observables.clear();
+            for Observable { name, lo, hi } in &observables {
+                let j = match self.columns.iter().position(|c| c == name) {
+                    Some(j) => j,
+                    None => {
+                        self.columns.push(name.clone());
+                        self.columns.len() - 1
+                    }
+                };
+                self.observables
+                    .insert(name.clone(), (j, Domain { lo: *lo, hi: *hi }));
+            }
+            let built = self.distribution(dist, &format!("distribution \"{dist}\""))?;
+            if !self.g.varying(built.log_density) {
+                return Err(err(
+                    format!("distribution \"{dist}\""),
+                    format!(
+                        "depends on none of the observables of dataset \"{data}\" ({})",
+                        observables
+                            .iter()
+                            .map(|o| o.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ));
+            }
+            constraints.extend(built.constraint);
+            let (event_term, yield_term, extended) = match built.expected {
+                Some(nu) => {
+                    let lnu = self.g.log(nu);
+                    (self.g.add(built.log_density, lnu), nu, true)
+                }
+                None => (built.log_density, self.g.constant(0.0), false),
+            };
+            channels.push(ChannelSpec {
+                name: dist.clone(),
+                data: data.clone(),
+                event_term,
+                yield_term,
+                extended,
+                observables,
+            });
+            tables.push(table);
+        }
+        self.observables.clear();
+        for name in &plan.aux {
+            let b = self.distribution(name, &format!("aux distribution \"{name}\""))?;
+            let nl = self.g.neg(b.log_density);
+            constraints.push(nl);
+            constraints.extend(b.constraint);
+        }
+        let constraint_term = self.g.sum(&constraints);
+        let space = self.space(&plan.pois)?;
+        let mut model = UnbinnedModel::new(
+            self.g,
+            space,
+            self.columns,
+            channels,
+            constraint_term,
+            Events { channels: tables },
+            self.notes,
+        );
+        model.set_curvature_scales();
+        Ok(model)
+    }
+
+    fn space(&self, pois: &[String]) -> Result<ParameterSpace> {
+        let n = self.params.len();
+        let mut init = Vec::with_capacity(n);
+        let mut bounds = Vec::with_capacity(n);
+        let mut fixed = Vec::with_capacity(n);
+        for name in &self.params {
+            let i = self.info.get(name).cloned().unwrap_or(ParamInfo {
+                value: None,
+                bounds: (f64::NEG_INFINITY, f64::INFINITY),
+                constant: false,
+            });
+            let value = match i.value {
+                Some(v) => v,
+                None if i.bounds.0.is_finite() && i.bounds.1.is_finite() => {
+                    0.5 * (i.bounds.0 + i.bounds.1)
+                }
+                None => return Err(err(
+                    format!("parameter \"{name}\""),
+                    "used but never defined: no value in parameter_points and no bounded domain",
+                )),
+            };
+            init.push(value);
+            bounds.push(i.bounds);
+            fixed.push(i.constant);
+        }
+        let poi = match pois.first() {
+            Some(p) => Some(self.params.iter().position(|n| n == p).ok_or_else(|| {
+                err(
+                    "analyses",
+                    format!("parameter of interest \"{p}\" is not a parameter of the likelihood"),
+                )
+            })?),
+            None => None,
+        };
+        Ok(ParameterSpace {
+            names: self.params.clone(),
+            init,
+            bounds,
+            fixed,
+            poi,
+            priors: vec![Prior::Free; n],
+            scales: vec![1.0; n],
+            kinked: vec![false; n],
+            local_term: vec![None; n],
+        })
+    }
+
+    /// The events of dataset `name` and its observables with their domains.
+    fn events(&self, name: &str) -> Result<(EventTable, Vec<Observable>)> {
+        let (i, d) = self
+            .doc
+            .data
+            .get(name)
+            .ok_or_else(|| err(format!("data \"{name}\""), "no dataset of that name"))?;
+        let place = format!("data[{i}] (\"{name}\")");
+        let kind = d.get("type").and_then(Value::as_str).unwrap_or("");
+        if kind != "unbinned" {
+            return Err(err(
+                &place,
+                format!("type \"{kind}\": only unbinned data are read so far"),
+            ));
+        }
+        let mut observables = Vec::new();
+        for (k, a) in list(d, "axes", &place)?.iter().enumerate() {
+            let ap = format!("{place}.axes[{k}]");
+            let n = str_field(a, "name", &ap)?;
+            let lo = a.get("min").and_then(Value::as_f64);
+            let hi = a.get("max").and_then(Value::as_f64);
+            let (lo, hi) = match (lo, hi) {
+                (Some(lo), Some(hi)) if lo < hi && lo.is_finite() && hi.is_finite() => (lo, hi),
+                _ => return Err(err(ap, "an observable needs finite min < max")),
+            };
+            observables.push(Observable {
+                name: n.to_string(),
+                lo,
+                hi,
+            });
+        }
+        if observables.is_empty() {
+            return Err(err(&place, "no axes: unbinned data need their observables"));
+        }
+        let entries = list(d, "entries", &place)?;
+        let mut columns = vec![Vec::with_capacity(entries.len()); observables.len()];
+        for (e, row) in entries.iter().enumerate() {
+            let row = row
+                .as_array()
+                .filter(|r| r.len() == observables.len())
+                .ok_or_else(|| {
+                    err(
+                        format!("{place}.entries[{e}]"),
+                        format!("expected {} numbers (one per axis)", observables.len()),
+                    )
+                })?;
+            for (k, v) in row.iter().enumerate() {
+                let v = v
+                    .as_f64()
+                    .ok_or_else(|| err(format!("{place}.entries[{e}][{k}]"), "not a number"))?;
+                columns[k].push(v);
+            }
+        }
+        for (k, Observable { name: n, lo, hi }) in observables.iter().enumerate() {
+            let outside = columns[k]
+                .iter()
+                .filter(|&&x| !(x >= *lo && x <= *hi))
+                .count();
+            if outside > 0 {
+                return Err(err(
+                    &place,
+                    format!("{outside} events with \"{n}\" outside its domain [{lo}, {hi}]"),
+                ));
+            }
+        }
+        let weights = match d.get("weights") {
+            None => None,
+            Some(w) => {
+                let w = w
+                    .as_array()
+                    .filter(|w| w.len() == entries.len())
+                    .ok_or_else(|| {
+                        err(
+                            format!("{place}.weights"),
+                            format!("expected {} numbers (one per entry)", entries.len()),
+                        )
+                    })?;
+                let mut ws = Vec::with_capacity(w.len());
+                for (e, v) in w.iter().enumerate() {
+                    match v.as_f64() {
+                        Some(x) if x.is_finite() && x >= 0.0 => ws.push(x),
+                        _ => {
+                            return Err(err(
+                                format!("{place}.weights[{e}]"),
+                                "a weight is a finite number ≥ 0",
+                            ))
+                        }
+                    }
+                }
+                Some(ws)
+            }
+        };
+        Ok((
+            EventTable {
+                names: observables.iter().map(|o| o.name.clone()).collect(),
+                columns,
+                weights,
+            },
+            observables,
+        ))
+    }
+
+    /// The node of a name used as a value: a number, an observable, a function or a parameter.
+    fn value(&mut self, name: &str, place: &str) -> Result<Id> {
+        if let Ok(v) = name.trim().parse::<f64>() {
+            return Ok(self.g.constant(v));
+        }
+        if let Some(&(j, _)) = self.observables.get(name) {
+            return Ok(self.g.column(j));
+        }
+        if let Some(&id) = self.funcs.get(name) {
+            return Ok(id);
+        }
+        if let Some(&(i, f)) = self.doc.funcs.get(name) {
+            if self.building.iter().any(|b| b == name) {
+                return Err(err(
+                    format!("functions[{i}] (\"{name}\")"),
+                    "refers to itself through other functions",
+                ));
+            }
+            self.building.push(name.to_string());
+            let id = self.function(i, f, name);
+            self.building.pop();
+            let id = id?;
+            self.funcs.insert(name.to_string(), id);
+            return Ok(id);
+        }
+        if self.doc.dists.contains_key(name) {
+            return Err(err(
+                place,
+                format!("\"{name}\" is a distribution where a value is expected"),
+            ));
+        }
+        let i = match self.params.iter().position(|p| p == name) {
+            Some(i) => i,
+            None => {
+                self.params.push(name.to_string());
+                self.params.len() - 1
+            }
+        };
+        Ok(self.g.param(i))
+    }
+
+    fn function(&mut self, i: usize, f: &Value, name: &str) -> Result<Id> {
+        let place = format!("functions[{i}] (\"{name}\")");
+        let kind = str_field(f, "type", &place)?;
+        match kind {
+            "generic_function" => {
+                let text = str_field(f, "expression", &place)?;
+                self.expression(text, &place)
+            }
+            "sum" | "product" => {
+                let items = names(
+                    f,
+                    if kind == "sum" { "summands" } else { "factors" },
+                    &place,
+                )?;
+                let mut ids = Vec::new();
+                for it in &items {
+                    ids.push(self.value(it, &place)?);
+                }
+                Ok(if kind == "sum" {
+                    self.g.sum(&ids)
+                } else {
+                    ids.iter().skip(1).fold(
+                        ids.first().copied().unwrap_or_else(|| self.g.constant(1.0)),
+                        |a, &b| self.g.mul(a, b),
+                    )
+                })
+            }
+            other => Err(err(
+                format!("{place}.type"),
+                format!("unknown function type \"{other}\""),
+            )),
+        }
+    }
+
+    fn expression(&mut self, text: &str, place: &str) -> Result<Id> {
+        let mut g = std::mem::take(&mut self.g);
+        let r = crate::expr::parse(&mut g, text, &mut |g, n| {
+            // The parser holds the graph: lend it back for the name's own nodes.
+            std::mem::swap(&mut self.g, g);
+            let v = self.value(n, place);
+            std::mem::swap(&mut self.g, g);
+            v.map_err(|e| e.to_string())
+        });
+        self.g = g;
+        r.map_err(|pe| err(format!("{place}.expression"), format!("\"{text}\" {pe}")))
+    }
+
+    /// The observable a distribution's `key` names, with its domain.
+    fn observable(&mut self, d: &Value, keys: &[&str], place: &str) -> Result<(Id, Domain)> {
+        let name = keys
+            .iter()
+            .find_map(|k| match d.get(*k) {
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(Value::Array(a)) => a.first().and_then(Value::as_str).map(str::to_string),
+                _ => None,
+            })
+            .ok_or_else(|| err(place, format!("missing \"{}\"", keys[0])))?;
+        if let Some(&(j, dom)) = self.observables.get(&name) {
+            return Ok((self.g.column(j), dom));
+        }
+        // Not an observable of the data: a constraint's global observable or parameter,
+        // normalised over its domain.
+        let id = self.value(&name, place)?;
+        let b = self
+            .info
+            .get(&name)
+            .map(|i| i.bounds)
+            .unwrap_or((f64::NEG_INFINITY, f64::INFINITY));
+        Ok((id, Domain { lo: b.0, hi: b.1 }))
+    }
+
+    fn param_of(&mut self, d: &Value, keys: &[&str], place: &str) -> Result<Id> {
+        let name = keys
+            .iter()
+            .find_map(|k| match d.get(*k) {
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(Value::Number(n)) => Some(n.to_string()),
+                _ => None,
+            })
+            .ok_or_else(|| err(place, format!("missing \"{}\"", keys[0])))?;
+        self.value(&name, place)
+    }
+
+    fn coefficients(&mut self, d: &Value, place: &str) -> Result<Vec<Id>> {
+        let cs = names(d, "coefficients", place)?;
+        cs.iter().map(|c| self.value(c, place)).collect()
+    }
+
+    fn distribution(&mut self, name: &str, from: &str) -> Result<Built> {
+        let &(i, d) = self
+            .doc
+            .dists
+            .get(name)
+            .ok_or_else(|| err(from, format!("no distribution named \"{name}\"")))?;
+        let place = format!("distributions[{i}] (\"{name}\")");
+        if self.building.iter().any(|b| b == name) {
+            return Err(err(place, "contains itself"));
+        }
+        self.building.push(name.to_string());
+        let r = self.distribution_of(d, &place);
+        self.building.pop();
+        r
+    }
+
+    fn simple(log_density: Id) -> Built {
+        Built {
+            log_density,
+            constraint: None,
+            expected: None,
+        }
+    }
+
+    fn distribution_of(&mut self, d: &Value, place: &str) -> Result<Built> {
+        let kind = str_field(d, "type", place)?;
+        let p = place;
+        Ok(match kind {
+            "gaussian_dist" | "normal_dist" => {
+                let (x, dom) = self.observable(d, &["x"], p)?;
+                let mu = self.param_of(d, &["mean", "mu"], p)?;
+                let s = self.param_of(d, &["sigma"], p)?;
+                Builder::simple(pdf::gaussian(&mut self.g, x, mu, s, dom))
+            }
+            "bifurkated_gaussian_dist" | "bifurcated_gaussian_dist" => {
+                let (x, dom) = self.observable(d, &["x"], p)?;
+                let mu = self.param_of(d, &["mean"], p)?;
+                let sl = self.param_of(d, &["sigmaL", "sigma_L"], p)?;
+                let sr = self.param_of(d, &["sigmaR", "sigma_R"], p)?;
+                Builder::simple(pdf::bifurcated_gaussian(&mut self.g, x, mu, sl, sr, dom))
+            }
+            "exponential_dist" => {
+                let (x, dom) = self.observable(d, &["x"], p)?;
+                let c = self.param_of(d, &["c"], p)?;
+                Builder::simple(pdf::exponential(&mut self.g, x, c, dom))
+            }
+            "uniform_dist" => {
+                let (_, dom) = self.observable(d, &["x"], p)?;
+                Builder::simple(pdf::uniform(&mut self.g, dom))
+            }
+            "polynomial_dist" => {
+                let (x, dom) = self.observable(d, &["x"], p)?;
+                let cs = self.coefficients(d, p)?;
+                Builder::simple(pdf::polynomial(&mut self.g, x, &cs, dom))
+            }
+            "chebychev_dist" => {
+                let (x, dom) = self.observable(d, &["x"], p)?;
+                let cs = self.coefficients(d, p)?;
+                Builder::simple(pdf::chebychev(&mut self.g, x, &cs, dom))
+            }
+            "bernstein_poly_dist" => {
+                let (x, dom) = self.observable(d, &["x"], p)?;
+                let cs = self.coefficients(d, p)?;
+                Builder::simple(pdf::bernstein(&mut self.g, x, &cs, dom))
+            }
+            "crystalball_dist" if d.get("alpha_L").is_some() => self.double_cb(d, p)?,
+            "crystalball_doublesided_dist" => self.double_cb(d, p)?,
+            "crystalball_dist" => {
+                let (x, dom) = self.observable(d, &["m", "x"], p)?;
+                let m0 = self.param_of(d, &["m0"], p)?;
+                let s = self.param_of(d, &["sigma"], p)?;
+                let a = self.param_of(d, &["alpha"], p)?;
+                let n = self.param_of(d, &["n"], p)?;
+                Builder::simple(pdf::crystal_ball(&mut self.g, x, m0, s, a, n, dom))
+            }
+            "lognormal_dist" => {
+                let (x, dom) = self.observable(d, &["x"], p)?;
+                let mu = self.param_of(d, &["mu"], p)?;
+                let s = self.param_of(d, &["sigma"], p)?;
+                Builder::simple(pdf::lognormal(&mut self.g, x, mu, s, dom))
+            }
+            "ARGUS_dist" | "argus_dist" => {
+                let (m, dom) = self.observable(d, &["mass", "m", "x"], p)?;
+                let m0 = self.param_of(d, &["resonance", "m0"], p)?;
+                let c = self.param_of(d, &["slope", "c"], p)?;
+                let pw = self.param_of(d, &["power", "p"], p)?;
+                Builder::simple(pdf::argus(&mut self.g, m, m0, c, pw, dom))
+            }
+            "generic_dist" => {
+                let text = str_field(d, "expression", p)?.to_string();
+                let x = self.only_observable(&text, p)?;
+                let (xid, dom) = (self.g.column(x.0), x.1);
+                let shape = self.expression(&text, p)?;
+                // The quadrature evaluates the same expression with the observable at each
+                // node: rebuild it there with the observable's column replaced by a constant.
+                let init = self.current_values();
+                let g0 = self.g.clone();
+                let mut shape_at = |g: &mut Graph, at: Id| -> Id {
+                    if at == xid {
+                        let s = g.log(shape);
+                        return s;
+                    }
+                    let v = substitute(&g0, g, shape, xid, at);
+                    g.log(v)
+                };
+                let (l, acc) = pdf::normalised_by_quadrature(
+                    &mut self.g,
+                    xid,
+                    dom,
+                    &init,
+                    QUADRATURE_TOLERANCE,
+                    &mut shape_at,
+                );
+                self.quadrature_note(place, acc);
+                Builder::simple(l)
+            }
+            "product_dist" => {
+                let factors = names(d, "factors", p)?;
+                let mut logs = Vec::new();
+                let mut constraints = Vec::new();
+                let mut expected = None;
+                for f in &factors {
+                    let b = self.distribution(f, p)?;
+                    if self.g.varying(b.log_density) {
+                        logs.push(b.log_density);
+                    } else {
+                        constraints.push(self.g.neg(b.log_density));
+                    }
+                    constraints.extend(b.constraint);
+                    if let Some(nu) = b.expected {
+                        if expected.is_some() {
+                            return Err(err(p, "two extended factors in one product"));
+                        }
+                        expected = Some(nu);
+                    }
+                }
+                let log_density = self.g.sum(&logs);
+                Built {
+                    log_density,
+                    constraint: (!constraints.is_empty()).then(|| self.g.sum(&constraints)),
+                    expected,
+                }
+            }
+            "mixture_dist" => self.mixture(d, p)?,
+            other => {
+                return Err(err(
+                    format!("{p}.type"),
+                    format!("unknown or not yet supported distribution type \"{other}\""),
+                ))
+            }
+        })
+    }
+
+    fn double_cb(&mut self, d: &Value, p: &str) -> Result<Built> {
+        let (x, dom) = self.observable(d, &["m", "x"], p)?;
+        let m0 = self.param_of(d, &["m0"], p)?;
+        let sl = self.param_of(d, &["sigma_L"], p)?;
+        let sr = self.param_of(d, &["sigma_R"], p)?;
+        let al = self.param_of(d, &["alpha_L"], p)?;
+        let nl = self.param_of(d, &["n_L"], p)?;
+        let ar = self.param_of(d, &["alpha_R"], p)?;
+        let nr = self.param_of(d, &["n_R"], p)?;
+        Ok(Builder::simple(pdf::crystal_ball_double(
+            &mut self.g,
+            x,
+            m0,
+            sl,
+            sr,
+            al,
+            nl,
+            ar,
+            nr,
+            dom,
+        )))
+    }
+
+    /// Σ c_p f_p: yields (as many coefficients as summands; extended where the document says
+    /// so) or fractions (one fewer; the last summand takes 1 − Σ).
+    fn mixture(&mut self, d: &Value, p: &str) -> Result<Built> {
+        let summands = names(d, "summands", p)?;
+        let cs = self.coefficients(d, p)?;
+        let extended = d.get("extended").and_then(Value::as_bool).unwrap_or(false);
+        if summands.is_empty() {
+            return Err(err(p, "a mixture needs summands"));
+        }
+        let mut coeffs = cs.clone();
+        let fractions = cs.len() + 1 == summands.len();
+        if fractions {
+            if extended {
+                return Err(err(
+                    p,
+                    "an extended mixture needs one yield per summand, not fractions",
+                ));
+            }
+            let total = self.g.sum(&cs);
+            let one = self.g.constant(1.0);
+            coeffs.push(self.g.sub(one, total));
+        } else if cs.len() != summands.len() {
+            return Err(err(
+                p,
+                format!(
+                    "{} coefficients for {} summands (expected as many, or one fewer)",
+                    cs.len(),
+                    summands.len()
+                ),
+            ));
+        }
+        let mut terms = Vec::new();
+        let mut constraints = Vec::new();
+        for (s, &c) in summands.iter().zip(&coeffs) {
+            let b = self.distribution(s, p)?;
+            if b.expected.is_some() {
+                return Err(err(p, format!("summand \"{s}\" is itself extended")));
+            }
+            constraints.extend(b.constraint);
+            let f = self.g.exp(b.log_density);
+            terms.push(self.g.mul(c, f));
+        }
+        let sum = self.g.sum(&terms);
+        let log_sum = self.g.log(sum);
+        let (log_density, expected) = if fractions {
+            (log_sum, None)
+        } else {
+            // Yields: the density is Σ ν_p f_p / Σ ν_p.
+            let nu = self.g.sum(&coeffs);
+            let lnu = self.g.log(nu);
+            (self.g.sub(log_sum, lnu), extended.then_some(nu))
+        };
+        Ok(Built {
+            log_density,
+            constraint: (!constraints.is_empty()).then(|| self.g.sum(&constraints)),
+            expected,
+        })
+    }
+
+    /// The one observable a generic distribution's expression uses.
+    fn only_observable(&self, text: &str, place: &str) -> Result<(usize, Domain)> {
+        let used: Vec<(&String, &(usize, Domain))> = self
+            .observables
+            .iter()
+            .filter(|(n, _)| mentions(text, n))
+            .collect();
+        match used.as_slice() {
+            [(_, &(j, dom))] => Ok((j, dom)),
+            [] => Err(err(
+                place,
+                "the expression uses none of the data's observables",
+            )),
+            _ => Err(err(
+                place,
+                "a generic distribution over several observables is not read yet",
+            )),
+        }
+    }
+
+    /// Every parameter's starting value as known so far (for choosing quadrature pieces).
+    fn current_values(&self) -> Vec<f64> {
+        self.params
+            .iter()
+            .map(|n| {
+                let i = self.info.get(n);
+                i.and_then(|i| i.value)
+                    .or_else(|| i.map(|i| 0.5 * (i.bounds.0 + i.bounds.1)))
+                    .unwrap_or(0.0)
+            })
+            .collect()
+    }
+
+    fn quadrature_note(&mut self, place: &str, accuracy: f64) {
+        if accuracy >= QUADRATURE_TOLERANCE || accuracy.is_nan() {
+            self.notes.push(format!(
+                "{place}: normalised by quadrature to a relative accuracy of {accuracy:.1e} only (asked {QUADRATURE_TOLERANCE:.0e})"
+            ));
+        }
+    }
+}
+
+/// Whether `name` appears in `text` as a whole word.
+fn mentions(text: &str, name: &str) -> bool {
+    let word = |c: char| c.is_alphanumeric() || c == '_';
+    text.match_indices(name).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + name.len()..].chars().next();
+        !before.is_some_and(word) && !after.is_some_and(word)
+    })
+}
+
+/// Node `root` of `src` rebuilt in `dst` with node `from` replaced by `to` (`dst` extends
+/// `src`, so nodes that do not depend on `from` are shared as they are).
+fn substitute(src: &Graph, dst: &mut Graph, root: Id, from: Id, to: Id) -> Id {
+    use crate::graph::Op;
+    let n = root.0 as usize + 1;
+    let mut map: Vec<Id> = (0..n as u32).map(Id).collect();
+    let mut depends = vec![false; n];
+    for i in 0..n {
+        let op = src.op(Id(i as u32));
+        if Id(i as u32) == from {
+            map[i] = to;
+            depends[i] = true;
+            continue;
+        }
+        if !op.args().any(|a| depends[a.0 as usize]) {
+            continue;
+        }
+        depends[i] = true;
+        let m = |a: Id| map[a.0 as usize];
+        map[i] = match op {
+            Op::Add(a, b) => dst.add(m(a), m(b)),
+            Op::Sub(a, b) => dst.sub(m(a), m(b)),
+            Op::Mul(a, b) => dst.mul(m(a), m(b)),
+            Op::Div(a, b) => dst.div(m(a), m(b)),
+            Op::Pow(a, b) => dst.pow(m(a), m(b)),
+            Op::Powi(a, k) => dst.powi(m(a), k),
+            Op::Neg(a) => dst.neg(m(a)),
+            Op::Exp(a) => dst.exp(m(a)),
+            Op::Log(a) => dst.log(m(a)),
+            Op::Sqrt(a) => dst.sqrt(m(a)),
+            Op::Abs(a) => dst.abs(m(a)),
+            Op::Erf(a) => dst.erf(m(a)),
+            Op::Sin(a) => dst.sin(m(a)),
+            Op::Cos(a) => dst.cos(m(a)),
+            Op::Exprel(a) => dst.exprel(m(a)),
+            Op::Select(c, a, b) => dst.select(m(c), m(a), m(b)),
+            Op::Const(_) | Op::Param(_) | Op::Column(_) => Id(i as u32),
+        };
+    }
+    map[root.0 as usize]
+}

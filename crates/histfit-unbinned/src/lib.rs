@@ -1,0 +1,18 @@
+//! `histfit-unbinned`: event-level likelihoods. An HS3 document ([`hs3`]) becomes one typed
+//! expression [`graph`] over event columns and parameters — named PDFs ([`pdf`]) and `generic_*`
+//! expressions ([`expr`]) alike — which the CPU evaluates over blocks of events with
+//! reverse-mode gradients ([`program`]); [`model`] is the likelihood (extended or not, weighted
+//! events, constraint terms, several channels) behind histfit's `Evaluator` seam.
+
+pub mod asimov;
+pub mod expr;
+pub mod graph;
+pub mod hs3;
+pub mod model;
+pub mod pdf;
+pub mod program;
+pub mod sample;
+pub mod weighted;
+
+pub use hs3::{is_hs3, open, Choice, Hs3Error};
+pub use model::UnbinnedModel;

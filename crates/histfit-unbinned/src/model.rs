@@ -1,0 +1,328 @@
+//! The event-level likelihood:
+//!
+//!   −ln L = Σ_c [ν_c − Σ_i w_ci ln(ν_c f_c(x_ci))] + Σ_k −ln g_k(θ)
+//!
+//! for extended channels c (ν_c the sum of the mixture's yields; non-extended channels drop ν_c
+//! and the factor ν_c inside the logarithm), with per-event weights w (1 when unweighted) and
+//! constraint terms g_k — all nodes of one [`Graph`], each channel compiled to a [`Program`].
+//! No term that depends on the data alone is added (RooFit's convention, not pyhf's binned one).
+
+use crate::graph::{Graph, Id};
+use crate::program::Program;
+use crate::sample::SampleError;
+use histfit_compute::rng::ToyStream;
+use histfit_compute::{ComputeError, Dataset, Evaluator, EventTable, Events, ParameterSpace};
+use std::sync::Arc;
+
+/// An observable of a channel, with its domain (the PDFs' normalisation range).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observable {
+    pub name: String,
+    pub lo: f64,
+    pub hi: f64,
+}
+
+/// A channel as the reader builds it: a distribution's terms on the graph and its data.
+#[derive(Debug, Clone)]
+pub struct ChannelSpec {
+    pub name: String,
+    pub data: String,
+    pub event_term: Id,
+    pub yield_term: Id,
+    pub extended: bool,
+    pub observables: Vec<Observable>,
+}
+
+/// One channel: a distribution fitted to one table of events.
+#[derive(Debug, Clone)]
+pub struct Channel {
+    /// The distribution's name.
+    pub name: String,
+    /// The dataset's name.
+    pub data: String,
+    /// ln(ν f(x)) per event (ln f(x) where not extended).
+    pub event_term: Id,
+    /// ν, or 0 where not extended.
+    pub yield_term: Id,
+    pub extended: bool,
+    /// The observables, in the order of the channel's event table, with their domains.
+    pub observables: Vec<Observable>,
+    program: Program,
+}
+
+/// An event-level likelihood, ready to evaluate.
+#[derive(Debug, Clone)]
+pub struct UnbinnedModel {
+    pub graph: Graph,
+    pub space: ParameterSpace,
+    /// The graph's event columns by name (graph column j is `columns[j]`).
+    pub columns: Vec<String>,
+    pub channels: Vec<Channel>,
+    /// −ln of every constraint term, summed (0 where there are none).
+    pub constraint_term: Id,
+    constraints: Program,
+    /// The observed events.
+    pub observed: Arc<Events>,
+    /// What the reader chose or assumed, for the user to see.
+    pub notes: Vec<String>,
+}
+
+impl UnbinnedModel {
+    /// Assembles the model; `channels`' programs are compiled here.
+    pub fn new(
+        graph: Graph,
+        space: ParameterSpace,
+        columns: Vec<String>,
+        channels: Vec<ChannelSpec>,
+        constraint_term: Id,
+        observed: Events,
+        notes: Vec<String>,
+    ) -> UnbinnedModel {
+        let mut g = graph;
+        let zero = g.constant(0.0);
+        let channels = channels
+            .into_iter()
+            .map(|c| Channel {
+                program: Program::new(&g, c.event_term, c.yield_term),
+                name: c.name,
+                data: c.data,
+                event_term: c.event_term,
+                yield_term: c.yield_term,
+                extended: c.extended,
+                observables: c.observables,
+            })
+            .collect();
+        let constraints = Program::new(&g, zero, constraint_term);
+        UnbinnedModel {
+            graph: g,
+            space,
+            columns,
+            channels,
+            constraint_term,
+            constraints,
+            observed: Arc::new(observed),
+            notes,
+        }
+    }
+
+    /// Each free parameter's natural step: 1/√(∂²(−ln L)/∂θ²) on the observed data at the
+    /// initial point (by differences of the exact gradient), rounded to a power of two so that
+    /// θ/scale is exact — the units fits work in. Where the curvature is not positive and
+    /// finite the scale stays 1.
+    pub fn set_curvature_scales(&mut self) {
+        let data = self.observed_dataset();
+        let n = self.space.len();
+        let at = self.space.init.clone();
+        let mut scales = vec![1.0; n];
+        let (mut up, mut dn) = (vec![0.0; n], vec![0.0; n]);
+        for i in 0..n {
+            if self.space.fixed[i] {
+                continue;
+            }
+            let (lo, hi) = self.space.bounds[i];
+            let h = 1e-5 * at[i].abs().max(1e-3).min(0.5 * (hi - lo));
+            let mut p = at.clone();
+            p[i] = (at[i] + h).min(hi);
+            let a = p[i];
+            let ok_up = self.evaluate(&p, &data, Some(&mut up)).is_ok();
+            p[i] = (at[i] - h).max(lo);
+            let b = p[i];
+            let ok_dn = self.evaluate(&p, &data, Some(&mut dn)).is_ok();
+            let curvature = (up[i] - dn[i]) / (a - b);
+            let s = 1.0 / curvature.sqrt();
+            if ok_up && ok_dn && s.is_finite() && s > 0.0 {
+                scales[i] = s.log2().round().exp2();
+            }
+        }
+        self.space.scales = scales;
+    }
+
+    /// Toy `toy` of `seed` at `params`: per channel, a Poisson count of mean ν where extended
+    /// (else as many events as observed), drawn from the channel's density ([`crate::sample`]).
+    /// Channel c's count uses stream 2c of (seed, toy) and its events stream 2c + 1, so a toy
+    /// is a pure function of (model, params, seed, toy). Global observables of constraint terms
+    /// are held at their observed values (toys conditional on them).
+    pub fn toy(&self, params: &[f64], seed: u64, toy: u64) -> histfit_compute::Result<Dataset> {
+        let mut tables = Vec::with_capacity(self.channels.len());
+        for (c, ch) in self.channels.iter().enumerate() {
+            let n = if ch.extended {
+                let nu = self.graph.value(ch.yield_term, params, &[]);
+                ToyStream::new(seed, toy, 2 * c as u32).poisson(nu) as usize
+            } else {
+                self.observed.channels[c].len()
+            };
+            let columns: Vec<usize> = ch
+                .observables
+                .iter()
+                .map(|o| {
+                    self.columns
+                        .iter()
+                        .position(|n| *n == o.name)
+                        .expect("a graph column")
+                })
+                .collect();
+            let domains: Vec<(f64, f64)> = ch.observables.iter().map(|o| (o.lo, o.hi)).collect();
+            let stream = ToyStream::new(seed, toy, 2 * c as u32 + 1);
+            let drawn = crate::sample::draw(&ch.program, params, &columns, &domains, n, &stream)
+                .map_err(|e| ComputeError::InvalidData {
+                    place: format!("toy {toy} of channel \"{}\"", ch.name),
+                    rule: match e {
+                        SampleError::NoMass => {
+                            "the density is zero or not finite everywhere at the generating point"
+                                .into()
+                        }
+                        SampleError::Envelope => {
+                            "the density has a spike no sampling grid resolves".into()
+                        }
+                    },
+                })?;
+            tables.push(EventTable {
+                names: ch.observables.iter().map(|o| o.name.clone()).collect(),
+                columns: drawn,
+                weights: None,
+            });
+        }
+        Ok(Dataset::of_events(
+            Arc::new(Events { channels: tables }),
+            Vec::new(),
+            Vec::new(),
+            0.0,
+        ))
+    }
+
+    /// The per-event term E (ln ν f, or ln f) of channel `c` at every event of `table`.
+    pub fn event_values(&self, c: usize, params: &[f64], table: &EventTable) -> Vec<f64> {
+        let cols = self.columns_of(table);
+        self.channels[c].program.event_values(params, &cols)
+    }
+
+    /// Each event's score ∂E_i/∂θ_j in channel `c` of `table` for the parameters `which`
+    /// (row j: parameter `which[j]`), E_i the channel's per-event term (ln ν f, or ln f).
+    pub fn event_scores(
+        &self,
+        c: usize,
+        params: &[f64],
+        table: &EventTable,
+        which: &[usize],
+    ) -> Vec<Vec<f64>> {
+        let cols = self.columns_of(table);
+        self.channels[c]
+            .program
+            .event_jacobian(params, &cols, which)
+    }
+
+    /// The observed data as a dataset.
+    pub fn observed_dataset(&self) -> Dataset {
+        Dataset::of_events(self.observed.clone(), Vec::new(), Vec::new(), 0.0)
+    }
+
+    /// The event columns of channel `c` of `events`, indexed by graph column.
+    fn columns_of<'a>(&self, table: &'a EventTable) -> Vec<&'a [f64]> {
+        self.columns
+            .iter()
+            .map(|name| table.column(name).unwrap_or(&[]))
+            .collect()
+    }
+
+    fn events_of<'a>(&self, data: &'a Dataset) -> histfit_compute::Result<&'a Events> {
+        let events = data.events.as_deref().ok_or(ComputeError::InvalidData {
+            place: "dataset".into(),
+            rule: "an event-level likelihood needs events".into(),
+        })?;
+        if events.channels.len() != self.channels.len() {
+            return Err(ComputeError::InvalidData {
+                place: "dataset".into(),
+                rule: format!(
+                    "{} event tables for {} channels",
+                    events.channels.len(),
+                    self.channels.len()
+                ),
+            });
+        }
+        Ok(events)
+    }
+
+    fn evaluate(
+        &self,
+        params: &[f64],
+        data: &Dataset,
+        mut grad: Option<&mut [f64]>,
+    ) -> histfit_compute::Result<f64> {
+        let n = self.space.len();
+        if params.len() != n {
+            return Err(ComputeError::Length {
+                what: "parameters",
+                expected: n,
+                got: params.len(),
+            });
+        }
+        let events = self.events_of(data)?;
+        if let Some(g) = grad.as_deref_mut() {
+            if g.len() != n {
+                return Err(ComputeError::Length {
+                    what: "gradient",
+                    expected: n,
+                    got: g.len(),
+                });
+            }
+            g.fill(0.0);
+        }
+        let mut total = self
+            .constraints
+            .eval(params, &[], None, grad.as_deref_mut());
+        for (c, table) in self.channels.iter().zip(&events.channels) {
+            let cols = self.columns_of(table);
+            total += c
+                .program
+                .eval(params, &cols, table.weights.as_deref(), grad.as_deref_mut());
+        }
+        // A density that is zero or undefined at an event makes the likelihood zero there.
+        if total.is_nan() {
+            total = f64::INFINITY;
+        }
+        Ok(total + data.constant_term())
+    }
+}
+
+impl Evaluator for UnbinnedModel {
+    fn space(&self) -> &ParameterSpace {
+        &self.space
+    }
+
+    fn nll(&mut self, params: &[f64], data: &Dataset) -> histfit_compute::Result<f64> {
+        self.evaluate(params, data, None)
+    }
+
+    fn nll_grad(
+        &mut self,
+        params: &[f64],
+        data: &Dataset,
+        grad: &mut [f64],
+    ) -> histfit_compute::Result<f64> {
+        self.evaluate(params, data, Some(grad))
+    }
+
+    fn asimov(&mut self, params: &[f64]) -> histfit_compute::Result<Dataset> {
+        crate::asimov::asimov(self, params)
+    }
+
+    fn toys(
+        &mut self,
+        params: &[f64],
+        seed: u64,
+        indices: std::ops::Range<u64>,
+    ) -> histfit_compute::Result<Vec<Dataset>> {
+        histfit_compute::rng::check_generation_params(params)?;
+        indices.map(|i| self.toy(params, seed, i)).collect()
+    }
+
+    fn saturated_gap(
+        &mut self,
+        _params: &[f64],
+        _data: &Dataset,
+    ) -> histfit_compute::Result<(f64, usize)> {
+        Err(ComputeError::Unsupported(
+            "a saturated model of unbinned data",
+        ))
+    }
+}

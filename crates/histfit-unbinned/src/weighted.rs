@@ -1,0 +1,115 @@
+//! Uncertainties of fits to weighted events, the three estimates a physicist compares, each
+//! from the covariance it names (over the free parameters, at the fit's minimum θ̂):
+//!
+//! - `naive`: H⁻¹, the inverse Hessian of −ln L with the weights as given — right only for
+//!   unweighted events;
+//! - `sumw2`: H⁻¹ H₂ H⁻¹, H₂ the Hessian with each weight squared (RooFit's `SumW2Error`);
+//! - `sandwich`: H⁻¹ D H⁻¹, D = Σ_i w_i² s_i s_iᵀ with s_i = ∂ ln(ν f(x_i))/∂θ each event's
+//!   score (ln f(x_i) where not extended): the asymptotically correct estimate (Langenbruch,
+//!   EPJC 82 (2022) 393; RooFit's `AsymptoticError`). Constraint terms enter H and H₂, not D.
+//!
+//! For unweighted events all three agree asymptotically (D → H at the minimum).
+
+use crate::model::UnbinnedModel;
+use histfit_compute::{hessian, ComputeError, Dataset, EventTable, Events};
+use std::sync::Arc;
+
+/// The three covariances' standard deviations, per free parameter.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct WeightedUncertainties {
+    /// The free parameters' indices.
+    pub free: Vec<usize>,
+    pub naive: Vec<f64>,
+    pub sumw2: Vec<f64>,
+    pub sandwich: Vec<f64>,
+    /// The sandwich covariance (free × free, row-major).
+    pub sandwich_covariance: Vec<f64>,
+}
+
+fn invert(h: &[f64], k: usize) -> histfit_compute::Result<Vec<f64>> {
+    histfit_optim::linalg::invert_symmetric(h, k)
+        .filter(|(_, pd)| *pd)
+        .map(|(inv, _)| inv)
+        .ok_or_else(|| ComputeError::InvalidData {
+            place: "Hessian at the minimum".into(),
+            rule: "not positive definite: no uncertainties".into(),
+        })
+}
+
+/// A · B for k × k matrices.
+fn product(a: &[f64], b: &[f64], k: usize) -> Vec<f64> {
+    let mut out = vec![0.0; k * k];
+    for i in 0..k {
+        for l in 0..k {
+            let x = a[i * k + l];
+            for j in 0..k {
+                out[i * k + j] += x * b[l * k + j];
+            }
+        }
+    }
+    out
+}
+
+/// A · B · A for k × k matrices.
+fn sandwich(a: &[f64], b: &[f64], k: usize) -> Vec<f64> {
+    product(&product(a, b, k), a, k)
+}
+
+fn diagonal_sd(c: &[f64], k: usize) -> Vec<f64> {
+    (0..k).map(|i| c[i * k + i].sqrt()).collect()
+}
+
+/// The three estimates at `at` (the fit's minimum on `data`), over the free parameters `free`.
+pub fn weighted_uncertainties(
+    model: &mut UnbinnedModel,
+    data: &Dataset,
+    at: &[f64],
+    free: &[usize],
+) -> histfit_compute::Result<WeightedUncertainties> {
+    let k = free.len();
+    let events = data.events.as_deref().ok_or(ComputeError::InvalidData {
+        place: "dataset".into(),
+        rule: "weighted-fit uncertainties need events".into(),
+    })?;
+    let h = hessian(model, at, data, free)?;
+    let h_inv = invert(&h, k)?;
+    // H₂: the same likelihood with every weight squared.
+    let squared = Events {
+        channels: events
+            .channels
+            .iter()
+            .map(|t| EventTable {
+                weights: t
+                    .weights
+                    .as_ref()
+                    .map(|w| w.iter().map(|x| x * x).collect()),
+                ..t.clone()
+            })
+            .collect(),
+    };
+    let data2 = Dataset::of_events(Arc::new(squared), Vec::new(), Vec::new(), 0.0);
+    let h2 = hessian(model, at, &data2, free)?;
+    // D = Σ w² s sᵀ over every channel's events.
+    let mut d = vec![0.0; k * k];
+    for (c, table) in events.channels.iter().enumerate() {
+        let jac = model.event_scores(c, at, table, free);
+        for i in 0..table.len() {
+            let w2 = table.weights.as_ref().map_or(1.0, |w| w[i] * w[i]);
+            for a in 0..k {
+                let sa = jac[a][i] * w2;
+                for b in 0..k {
+                    d[a * k + b] += sa * jac[b][i];
+                }
+            }
+        }
+    }
+    let c_sumw2 = sandwich(&h_inv, &h2, k);
+    let c_sandwich = sandwich(&h_inv, &d, k);
+    Ok(WeightedUncertainties {
+        free: free.to_vec(),
+        naive: diagonal_sd(&h_inv, k),
+        sumw2: diagonal_sd(&c_sumw2, k),
+        sandwich: diagonal_sd(&c_sandwich, k),
+        sandwich_covariance: c_sandwich,
+    })
+}

@@ -1,0 +1,372 @@
+//! HS3 documents as ROOT 6.40 writes them, opened and evaluated: −ln L and its gradient against
+//! the formula written out here, the extended mixture's yields, a constraint term, weighted
+//! events, and bad input named by its place.
+
+use histfit_compute::Evaluator;
+use histfit_unbinned::{open, Choice};
+use serde_json::{json, Value};
+
+/// The benchmark model as ROOT's exporter writes it: Gaussian + exponential (c negated through a
+/// generic function), extended with free yields, events inline.
+fn bench(events: &[f64], weights: Option<&[f64]>) -> Value {
+    let mut data = json!({
+        "axes": [{"max": 120.0, "min": 60.0, "name": "x"}],
+        "entries": events.iter().map(|x| vec![*x]).collect::<Vec<_>>(),
+        "name": "obsData",
+        "type": "unbinned"
+    });
+    if let Some(w) = weights {
+        data["weights"] = json!(w);
+    }
+    json!({
+        "data": [data],
+        "distributions": [
+            {"coefficients": ["nsig", "nbkg"], "extended": true, "name": "model",
+             "summands": ["sig", "bkg"], "type": "mixture_dist"},
+            {"c": "lambda_exponential_inverted", "name": "bkg", "type": "exponential_dist", "x": "x"},
+            {"mean": "mean", "name": "sig", "sigma": "sigma", "type": "gaussian_dist", "x": "x"}
+        ],
+        "domains": [{"axes": [
+            {"max": 0.0, "min": -1.0, "name": "lambda"},
+            {"max": 100.0, "min": 80.0, "name": "mean"},
+            {"max": 100000.0, "min": 0.0, "name": "nbkg"},
+            {"max": 100000.0, "min": 0.0, "name": "nsig"},
+            {"max": 10.0, "min": 0.5, "name": "sigma"},
+            {"max": 120.0, "min": 60.0, "name": "x"}
+        ], "name": "default_domain", "type": "product_domain"}],
+        "functions": [{"expression": "-lambda", "name": "lambda_exponential_inverted",
+                       "type": "generic_function"}],
+        "metadata": {"hs3_version": "0.2", "packages": [{"name": "ROOT", "version": "6.40.00"}]},
+        "misc": {"ROOT_internal": {}},
+        "parameter_points": [{"name": "default_values", "parameters": [
+            {"max": 0.0, "min": -1.0, "name": "lambda", "value": -0.03},
+            {"max": 120.0, "min": 60.0, "name": "x", "value": 90.0},
+            {"max": 100000.0, "min": 0.0, "name": "nbkg", "value": 1000.0},
+            {"max": 100000.0, "min": 0.0, "name": "nsig", "value": 500.0},
+            {"max": 100.0, "min": 80.0, "name": "mean", "value": 91.0},
+            {"max": 10.0, "min": 0.5, "name": "sigma", "value": 2.5}
+        ]}]
+    })
+}
+
+fn events(n: usize) -> Vec<f64> {
+    (0..n)
+        .map(|i| 60.0 + 60.0 * ((i as f64 * 0.754_877_666) % 1.0))
+        .collect()
+}
+
+/// −ln L of the benchmark model, written out: Σν − Σ w ln(ν_s g(x) + ν_b e(x)).
+fn reference(p: &[f64; 5], xs: &[f64], ws: Option<&[f64]>) -> f64 {
+    let [mean, sigma, lambda, nsig, nbkg] = *p;
+    let erf = libm::erf;
+    let gnorm = sigma
+        * (std::f64::consts::PI / 2.0).sqrt()
+        * (erf((120.0 - mean) / (2f64.sqrt() * sigma))
+            - erf((60.0 - mean) / (2f64.sqrt() * sigma)));
+    let enorm = ((lambda * 120.0).exp() - (lambda * 60.0).exp()) / lambda;
+    let mut f = nsig + nbkg;
+    for (i, &x) in xs.iter().enumerate() {
+        let g = (-0.5 * ((x - mean) / sigma).powi(2)).exp() / gnorm;
+        let e = (lambda * x).exp() / enorm;
+        f -= ws.map_or(1.0, |w| w[i]) * (nsig * g + nbkg * e).ln();
+    }
+    f
+}
+
+fn at(names: &[String], values: &[(&str, f64)]) -> Vec<f64> {
+    names
+        .iter()
+        .map(|n| values.iter().find(|(m, _)| m == n).unwrap().1)
+        .collect()
+}
+
+#[test]
+fn the_benchmark_model_as_root_writes_it() {
+    let xs = events(3000);
+    let ws: Vec<f64> = (0..xs.len()).map(|i| 0.3 + (i % 5) as f64 * 0.2).collect();
+    for weights in [None, Some(&ws[..])] {
+        let mut m = open(&bench(&xs, weights), &Choice::default()).unwrap();
+        assert_eq!(m.notes.len(), 1, "{:?}", m.notes);
+        assert!(m.notes[0].contains("no likelihood"), "{:?}", m.notes);
+        let names = m.space.names.clone();
+        let mut sorted = names.clone();
+        sorted.sort();
+        assert_eq!(sorted, ["lambda", "mean", "nbkg", "nsig", "sigma"]);
+        let data = m.observed_dataset();
+        for p in [
+            [91.0, 2.5, -0.03, 500.0, 1000.0],
+            [89.3, 3.1, -0.012, 812.0, 2211.0],
+        ] {
+            let v = at(
+                &names,
+                &[
+                    ("mean", p[0]),
+                    ("sigma", p[1]),
+                    ("lambda", p[2]),
+                    ("nsig", p[3]),
+                    ("nbkg", p[4]),
+                ],
+            );
+            let want = reference(&p, &xs, weights);
+            let got = m.nll(&v, &data).unwrap();
+            assert!(((got - want) / want).abs() < 1e-12, "{got} vs {want}");
+            let mut grad = vec![0.0; v.len()];
+            let g2 = m.nll_grad(&v, &data, &mut grad).unwrap();
+            assert_eq!(g2, got);
+            for k in 0..v.len() {
+                let h = 1e-6 * v[k].abs().max(1e-3);
+                let (mut up, mut dn) = (v.clone(), v.clone());
+                up[k] += h;
+                dn[k] -= h;
+                let pp: [f64; 5] = std::array::from_fn(|j| {
+                    let n = ["mean", "sigma", "lambda", "nsig", "nbkg"][j];
+                    up[names.iter().position(|m| m == n).unwrap()]
+                });
+                let pm: [f64; 5] = std::array::from_fn(|j| {
+                    let n = ["mean", "sigma", "lambda", "nsig", "nbkg"][j];
+                    dn[names.iter().position(|m| m == n).unwrap()]
+                });
+                let fd = (reference(&pp, &xs, weights) - reference(&pm, &xs, weights)) / (2.0 * h);
+                assert!(
+                    (fd - grad[k]).abs() < 1e-6 * fd.abs().max(1.0),
+                    "{}: {} vs {fd}",
+                    names[k],
+                    grad[k]
+                );
+            }
+        }
+    }
+}
+
+/// The same bits on one thread and on many: blocks are summed in a fixed order.
+#[test]
+fn the_same_bits_on_one_thread_or_many() {
+    let xs = events(200_000);
+    let mut m = open(&bench(&xs, None), &Choice::default()).unwrap();
+    let data = m.observed_dataset();
+    let v = m.space.init.clone();
+    let mut g_many = vec![0.0; v.len()];
+    let many = m.nll_grad(&v, &data, &mut g_many).unwrap();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    let mut g_one = vec![0.0; v.len()];
+    let one = pool.install(|| m.nll_grad(&v, &data, &mut g_one).unwrap());
+    assert_eq!(one.to_bits(), many.to_bits());
+    assert_eq!(g_one, g_many);
+}
+
+#[test]
+fn a_fit_finds_the_minimum() {
+    // Events drawn here by inversion from a known mixture: 600 Gaussian(91, 2.5), 1400
+    // exponential(−0.03), deterministic quasi-random.
+    let mut xs = Vec::new();
+    for i in 0..600 {
+        let u = (i as f64 + 0.5) / 600.0;
+        // Inverse normal CDF by bisection on erf.
+        let (mut lo, mut hi) = (-8.0, 8.0);
+        for _ in 0..80 {
+            let mid = 0.5 * (lo + hi);
+            if 0.5 * (1.0 + libm::erf(mid / 2f64.sqrt())) < u {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        xs.push(91.0 + 2.5 * 0.5 * (lo + hi));
+    }
+    for i in 0..1400 {
+        let u = ((i as f64 + 0.5) * 0.618_033_988_7) % 1.0;
+        let (a, b) = ((-0.03f64 * 60.0).exp(), (-0.03f64 * 120.0).exp());
+        xs.push((a + u * (b - a)).ln() / -0.03);
+    }
+    let mut m = open(&bench(&xs, None), &Choice::default()).unwrap();
+    let data = m.observed_dataset();
+    let r = histfit_infer::fit(
+        &mut m,
+        &data,
+        &histfit_infer::FitOptions {
+            uncertainties: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(r.converged, "{}", r.reason);
+    let names = m.space.names.clone();
+    let get = |n: &str| r.bestfit[names.iter().position(|m| m == n).unwrap()];
+    // The extended fit's yields sum to the number of events at the minimum.
+    assert!(
+        (get("nsig") + get("nbkg") - 2000.0).abs() < 1e-3,
+        "{}",
+        get("nsig") + get("nbkg")
+    );
+    assert!((get("mean") - 91.0).abs() < 0.3 && (get("sigma") - 2.5).abs() < 0.3);
+    // A minimum: the gradient vanishes there.
+    let mut grad = vec![0.0; names.len()];
+    m.nll_grad(&r.bestfit, &data, &mut grad).unwrap();
+    for (k, gk) in grad.iter().enumerate() {
+        let sigma = r.uncertainties.as_ref().unwrap()[k];
+        assert!((gk * sigma).abs() < 1e-3, "{}: gradient {gk}", names[k]);
+    }
+}
+
+#[test]
+fn bad_documents_name_the_place_and_the_rule() {
+    let xs = events(10);
+    let cases: Vec<(Value, &str)> = vec![
+        (
+            {
+                let mut d = bench(&xs, None);
+                d["distributions"][2]["type"] = json!("nonsense_dist");
+                d
+            },
+            "distributions[2] (\"sig\").type: unknown or not yet supported distribution type \"nonsense_dist\"",
+        ),
+        (
+            {
+                let mut d = bench(&xs, None);
+                d["functions"][0]["expression"] = json!("-lambda +* 2");
+                d
+            },
+            "functions[0] (\"lambda_exponential_inverted\").expression: \"-lambda +* 2\" at character 9",
+        ),
+        (
+            {
+                let mut d = bench(&xs, None);
+                d["data"][0]["entries"][3] = json!([130.0]);
+                d
+            },
+            "1 events with \"x\" outside its domain [60, 120]",
+        ),
+        (
+            {
+                let mut d = bench(&xs, Some(&[1.0; 10]));
+                d["data"][0]["weights"][4] = json!(-1.0);
+                d
+            },
+            "data[0] (\"obsData\").weights[4]: a weight is a finite number ≥ 0",
+        ),
+        (
+            {
+                let mut d = bench(&xs, None);
+                d["distributions"][2]["sigma"] = json!("width");
+                d["parameter_points"][0]["parameters"][5]["name"] = json!("other");
+                d
+            },
+            "parameter \"width\": used but never defined",
+        ),
+    ];
+    for (doc, needle) in cases {
+        let e = open(&doc, &Choice::default()).unwrap_err().to_string();
+        assert!(e.contains(needle), "{e}\n  lacks: {needle}");
+    }
+}
+
+/// Toys: a pure function of (θ, seed, index); extended counts Poisson around ν; and fits of
+/// toys drawn at the fit of the observed data give pulls of mean 0 and width 1 (within 3
+/// standard errors, 300 toys; the 2 000-toy validation is in BENCHMARKS.md).
+#[test]
+fn toys_are_reproducible_and_their_fits_pull_right() {
+    let (doc, _) = (
+        serde_json::from_str::<Value>(
+            &std::fs::read_to_string(histfit_testutil::fixture("hs3/gauss_exp_ext.json")).unwrap(),
+        )
+        .unwrap(),
+        (),
+    );
+    let mut m = open(&doc, &Choice::default()).unwrap();
+    let data = m.observed_dataset();
+    let options = histfit_infer::FitOptions {
+        uncertainties: true,
+        ..Default::default()
+    };
+    let truth = histfit_infer::fit(&mut m, &data, &options).unwrap();
+    let gen = truth.bestfit.clone();
+    let a = m.toys(&gen, 7, 0..3).unwrap();
+    let b = m.toys(&gen, 7, 1..2).unwrap();
+    assert_eq!(a[1].events, b[0].events, "toy 1 the same drawn alone");
+    assert_ne!(a[0].events, a[1].events);
+    let n_toys = 300;
+    let names = m.space.names.clone();
+    let mut pulls = vec![Vec::new(); names.len()];
+    let mut counts = Vec::new();
+    let toys = m.toys(&gen, 11, 0..n_toys).unwrap();
+    // One start per toy fit: this model has one minimum (the fits' further starts are for
+    // HistFactory's multimodal likelihoods; the fit of the observed data made them).
+    let options = histfit_infer::FitOptions {
+        starts: histfit_infer::Starts::Count(0),
+        ..options
+    };
+    for toy in &toys {
+        let ev = toy.events.as_ref().unwrap();
+        counts.push(ev.channels[0].len() as f64);
+        assert!(ev.channels[0].columns[0]
+            .iter()
+            .all(|x| (60.0..=120.0).contains(x)));
+        let r = histfit_infer::fit(&mut m, toy, &options).unwrap();
+        assert!(r.converged, "{}", r.reason);
+        let e = r.uncertainties.as_ref().unwrap();
+        for k in 0..names.len() {
+            pulls[k].push((r.bestfit[k] - gen[k]) / e[k]);
+        }
+    }
+    let stats = |v: &[f64]| {
+        let n = v.len() as f64;
+        let mean = v.iter().sum::<f64>() / n;
+        let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+        (mean, var.sqrt())
+    };
+    let nu: f64 = gen[m.space.index("nsig").unwrap()] + gen[m.space.index("nbkg").unwrap()];
+    let (mean_n, sd_n) = stats(&counts);
+    let se = (1.0 / n_toys as f64).sqrt();
+    assert!(
+        (mean_n - nu).abs() < 3.0 * nu.sqrt() * se,
+        "{mean_n} vs ν {nu}"
+    );
+    assert!(
+        (sd_n / nu.sqrt() - 1.0).abs() < 3.0 * se / 2f64.sqrt() * 1.5,
+        "{sd_n}"
+    );
+    for (k, p) in pulls.iter().enumerate() {
+        let (mean, width) = stats(p);
+        assert!(mean.abs() < 3.0 * se, "{}: pull mean {mean}", names[k]);
+        assert!(
+            (width - 1.0).abs() < 3.0 * se / 2f64.sqrt(),
+            "{}: pull width {width}",
+            names[k]
+        );
+    }
+}
+
+/// The Asimov dataset: fitted, it returns the parameters it was made at (to the midpoint
+/// rule's O(h²) on 4 000 cells), and its Σw is the expected number of events.
+#[test]
+fn a_fit_of_the_asimov_dataset_returns_its_parameters() {
+    let doc: Value = serde_json::from_str(
+        &std::fs::read_to_string(histfit_testutil::fixture("hs3/gauss_exp_ext.json")).unwrap(),
+    )
+    .unwrap();
+    let mut m = open(&doc, &Choice::default()).unwrap();
+    let at = m.space.init.clone();
+    let asimov = m.asimov(&at).unwrap();
+    let table = &asimov.events.as_ref().unwrap().channels[0];
+    let nu = at[m.space.index("nsig").unwrap()] + at[m.space.index("nbkg").unwrap()];
+    assert!((table.sum_of_weights() - nu).abs() < 1e-6 * nu);
+    let options = histfit_infer::FitOptions {
+        uncertainties: true,
+        ..Default::default()
+    };
+    let r = histfit_infer::fit(&mut m, &asimov, &options).unwrap();
+    assert!(r.converged, "{}", r.reason);
+    let e = r.uncertainties.as_ref().unwrap();
+    for (k, n) in m.space.names.iter().enumerate() {
+        assert!(
+            (r.bestfit[k] - at[k]).abs() < 1e-3 * e[k],
+            "{n}: {} vs {} (σ {})",
+            r.bestfit[k],
+            at[k],
+            e[k]
+        );
+    }
+}

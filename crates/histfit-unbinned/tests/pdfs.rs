@@ -1,0 +1,249 @@
+//! Every PDF of `pdf`: it integrates to 1 over its domain (a fine midpoint rule, independent of
+//! the quadrature the module uses), its value matches the formula written out here, and the
+//! program's reverse-mode gradient of Σ ln f over events matches central differences.
+
+use histfit_unbinned::graph::{Graph, Id};
+use histfit_unbinned::pdf::{self, Domain};
+use histfit_unbinned::program::Program;
+
+/// A PDF under test: builds ln f(x) from column 0 and params, over `dom`.
+struct Case {
+    name: &'static str,
+    params: Vec<f64>,
+    dom: Domain,
+    build: fn(&mut Graph, Id, &[Id], Domain, &[f64]) -> Id,
+    /// The density written out independently (unnormalised is fine: compared up to the norm).
+    formula: fn(f64, &[f64]) -> f64,
+}
+
+fn cases() -> Vec<Case> {
+    let d = Domain {
+        lo: 60.0,
+        hi: 120.0,
+    };
+    vec![
+        Case {
+            name: "gaussian",
+            params: vec![91.0, 2.5],
+            dom: d,
+            build: |g, x, p, dom, _| pdf::gaussian(g, x, p[0], p[1], dom),
+            formula: |x, p| (-0.5 * ((x - p[0]) / p[1]).powi(2)).exp(),
+        },
+        Case {
+            name: "exponential",
+            params: vec![0.03],
+            dom: d,
+            build: |g, x, p, dom, _| pdf::exponential(g, x, p[0], dom),
+            formula: |x, p| (-p[0] * x).exp(),
+        },
+        Case {
+            name: "exponential at c = 0",
+            params: vec![0.0],
+            dom: d,
+            build: |g, x, p, dom, _| pdf::exponential(g, x, p[0], dom),
+            formula: |_, _| 1.0,
+        },
+        Case {
+            name: "bifurcated gaussian",
+            params: vec![90.0, 2.0, 5.0],
+            dom: d,
+            build: |g, x, p, dom, _| pdf::bifurcated_gaussian(g, x, p[0], p[1], p[2], dom),
+            formula: |x, p| {
+                let s = if x < p[0] { p[1] } else { p[2] };
+                (-0.5 * ((x - p[0]) / s).powi(2)).exp()
+            },
+        },
+        Case {
+            name: "crystal ball",
+            params: vec![90.0, 3.0, 1.2, 3.5],
+            dom: d,
+            build: |g, x, p, dom, _| pdf::crystal_ball(g, x, p[0], p[1], p[2], p[3], dom),
+            formula: cb,
+        },
+        Case {
+            name: "crystal ball, tail above (alpha < 0)",
+            params: vec![90.0, 3.0, -0.8, 2.0],
+            dom: d,
+            build: |g, x, p, dom, _| pdf::crystal_ball(g, x, p[0], p[1], p[2], p[3], dom),
+            formula: cb,
+        },
+        Case {
+            name: "crystal ball, n = 1",
+            params: vec![90.0, 3.0, 1.0, 1.0],
+            dom: d,
+            build: |g, x, p, dom, _| pdf::crystal_ball(g, x, p[0], p[1], p[2], p[3], dom),
+            formula: cb,
+        },
+        Case {
+            name: "double-sided crystal ball",
+            params: vec![90.0, 2.0, 4.0, 1.1, 3.0, 1.7, 5.0],
+            dom: d,
+            build: |g, x, p, dom, _| {
+                pdf::crystal_ball_double(g, x, p[0], p[1], p[2], p[3], p[4], p[5], p[6], dom)
+            },
+            formula: |x, p| {
+                let (x0, sl, sr, al, nl, ar, nr) = (p[0], p[1], p[2], p[3], p[4], p[5], p[6]);
+                if x < x0 {
+                    cb_shape((x - x0) / sl, al, nl)
+                } else {
+                    cb_shape(-(x - x0) / sr, ar, nr)
+                }
+            },
+        },
+        Case {
+            name: "polynomial",
+            params: vec![1.0, 0.01, 0.0002],
+            dom: d,
+            build: |g, x, p, dom, _| pdf::polynomial(g, x, p, dom),
+            formula: |x, p| p[0] + p[1] * x + p[2] * x * x,
+        },
+        Case {
+            name: "chebychev",
+            params: vec![0.3, -0.2, 0.1],
+            dom: d,
+            build: |g, x, p, dom, _| pdf::chebychev(g, x, p, dom),
+            formula: |x, p| {
+                let u = (2.0 * x - 180.0) / 60.0;
+                let t2 = 2.0 * u * u - 1.0;
+                let t3 = 2.0 * u * t2 - u;
+                1.0 + p[0] * u + p[1] * t2 + p[2] * t3
+            },
+        },
+        Case {
+            name: "bernstein",
+            params: vec![1.0, 0.5, 0.3, 0.8],
+            dom: d,
+            build: |g, x, p, dom, _| pdf::bernstein(g, x, p, dom),
+            formula: |x, p| {
+                let u = (x - 60.0) / 60.0;
+                let v = 1.0 - u;
+                p[0] * v.powi(3)
+                    + 3.0 * p[1] * u * v * v
+                    + 3.0 * p[2] * u * u * v
+                    + p[3] * u.powi(3)
+            },
+        },
+        Case {
+            name: "lognormal",
+            params: vec![4.5, 0.1],
+            dom: d,
+            build: |g, x, p, dom, _| pdf::lognormal(g, x, p[0], p[1], dom),
+            formula: |x, p| (-0.5 * ((x.ln() - p[0]) / p[1]).powi(2)).exp() / x,
+        },
+        Case {
+            name: "argus",
+            params: vec![125.0, -5.0, 0.5],
+            dom: d,
+            build: |g, x, p, dom, _| pdf::argus(g, x, p[0], p[1], p[2], dom),
+            formula: argus_shape,
+        },
+        Case {
+            name: "argus with its edge inside the domain",
+            params: vec![110.0, -8.0, 0.5],
+            dom: d,
+            build: |g, x, p, dom, _| pdf::argus(g, x, p[0], p[1], p[2], dom),
+            formula: argus_shape,
+        },
+    ]
+}
+
+fn argus_shape(m: f64, p: &[f64]) -> f64 {
+    let u = 1.0 - (m / p[0]).powi(2);
+    if u < 0.0 {
+        0.0
+    } else {
+        m * u.powf(p[2]) * (p[1] * u).exp()
+    }
+}
+
+fn cb_shape(t: f64, a: f64, n: f64) -> f64 {
+    if t >= -a {
+        (-0.5 * t * t).exp()
+    } else {
+        (n / a).powf(n) * (-0.5 * a * a).exp() * (n / a - a - t).powf(-n)
+    }
+}
+
+fn cb(x: f64, p: &[f64]) -> f64 {
+    let t = (x - p[0]) / p[1];
+    let t = if p[2] < 0.0 { -t } else { t };
+    cb_shape(t, p[2].abs(), p[3])
+}
+
+fn program(c: &Case) -> (Program, Graph) {
+    let mut g = Graph::new();
+    let x = g.column(0);
+    let ps: Vec<Id> = (0..c.params.len()).map(|i| g.param(i)).collect();
+    let l = (c.build)(&mut g, x, &ps, c.dom, &c.params);
+    let zero = g.constant(0.0);
+    (Program::new(&g, l, zero), g)
+}
+
+fn sample_points(dom: Domain, n: usize) -> Vec<f64> {
+    (0..n)
+        .map(|i| dom.lo + (i as f64 + 0.5) * dom.width() / n as f64)
+        .collect()
+}
+
+#[test]
+fn every_pdf_integrates_to_one_and_matches_its_formula() {
+    for c in cases() {
+        let (prog, _) = program(&c);
+        let xs = sample_points(c.dom, 400_000);
+        let h = c.dom.width() / xs.len() as f64;
+        let mut integral = 0.0;
+        let mut ratio = None;
+        let logs = prog.event_values(&c.params, &[&xs]);
+        for (&x, &lf) in xs.iter().zip(&logs) {
+            let f = lf.exp();
+            integral += f * h;
+            let shape = (c.formula)(x, &c.params);
+            if shape > 1e-200 && f > 1e-200 {
+                let r = f / shape;
+                match ratio {
+                    None => ratio = Some(r),
+                    Some(r0) => assert!(
+                        ((r - r0) / r0).abs() < 1e-9,
+                        "{}: density/formula not constant at x = {x}: {r} vs {r0}",
+                        c.name
+                    ),
+                }
+            }
+        }
+        assert!(
+            (integral - 1.0).abs() < 2e-7,
+            "{}: integrates to {integral}",
+            c.name
+        );
+    }
+}
+
+#[test]
+fn gradients_match_central_differences() {
+    for c in cases() {
+        let (prog, _) = program(&c);
+        let xs: Vec<f64> = (0..1500)
+            .map(|i| c.dom.lo + c.dom.width() * ((i as f64 * 0.618_034) % 1.0))
+            // Events only where the density is positive (ARGUS vanishes above its edge).
+            .filter(|&x| (c.formula)(x, &c.params) > 0.0)
+            .collect();
+        let mut grad = vec![0.0; c.params.len()];
+        let f0 = prog.eval(&c.params, &[&xs], None, Some(&mut grad));
+        assert!(f0.is_finite(), "{}: {f0}", c.name);
+        for k in 0..c.params.len() {
+            let h = 1e-6 * c.params[k].abs().max(1e-2);
+            let mut up = c.params.clone();
+            let mut dn = c.params.clone();
+            up[k] += h;
+            dn[k] -= h;
+            let fd = (prog.eval(&up, &[&xs], None, None) - prog.eval(&dn, &[&xs], None, None))
+                / (2.0 * h);
+            assert!(
+                (fd - grad[k]).abs() <= 1e-5 * fd.abs().max(1.0),
+                "{}: parameter {k}: reverse mode {} vs differences {fd}",
+                c.name,
+                grad[k]
+            );
+        }
+    }
+}

@@ -1,0 +1,226 @@
+//! HS3 files written by ROOT 6.40 (`scripts/make_hs3_fixtures.py`, kept in
+//! `tests/fixtures/hs3`) opened as ROOT wrote them, against RooFit's own numbers for the same
+//! events: −ln L at two points (RooFit's `createNLL`, which like histfit adds no data-only
+//! constant) within 1e-9 relative, and the fit — histfit's minimum no higher than the
+//! reference's + 1e-6, the parameters within 0.05 σ and the Hesse errors within 2 %.
+//!
+//! Where RooFit is not exact the reference is computed independently (`scripts/reference/`):
+//! ARGUS on a range ending below m0 (RooFit's −ln L is 1.9e-5 relative off SciPy's quad, which
+//! histfit matches to 1e-15), the generic PDF (RooFit integrates it numerically; the closed form
+//! is used instead, and iminuit's fit on it), and the two-sided Crystal Ball (RooFit's fit stops
+//! 2.6e-4 above the minimum, its errors there up to 2.5 % larger than the Hessian's at the
+//! minimum, which SciPy and iminuit find).
+
+use histfit_compute::Evaluator;
+use histfit_unbinned::{open, Choice};
+use serde_json::{json, Value};
+
+fn read(file: &str) -> Value {
+    let path = histfit_testutil::fixture(&format!("hs3/{file}"));
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+/// A reference: −ln L at points, and the fit's minimum with each parameter's value and error.
+struct Reference {
+    points: Vec<(Value, f64)>,
+    min_nll: f64,
+    params: Vec<(String, f64, f64)>,
+}
+
+fn reference(name: &str) -> Reference {
+    let independent: Option<(&str, Value, &[&str])> = match name {
+        "argus" => Some((
+            "argus.scipy.json",
+            json!({"c": -20.0, "p": 0.5}),
+            &["c", "p"],
+        )),
+        "generic" => Some((
+            "generic.exact.json",
+            json!({"a": 0.3, "b": 0.05}),
+            &["a", "b"],
+        )),
+        "dcb" => Some((
+            "dcb.independent.json",
+            read("dcb.roofit.json")["initial_values"].clone(),
+            &["x0", "sigmaL", "sigmaR", "alphaL", "alphaR"],
+        )),
+        _ => None,
+    };
+    if let Some((file, init, names)) = independent {
+        let r = read(file);
+        let fit = &r["fit"];
+        return Reference {
+            points: vec![(init, r["nll_at_initial"].as_f64().unwrap())],
+            min_nll: fit["nll"].as_f64().unwrap(),
+            params: names
+                .iter()
+                .map(|n| {
+                    let v = fit[*n].as_f64().unwrap();
+                    let e = fit[format!("{n}_error")].as_f64().unwrap();
+                    (n.to_string(), v, e)
+                })
+                .collect(),
+        };
+    }
+    let r = read(&format!("{name}.roofit.json"));
+    let fit = if r["fits"].is_object() {
+        &r["fits"]["default"]
+    } else {
+        &r["fit"]
+    };
+    Reference {
+        points: vec![
+            (
+                r["initial_values"].clone(),
+                r["nll_at_initial"].as_f64().unwrap(),
+            ),
+            (
+                r["nll_point2"]["values"].clone(),
+                r["nll_point2"]["nll"].as_f64().unwrap(),
+            ),
+        ],
+        min_nll: fit["minNll"].as_f64().unwrap(),
+        params: fit["parameters"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(n, p)| {
+                (
+                    n.clone(),
+                    p["value"].as_f64().unwrap(),
+                    p["error"].as_f64().unwrap(),
+                )
+            })
+            .collect(),
+    }
+}
+
+/// Types histfit does not read yet: opening them must say so, naming the type.
+const NOT_YET: &[(&str, &str)] = &[("landau", "landau_dist")];
+
+const FIXTURES: &[&str] = &[
+    "gauss_exp_ext",
+    "cb_exp_ext",
+    "dcb",
+    "argus",
+    "cheb_poly",
+    "bernstein",
+    "bifurgauss",
+    "lognormal",
+    "generic",
+    "frac_mixture",
+    "prod2d",
+    "constrained",
+    "constrained_ext",
+    "weighted",
+];
+
+fn point(names: &[String], init: &[f64], values: &Value) -> Vec<f64> {
+    names
+        .iter()
+        .zip(init)
+        .map(|(n, v)| values.get(n).and_then(Value::as_f64).unwrap_or(*v))
+        .collect()
+}
+
+#[test]
+fn types_not_read_yet_say_so() {
+    for (name, kind) in NOT_YET {
+        let doc = read(&format!("{name}.json"));
+        let e = open(&doc, &Choice::default()).unwrap_err().to_string();
+        assert!(
+            e.contains(kind) && e.contains("not yet supported"),
+            "{name}: {e}"
+        );
+    }
+}
+
+#[test]
+fn nll_at_points_equals_the_references() {
+    for name in FIXTURES {
+        let doc = read(&format!("{name}.json"));
+        let mut m = open(&doc, &Choice::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let data = m.observed_dataset();
+        let (names, init) = (m.space.names.clone(), m.space.init.clone());
+        for (values, want) in reference(name).points {
+            let v = m.nll(&point(&names, &init, &values), &data).unwrap();
+            assert!(
+                (v - want).abs() <= 1e-9 * want.abs().max(1.0),
+                "{name}: −ln L at {values} is {v}, the reference {want}"
+            );
+        }
+    }
+}
+
+#[test]
+fn fits_agree_with_the_references() {
+    for name in FIXTURES {
+        let doc = read(&format!("{name}.json"));
+        let mut m = open(&doc, &Choice::default()).unwrap();
+        let data = m.observed_dataset();
+        let want = reference(name);
+        let options = histfit_infer::FitOptions {
+            uncertainties: true,
+            ..Default::default()
+        };
+        let r = histfit_infer::fit(&mut m, &data, &options).unwrap();
+        assert!(r.converged, "{name}: {}", r.reason);
+        assert!(
+            0.5 * r.twice_nll <= want.min_nll + 1e-6,
+            "{name}: histfit's minimum {} above the reference's {}",
+            0.5 * r.twice_nll,
+            want.min_nll
+        );
+        let errors = r.uncertainties.as_ref().unwrap();
+        let free = m.space.fixed.iter().filter(|f| !**f).count();
+        assert_eq!(free, want.params.len(), "{name}: free parameters");
+        for (n, value, error) in &want.params {
+            let k = m.space.index(n).unwrap_or_else(|| panic!("{name}: no {n}"));
+            assert!(
+                (r.bestfit[k] - value).abs() <= 0.05 * error,
+                "{name}: {n} = {} vs {value} ± {error}",
+                r.bestfit[k]
+            );
+            assert!(
+                ((errors[k] - error) / error).abs() <= 0.02,
+                "{name}: σ({n}) = {} vs {error}",
+                errors[k]
+            );
+        }
+    }
+}
+
+/// The weighted fit's three uncertainty estimates against NumPy's (naive H⁻¹, SumW2 H⁻¹H₂H⁻¹,
+/// sandwich H⁻¹DH⁻¹, `scripts/reference/check_hs3_fixtures_numpy.py`, at RooFit's minimum —
+/// within 0.01 σ of histfit's). RooFit 6.40's `AsymptoticError` is not the reference: it
+/// differs from the sandwich by up to 2.4× here (root-project/root#11660).
+#[test]
+fn weighted_fit_uncertainties_equal_numpys() {
+    let doc = read("weighted.json");
+    let mut m = open(&doc, &Choice::default()).unwrap();
+    let data = m.observed_dataset();
+    let options = histfit_infer::FitOptions {
+        uncertainties: true,
+        ..Default::default()
+    };
+    let r = histfit_infer::fit(&mut m, &data, &options).unwrap();
+    let free: Vec<usize> = (0..m.space.len()).filter(|&i| !m.space.fixed[i]).collect();
+    let u = histfit_unbinned::weighted::weighted_uncertainties(&mut m, &data, &r.bestfit, &free)
+        .unwrap();
+    let want = read("weighted.numpy_check.json");
+    for (j, &i) in free.iter().enumerate() {
+        let n = &m.space.names[i];
+        for (got, key) in [
+            (u.naive[j], "plain_hesse"),
+            (u.sumw2[j], "sumw2_H1inv_H2_H1inv"),
+            (u.sandwich[j], "asymptotic_H1inv_D_H1inv"),
+        ] {
+            let w = want[key][n].as_f64().unwrap();
+            assert!(
+                ((got - w) / w).abs() < 5e-3,
+                "{n} {key}: {got} vs NumPy {w}"
+            );
+        }
+        assert!((u.naive[j] - r.uncertainties.as_ref().unwrap()[i]).abs() < 1e-9 * u.naive[j]);
+    }
+}
