@@ -124,6 +124,7 @@ impl ModelArgs {
             ("--patch", self.patch.is_some()),
             ("--interp", !self.interp.is_empty()),
             ("--interp-defaults", self.interp_defaults != "smooth"),
+            ("--force", self.force),
         ];
         if let Some((flag, _)) = pyhf_only.iter().find(|f| f.1) {
             bail!(

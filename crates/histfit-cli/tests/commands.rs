@@ -969,3 +969,68 @@ fn a_workspace_on_standard_input_is_read_once() {
     let file = run_json(&["fit", &fixture("simple_workspace.json"), "--json"]);
     assert_eq!(piped["twice_nll"], file["twice_nll"]);
 }
+
+/// q0 is the test of μ = 0: asked without --mu it tests 0 (pyhf's number on the simple
+/// workspace, 0.27277), and the document says so.
+#[test]
+fn q0_tests_mu_zero_by_default() {
+    let ws = fixture("simple_workspace.json");
+    let doc = run_json(&["hypotest", &ws, "--test-stat", "q0", "--json"]);
+    assert_eq!(doc["mu"], 0.0);
+    assert_eq!(doc["test_stat"], "q0");
+    let cls = doc["cls_obs"].as_f64().unwrap();
+    assert!((cls - 0.27277).abs() < 1e-5, "{cls}");
+    let q = run_json(&["hypotest", &ws, "--json"]);
+    assert_eq!(q["test_stat"], "qtilde");
+    assert_eq!(q["mu"], 1.0);
+}
+
+/// An HS3 document written by ROOT opens in every inference command, the result documents
+/// naming the model; commands that need a binned model say so in one line.
+#[test]
+fn hs3_documents_open_in_every_inference_command() {
+    let f = fixture("hs3/gauss_exp_ext.json");
+    let fit = run_json(&["fit", &f, "--json"]);
+    assert_eq!(fit["format"], "hs3");
+    assert_eq!(fit["model"], f.as_str());
+    assert_eq!(fit["converged"], true);
+    let nsig = fit["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "nsig")
+        .unwrap()["value"]
+        .as_f64()
+        .unwrap();
+    assert!((nsig - 585.6).abs() < 1.0, "{nsig}");
+    let scan = run_json(&[
+        "scan",
+        &f,
+        "--poi",
+        "nsig",
+        "--poi-range",
+        "500:700",
+        "--points",
+        "3",
+        "--json",
+    ]);
+    assert_eq!(scan["points"].as_array().unwrap().len(), 3);
+    let h = run_json(&["hypotest", &f, "--poi", "nsig", "--mu", "700", "--json"]);
+    assert!(h["cls_obs"].as_f64().unwrap() < 0.01);
+    let toys = run_json(&["toys", &f, "--poi", "nsig", "--n-toys", "20", "--json"]);
+    assert_eq!(toys["summary"]["converged"], 20);
+    let w = run_json(&["fit", &fixture("hs3/weighted.json"), "--json"]);
+    for kind in ["naive", "sumw2", "sandwich"] {
+        assert!(w["weighted_uncertainties"][kind]["f"].as_f64().unwrap() > 0.0);
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_histfit"))
+        .args(["yields", &f])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("yields needs a binned (HistFactory) model"),
+        "{err}"
+    );
+}

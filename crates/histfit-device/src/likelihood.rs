@@ -141,15 +141,14 @@ impl<'de> serde::Deserialize<'de> for TopKeys {
 pub enum Sniffed {
     /// An HS3 document, parsed.
     Hs3(Value),
-    /// Not HS3 (or not readable as JSON: the pyhf reader says what is wrong), with the text
-    /// where it had to be read already (a pipe or standard input can be read only once).
+    /// Not HS3 (or not readable as JSON: the pyhf reader says what is wrong), with its text
+    /// where it could be read (so that it is read once, and a pipe can be read at all).
     Other(Option<String>),
 }
 
 /// The format of the JSON file at `path`, from its top-level keys (values skipped unparsed):
 /// an HS3 document is parsed here, once.
 pub fn sniff(path: &str) -> Sniffed {
-    let regular = std::fs::metadata(path).is_ok_and(|m| m.is_file());
     let Ok(text) = std::fs::read_to_string(path) else {
         return Sniffed::Other(None);
     };
@@ -158,6 +157,6 @@ pub fn sniff(path: &str) -> Sniffed {
     });
     match hs3.then(|| serde_json::from_str::<Value>(&text)) {
         Some(Ok(doc)) => Sniffed::Hs3(doc),
-        _ => Sniffed::Other((!regular).then_some(text)),
+        _ => Sniffed::Other(Some(text)),
     }
 }

@@ -12,20 +12,25 @@ use crate::{InferError, Result};
 use histfit_compute::{Dataset, Evaluator};
 use serde::{Deserialize, Serialize};
 
-/// Which test statistic (pyhf names in parentheses).
+/// Which test statistic (pyhf names in parentheses; documents write these names, and read the
+/// names earlier versions wrote too).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
 pub enum TestStat {
     /// Two-sided −2 ln λ(μ) ("tmu").
+    #[serde(rename = "tmu")]
     Tmu,
     /// Two-sided with μ̂ ≥ 0 ("tmu_tilde"); the POI's lower bound is raised to 0.
+    #[serde(rename = "tmu_tilde", alias = "tmutilde")]
     TmuTilde,
-    /// One-sided for upper limits: 0 when μ̂ > μ ("qmu").
+    /// One-sided for upper limits: 0 when μ̂ > μ ("q").
+    #[serde(rename = "q", alias = "qmu")]
     Qmu,
     /// As qμ, with the q̃ asymptotic formula for CLs ("qtilde", pyhf's default). As in pyhf, the
     /// fits use the POI's bounds as given: with a negative lower bound this is qμ in effect.
+    #[serde(rename = "qtilde", alias = "qmutilde")]
     QmuTilde,
     /// Discovery: −2 ln λ(0), 0 when μ̂ < 0 ("q0").
+    #[serde(rename = "q0")]
     Q0,
 }
 

@@ -4,7 +4,8 @@
 //! where extended; where not, the observed number of events times f(x) · volume). A fit of it
 //! returns θ to within the midpoint rule's O(h²) (checked in the tests), which is what
 //! asymptotic tests (q̃μ's Asimov σ, expected limits and significances) need of it. HS3 leaves
-//! weighted unbinned data's meaning open; here a weight is an expected count.
+//! weighted unbinned data's meaning open; here a weight is an expected count. The global
+//! observables of Gaussian constraints are set to their means at θ.
 
 use crate::model::UnbinnedModel;
 use histfit_compute::{Dataset, EventTable, Events};
@@ -71,7 +72,7 @@ pub fn asimov(model: &UnbinnedModel, params: &[f64]) -> histfit_compute::Result<
     Ok(Dataset::of_events(
         Arc::new(Events { channels: tables }),
         Vec::new(),
-        Vec::new(),
+        model.asimov_globals(params),
         0.0,
     ))
 }

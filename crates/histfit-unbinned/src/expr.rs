@@ -329,6 +329,10 @@ impl Parser<'_, '_> {
                 want(2)?;
                 g.pow(args[0], args[1])
             }
+            "pi" => {
+                want(0)?;
+                g.constant(std::f64::consts::PI)
+            }
             "sq" => {
                 want(1)?;
                 g.powi(args[0], 2)

@@ -10,7 +10,7 @@
 //! dataset, with a note saying so. `metadata` and `misc` are ignored.
 
 use crate::graph::{Graph, Id};
-use crate::model::{ChannelSpec, Observable, UnbinnedModel};
+use crate::model::{ChannelSpec, GlobalObservable, Observable, UnbinnedModel};
 use crate::pdf::{self, Domain};
 use histfit_compute::{EventTable, Events, ParameterSpace, Prior};
 use serde_json::Value;
@@ -273,7 +273,12 @@ struct Builder<'a> {
     /// Functions being built (a cycle is an error, not a stack overflow).
     building: Vec<String>,
     notes: Vec<String>,
+    /// Global observables of Gaussian constraint terms, with their constraint's mean and width.
+    globals: Vec<GlobalObservable>,
 }
+
+/// How deeply distributions and functions may nest (a bound on recursion for hostile input).
+const MAX_NESTING: usize = 200;
 
 impl<'a> Builder<'a> {
     fn new(doc: &'a Doc<'a>, plan: &Plan) -> Result<Builder<'a>> {
@@ -347,6 +352,7 @@ impl<'a> Builder<'a> {
             funcs: HashMap::new(),
             building: Vec::new(),
             notes: plan.notes.clone(),
+            globals: Vec::new(),
         })
     }
 
@@ -356,7 +362,9 @@ impl<'a> Builder<'a> {
         let mut tables = Vec::new();
         for (dist, data) in &plan.pairs {
             let (table, observables) = self.events(data)?;
+            // Functions are built anew per channel: what is an observable differs.
             self.observables.clear();
+            self.funcs.clear();
             for Observable { name, lo, hi } in &observables {
                 let j = match self.columns.iter().position(|c| c == name) {
                     Some(j) => j,
@@ -401,14 +409,16 @@ impl<'a> Builder<'a> {
             tables.push(table);
         }
         self.observables.clear();
+        self.funcs.clear();
         for name in &plan.aux {
-            let b = self.distribution(name, &format!("aux distribution \"{name}\""))?;
-            let nl = self.g.neg(b.log_density);
-            constraints.push(nl);
+            let place = format!("aux distribution \"{name}\"");
+            let b = self.distribution(name, &place)?;
+            constraints.push(self.constraint(name, b.log_density, &place)?);
             constraints.extend(b.constraint);
         }
         let constraint_term = self.g.sum(&constraints);
         let space = self.space(&plan.pois)?;
+        let globals = std::mem::take(&mut self.globals);
         let mut model = UnbinnedModel::new(
             self.g,
             space,
@@ -418,6 +428,8 @@ impl<'a> Builder<'a> {
             Events { channels: tables },
             self.notes,
         );
+        model.set_global_observables(globals);
+        model.check_initial_point()?;
         model.set_curvature_scales();
         Ok(model)
     }
@@ -589,6 +601,12 @@ impl<'a> Builder<'a> {
                     "refers to itself through other functions",
                 ));
             }
+            if self.building.len() > MAX_NESTING {
+                return Err(err(
+                    format!("functions[{i}] (\"{name}\")"),
+                    format!("nested more than {MAX_NESTING} deep"),
+                ));
+            }
             self.building.push(name.to_string());
             let id = self.function(i, f, name);
             self.building.pop();
@@ -601,6 +619,10 @@ impl<'a> Builder<'a> {
                 place,
                 format!("\"{name}\" is a distribution where a value is expected"),
             ));
+        }
+        // π where nothing of the document defines the name (TFormula's pi).
+        if matches!(name, "pi" | "Pi" | "TMath::Pi") && !self.info.contains_key(name) {
+            return Ok(self.g.constant(std::f64::consts::PI));
         }
         let i = match self.params.iter().position(|p| p == name) {
             Some(i) => i,
@@ -697,6 +719,9 @@ impl<'a> Builder<'a> {
 
     fn coefficients(&mut self, d: &Value, place: &str) -> Result<Vec<Id>> {
         let cs = names(d, "coefficients", place)?;
+        if cs.is_empty() && !matches!(d["type"].as_str(), Some("chebychev_dist")) {
+            return Err(err(place, "no coefficients: the density would be 0"));
+        }
         cs.iter().map(|c| self.value(c, place)).collect()
     }
 
@@ -709,6 +734,9 @@ impl<'a> Builder<'a> {
         let place = format!("distributions[{i}] (\"{name}\")");
         if self.building.iter().any(|b| b == name) {
             return Err(err(place, "contains itself"));
+        }
+        if self.building.len() > MAX_NESTING {
+            return Err(err(place, format!("nested more than {MAX_NESTING} deep")));
         }
         self.building.push(name.to_string());
         let r = self.distribution_of(d, &place);
@@ -777,6 +805,12 @@ impl<'a> Builder<'a> {
             }
             "lognormal_dist" => {
                 let (x, dom) = self.observable(d, &["x"], p)?;
+                if dom.lo.is_nan() || dom.lo <= 0.0 {
+                    return Err(err(
+                        p,
+                        format!("a log-normal density over [{}, {}]: its observable's range must lie above 0", dom.lo, dom.hi),
+                    ));
+                }
                 let mu = self.param_of(d, &["mu"], p)?;
                 let s = self.param_of(d, &["sigma"], p)?;
                 Builder::simple(pdf::lognormal(&mut self.g, x, mu, s, dom))
@@ -826,7 +860,7 @@ impl<'a> Builder<'a> {
                     if self.g.varying(b.log_density) {
                         logs.push(b.log_density);
                     } else {
-                        constraints.push(self.g.neg(b.log_density));
+                        constraints.push(self.constraint(f, b.log_density, p)?);
                     }
                     constraints.extend(b.constraint);
                     if let Some(nu) = b.expected {
@@ -851,6 +885,48 @@ impl<'a> Builder<'a> {
                 ))
             }
         })
+    }
+
+    /// −ln of a distribution that depends on no observable of the data: a constraint term,
+    /// which it is only where its own observable is a constant (a global observable, as ROOT
+    /// writes them) — else the data lack an axis the distribution needs, which is an error.
+    /// A Gaussian constraint's global observable is recorded so that toys can draw it and the
+    /// Asimov dataset can set it.
+    fn constraint(&mut self, name: &str, log_density: Id, place: &str) -> Result<Id> {
+        let (i, d) = self.doc.dists[name];
+        let x = ["x", "m", "mass"]
+            .iter()
+            .find_map(|k| match d.get(*k) {
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(Value::Array(a)) => a.first().and_then(Value::as_str).map(str::to_string),
+                _ => None,
+            })
+            .unwrap_or_default();
+        let global = self.info.get(&x).is_some_and(|p| p.constant);
+        if !global {
+            return Err(err(
+                format!("distributions[{i}] (\"{name}\"), in {place}"),
+                format!(
+                    "depends on none of the data's observables, and its observable \"{x}\" is not a constant (a constraint's global observable): the dataset lacks the axis \"{x}\""
+                ),
+            ));
+        }
+        if matches!(d["type"].as_str(), Some("gaussian_dist" | "normal_dist")) {
+            let param = self.params.iter().position(|n| *n == x);
+            let mean = self.param_of(d, &["mean", "mu"], place)?;
+            let sigma = self.param_of(d, &["sigma"], place)?;
+            if let Some(param) = param {
+                if !self.globals.iter().any(|g| g.param == param) {
+                    self.globals.push(GlobalObservable { param, mean, sigma });
+                }
+            }
+        } else {
+            self.notes.push(format!(
+                "{place}: \"{x}\", the global observable of the {} constraint \"{name}\", is held at its observed value in toys and the Asimov dataset",
+                d["type"].as_str().unwrap_or("?")
+            ));
+        }
+        Ok(self.g.neg(log_density))
     }
 
     fn double_cb(&mut self, d: &Value, p: &str) -> Result<Built> {

@@ -33,6 +33,16 @@ pub struct ChannelSpec {
     pub observables: Vec<Observable>,
 }
 
+/// The global observable of a Gaussian constraint term N(g | mean(θ), sigma(θ)): a constant
+/// parameter of the graph whose value a dataset carries (its auxiliary data), drawn in toys and
+/// set to the mean in the Asimov dataset.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GlobalObservable {
+    pub param: usize,
+    pub mean: Id,
+    pub sigma: Id,
+}
+
 /// One channel: a distribution fitted to one table of events.
 #[derive(Debug, Clone)]
 pub struct Channel {
@@ -65,6 +75,8 @@ pub struct UnbinnedModel {
     pub observed: Arc<Events>,
     /// What the reader chose or assumed, for the user to see.
     pub notes: Vec<String>,
+    /// The global observables, in the order of a dataset's auxiliary data.
+    pub globals: Vec<GlobalObservable>,
 }
 
 impl UnbinnedModel {
@@ -102,7 +114,77 @@ impl UnbinnedModel {
             constraints,
             observed: Arc::new(observed),
             notes,
+            globals: Vec::new(),
         }
+    }
+
+    /// Declares the global observables (their observed values are the parameters' initial ones).
+    pub fn set_global_observables(&mut self, globals: Vec<GlobalObservable>) {
+        self.globals = globals;
+    }
+
+    /// Refuses a model whose −ln L is not finite at its initial point on the observed data,
+    /// naming the channel: a normalisation that is zero or not finite over the domain, or an
+    /// event where the density is 0.
+    pub fn check_initial_point(&self) -> Result<(), crate::Hs3Error> {
+        let data = self.observed_dataset();
+        let p = self
+            .parameters_for(&self.space.init, &data)
+            .map_err(|e| crate::Hs3Error {
+                place: "model".into(),
+                rule: e.to_string(),
+            })?;
+        let events = &self.observed.channels;
+        for (c, table) in self.channels.iter().zip(events) {
+            let v = c
+                .program
+                .eval(&p, &self.columns_of(table), table.weights.as_deref(), None);
+            if !v.is_finite() {
+                return Err(crate::Hs3Error {
+                    place: format!("distribution \"{}\" on data \"{}\"", c.name, c.data),
+                    rule: "−ln L is not finite at the initial parameters: a density whose normalisation over its observables' range is zero or not finite, or an event where the density is 0".into(),
+                });
+            }
+        }
+        let v = self.constraints.eval(&p, &[], None, None);
+        if !v.is_finite() {
+            return Err(crate::Hs3Error {
+                place: "constraint terms".into(),
+                rule: "−ln of the constraints is not finite at the initial parameters".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// `params` with the global observables set to the dataset's values.
+    fn parameters_for<'a>(
+        &self,
+        params: &'a [f64],
+        data: &Dataset,
+    ) -> histfit_compute::Result<std::borrow::Cow<'a, [f64]>> {
+        if self.globals.is_empty() {
+            return Ok(std::borrow::Cow::Borrowed(params));
+        }
+        if data.aux.len() != self.globals.len() {
+            return Err(ComputeError::Length {
+                what: "global observables (auxiliary data)",
+                expected: self.globals.len(),
+                got: data.aux.len(),
+            });
+        }
+        let mut p = params.to_vec();
+        for (g, &v) in self.globals.iter().zip(&data.aux) {
+            p[g.param] = v;
+        }
+        Ok(std::borrow::Cow::Owned(p))
+    }
+
+    /// The global observables' values in the observed data.
+    fn observed_globals(&self) -> Vec<f64> {
+        self.globals
+            .iter()
+            .map(|g| self.space.init[g.param])
+            .collect()
     }
 
     /// Each free parameter's natural step: 1/√(∂²(−ln L)/∂θ²) on the observed data at the
@@ -140,8 +222,8 @@ impl UnbinnedModel {
     /// Toy `toy` of `seed` at `params`: per channel, a Poisson count of mean ν where extended
     /// (else as many events as observed), drawn from the channel's density ([`crate::sample`]).
     /// Channel c's count uses stream 2c of (seed, toy) and its events stream 2c + 1, so a toy
-    /// is a pure function of (model, params, seed, toy). Global observables of constraint terms
-    /// are held at their observed values (toys conditional on them).
+    /// is a pure function of (model, params, seed, toy). The global observables of Gaussian
+    /// constraints are drawn too ([`GlobalObservable`]).
     pub fn toy(&self, params: &[f64], seed: u64, toy: u64) -> histfit_compute::Result<Dataset> {
         let mut tables = Vec::with_capacity(self.channels.len());
         for (c, ch) in self.channels.iter().enumerate() {
@@ -185,7 +267,7 @@ impl UnbinnedModel {
         Ok(Dataset::of_events(
             Arc::new(Events { channels: tables }),
             Vec::new(),
-            Vec::new(),
+            self.toy_globals(params, seed, toy),
             0.0,
         ))
     }
@@ -213,7 +295,34 @@ impl UnbinnedModel {
 
     /// The observed data as a dataset.
     pub fn observed_dataset(&self) -> Dataset {
-        Dataset::of_events(self.observed.clone(), Vec::new(), Vec::new(), 0.0)
+        Dataset::of_events(
+            self.observed.clone(),
+            Vec::new(),
+            self.observed_globals(),
+            0.0,
+        )
+    }
+
+    /// The global observables of a toy at `params`: each Gaussian constraint's draw
+    /// N(mean(θ), sigma(θ)), from stream 2^31 + k of (seed, toy).
+    fn toy_globals(&self, params: &[f64], seed: u64, toy: u64) -> Vec<f64> {
+        self.globals
+            .iter()
+            .enumerate()
+            .map(|(k, g)| {
+                let mean = self.graph.value(g.mean, params, &[]);
+                let sigma = self.graph.value(g.sigma, params, &[]);
+                mean + sigma * ToyStream::new(seed, toy, (1 << 31) + k as u32).normal()
+            })
+            .collect()
+    }
+
+    /// The global observables of the Asimov dataset at `params`: each constraint's mean.
+    pub fn asimov_globals(&self, params: &[f64]) -> Vec<f64> {
+        self.globals
+            .iter()
+            .map(|g| self.graph.value(g.mean, params, &[]))
+            .collect()
     }
 
     /// The event columns of channel `c` of `events`, indexed by graph column.
@@ -257,6 +366,7 @@ impl UnbinnedModel {
             });
         }
         let events = self.events_of(data)?;
+        let params = &*self.parameters_for(params, data)?;
         if let Some(g) = grad.as_deref_mut() {
             if g.len() != n {
                 return Err(ComputeError::Length {

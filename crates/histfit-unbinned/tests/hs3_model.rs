@@ -370,3 +370,100 @@ fn a_fit_of_the_asimov_dataset_returns_its_parameters() {
         );
     }
 }
+
+fn fixture_doc(name: &str) -> Value {
+    serde_json::from_str(
+        &std::fs::read_to_string(histfit_testutil::fixture(&format!("hs3/{name}"))).unwrap(),
+    )
+    .unwrap()
+}
+
+/// A Gaussian constraint's global observable is data: drawn in toys around the constraint's
+/// mean at θ, set to that mean in the Asimov dataset (whose fit then returns θ), and read from
+/// the dataset by −ln L.
+#[test]
+fn global_observables_are_data() {
+    let mut m = open(&fixture_doc("constrained.json"), &Choice::default()).unwrap();
+    assert_eq!(m.globals.len(), 1);
+    let observed = m.observed_dataset();
+    let g = m.globals[0].param;
+    assert_eq!(m.space.names[g], "gmean");
+    assert_eq!(observed.aux, vec![m.space.init[g]]);
+    let at = m.space.init.clone();
+    let toys = m.toys(&at, 3, 0..200).unwrap();
+    let draws: Vec<f64> = toys.iter().map(|t| t.aux[0]).collect();
+    let mean_at = at[m.space.index("mean").unwrap()];
+    let avg = draws.iter().sum::<f64>() / 200.0;
+    let sd = (draws.iter().map(|d| (d - avg).powi(2)).sum::<f64>() / 199.0).sqrt();
+    // The constraint's width is 0.5.
+    assert!((avg - mean_at).abs() < 3.0 * 0.5 / 200f64.sqrt(), "{avg}");
+    assert!((sd / 0.5 - 1.0).abs() < 0.15, "{sd}");
+    // −ln L reads the global observable from the dataset.
+    let mut shifted = observed.clone();
+    shifted.aux[0] += 0.5;
+    let (a, b) = (
+        m.nll(&at, &observed).unwrap(),
+        m.nll(&at, &shifted).unwrap(),
+    );
+    let z0 = (observed.aux[0] - mean_at) / 0.5;
+    let z1 = (shifted.aux[0] - mean_at) / 0.5;
+    assert!(
+        ((b - a) - 0.5 * (z1 * z1 - z0 * z0)).abs() < 1e-9,
+        "{a} {b}"
+    );
+    // The Asimov dataset at a point away from the observed global observable.
+    let mut p = at.clone();
+    p[m.space.index("mean").unwrap()] = 90.7;
+    let asimov = m.asimov(&p).unwrap();
+    assert!((asimov.aux[0] - 90.7).abs() < 1e-12);
+    let options = histfit_infer::FitOptions {
+        uncertainties: true,
+        ..Default::default()
+    };
+    let r = histfit_infer::fit(&mut m, &asimov, &options).unwrap();
+    let e = r.uncertainties.as_ref().unwrap();
+    for (k, n) in m.space.names.iter().enumerate() {
+        if !m.space.fixed[k] {
+            assert!(
+                (r.bestfit[k] - p[k]).abs() < 1e-3 * e[k],
+                "{n}: {} vs {}",
+                r.bestfit[k],
+                p[k]
+            );
+        }
+    }
+}
+
+/// A factor over an observable the data lack is not taken for a constraint.
+#[test]
+fn a_missing_axis_is_an_error_not_a_constraint() {
+    let mut doc = fixture_doc("prod2d.json");
+    // Drop the second axis from the data (and every event's second value).
+    let data = &mut doc["data"][0];
+    let axes = data["axes"].as_array().unwrap().clone();
+    data["axes"] = json!([axes[0].clone()]);
+    let entries: Vec<Value> = data["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| json!([e[0].clone()]))
+        .collect();
+    data["entries"] = json!(entries);
+    let e = open(&doc, &Choice::default()).unwrap_err().to_string();
+    let missing = axes[1]["name"].as_str().unwrap();
+    assert!(e.contains(&format!("lacks the axis \"{missing}\"")), "{e}");
+}
+
+/// A density whose normalisation is zero over the range is refused when the file is opened.
+#[test]
+fn a_zero_normalisation_is_refused_at_open() {
+    let mut doc = fixture_doc("argus.json");
+    // The ARGUS edge m0 (a constant) below the whole range [5.2, 5.29].
+    let points = doc["parameter_points"][0]["parameters"]
+        .as_array_mut()
+        .unwrap();
+    let m0 = points.iter_mut().find(|p| p["name"] == "m0").unwrap();
+    m0["value"] = json!(5.1);
+    let e = open(&doc, &Choice::default()).unwrap_err().to_string();
+    assert!(e.contains("not finite at the initial parameters"), "{e}");
+}

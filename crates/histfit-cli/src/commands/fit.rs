@@ -57,7 +57,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     } else {
         None
     };
-    let weighted = weighted_uncertainties(&model, &data, &result)?;
+    let weighted = weighted_uncertainties(&model, &data, &result, a.fit.asimov)?;
     if !result.converged {
         eprintln!("warning: the fit did not converge: {}", result.reason);
         if let (false, Likelihood::HistFactory(binned)) = (result.twice_nll.is_finite(), &model) {
@@ -140,18 +140,24 @@ fn weighted_uncertainties(
     model: &Likelihood,
     data: &histfit_compute::Dataset,
     r: &FitResult,
+    asimov: bool,
 ) -> Result<Option<histfit_unbinned::weighted::WeightedUncertainties>> {
     let (Likelihood::Events(m), Some(events)) = (model, data.events.as_deref()) else {
         return Ok(None);
     };
-    if events.channels.iter().all(|t| t.weights.is_none()) || !r.converged {
+    // An Asimov dataset's weights are expected counts, not event weights.
+    if events.channels.iter().all(|t| t.weights.is_none()) || !r.converged || asimov {
         return Ok(None);
     }
     let free: Vec<usize> = (0..r.fixed.len()).filter(|&i| !r.fixed[i]).collect();
     let mut m = (**m).clone();
-    Ok(Some(histfit_unbinned::weighted::weighted_uncertainties(
-        &mut m, data, &r.bestfit, &free,
-    )?))
+    match histfit_unbinned::weighted::weighted_uncertainties(&mut m, data, &r.bestfit, &free) {
+        Ok(w) => Ok(Some(w)),
+        Err(e) => {
+            eprintln!("warning: no uncertainties for weighted events: {e}");
+            Ok(None)
+        }
+    }
 }
 
 fn weighted_json(

@@ -18,6 +18,15 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
+    if matches!(
+        histfit_device::likelihood::sniff(&a.model.workspace),
+        histfit_device::likelihood::Sniffed::Hs3(_)
+    ) {
+        anyhow::bail!(
+            "{}: inspect lists a pyhf workspace's channels and modifiers; this is an HS3 document (fit shows its parameters)",
+            a.model.workspace
+        );
+    }
     let (model, source) = a.model.load()?;
     a.out.emit(|| to_json(&model, &source), || table(&model))?;
     Ok(ExitCode::SUCCESS)

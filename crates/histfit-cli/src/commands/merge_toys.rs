@@ -63,10 +63,19 @@ fn merge(files: &[String], as_json: bool, allow_partial: bool) -> Result<String>
             docs[0].0
         );
     }
-    let header: Vec<(&str, Value)> = ["workspace", "measurement", "poi", "interpolation"]
-        .iter()
-        .map(|k| (*k, docs[0].1[*k].clone()))
-        .collect();
+    // The header of either kind of likelihood (a workspace's; an HS3 model's).
+    let header: Vec<(&str, Value)> = [
+        "workspace",
+        "measurement",
+        "poi",
+        "interpolation",
+        "model",
+        "format",
+        "likelihood",
+    ]
+    .iter()
+    .map(|k| (*k, docs[0].1[*k].clone()))
+    .collect();
     for (f, v) in &docs[1..] {
         for (k, h) in &header {
             if &v[*k] != h {
@@ -119,7 +128,9 @@ fn merge(files: &[String], as_json: bool, allow_partial: bool) -> Result<String>
     };
     let mut doc = serde_json::Map::new();
     for (k, h) in header {
-        doc.insert(k.to_owned(), h);
+        if !(h.is_null() && docs[0].1.get(k).is_none()) {
+            doc.insert(k.to_owned(), h);
+        }
     }
     if let Value::Object(m) = &mut merged {
         doc.extend(std::mem::take(m));

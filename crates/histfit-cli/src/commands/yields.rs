@@ -26,11 +26,11 @@ pub struct Args {
 
 pub fn run(a: Args) -> Result<ExitCode> {
     let (model, source, data, mut eval, base) = a.model.prepare_fit(&a.fit)?;
+    let binned = model.binned("yields")?.clone();
     let e = histfit_infer::parameter_estimate(&mut eval, &data, &base, a.postfit)?;
     if let Some(r) = e.fit.as_ref().filter(|r| !r.converged) {
         eprintln!("warning: the fit did not converge: {}", r.reason);
     }
-    let binned = model.binned("yields")?;
     let main = data.to_vec()[..binned.n_main].to_vec();
     let table = yields(
         &mut CpuEvaluator::new(binned.clone()),
