@@ -392,32 +392,132 @@ impl Program {
             let vals = &s.vals;
             let v = &vals[k * BLOCK..k * BLOCK + len];
             let src = |a: Id| self.source(a, uni, vals, len);
-            for (pos, arg) in op.args().enumerate() {
-                let j = self.slot[arg.0 as usize];
-                let d = |i: usize| -> f64 { partials(op, v[i], &|x| src(x).at(i))[pos] };
-                // An event whose adjoint is 0 here (a branch a Select did not take) adds
-                // nothing, even where that branch's derivative is not finite.
+            let mut target = |a: Id| -> Target {
+                let j = self.slot[a.0 as usize];
                 if j == NONE {
-                    let bi = self.boundary_index[arg.0 as usize] as usize;
-                    let mut acc = 0.0;
-                    for i in 0..len {
-                        if a_v[i] != 0.0 {
-                            acc += a_v[i] * d(i);
-                        }
-                    }
-                    badj[bi] += acc;
+                    Target::S(self.boundary_index[a.0 as usize] as usize)
                 } else {
-                    let o = j as usize * BLOCK;
-                    let target = &mut before[o..o + len];
-                    for i in 0..len {
-                        if a_v[i] != 0.0 {
-                            target[i] += a_v[i] * d(i);
+                    Target::V(j as usize * BLOCK)
+                }
+            };
+            backward(op, v, a_v, &src, &mut target, before, badj);
+        }
+        sum
+    }
+}
+
+/// Where an argument's adjoint goes: its buffer (at this offset in the block's adjoints) or
+/// the boundary node's sum (this index).
+#[derive(Clone, Copy)]
+enum Target {
+    V(usize),
+    S(usize),
+}
+
+/// The backward step of one varying node over a block: adjoint `a` of the node (value `v`)
+/// times each partial derivative, added into each argument's adjoint — one loop per operation
+/// and argument. An event whose adjoint is 0 here (a branch a Select did not take) adds
+/// nothing, even where that branch's derivative is not finite.
+// The partials are written as they are: −1 times the adjoint reads as the rule it is.
+#[allow(clippy::neg_multiply)]
+#[inline]
+fn backward<'a>(
+    op: Op,
+    v: &[f64],
+    a: &[f64],
+    src: &dyn Fn(Id) -> Src<'a>,
+    target: &mut dyn FnMut(Id) -> Target,
+    adj: &mut [f64],
+    badj: &mut [f64],
+) {
+    let n = a.len();
+    macro_rules! acc {
+        ($arg:expr, |$i:ident| $d:expr) => {{
+            match target($arg) {
+                Target::V(o) => {
+                    let t = &mut adj[o..o + n];
+                    for $i in 0..n {
+                        if a[$i] != 0.0 {
+                            t[$i] += a[$i] * ($d);
                         }
                     }
                 }
+                Target::S(b) => {
+                    let mut acc = 0.0;
+                    for $i in 0..n {
+                        if a[$i] != 0.0 {
+                            acc += a[$i] * ($d);
+                        }
+                    }
+                    badj[b] += acc;
+                }
             }
+        }};
+    }
+    match op {
+        Op::Add(x, y) => {
+            acc!(x, |_i| 1.0);
+            acc!(y, |_i| 1.0);
         }
-        sum
+        Op::Sub(x, y) => {
+            acc!(x, |_i| 1.0);
+            acc!(y, |_i| -1.0);
+        }
+        Op::Mul(x, y) => {
+            let (sx, sy) = (src(x), src(y));
+            acc!(x, |i| sy.at(i));
+            acc!(y, |i| sx.at(i));
+        }
+        Op::Div(x, y) => {
+            let sy = src(y);
+            acc!(x, |i| 1.0 / sy.at(i));
+            acc!(y, |i| -v[i] / sy.at(i));
+        }
+        Op::Pow(x, y) => {
+            let (sx, sy) = (src(x), src(y));
+            acc!(x, |i| sy.at(i) * sx.at(i).powf(sy.at(i) - 1.0));
+            acc!(y, |i| v[i] * sx.at(i).ln());
+        }
+        Op::Powi(x, k) => {
+            let sx = src(x);
+            acc!(x, |i| k as f64 * sx.at(i).powi(k - 1));
+        }
+        Op::Neg(x) => acc!(x, |_i| -1.0),
+        Op::Exp(x) => acc!(x, |i| v[i]),
+        Op::Log(x) => {
+            let sx = src(x);
+            acc!(x, |i| 1.0 / sx.at(i));
+        }
+        Op::Sqrt(x) => acc!(x, |i| 0.5 / v[i]),
+        Op::Abs(x) => {
+            let sx = src(x);
+            acc!(x, |i| sx.at(i).signum());
+        }
+        Op::Erf(x) => {
+            let sx = src(x);
+            acc!(x, |i| {
+                let t = sx.at(i);
+                crate::graph::TWO_OVER_SQRT_PI * (-t * t).exp()
+            });
+        }
+        Op::Sin(x) => {
+            let sx = src(x);
+            acc!(x, |i| sx.at(i).cos());
+        }
+        Op::Cos(x) => {
+            let sx = src(x);
+            acc!(x, |i| -sx.at(i).sin());
+        }
+        Op::Exprel(x) => {
+            let sx = src(x);
+            acc!(x, |i| crate::graph::exprel_prime(sx.at(i)));
+        }
+        Op::Select(c, x, y) => {
+            let sc = src(c);
+            acc!(x, |i| if sc.at(i) >= 0.0 { 1.0 } else { 0.0 });
+            acc!(y, |i| if sc.at(i) >= 0.0 { 0.0 } else { 1.0 });
+        }
+        Op::Const(_) | Op::Param(_) | Op::Column(_) => {}
     }
 }
 

@@ -38,7 +38,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let started = std::time::Instant::now();
     let options = FitOptions {
         uncertainties: true,
-        starts: a.starts.map_or(Starts::Auto, Starts::Count),
+        starts: a.starts.map_or(base.starts, Starts::Count),
         ..base
     };
     let result = fit(&mut eval, &data, &options)?;
