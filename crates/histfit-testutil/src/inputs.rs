@@ -221,3 +221,64 @@ pub fn xml_bytes(dir: &Path, data: &[u8]) {
         }
     }
 }
+
+/// An HS3 document's bytes: open it as an event-level likelihood; where it opens, −ln L at the
+/// initial point is a number (finite, or +∞ where the density is 0 at an event) and the
+/// gradient has one entry per parameter; where it does not, the error names a place and a rule.
+pub fn hs3_bytes(data: &[u8]) {
+    let Ok(doc) = serde_json::from_slice::<Value>(data) else {
+        return;
+    };
+    match histfit_unbinned::open(&doc, &histfit_unbinned::Choice::default()) {
+        Err(e) => {
+            named(&e.place, &e.rule);
+            assert!(
+                !e.place.trim().is_empty(),
+                "an error without a place: {}",
+                e.rule
+            );
+        }
+        Ok(mut m) => {
+            let data = m.observed_dataset();
+            let p = m.space.init.clone();
+            let mut g = vec![0.0; p.len()];
+            if let Ok(v) = m.nll_grad(&p, &data, &mut g) {
+                assert!(!v.is_nan(), "−ln L is NaN at the initial point");
+            }
+        }
+    }
+}
+
+/// An expression's bytes (a `generic_function`'s text): parse into a graph whose names are all
+/// parameters, and evaluate it at one point; an error names its position inside the text.
+pub fn expression_bytes(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let mut g = histfit_unbinned::graph::Graph::new();
+    let mut names: Vec<String> = Vec::new();
+    let r = histfit_unbinned::expr::parse(&mut g, text, &mut |g, n| {
+        let i = match names.iter().position(|m| m == n) {
+            Some(i) => i,
+            None => {
+                names.push(n.to_string());
+                names.len() - 1
+            }
+        };
+        Ok(g.param(i))
+    });
+    match r {
+        Err(e) => {
+            assert!(
+                e.at <= text.chars().count(),
+                "position {} past the text",
+                e.at
+            );
+            named(&format!("character {}", e.at), &e.message);
+        }
+        Ok(id) => {
+            let p: Vec<f64> = (0..names.len()).map(|i| 0.5 + i as f64).collect();
+            let _ = g.value(id, &p, &[]);
+        }
+    }
+}

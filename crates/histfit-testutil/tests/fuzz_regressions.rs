@@ -122,6 +122,16 @@ fn workspace_json() {
 }
 
 #[test]
+fn hs3_json() {
+    replay("hs3_json", inputs::hs3_bytes);
+}
+
+#[test]
+fn expression() {
+    replay("expression", inputs::expression_bytes);
+}
+
+#[test]
 fn patchset() {
     let bases: Vec<serde_json::Value> = [
         "simple_workspace.json",
