@@ -1034,3 +1034,36 @@ fn hs3_documents_open_in_every_inference_command() {
         "{err}"
     );
 }
+
+/// Likelihoods as HEPData ships them (`.json.gz`) and on standard input (`-`) fit as the plain
+/// file does.
+#[test]
+fn gzipped_files_and_standard_input_are_read() {
+    use std::io::Write;
+    let ws = fixture("simple_workspace.json");
+    let plain = run_json(&["fit", &ws, "--json"]);
+    let dir = std::env::temp_dir().join(format!("histfit-gz-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let gz = dir.join("simple_workspace.json.gz");
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    enc.write_all(&std::fs::read(&ws).unwrap()).unwrap();
+    std::fs::write(&gz, enc.finish().unwrap()).unwrap();
+    let zipped = run_json(&["fit", gz.to_str().unwrap(), "--json"]);
+    assert_eq!(zipped["twice_nll"], plain["twice_nll"]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_histfit"))
+        .args(["fit", "-", "--json"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(&std::fs::read(&ws).unwrap())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let piped: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(piped["twice_nll"], plain["twice_nll"]);
+}

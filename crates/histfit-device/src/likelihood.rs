@@ -149,7 +149,7 @@ pub enum Sniffed {
 /// The format of the JSON file at `path`, from its top-level keys (values skipped unparsed):
 /// an HS3 document is parsed here, once.
 pub fn sniff(path: &str) -> Sniffed {
-    let Ok(text) = std::fs::read_to_string(path) else {
+    let Some(text) = read_model_text(path) else {
         return Sniffed::Other(None);
     };
     let hs3 = serde_json::from_str::<TopKeys>(&text).is_ok_and(|k| {
@@ -159,4 +159,25 @@ pub fn sniff(path: &str) -> Sniffed {
         Some(Ok(doc)) => Sniffed::Hs3(doc),
         _ => Sniffed::Other(Some(text)),
     }
+}
+
+/// The text of a model file: `-` is standard input, a name ending in `.gz` is gunzipped (as
+/// HEPData ships likelihoods); `None` where it cannot be read as UTF-8 text (the reader that
+/// follows names the file and the reason).
+pub fn read_model_text(path: &str) -> Option<String> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    if path == "-" {
+        std::io::stdin().read_to_end(&mut bytes).ok()?;
+    } else {
+        bytes = std::fs::read(path).ok()?;
+    }
+    if path.ends_with(".gz") || bytes.starts_with(&[0x1f, 0x8b]) {
+        let mut out = Vec::new();
+        flate2::read::MultiGzDecoder::new(&bytes[..])
+            .read_to_end(&mut out)
+            .ok()?;
+        bytes = out;
+    }
+    String::from_utf8(bytes).ok()
 }
