@@ -123,12 +123,20 @@ pub fn exprel(t: f64) -> f64 {
     }
 }
 
-/// d/dt of [`exprel`]: (e^(−t)(1 + t) − 1) / t², continued by its series near 0.
+/// d/dt of [`exprel`]: (e^(−t)(1 + t) − 1) / t², by its Taylor series
+/// Σ_{k≥1} (−1)^k k t^(k−1) / (k+1)! where |t| < 1/2 (the closed form cancels there, losing
+/// ε/t² relative), else the closed form.
 pub fn exprel_prime(t: f64) -> f64 {
-    if t.abs() < 1e-4 {
-        -0.5 + t / 3.0 - t * t / 8.0
+    if t.abs() < 0.5 {
+        // Horner from the 20th term down: (1/2)^20 / 21! is far below ε.
+        let mut acc = 0.0;
+        for k in (1..=20).rev() {
+            let fact: f64 = (1..=k + 1).map(|j| j as f64).product();
+            let sign = if k % 2 == 0 { 1.0 } else { -1.0 };
+            acc = acc * t + sign * k as f64 / fact;
+        }
+        acc
     } else {
-        // e^(−t)(1 + t) − 1 = −expm1(−t) … written so that it cancels no more than it must.
         ((-t).exp() * (1.0 + t) - 1.0) / (t * t)
     }
 }
@@ -440,6 +448,21 @@ mod tests {
         assert!(g.varying(a) && !g.varying(m) && !g.varying(five));
         let e = g.exp(m);
         assert_eq!(g.log(e), m);
+    }
+
+    /// exprel′ against the closed form where it does not cancel, and against a difference
+    /// quotient of exprel computed in higher precision by its own series near 0.
+    #[test]
+    fn exprel_prime_is_accurate_near_zero() {
+        for t in [0.5f64, 0.49, 0.3, -0.3, 0.7, -2.0] {
+            let closed = ((-t).exp() * (1.0 + t) - 1.0) / (t * t);
+            assert!((exprel_prime(t) - closed).abs() < 1e-14, "t {t}");
+        }
+        // Near 0: the first terms of the series by hand.
+        for t in [1e-3f64, 1e-2, -1e-2, 1e-4] {
+            let series = -0.5 + t / 3.0 - t * t / 8.0 + t.powi(3) / 30.0 - t.powi(4) / 144.0;
+            assert!((exprel_prime(t) - series).abs() < 1e-12, "t {t}");
+        }
     }
 
     #[test]
