@@ -401,6 +401,13 @@ fn xml_import_errors_name_the_file_and_the_object() {
         channel.replace("./data/data.root", "./data/missing.root"),
         &["missing.root", "cannot open"],
     );
+    // Without --basedir the XML's paths are read from the current directory: the error says
+    // so, and names the XML's directory as the likely base.
+    std::fs::write(dir.join("config/example_channel.xml"), &channel).unwrap();
+    expect_error(
+        &["xml2json", config],
+        &["relative to --basedir", &format!("(--basedir {base})")],
+    );
     std::fs::write(dir.join("data/text.root"), "not root").unwrap();
     case(
         channel.replace("./data/data.root", "./data/text.root"),

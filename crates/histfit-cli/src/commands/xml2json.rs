@@ -44,7 +44,23 @@ pub fn run(a: Args) -> Result<ExitCode> {
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    let imported = xml2json(&a.config, &a.basedir, &mounts)?;
+    let imported = xml2json(&a.config, &a.basedir, &mounts).map_err(|e| {
+        // A file the XML names that is not found from the current directory: most often the
+        // paths are relative to the XML's own directory.
+        let missing = e.to_string().contains("No such file");
+        if missing && a.basedir == std::path::Path::new(".") {
+            // The first directory above the XML from which the missing path exists.
+            let found = a
+                .config
+                .ancestors()
+                .skip(1)
+                .find(|d| !d.as_os_str().is_empty() && d.join(&e.place).exists());
+            let hint = found.map_or(String::new(), |d| format!(" (--basedir {})", d.display()));
+            anyhow!("{e}; the XML's paths are read relative to --basedir, the current directory by default{hint}")
+        } else {
+            anyhow!(e)
+        }
+    })?;
     super::warn_all(&imported.warnings);
     let text = serde_json::to_string_pretty(&imported.workspace)? + "\n";
     crate::output::emit(&text, a.output.as_deref())?;
