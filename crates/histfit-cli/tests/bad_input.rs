@@ -427,3 +427,21 @@ fn xml_import_errors_name_the_file_and_the_object() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A limit whose CLs does not cross α in the range asked has no answer: exit 3 (as a grid's point
+/// without one), not 2 (bad input), with one line saying why.
+#[test]
+fn a_limit_without_a_crossing_exits_3() {
+    let ws = fixture("simple_workspace.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_histfit"))
+        .args(["limit", &ws, "--scan", "0:0.1:2"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("no upper limit") && stderr.contains("does not cross"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"));
+}

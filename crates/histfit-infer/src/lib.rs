@@ -68,6 +68,10 @@ pub fn check_poi_not_fixed(
 pub enum InferError {
     #[error("{0}")]
     Request(String),
+    /// The request was sound and ran, but has no answer in the range asked (a limit whose CLs
+    /// does not cross α): not bad input.
+    #[error("{0}")]
+    NoResult(String),
     #[error(transparent)]
     Compute(#[from] histfit_compute::ComputeError),
 }

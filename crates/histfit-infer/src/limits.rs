@@ -176,7 +176,7 @@ fn solve(
             fa = g(a)?;
         } else {
             if b >= hi {
-                return Err(InferError::Request(format!(
+                return Err(InferError::NoResult(format!(
                     "CLs stays above α up to the POI's upper bound {hi}: raise the bound to find the limit"
                 )));
             }
@@ -187,7 +187,7 @@ fn solve(
         }
         step *= 2.0;
     }
-    Err(InferError::Request(
+    Err(InferError::NoResult(
         "could not bracket the upper limit".into(),
     ))
 }
@@ -324,7 +324,7 @@ pub fn upper_limit_scan<E: Evaluator + ?Sized>(
                 return Ok(w[0].mu + (w[1].mu - w[0].mu) * g0 / (g0 - g1));
             }
         }
-        Err(InferError::Request(format!(
+        Err(InferError::NoResult(format!(
             "CLs does not cross α = {alpha} inside the scanned range; widen it"
         )))
     };

@@ -37,14 +37,17 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let (model, source, data, mut eval, base) = a.model.prepare_fit(&a.fit)?;
     let ts = a.test_stat;
     let r = match &a.scan {
-        None => histfit_infer::upper_limit(
+        None => match histfit_infer::upper_limit(
             &mut eval,
             &data,
             a.alpha,
             ts,
             &base,
             histfit_infer::limits::DEFAULT_RTOL,
-        )?,
+        ) {
+            Err(histfit_infer::InferError::NoResult(why)) => return Ok(no_limit(&why)),
+            r => r?,
+        },
         Some(spec) => {
             let parts: Vec<&str> = spec.split(':').collect();
             let bad = || anyhow::anyhow!("--scan {spec}: expected LO:HI:N, e.g. 0:5:51");
@@ -68,8 +71,12 @@ pub fn run(a: Args) -> Result<ExitCode> {
                 &base,
                 &values,
                 &mut |d, _| bar.set(d),
-            )?;
+            );
             bar.finish();
+            let r = match r {
+                Err(histfit_infer::InferError::NoResult(why)) => return Ok(no_limit(&why)),
+                r => r?,
+            };
             r
         }
     };
@@ -131,4 +138,11 @@ fn run_grid(a: &Args) -> Result<ExitCode> {
         },
     )?;
     Ok(g.exit_code())
+}
+
+/// A limit that has no answer in the range asked: said on stderr, exit status 3 — as a grid's
+/// point without a limit — not 2, which is bad input.
+fn no_limit(why: &str) -> ExitCode {
+    eprintln!("error: no upper limit: {why}");
+    ExitCode::from(3)
 }
