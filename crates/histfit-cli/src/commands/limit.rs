@@ -73,11 +73,10 @@ pub fn run(a: Args) -> Result<ExitCode> {
                 &mut |d, _| bar.set(d),
             );
             bar.finish();
-            let r = match r {
+            match r {
                 Err(histfit_infer::InferError::NoResult(why)) => return Ok(no_limit(&why)),
                 r => r?,
-            };
-            r
+            }
         }
     };
     super::warn_all(&r.warnings);
