@@ -40,6 +40,14 @@ fn gauss_integral(g: &mut Graph, a: Id, b: Id) -> Id {
     g.scale(d, SQRT_PI_2)
 }
 
+/// ∫_a^b e^(−((x − μ)/σ)²/2) dx = σ ∫ over z of e^(−z²/2).
+fn gauss_mass(g: &mut Graph, a: Id, b: Id, mu: Id, sigma: Id) -> Id {
+    let (da, db) = (g.sub(a, mu), g.sub(b, mu));
+    let (za, zb) = (g.div(da, sigma), g.div(db, sigma));
+    let i = gauss_integral(g, za, zb);
+    g.mul(i, sigma)
+}
+
 /// Gaussian N(x | μ, σ) over the domain.
 pub fn gaussian(g: &mut Graph, x: Id, mu: Id, sigma: Id, dom: Domain) -> Id {
     let d = g.sub(x, mu);
@@ -47,10 +55,7 @@ pub fn gaussian(g: &mut Graph, x: Id, mu: Id, sigma: Id, dom: Domain) -> Id {
     let z2 = g.powi(z, 2);
     let log_shape = g.scale(z2, -0.5);
     let (lo, hi) = (g.constant(dom.lo), g.constant(dom.hi));
-    let (dl, dh) = (g.sub(lo, mu), g.sub(hi, mu));
-    let (zl, zh) = (g.div(dl, sigma), g.div(dh, sigma));
-    let i = gauss_integral(g, zl, zh);
-    let n = g.mul(i, sigma);
+    let n = gauss_mass(g, lo, hi, mu, sigma);
     let log_norm = g.log(n);
     normalised(g, log_shape, log_norm)
 }
@@ -75,10 +80,7 @@ pub fn bifurcated_gaussian(
     let left_hi = g.min(hi, mu);
     let right_lo = g.max(lo, mu);
     let side = |g: &mut Graph, a: Id, b: Id, s: Id| {
-        let (da, db) = (g.sub(a, mu), g.sub(b, mu));
-        let (za, zb) = (g.div(da, s), g.div(db, s));
-        let i = gauss_integral(g, za, zb);
-        let part = g.mul(i, s);
+        let part = gauss_mass(g, a, b, mu, s);
         let width = g.sub(b, a);
         g.select(width, part, zero)
     };
@@ -330,10 +332,7 @@ pub fn lognormal(g: &mut Graph, x: Id, mu: Id, sigma: Id, dom: Domain) -> Id {
     let log_shape = g.sub(h, lx);
     // ∫ = σ √(π/2) (erf(z_hi/√2) − erf(z_lo/√2)) in z = (ln x − μ)/σ.
     let (llo, lhi) = (g.constant(dom.lo.ln()), g.constant(dom.hi.ln()));
-    let (a, b) = (g.sub(llo, mu), g.sub(lhi, mu));
-    let (za, zb) = (g.div(a, sigma), g.div(b, sigma));
-    let i = gauss_integral(g, za, zb);
-    let n = g.mul(i, sigma);
+    let n = gauss_mass(g, llo, lhi, mu, sigma);
     let log_norm = g.log(n);
     normalised(g, log_shape, log_norm)
 }
