@@ -34,7 +34,7 @@ def main():
     a = ap.parse_args()
     ws = histfit.Workspace(a.workspace)
     m = ws.model(interp=a.interp)
-    gen = histfit.fit(m, ws.data(m)).bestfit
+    gen = histfit.fit(ws.data(m), m).bestfit
     init, bounds, fixed = m.suggested_init(), m.suggested_bounds(), m.fixed()
     rng = np.random.default_rng(99)
     # Per toy: twice_nll of each random search relative to the search from the generating point
@@ -42,9 +42,9 @@ def main():
     rel = np.full((a.toys, a.starts), np.nan)
     for t in range(a.toys):
         data = m.toy_data(gen, a.seed, t)
-        first = histfit.fit(m, data, init=gen, starts=0).twice_nll
+        first = histfit.fit(data, m, init=gen, starts=0).twice_nll
         for k in range(a.starts):
-            r = histfit.fit(m, data, init=random_point(rng, init, bounds, fixed), starts=0)
+            r = histfit.fit(data, m, init=random_point(rng, init, bounds, fixed), starts=0)
             if r.converged:
                 rel[t, k] = r.twice_nll - first
     lower = np.nanmin(np.where(np.isnan(rel), np.inf, rel), axis=1) < -1e-6

@@ -71,7 +71,7 @@ def main():
         gen = np.asarray(ensemble["gen_params"], dtype=float)
         a.seed, a.toys = ensemble["seed"], min(a.toys, len(ensemble["toys"]))
     else:
-        gen = histfit.fit(m, ws.data(m)).bestfit
+        gen = histfit.fit(ws.data(m), m).bestfit
     init, bounds, fixed = m.suggested_init(), m.suggested_bounds(), m.fixed()
     names = m.par_names
     # Nuisance parameters centred at 0 (normsys/histosys-like): the ones a sign flip moves.
@@ -83,7 +83,7 @@ def main():
 
     def check(t):
         data = m.toy_data(gen, a.seed, t)
-        r = histfit.fit(m, data, init=gen)
+        r = histfit.fit(data, m, init=gen)
         twice_nll, converged, reason = r.twice_nll, r.converged, r.reason
         if ensemble is not None:
             toy = ensemble["toys"][t]
@@ -94,11 +94,11 @@ def main():
         near = [i for i in centred if abs(flip[i]) < a.near]
         for i in near:
             flip[i] = -flip[i] if flip[i] != 0.0 else 0.05
-        f = histfit.fit(m, data, init=flip, starts=0)
+        f = histfit.fit(data, m, init=flip, starts=0)
         if f.converged and f.twice_nll < best:
             best, how = f.twice_nll, f"sign flip of {len(near)}"
         for k, point in enumerate(restarts[t]):
-            f = histfit.fit(m, data, init=point, starts=0)
+            f = histfit.fit(data, m, init=point, starts=0)
             if f.converged and f.twice_nll < best:
                 best, how = f.twice_nll, f"restart {k}"
         # The CPU fit is one more check of an ensemble's fit.

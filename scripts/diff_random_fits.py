@@ -105,7 +105,7 @@ def histfit_best_of_starts(histfit, hm, data, k, rng, fixed_poi=None):
         if fixed_poi is not None:
             p[hm.poi_index] = fixed_poi
             fix = {hm.poi_name: fixed_poi}
-        r = histfit.fit(hm, data, init=p, fixed=fix, starts=0)
+        r = histfit.fit(data, hm, init=p, fixed=fix, starts=0)
         if r.converged and r.twice_nll < best:
             best = r.twice_nll
     return best
@@ -140,7 +140,7 @@ def check_workspace(spec, setting, mode, starts, tol, rng, histfit, pyhf):
     if worst > 1e-9:
         out["failures"].append(f"twice_nll differs from pyhf's by {worst:.2e} relative")
     if mode == "fit":
-        h = histfit.fit(hm, data)
+        h = histfit.fit(data, hm)
         p_val, p_best = pyhf_fit(pyhf, pm, data)
         ref = math.inf if p_val is None else p_val
         multi = histfit_best_of_starts(histfit, hm, data, starts, rng) if starts else math.inf

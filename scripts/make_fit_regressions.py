@@ -47,7 +47,7 @@ def main():
         rng = np.random.default_rng([seed, index, 99])
         best = math.inf
         for p in random_points(rng, hm.suggested_init(), hm.suggested_bounds(), hm.fixed(), count):
-            r = histfit.fit(hm, data, init=p, starts=0)
+            r = histfit.fit(data, hm, init=p, starts=0)
             if r.converged:
                 best = min(best, r.twice_nll)
         out["cases"].append({"seed": seed, "index": index, "setting": setting, "workspace": spec,

@@ -129,7 +129,7 @@ def histfit_fit(histfit, spec, setting):
     model = ws.model(interp=setting)
     data = ws.data(model)
     t = time.time()
-    r = histfit.fit(model, data)
+    r = histfit.fit(data, model)
     return {"twice_nll": r.twice_nll, "converged": r.converged, "reason": r.reason,
             "seconds": time.time() - t, "n_pars": len(model.par_names),
             "init": model.twice_nll(model.suggested_init(), data)}

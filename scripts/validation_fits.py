@@ -24,7 +24,7 @@ for c in d['cases']:
                 refs[label] = float(-2 * m.logpdf(b, data)[0])
             except Exception as e:
                 refs[label] = None
-        hm = histfit.Workspace(spec).model(interp=setting); r = histfit.fit(hm, histfit.Workspace(spec).data(hm))
+        hm = histfit.Workspace(spec).model(interp=setting); r = histfit.fit(histfit.Workspace(spec).data(hm), hm)
         best = min(v for v in refs.values() if v is not None)
         worst = max(worst, r.twice_nll - best)
         print(f"{c['case']:40s} {setting:6s} histfit {r.twice_nll:.9f} conv={r.converged} scipy {refs['scipy']} minuit {refs['minuit']} diff {r.twice_nll-best:+.2e}")

@@ -27,6 +27,7 @@ struct Cli {
 fn main() -> ExitCode {
     timing::start();
     keep_freed_memory();
+    histfit_device::skip_display_probe();
     match Cli::parse().command.run() {
         Ok(code) => code,
         Err(e) => {

@@ -444,4 +444,32 @@ fn a_limit_without_a_crossing_exits_3() {
         "{stderr}"
     );
     assert!(!stderr.contains("panicked"));
+    // A limit above the POI's bound: exit 3 alone; in a grid, each point says the bound it lies
+    // above ("limit_above"), which the contour draws as not excluded rather than as an error.
+    let out = Command::new(env!("CARGO_BIN_EXE_histfit"))
+        .args(["limit", &ws, "--bounds", "mu=0:0.5", "--init", "mu=0.2"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("upper bound 0.5"), "{stderr}");
+    let out = Command::new(env!("CARGO_BIN_EXE_histfit"))
+        .args([
+            "limit",
+            &ws,
+            "--patchset",
+            &fixture("simple_patchset.json"),
+            "--bounds",
+            "mu=0:0.5",
+            "--init",
+            "mu=0.2",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for p in doc["points"].as_array().unwrap() {
+        assert_eq!(p["limit_above"], 0.5, "{p}");
+    }
 }

@@ -123,6 +123,23 @@ fn inference_commands_report_json() {
     assert!(pts
         .iter()
         .all(|p| p["delta_twice_nll"].as_f64().unwrap() >= 0.0 && p["converged"] == true));
+    // Without a range the scan covers μ̂ ± 3σ̂ (issue 52, item 7: 0:3 missed tHu's μ̂ = −0.03 ±
+    // 0.15): its ends sit at 2ΔNLL ≈ 9, the middle point at μ̂.
+    let fit = run_json(&["fit", &ws, "--json"]);
+    let (mu, sigma) = (
+        fit["parameters"][0]["value"].as_f64().unwrap(),
+        fit["parameters"][0]["uncertainty"].as_f64().unwrap(),
+    );
+    let sc = run_json(&["scan", &ws, "--points", "5", "--json"]);
+    let pts = sc["points"].as_array().unwrap();
+    let at = |i: usize| pts[i]["mu"].as_f64().unwrap();
+    assert!(
+        (at(0) - (mu - 3.0 * sigma).max(0.0)).abs() < 1e-6 * sigma,
+        "{sc}"
+    );
+    assert!((at(4) - (mu + 3.0 * sigma)).abs() < 1e-6 * sigma, "{sc}");
+    let top = pts[4]["delta_twice_nll"].as_f64().unwrap();
+    assert!((5.0..13.0).contains(&top), "{sc}");
 }
 
 /// Negative numbers are values, not flags: `--mu -1` reaches the model's bounds check (the
@@ -282,6 +299,23 @@ fn devices_lists_the_cpu_and_cuda() {
     assert!(!gpus.is_empty() || v["cuda_unavailable_reason"].as_str().is_some());
 }
 
+/// On a machine with no desktop session (no XDG_RUNTIME_DIR), listing wgpu's adapters prints
+/// nothing on stderr: Mesa's device-select layer used to make libwayland print "error:
+/// XDG_RUNTIME_DIR is invalid…" twice before every wgpu command succeeded (issue 52, item 4).
+#[test]
+fn wgpu_commands_print_no_display_errors_without_a_session() {
+    let out = Command::new(env!("CARGO_BIN_EXE_histfit"))
+        .args(["devices"])
+        .env_remove("XDG_RUNTIME_DIR")
+        .env_remove("NODEVICE_SELECT")
+        .env_remove("MESA_VK_DEVICE_SELECT")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("XDG_RUNTIME_DIR"), "{err}");
+}
+
 /// q̃ with a POI allowed below 0 is q in effect: said in the warnings (as pyhf warns), without
 /// marking the result unconverged; with a POI bounded at 0, or with q, nothing is said.
 #[test]
@@ -429,6 +463,17 @@ fn patchset_grids_equal_separate_runs() {
         assert_eq!(lines.len(), 3, "{text}");
         assert!(lines[0].starts_with("patch,mass,"), "{text}");
         assert!(lines[1].starts_with("signal_100,100,"), "{text}");
+        // Numbers as a person writes them (0.847…, not 8.47…e-1), each read back exactly.
+        let cells: Vec<&str> = lines[1].split(',').collect();
+        let obs = cells[2];
+        assert!(!obs.contains('e'), "{text}");
+        let first = &grid["points"][0];
+        let key = if cmd == "limit" { "obs" } else { "cls_obs" };
+        assert_eq!(
+            obs.parse::<f64>().unwrap(),
+            first[key].as_f64().unwrap(),
+            "{text}"
+        );
     }
     let one = run_json(&[
         "limit",

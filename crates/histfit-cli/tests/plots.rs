@@ -167,6 +167,10 @@ fn brazil_and_scan_draw_the_documents_values() {
         .filter(|s| s["type"] == "text")
         .collect();
     assert!(texts.iter().any(|t| t["x"] == limit["obs"]));
+    // Text grows with the picture (issue 52, item 7): twice the default size, twice the fonts.
+    assert_eq!(drawn["figure"]["font_scale"], 1.0);
+    let big = plot("brazil", &doc, &["--size", "1600x1200"]);
+    assert_eq!(big["figure"]["font_scale"], 2.0);
 
     let (doc, scan) = document(
         "scan",
@@ -198,7 +202,7 @@ fn constrained(fit: &Value) -> Vec<&Value> {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|p| p.get("pull").is_some())
+        .filter(|p| p.get("pull").is_some() && p["fixed"] != true)
         .collect()
 }
 
@@ -238,7 +242,16 @@ fn pulls_without_constraints_draw_without_bars() {
 
 #[test]
 fn fit_documents_draw_pulls_and_correlations() {
-    let (doc, fit) = document("fit", &["fit", &fixture("complex_workspace.json")]);
+    // lumi held at its nominal value has no pull to draw (issue 52, item 7: it was drawn 0 ± 0).
+    let (doc, fit) = document(
+        "fit",
+        &["fit", &fixture("complex_workspace.json"), "--fix", "lumi=1"],
+    );
+    assert!(fit["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p["name"] == "lumi" && p["fixed"] == true && p.get("pull").is_some()));
     let drawn = plot("pulls", &doc, &[]);
     let pulls = series(&drawn, 0, "pull ± constraint");
     let constrained = constrained(&fit);
@@ -285,6 +298,24 @@ fn fit_documents_draw_pulls_and_correlations() {
         names.contains(&"mu".to_string()),
         "the POI is kept: {names:?}"
     );
+    // Each cell's value written in it, and a colour bar from −1 to +1 beside the matrix (issue
+    // 52, item 7).
+    let texts: Vec<&str> = drawn["figure"]["panels"][0]["elements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "text")
+        .map(|e| e["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts.len(), 16);
+    assert_eq!(texts[1], format!("{:.2}", cells[1]));
+    let bar = &drawn["figure"]["panels"][1];
+    assert_eq!(bar["y"]["label"], "correlation");
+    let scale = floats(&bar["elements"][0]["values"]);
+    assert!(
+        scale[0] < -0.98 && scale[scale.len() - 1] > 0.98,
+        "{scale:?}"
+    );
 }
 
 #[test]
@@ -292,11 +323,23 @@ fn ranking_draws_impacts_and_pulls() {
     let (doc, ranking) = document("ranking", &["ranking", &fixture("complex_workspace.json")]);
     let drawn = plot("ranking", &doc, &["--top", "5"]);
     let entries = &ranking["entries"].as_array().unwrap()[..5];
+    // Panels: the legend in a row of its own above the bars (where it hides none), the bars,
+    // an empty place, the pulls.
+    let panels = drawn["figure"]["panels"].as_array().unwrap();
+    assert_eq!(panels[0]["axes"], false);
+    assert_eq!(panels[1]["legend"], false);
     for (label, key) in [
-        ("post-fit impact, θ = θ̂ + σ̂", "impact_postfit_up"),
-        ("pre-fit impact, θ = θ̂ − σ", "impact_prefit_down"),
+        (
+            "post-fit impact, θ at +1σ (post-fit σ)",
+            "impact_postfit_up",
+        ),
+        ("pre-fit impact, θ at −1σ (pre-fit σ)", "impact_prefit_down"),
     ] {
-        let rects = series(&drawn, 0, label)["rects"].as_array().unwrap();
+        assert!(series(&drawn, 0, label)["rects"]
+            .as_array()
+            .unwrap()
+            .is_empty());
+        let rects = series(&drawn, 1, label)["rects"].as_array().unwrap();
         assert_eq!(rects.len(), entries.len(), "{label}");
         for (r, e) in rects.iter().zip(entries) {
             let v = e[key].as_f64().unwrap();
@@ -304,26 +347,46 @@ fn ranking_draws_impacts_and_pulls() {
             assert_eq!((lo, hi), (v.min(0.0), v.max(0.0)), "{label}");
         }
     }
-    let pulls = series(&drawn, 1, "pull ± constraint");
+    let pulls = series(&drawn, 3, "pull ± constraint");
     let with_pull: Vec<f64> = entries.iter().filter_map(|e| e["pull"].as_f64()).collect();
     assert_eq!(floats(&pulls["xs"]), with_pull);
+    // The pull panel has the ±1σ and ±2σ bands, as the pulls plot.
+    let bands: Vec<f64> = panels[3]["elements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "rects")
+        .map(|e| e["rects"][0][1].as_f64().unwrap())
+        .collect();
+    assert_eq!(bands, [2.0, 1.0]);
 }
 
 #[test]
 fn yields_stack_the_samples_over_the_data() {
-    let (doc, yields) = document(
+    let (_, mut yields) = document(
         "yields",
-        &[
-            "yields",
-            &fixture("two_channel_workspace.json"),
-            "--postfit",
-        ],
+        &["yields", &fixture("complex_workspace.json"), "--postfit"],
     );
-    let drawn = plot("yields", &doc, &[]);
+    // The samples in reverse, so that the signal comes first in the document: it is still
+    // stacked on top (issue 52, item 7).
+    for ch in yields["channels"].as_array_mut().unwrap() {
+        ch["samples"].as_array_mut().unwrap().reverse();
+    }
+    assert!(yields["channels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|ch| ch["samples"][0]["signal"] == true && ch["samples"][1]["signal"] == false));
+    let path = dir().join("yields-reversed.json");
+    std::fs::write(&path, yields.to_string()).unwrap();
+    let drawn = plot("yields", path.to_str().unwrap(), &[]);
     for (c, ch) in yields["channels"].as_array().unwrap().iter().enumerate() {
         let panel = c * 2;
         let mut stacked = vec![0.0; floats(&ch["data"]).len()];
-        for s in ch["samples"].as_array().unwrap() {
+        // The signal (the samples the POI scales) stacked on top of the backgrounds.
+        let mut samples: Vec<&Value> = ch["samples"].as_array().unwrap().iter().collect();
+        samples.sort_by_key(|s| s["signal"] == true);
+        for s in samples {
             let rects = series(&drawn, panel, s["name"].as_str().unwrap())["rects"]
                 .as_array()
                 .unwrap();
@@ -361,6 +424,12 @@ fn the_contour_of_a_grid_document() {
     }
     points
         .push(serde_json::json!({"patch": "failed", "values": [500.0, 0.0], "error": "no limit"}));
+    // A point whose limit lies above the POI's bound is not excluded, not an error (issue 52,
+    // item 7: it was marked red "no limit (error)").
+    points.push(
+        serde_json::json!({"patch": "above", "values": [100.0, 150.0],
+        "error": "CLs stays above α up to the POI's upper bound 10", "limit_above": 10.0}),
+    );
     let doc = serde_json::json!({"kind": "limit", "labels": ["m1", "m2"], "points": points});
     let path = dir().join("grid.json");
     std::fs::write(&path, doc.to_string()).unwrap();
@@ -405,6 +474,10 @@ fn the_contour_of_a_grid_document() {
     assert_eq!(
         floats(&series(&drawn, 0, "no limit (error)")["xs"]),
         vec![500.0]
+    );
+    assert_eq!(
+        floats(&series(&drawn, 0, "limit above the POI bound (not excluded)")["ys"]),
+        vec![150.0]
     );
 }
 

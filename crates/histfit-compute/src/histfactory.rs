@@ -238,6 +238,9 @@ pub struct BinYields {
     pub name: String,
     pub yields: Vec<f64>,
     pub uncertainties: Vec<f64>,
+    /// A sample the POI scales (a normfactor that is the POI): the signal, which plots stack on
+    /// top of the backgrounds.
+    pub signal: bool,
 }
 
 /// A channel's yields: per sample, the total and the data.
@@ -313,7 +316,10 @@ pub fn yields(
         let mut rows = Vec::with_capacity(samples.len());
         for smp in samples {
             let sbs: Vec<usize> = (smp.sb_start..smp.sb_start + smp.n_bins).collect();
+            let scaled_by =
+                &model.scale_factors[smp.scale_factors.0 as usize..smp.scale_factors.1 as usize];
             rows.push(BinYields {
+                signal: model.poi.is_some_and(|p| scaled_by.contains(&(p as u32))),
                 name: smp.name.clone(),
                 yields: sbs.iter().map(|&sb| at[sb]).collect(),
                 uncertainties: sbs
@@ -323,6 +329,7 @@ pub fn yields(
             });
         }
         let mut total = BinYields {
+            signal: false,
             name: "total".into(),
             yields: vec![0.0; ch.n_bins],
             uncertainties: vec![0.0; ch.n_bins],

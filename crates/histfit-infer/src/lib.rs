@@ -72,6 +72,12 @@ pub enum InferError {
     /// does not cross α): not bad input.
     #[error("{0}")]
     NoResult(String),
+    /// An upper limit above the POI's upper bound: CLs stays above α up to `bound` (for the
+    /// observed limit or one of the expected ones), so the hypothesis is not excluded there.
+    #[error(
+        "CLs stays above α up to the POI's upper bound {bound}: raise the bound to find the limit"
+    )]
+    AboveBound { bound: f64 },
     #[error(transparent)]
     Compute(#[from] histfit_compute::ComputeError),
 }

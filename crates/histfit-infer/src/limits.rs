@@ -176,9 +176,7 @@ fn solve(
             fa = g(a)?;
         } else {
             if b >= hi {
-                return Err(InferError::NoResult(format!(
-                    "CLs stays above α up to the POI's upper bound {hi}: raise the bound to find the limit"
-                )));
+                return Err(InferError::AboveBound { bound: hi });
             }
             a = b;
             fa = fb;

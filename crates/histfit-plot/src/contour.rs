@@ -31,6 +31,8 @@ pub fn figure(doc: &Value) -> Result<Figure, PlotError> {
         .unwrap_or_default();
     let mut sites = Vec::new();
     let mut failed = Vec::new();
+    // Points whose limit lies above the POI's bound (≥ 1): not excluded, not an error.
+    let mut above = Vec::new();
     for (i, p) in points.iter().enumerate() {
         let place = format!("points[{i}]");
         let values = numbers(&p["values"], &format!("{place}.values"))?;
@@ -41,7 +43,10 @@ pub fn figure(doc: &Value) -> Result<Figure, PlotError> {
             )));
         }
         if p.get("error").is_some() {
-            failed.push((values[0], values[1]));
+            match p.get("limit_above").and_then(Value::as_f64) {
+                Some(b) if b >= 1.0 => above.push((values[0], values[1])),
+                _ => failed.push((values[0], values[1])),
+            }
             continue;
         }
         let obs = number(&p["obs"], &format!("{place}.obs"))?;
@@ -104,14 +109,9 @@ pub fn figure(doc: &Value) -> Result<Figure, PlotError> {
             .filter_map(|t| crossing(t.map(|i| (sites[i].x, sites[i].y, sites[i].ln[k]))))
             .collect()
     };
-    let x = span(
-        sites.iter().map(|s| s.x).chain(failed.iter().map(|f| f.0)),
-        0.03,
-    );
-    let y = span(
-        sites.iter().map(|s| s.y).chain(failed.iter().map(|f| f.1)),
-        0.03,
-    );
+    let others = || failed.iter().chain(&above);
+    let x = span(sites.iter().map(|s| s.x).chain(others().map(|f| f.0)), 0.03);
+    let y = span(sites.iter().map(|s| s.y).chain(others().map(|f| f.1)), 0.03);
     let label = |i: usize| labels.get(i).cloned().unwrap_or_default();
     let mut panel = Panel::new("", Axis::new(label(0), x), Axis::new(label(1), y));
     panel.elements = vec![
@@ -143,6 +143,16 @@ pub fn figure(doc: &Value) -> Result<Figure, PlotError> {
             color: GREY.with_alpha(0.6),
         },
     ];
+    if !above.is_empty() {
+        panel.elements.push(Element::Points {
+            label: Some("limit above the POI bound (not excluded)".into()),
+            xs: above.iter().map(|f| f.0).collect(),
+            ys: above.iter().map(|f| f.1).collect(),
+            x_err: None,
+            y_err: None,
+            color: BLUE.with_alpha(0.6),
+        });
+    }
     if !failed.is_empty() {
         panel.elements.push(Element::Points {
             label: Some("no limit (error)".into()),

@@ -218,6 +218,9 @@ pub struct Panel {
     /// False for a panel that is only a legend (of a figure's panels): no axes, its elements
     /// drawn only as legend entries.
     pub axes: bool,
+    /// Drawn against the panel above it with no gap (a ratio panel under its distribution,
+    /// sharing its x axis): no top margin and no title.
+    pub attached: bool,
 }
 
 impl Panel {
@@ -230,6 +233,7 @@ impl Panel {
             legend: true,
             visible: true,
             axes: true,
+            attached: false,
         }
     }
 
@@ -262,6 +266,9 @@ pub struct Figure {
     pub row_weights: Vec<f64>,
     /// Row-major: column 0's rows, then column 1's, … (`columns × row_weights.len()`).
     pub panels: Vec<Panel>,
+    /// Factor on every font size (and the room kept for labels): 1 at the size a kind picks,
+    /// growing with `--size` so that text keeps its share of a larger picture.
+    pub font_scale: f64,
 }
 
 impl Figure {
@@ -274,6 +281,7 @@ impl Figure {
             column_weights: vec![1.0],
             row_weights: vec![1.0],
             panels: vec![panel],
+            font_scale: 1.0,
         }
     }
 }

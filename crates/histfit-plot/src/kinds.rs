@@ -5,6 +5,10 @@ use crate::figure::*;
 use crate::{field, list_field, number, numbers, PlotError};
 use serde_json::Value;
 
+/// The pull axis. Written without θ̂: a combining circumflex is drawn beside its letter, not
+/// over it, by the SVG/PNG renderer.
+const PULL_AXIS: &str = "pull (θ − θ₀) / σ₀ at the best fit";
+
 fn text(v: &Value) -> String {
     v.as_str()
         .map(str::to_string)
@@ -170,6 +174,10 @@ pub fn pulls(doc: &Value, top: Option<usize>) -> Result<Figure, PlotError> {
     )?;
     let mut rows: Vec<(String, f64, f64)> = Vec::new();
     for (i, p) in params.iter().enumerate() {
+        // A parameter the fit held (lumi fixed at its nominal value) has no pull to show.
+        if p["fixed"] == true {
+            continue;
+        }
         if let (Some(pull), Some(c)) = (p.get("pull"), p.get("constraint")) {
             // A constraint not computed (null: above the dense-Hessian limit only the POI's
             // uncertainty is) draws the pull without a bar.
@@ -207,7 +215,7 @@ pub fn pulls(doc: &Value, top: Option<usize>) -> Result<Figure, PlotError> {
             .map(|(i, r)| (ypos(i), r.0.clone()))
             .collect(),
     );
-    let mut panel = Panel::new("", Axis::new("(θ̂ − θ₀) / σ₀", x), y_axis);
+    let mut panel = Panel::new("", Axis::new(PULL_AXIS, x), y_axis);
     panel.elements = vec![
         Element::Rects {
             label: Some("±2σ".into()),
@@ -261,8 +269,7 @@ pub fn ranking(doc: &Value, top: usize) -> Result<Figure, PlotError> {
     }
     let n = rows.len();
     let ypos = |i: usize| (n - 1 - i) as f64;
-    // Two rows of headroom for the legend.
-    let y = (-0.7, n as f64 + 1.7);
+    let y = (-0.7, n as f64 - 0.3);
     let reach = rows
         .iter()
         .flat_map(|r| r.1.iter().map(|v| v.abs()))
@@ -288,10 +295,18 @@ pub fn ranking(doc: &Value, top: usize) -> Result<Figure, PlotError> {
     };
     // Pre-fit impacts wide and light, post-fit ones narrow and dark.
     let impacts = [
-        ("pre-fit impact, θ = θ̂ + σ", 0.38, BLUE.with_alpha(0.25)),
-        ("pre-fit impact, θ = θ̂ − σ", 0.38, RED.with_alpha(0.25)),
-        ("post-fit impact, θ = θ̂ + σ̂", 0.25, BLUE),
-        ("post-fit impact, θ = θ̂ − σ̂", 0.25, RED),
+        (
+            "pre-fit impact, θ at +1σ (pre-fit σ)",
+            0.38,
+            BLUE.with_alpha(0.25),
+        ),
+        (
+            "pre-fit impact, θ at −1σ (pre-fit σ)",
+            0.38,
+            RED.with_alpha(0.25),
+        ),
+        ("post-fit impact, θ at +1σ (post-fit σ)", 0.25, BLUE),
+        ("post-fit impact, θ at −1σ (post-fit σ)", 0.25, RED),
     ];
     panel.elements = impacts
         .iter()
@@ -313,9 +328,14 @@ pub fn ranking(doc: &Value, top: usize) -> Result<Figure, PlotError> {
     let reach = pulls.iter().map(|p| p.1.abs() + p.2).fold(2.0, f64::max) * 1.1;
     let mut blank = Axis::new("", y);
     blank.ticks = Some((0..n).map(|i| (ypos(i), String::new())).collect());
-    let mut pull_panel = Panel::new("pulls", Axis::new("(θ̂ − θ₀)/σ₀", (-reach, reach)), blank);
+    let mut pull_panel = Panel::new("pulls", Axis::new(PULL_AXIS, (-reach, reach)), blank);
     pull_panel.legend = false;
     pull_panel.elements = vec![
+        Element::Rects {
+            label: None,
+            rects: vec![[-2.0, 2.0, y.0, y.1]],
+            color: YELLOW_BAND.with_alpha(0.35),
+        },
         Element::Rects {
             label: None,
             rects: vec![[-1.0, 1.0, y.0, y.1]],
@@ -331,14 +351,36 @@ pub fn ranking(doc: &Value, top: usize) -> Result<Figure, PlotError> {
             color: BLACK,
         },
     ];
-    let height = (160 + 26 * n as u32).max(420);
+    // The legend in a row of its own above the bars, where it hides none of them.
+    let legend = Panel::legend_only(
+        panel
+            .elements
+            .iter()
+            .filter_map(|e| match e {
+                Element::Rects {
+                    label: Some(l),
+                    color,
+                    ..
+                } => Some(Element::Rects {
+                    label: Some(l.clone()),
+                    rects: Vec::new(),
+                    color: *color,
+                }),
+                _ => None,
+            })
+            .collect(),
+    );
+    panel.legend = false;
+    let bars = (60 + 26 * n as u32).max(300);
+    const LEGEND: u32 = 110;
     Ok(Figure {
         width: 1200,
-        height,
+        height: bars + LEGEND + 40,
         title: format!("Impact on {poi}"),
         column_weights: vec![0.74, 0.26],
-        row_weights: vec![1.0],
-        panels: vec![panel, pull_panel],
+        row_weights: vec![LEGEND as f64, bars as f64],
+        panels: vec![legend, panel, Panel::empty(), pull_panel],
+        font_scale: 1.0,
     })
 }
 
@@ -395,12 +437,13 @@ pub fn correlation(doc: &Value, top: usize) -> Result<Figure, PlotError> {
             let y = (k - 1 - a) as f64;
             rects.push([b as f64 - 0.5, b as f64 + 0.5, y - 0.5, y + 0.5]);
             values.push(rows[i][j]);
-            if k <= 20 {
+            // Each cell's value written in it while the cells are large enough to hold it.
+            if k <= 30 {
                 labels.push(Element::Text {
                     x: b as f64 - 0.3,
                     y: y + 0.15,
                     text: format!("{:.2}", rows[i][j]),
-                    size: 11,
+                    size: if k <= 20 { 11 } else { 9 },
                     color: BLACK,
                 });
             }
@@ -428,13 +471,36 @@ pub fn correlation(doc: &Value, top: usize) -> Result<Figure, PlotError> {
     panel.elements.extend(labels);
     panel.legend = false;
     let longest = names.iter().map(|n| n.chars().count()).max().unwrap_or(0) as u32;
-    let side = (200 + 40 * k as u32).clamp(500, 1600);
-    Ok(Figure::single(
-        "Correlations (fit)",
-        panel,
-        side + 7 * longest,
-        side + 7 * longest,
-    ))
+    let side = (200 + 40 * k as u32).clamp(500, 1600) + 7 * longest;
+    const BAR: u32 = 170;
+    Ok(Figure {
+        width: side + BAR,
+        height: side,
+        title: "Correlations (fit)".into(),
+        column_weights: vec![side as f64, BAR as f64],
+        row_weights: vec![1.0],
+        panels: vec![panel, colour_bar(longest as usize)],
+        font_scale: 1.0,
+    })
+}
+
+/// The scale of the correlation cells' colours: −1 (blue) to +1 (red) in 100 steps, as tall as
+/// the matrix beside it (its x axis keeps the room of the matrix's vertical names, blank).
+fn colour_bar(longest_name: usize) -> Panel {
+    const STEPS: usize = 100;
+    let edge = |i: usize| -1.0 + 2.0 * i as f64 / STEPS as f64;
+    let mut x = Axis::new("", (0.0, 1.0));
+    x.ticks = Some(vec![(0.5, " ".repeat(longest_name.max(1)))]);
+    x.vertical_labels = true;
+    let mut bar = Panel::new("", x, Axis::new("correlation", (-1.0, 1.0)));
+    bar.legend = false;
+    bar.elements.push(Element::Cells {
+        rects: (0..STEPS)
+            .map(|i| [0.0, 1.0, edge(i), edge(i + 1)])
+            .collect(),
+        values: (0..STEPS).map(|i| 0.5 * (edge(i) + edge(i + 1))).collect(),
+    });
+    bar
 }
 
 /// Stacked yields per channel (`histfit yields [--postfit] --json`): samples stacked per bin, the
@@ -474,7 +540,11 @@ pub fn yields(doc: &Value) -> Result<Figure, PlotError> {
         let samples = array(&ch["samples"], &format!("{place}.samples"))?;
         let mut stacked = vec![0.0; nb];
         let mut main = Vec::new();
-        for (s, smp) in samples.iter().enumerate() {
+        // Backgrounds in the model's order from the bottom, the signal (the samples the POI
+        // scales) on top of them.
+        let mut order: Vec<(usize, &Value)> = samples.iter().enumerate().collect();
+        order.sort_by_key(|(_, smp)| smp["signal"] == true);
+        for (s, smp) in order {
             let y = numbers(&smp["yields"], &format!("{place}.samples[{s}].yields"))?;
             if y.len() != nb {
                 return Err(PlotError::Document(format!(
@@ -565,6 +635,7 @@ pub fn yields(doc: &Value) -> Result<Figure, PlotError> {
             Axis::new("data / pred.", (1.0 - reach * 1.1, 1.0 + reach * 1.1)),
         );
         ratio_panel.legend = false;
+        ratio_panel.attached = true;
         ratio_panel.elements = vec![
             Element::Band {
                 label: None,
@@ -646,6 +717,7 @@ pub fn yields(doc: &Value) -> Result<Figure, PlotError> {
         column_weights,
         row_weights,
         panels: grid,
+        font_scale: 1.0,
     })
 }
 

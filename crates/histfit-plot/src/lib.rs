@@ -75,6 +75,10 @@ pub fn figure(kind: &str, doc: &Value, opts: &Options) -> Result<Figure, PlotErr
         }
     };
     if let Some((w, h)) = opts.size {
+        // Text grows with the picture: by the smaller of the two stretches, so that it still
+        // fits the side that grew least.
+        let stretch = (w as f64 / fig.width as f64).min(h as f64 / fig.height as f64);
+        fig.font_scale = stretch.clamp(0.5, 4.0);
         fig.width = w;
         fig.height = h;
     }

@@ -3,6 +3,7 @@
 
 use crate::figure::{Color, Element, Figure, Panel};
 use crate::PlotError;
+
 use plotters::coord::Shift;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
@@ -57,10 +58,12 @@ fn draw<DB: DrawingBackend>(
     figure: &Figure,
 ) -> Result<(), PlotError> {
     root.fill(&WHITE).map_err(err)?;
+    let px = Scale(figure.font_scale);
     let root = if figure.title.is_empty() {
         root.clone()
     } else {
-        root.titled(&figure.title, (FAMILY, 22)).map_err(err)?
+        root.titled(&figure.title, (FAMILY, px.of(22)))
+            .map_err(err)?
     };
     let rows = figure.row_weights.len();
     for (c, column) in split(&root, &figure.column_weights, false)
@@ -69,11 +72,21 @@ fn draw<DB: DrawingBackend>(
     {
         for (r, area) in split(column, &figure.row_weights, true).iter().enumerate() {
             if let Some(panel) = figure.panels.get(c * rows + r).filter(|p| p.visible) {
-                draw_panel(area, panel)?;
+                draw_panel(area, panel, px)?;
             }
         }
     }
     Ok(())
+}
+
+/// Font sizes and the room kept for text, in pixels at the figure's font scale.
+#[derive(Clone, Copy)]
+struct Scale(f64);
+
+impl Scale {
+    fn of(self, v: u32) -> u32 {
+        ((v as f64 * self.0).round() as u32).max(1)
+    }
 }
 
 /// Splits an area into parts sized by `weights`, top to bottom or left to right.
@@ -116,24 +129,41 @@ fn category(ticks: &[(f64, String)], v: f64) -> String {
 fn draw_panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     p: &Panel,
+    px: Scale,
 ) -> Result<(), PlotError> {
     let longest = |ticks: &Option<Vec<(f64, String)>>| {
         ticks
             .as_ref()
             .map(|t| t.iter().map(|(_, l)| l.chars().count()).max().unwrap_or(0) as u32)
     };
-    let y_label_width = longest(&p.y.ticks).map_or(70, |n| 30 + 7 * n);
+    // An x axis with no label and no tick text belongs to a panel with another one attached
+    // below (a distribution over its ratio): no room is kept for its text.
+    let x_hidden = p.x.label.is_empty()
+        && p.x
+            .ticks
+            .as_ref()
+            .is_some_and(|t| t.iter().all(|(_, l)| l.is_empty()));
+    let y_label_width = longest(&p.y.ticks).map_or(px.of(70), |n| px.of(30 + 7 * n));
     let x_label_height = match longest(&p.x.ticks) {
-        Some(n) if p.x.vertical_labels => 30 + 7 * n,
-        _ => 45,
+        _ if x_hidden => px.of(6),
+        Some(n) if p.x.vertical_labels => px.of(30 + 7 * n),
+        _ => px.of(45),
     };
     let mut builder = ChartBuilder::on(area);
-    builder.margin(12);
+    builder.margin(px.of(12));
+    if p.attached {
+        builder.margin_top(0);
+    }
+    if x_hidden {
+        builder.margin_bottom(0);
+    }
     if p.axes {
+        if !p.title.is_empty() && !p.attached {
+            builder.caption(&p.title, (FAMILY, px.of(16)));
+        }
         builder
-            .caption(&p.title, (FAMILY, 16))
-            .x_label_area_size(x_label_height.min(320))
-            .y_label_area_size(y_label_width.min(320));
+            .x_label_area_size(x_label_height.min(px.of(320)))
+            .y_label_area_size(y_label_width.min(px.of(320)));
     }
     let mut chart = builder
         .build_cartesian_2d(p.x.range.0..p.x.range.1, p.y.range.0..p.y.range.1)
@@ -142,8 +172,8 @@ fn draw_panel<DB: DrawingBackend>(
         let mut mesh = chart.configure_mesh();
         mesh.x_desc(&p.x.label)
             .y_desc(&p.y.label)
-            .label_style((FAMILY, 12))
-            .axis_desc_style((FAMILY, 14))
+            .label_style((FAMILY, px.of(12)))
+            .axis_desc_style((FAMILY, px.of(14)))
             .light_line_style(WHITE.mix(0.0));
         let x_ticks = p.x.ticks.clone();
         let y_ticks = p.y.ticks.clone();
@@ -170,7 +200,11 @@ fn draw_panel<DB: DrawingBackend>(
         }
         if p.x.vertical_labels {
             // Anchored at the text's start, so each name hangs down from its tick.
-            mesh.x_label_style((FAMILY, 12).into_font().transform(FontTransform::Rotate90));
+            mesh.x_label_style(
+                (FAMILY, px.of(12))
+                    .into_font()
+                    .transform(FontTransform::Rotate90),
+            );
         }
         mesh.x_label_formatter(&fx).y_label_formatter(&fy);
         mesh.draw().map_err(err)?;
@@ -203,9 +237,7 @@ fn draw_panel<DB: DrawingBackend>(
                         };
                         if let Some(l) = label {
                             labelled = true;
-                            anno.label(l.as_str()).legend(move |(x, y)| {
-                                PathElement::new(vec![(x, y), (x + 20, y)], style)
-                            });
+                            anno.label(l.as_str()).legend(line_sample(*dashed, style));
                         }
                         if *markers {
                             $chart
@@ -332,9 +364,7 @@ fn draw_panel<DB: DrawingBackend>(
                         };
                         if let Some(l) = label {
                             labelled = true;
-                            anno.label(l.as_str()).legend(move |(x, y)| {
-                                PathElement::new(vec![(x, y), (x + 20, y)], style)
-                            });
+                            anno.label(l.as_str()).legend(line_sample(*dashed, style));
                         }
                     }
                     Element::Text {
@@ -344,7 +374,7 @@ fn draw_panel<DB: DrawingBackend>(
                         size,
                         color,
                     } => {
-                        let font = (FAMILY, *size).into_font().color(&rgba(*color));
+                        let font = (FAMILY, px.of(*size)).into_font().color(&rgba(*color));
                         $chart
                             .$draw(std::iter::once(plotters::element::Text::new(
                                 text.clone(),
@@ -361,7 +391,7 @@ fn draw_panel<DB: DrawingBackend>(
         ($chart:ident, $position:expr) => {
             $chart
                 .configure_series_labels()
-                .label_font((FAMILY, 12))
+                .label_font((FAMILY, px.of(12)))
                 .background_style(WHITE.mix(0.85))
                 .border_style(BLACK)
                 .position($position)
@@ -381,6 +411,15 @@ fn draw_panel<DB: DrawingBackend>(
         );
     }
     Ok(())
+}
+
+/// A line's sample in the legend, drawn as the line is: dashed or solid.
+fn line_sample(
+    dashed: bool,
+    style: ShapeStyle,
+) -> impl Fn((i32, i32)) -> DashedPathElement<std::vec::IntoIter<(i32, i32)>, u32> {
+    let (dash, gap) = if dashed { (5, 3) } else { (20, 0) };
+    move |(x, y)| DashedPathElement::new(vec![(x, y), (x + 20, y)], dash, gap, style)
 }
 
 /// Blue (−1) – white (0) – red (+1).
@@ -405,5 +444,36 @@ fn format_tick(v: f64) -> String {
         format!("{v:.3e}")
     } else {
         s.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::figure::{Axis, Panel, BLACK};
+
+    /// The SVG of a panel holding one labelled line, drawn only in the legend (no points).
+    fn legend_of_line(dashed: bool) -> String {
+        let mut panel = Panel::new("", Axis::new("x", (0.0, 1.0)), Axis::new("y", (0.0, 1.0)));
+        panel.elements.push(Element::Line {
+            label: Some("expected".into()),
+            xs: Vec::new(),
+            ys: Vec::new(),
+            color: BLACK,
+            width: 2,
+            dashed,
+            markers: false,
+        });
+        svg(&Figure::single("", panel, 400, 300)).unwrap()
+    }
+
+    /// A dashed line's legend entry is dashed (issue 52, item 7: the Brazil plot's expected and
+    /// observed were told apart nowhere in its legend): its 20 px sample drawn in pieces.
+    #[test]
+    fn dashed_lines_have_dashed_legend_samples() {
+        let pieces = |svg: &str| svg.matches("<polyline").count() + svg.matches("<line").count();
+        let solid = pieces(&legend_of_line(false));
+        let dashed = pieces(&legend_of_line(true));
+        assert!(dashed >= solid + 2, "solid {solid} pieces, dashed {dashed}");
     }
 }

@@ -527,6 +527,31 @@ impl NativeModel {
     fn fixed(&self) -> Vec<bool> {
         self.model.fixed()
     }
+    /// The channels in data order: (name, bins, sample names).
+    fn channels(&self) -> Vec<(String, usize, Vec<String>)> {
+        self.model
+            .channels
+            .iter()
+            .map(|c| (c.name.clone(), c.n_bins, c.samples.clone()))
+            .collect()
+    }
+    /// The parameter sets in parameter order: (name, modifier type, first index, length).
+    fn parameter_sets(&self) -> Vec<(String, String, usize, usize)> {
+        self.model
+            .sets
+            .iter()
+            .map(|s| (s.name.clone(), s.kind.to_string(), s.start, s.len))
+            .collect()
+    }
+    /// Per parameter, the centre and width of its constraint (pulls are measured in them), or
+    /// `None` for a free parameter.
+    fn constraints(&self) -> Vec<Option<(f64, f64)>> {
+        histfit_compute::histfactory::parameter_space(&self.model)
+            .priors
+            .iter()
+            .map(|p| p.centre_width())
+            .collect()
+    }
     /// Observed data (main bins, then auxiliary data): pyhf's `workspace.data(model)`.
     fn observed<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f64>> {
         self.model.observed.clone().into_pyarray(py)
@@ -1235,6 +1260,7 @@ fn devices() -> PyResult<String> {
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    histfit_wgpu::skip_display_probe();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<NativeWorkspace>()?;
     m.add_class::<NativeModel>()?;

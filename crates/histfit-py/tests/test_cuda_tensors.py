@@ -155,8 +155,8 @@ def test_toy_cls_on_the_device_equal_the_cpu(interp):
     model = ws.model(interp=interp)
     data = ws.data(model)
     # At μ = 0.2, near tHu's limit (0.28), CLs is neither 0 nor 1.
-    gpu = histfit.hypotest_toys(0.2, model, 200, data, seed=4, device="cuda")
-    cpu = histfit.hypotest_toys(0.2, model, 200, data, seed=4, device="cpu")
+    gpu = histfit.hypotest_toys(0.2, data, model, n_toys=200, seed=4, device="cuda")
+    cpu = histfit.hypotest_toys(0.2, data, model, n_toys=200, seed=4, device="cpu")
     assert 0.0 < cpu["summary"]["cls_obs"] < 1.0
     # The counts and the observed CLs exactly; the expected band (CLs at quantiles of the
     # background-only statistics) to the fits' rounding.

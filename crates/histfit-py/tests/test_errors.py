@@ -58,7 +58,7 @@ def test_wrong_data_length():
     ws = histfit.Workspace(spec())
     m = ws.model()
     with pytest.raises(histfit.HistfitError):
-        histfit.fit(m, [1.0, 2.0])
+        histfit.fit([1.0, 2.0], m)
 
 
 def test_unknown_interp_and_device():
@@ -162,6 +162,6 @@ def test_asimov_and_bounds_everywhere():
     assert g["statistic"] == pytest.approx(0.0, abs=1e-8)
     signal = lambda t: next(x for x in t[0]["samples"] if x["name"] == "signal")["yields"][0]  # noqa: E731
     assert signal(histfit.yields(m, init={"mu": 2.0})) == pytest.approx(2 * signal(histfit.yields(m)))
-    assert "mu" in histfit.minos(m, ["mu"], bounds={"mu": (0.0, 5.0)})
+    assert "mu" in histfit.minos(m, pars=["mu"], bounds={"mu": (0.0, 5.0)})
     with pytest.raises(histfit.HistfitError, match="give one"):
-        histfit.hypotest(1.0, m, data=m.expected_data(m.suggested_init()), asimov=True)
+        histfit.hypotest(1.0, m.expected_data(m.suggested_init()), m, asimov=True)

@@ -39,7 +39,7 @@ def test_minos_matches_iminuit(name):
     assert m.valid
     model = histfit.Workspace(spec).model()
     free = [n for n, f in zip(pm.config.par_names, pm.config.suggested_fixed()) if not f]
-    ours = histfit.minos(model, free)
+    ours = histfit.minos(model, pars=free)
     for n in free:
         m.minos(n)
         me = m.merrors[n]

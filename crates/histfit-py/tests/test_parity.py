@@ -64,7 +64,7 @@ def test_against_live_pyhf(name):
 def test_mle(name, setting, goldens):
     g = goldens[name]["settings"][setting]
     ws, model = load(name, setting)
-    r = histfit.fit(model, ws.data(model))
+    r = histfit.fit(ws.data(model), model)
     assert r.converged, r.reason
     best = min(g["mle"]["scipy"]["twice_nll"], g["mle"]["minuit"]["twice_nll"])
     assert r.twice_nll <= best + 1e-6
@@ -76,11 +76,11 @@ def test_hypotest_and_limits(name, goldens):
     g = goldens[name]["settings"]["smooth"]
     ws, model = load(name, "smooth")
     data = ws.data(model)
-    cls, tails, exp_set = histfit.hypotest(1.0, model, data, return_tail_probs=True, return_expected_set=True)
+    cls, tails, exp_set = histfit.hypotest(1.0, data, model, return_tail_probs=True, return_expected_set=True)
     assert abs(cls - g["hypotest_mu1"]["cls_obs"]) < 1e-4
     np.testing.assert_allclose(exp_set, g["hypotest_mu1"]["cls_exp"], atol=1e-4)
     assert cls == pytest.approx(tails[0] / tails[1])
-    obs, exp = histfit.upper_limit(model, data)
+    obs, exp = histfit.upper_limit(data, model)
     assert obs == pytest.approx(g["upper_limit"]["obs"], rel=1e-3)
     np.testing.assert_allclose(exp, g["upper_limit"]["exp"], rtol=1e-3)
 
@@ -103,18 +103,18 @@ def test_gradient_matches_differences():
 def test_inference_helpers_run():
     ws, model = load("simple_workspace", "smooth")
     data = ws.data(model)
-    scan = histfit.profile_scan(model, [0.0, 0.5, 1.0], data)
+    scan = histfit.profile_scan(model, [0.0, 0.5, 1.0], data=data)
     assert len(scan["points"]) == 3
-    sig = histfit.significance(model, data)
+    sig = histfit.significance(model, data=data)
     assert sig["p0_obs"] > 0
-    rank = histfit.ranking(model, data)
+    rank = histfit.ranking(model, data=data)
     assert len(rank["entries"]) == 2
-    toys = histfit.fit_toys(model, 20, seed=3)
+    toys = histfit.fit_toys(model, n_toys=20, seed=3)
     assert toys["converged"].all() and toys["poi"].shape == (20,)
     assert toys["summary"]["n"] == 20 and toys["summary"]["failed"] == 0
     # Drawn by default at the free fit of the observed data, as `histfit toys` draws them.
-    np.testing.assert_array_equal(toys["gen_params"], histfit.fit(model, data).bestfit)
-    again = histfit.fit_toys(model, 20, seed=3)
+    np.testing.assert_array_equal(toys["gen_params"], histfit.fit(data, model).bestfit)
+    again = histfit.fit_toys(model, n_toys=20, seed=3)
     np.testing.assert_array_equal(toys["twice_nll"], again["twice_nll"])
     assert toys["reason"] == [""] * 20
     # A model this small makes its further starts in every fit: no ensemble second starts.
@@ -123,13 +123,13 @@ def test_inference_helpers_run():
     # (to rounding: an ensemble fits in units of the curvature at its generating point, a single
     # fit in the likelihood's own, so the two descents round differently on the way).
     gen = toys["gen_params"]
-    one = histfit.fit(model, model.toy_data(gen, 3, 7), init=gen)
+    one = histfit.fit(model.toy_data(gen, 3, 7), model, init=gen)
     assert abs(one.twice_nll - toys["twice_nll"][7]) <= 1e-9
     # Another point explicitly: the model's initial point.
     init = model.suggested_init()
-    at_init = histfit.fit_toys(model, 5, gen_params=init, seed=3)
+    at_init = histfit.fit_toys(model, n_toys=5, gen_params=init, seed=3)
     np.testing.assert_array_equal(at_init["gen_params"], init)
-    ht = histfit.hypotest_toys(1.0, model, 50, data, seed=1)
+    ht = histfit.hypotest_toys(1.0, data, model, n_toys=50, seed=1)
     assert 0.0 <= ht["summary"]["cls_obs"] <= 1.0
 
 
@@ -137,7 +137,7 @@ def test_large_model_toys_report_the_basin_probe():
     """tHu (184 free parameters) is above the size where a fit makes its own further starts: its
     ensembles' basin probe fits the first toys from a second start too, and reports it per toy."""
     ws, model = load("workspace_tHu", "smooth")
-    toys = histfit.fit_toys(model, 12, seed=2)
+    toys = histfit.fit_toys(model, n_toys=12, seed=2)
     assert toys["converged"].all()
     assert toys["summary"]["second_starts"] == 12
     # tHu's toys have one basin near the generating point: the second start changes nothing.
@@ -145,12 +145,12 @@ def test_large_model_toys_report_the_basin_probe():
     assert np.isfinite(toys["second_start"]).all() and (toys["second_start"] <= 1e-6).all()
     # Asked starts: every toy also starts from that many points around the model's initial
     # point, the lowest kept; 0 fits each toy from one start.
-    more = histfit.fit_toys(model, 12, seed=2, starts=2)
+    more = histfit.fit_toys(model, n_toys=12, seed=2, starts=2)
     assert more["converged"].all() and np.isfinite(more["second_start"]).all()
     assert (more["twice_nll"] <= toys["twice_nll"] + 1e-9 * np.abs(toys["twice_nll"])).all()
-    single = histfit.fit_toys(model, 12, seed=2, starts=0)
+    single = histfit.fit_toys(model, n_toys=12, seed=2, starts=0)
     assert np.isnan(single["second_start"]).all() and single["summary"]["second_starts"] == 0
-    cls = histfit.hypotest_toys(1.0, model, 4, seed=2, starts=1)
+    cls = histfit.hypotest_toys(1.0, model, n_toys=4, seed=2, starts=1)
     assert cls["starts"] == 1 and all(t["second_start"] is not None for t in cls["toys_sb"])
 
 
@@ -194,9 +194,9 @@ def test_q0_tests_mu_zero_as_pyhf():
     pmodel = pws.model(modifier_settings={"normsys": {"interpcode": "code4"}, "histosys": {"interpcode": "code4p"}})
     ref = float(pyhf.infer.hypotest(1.0, pws.data(pmodel), pmodel, test_stat="q0"))
     with pytest.warns(UserWarning, match="q0 tests"):
-        cls = histfit.hypotest(1.0, model, data, test_stat="q0")
+        cls = histfit.hypotest(1.0, data, model, test_stat="q0")
     assert cls == pytest.approx(ref, abs=1e-6)
-    assert cls == pytest.approx(histfit.hypotest(0.0, model, data, test_stat="q0"), abs=1e-12)
+    assert cls == pytest.approx(histfit.hypotest(0.0, data, model, test_stat="q0"), abs=1e-12)
 
 
 def test_no_toys_is_an_error():
@@ -204,8 +204,8 @@ def test_no_toys_is_an_error():
     ws, model = load("simple_workspace", "smooth")
     data = ws.data(model)
     with pytest.raises(ValueError, match="at least one toy"):
-        histfit.hypotest_toys(1.0, model, 0, data)
+        histfit.hypotest_toys(1.0, data, model, n_toys=0)
     with pytest.raises(ValueError, match="at least one toy"):
-        histfit.fit_toys(model, 0)
+        histfit.fit_toys(model, n_toys=0)
     with pytest.raises(ValueError, match="at least one value"):
-        histfit.profile_scan(model, [], data)
+        histfit.profile_scan(model, [], data=data)

@@ -53,7 +53,9 @@ def test_scan(tmp_path):
 
 def test_pulls_and_correlation(tmp_path):
     d = doc("fit_tHu")
-    constrained = sorted([p for p in d["parameters"] if "pull" in p], key=lambda p: -abs(p["pull"]))[:10]
+    # Held parameters (a fixed lumi) have no pull to draw.
+    constrained = sorted([p for p in d["parameters"] if "pull" in p and not p["fixed"]],
+                         key=lambda p: -abs(p["pull"]))[:10]
     data = hp.figure_data("pulls", d, top=10)
     assert element(data, 0, "pull ± constraint")["xs"] == [p["pull"] for p in constrained]
     fig = hp.pulls(d, top=10)
@@ -72,12 +74,12 @@ def test_ranking(tmp_path):
     d = doc("ranking_tHu")
     rows = d["entries"][:12]
     data = hp.figure_data("ranking", d, top=12)
-    rects = element(data, 0, "post-fit impact, θ = θ̂ + σ̂")["rects"]
+    rects = element(data, 1, "post-fit impact, θ at +1σ (post-fit σ)")["rects"]
     assert len(rects) == 12
     assert [(r[0], r[1]) for r in rects] == [(min(e["impact_postfit_up"], 0), max(e["impact_postfit_up"], 0))
                                              for e in rows]
     fig = hp.ranking(d, top=12)
-    assert len(fig.axes) == 2  # impacts, and the pulls beside them
+    assert len(fig.axes) == 3  # the legend above, the impacts, and the pulls beside them
     saved(fig, tmp_path, "ranking")
 
 
@@ -86,7 +88,8 @@ def test_yields(tmp_path):
     data = hp.figure_data("yields", d)
     first = d["channels"][0]
     stacked = np.zeros(len(first["data"]))
-    for s in first["samples"]:
+    # The signal (the samples the POI scales) on top of the backgrounds.
+    for s in sorted(first["samples"], key=lambda s: s.get("signal", False)):
         rects = element(data, 0, s["name"])["rects"]
         assert [r[2] for r in rects] == list(stacked)
         stacked += s["yields"]
@@ -112,3 +115,27 @@ def test_bad_documents_are_named():
     points = [{"values": [m, 0.0], "obs": 1.0, "exp": [1.0] * 5} for m in (1.0, 2.0, 3.0)]
     with pytest.raises(histfit.HistfitError, match="lie on a line"):
         hp.contour({"points": points})
+
+
+def test_plots_take_python_results(tmp_path):
+    """histfit.plot draws the Python functions' results as it draws the CLI's documents: a
+    FitResult's pulls and correlations equal those of `histfit fit --json` on the same model, and
+    upper_limit(return_results=True)'s document draws the Brazil band (issue 52, item 5)."""
+    model = histfit.Workspace(fixture("workspace_tHu.json")).model()
+    r = histfit.fit(model)
+    d = doc("fit_tHu")
+    ours = hp.figure_data("pulls", r, top=10)
+    theirs = hp.figure_data("pulls", d, top=10)
+    assert ([t[1] for t in ours["panels"][0]["y"]["ticks"]] == [t[1] for t in theirs["panels"][0]["y"]["ticks"]])
+    np.testing.assert_allclose(element(ours, 0, "pull ± constraint")["xs"],
+                               element(theirs, 0, "pull ± constraint")["xs"], atol=1e-4)
+    saved(hp.pulls(r), tmp_path, "pulls_python")
+    saved(hp.correlation(r, top=8), tmp_path, "correlation_python")
+    simple = histfit.Workspace(fixture("simple_workspace.json")).model()
+    obs, exp, limit = histfit.upper_limit(simple, return_results=True)
+    assert limit["obs"] == obs and limit["poi"] == "mu"
+    band = element(hp.figure_data("brazil", limit), 0, "expected")
+    assert len(band["xs"]) >= 2
+    saved(hp.brazil(limit), tmp_path, "brazil_python")
+    with pytest.raises(TypeError, match="FitResult"):
+        hp.pulls(42)

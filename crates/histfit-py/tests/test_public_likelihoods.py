@@ -38,7 +38,7 @@ def test_fit_reaches_pyhf_minimum(name, setting):
     assert len(model.par_names) == ref["n_pars"]
     at_init = model.twice_nll(model.suggested_init(), data)
     assert at_init == pytest.approx(ref["init"], rel=1e-9, abs=0)
-    r = histfit.fit(model, data)
+    r = histfit.fit(data, model)
     assert r.converged, r.reason
     done = [v for v in (ref["scipy"], ref["minuit"]) if v is not None]
     assert done, f"{name}/{setting}: no pyhf reference (both of pyhf's fits failed)"

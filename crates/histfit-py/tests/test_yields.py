@@ -44,8 +44,8 @@ def test_nll_gradient_wrt_yields(simple):
 def test_profiled_gradient_matches_differences(simple, kind):
     m, data = simple
     y = np.array([20.0, 25.0]) if kind == "q0" else np.array([5.0, 10.0])
-    f = (lambda yy, warm=None: histfit.profiled_q0(m, {"signal": yy}, data, warm)) if kind == "q0" else \
-        (lambda yy, warm=None: histfit.profiled_qmu(1.0, m, {"signal": yy}, data, warm))
+    f = (lambda yy, warm=None: histfit.profiled_q0(m, {"signal": yy}, data=data, warm=warm)) if kind == "q0" else \
+        (lambda yy, warm=None: histfit.profiled_qmu(1.0, m, {"signal": yy}, data=data, warm=warm))
     r = f(y)
     assert r.converged and r.q > 0
     for k in range(2):
@@ -68,9 +68,9 @@ def test_yield_inputs_are_checked(simple):
     with pytest.raises(histfit.HistfitError, match="no sample"):
         m.twice_nll_and_grad_yields(p, data, {"nope": [1.0]})
     with pytest.raises(histfit.HistfitError, match="expected 2 bins"):
-        histfit.profiled_q0(m, {"signal": [1.0]}, data)
+        histfit.profiled_q0(m, {"signal": [1.0]}, data=data)
     with pytest.raises(histfit.HistfitError, match="finite"):
-        histfit.profiled_q0(m, {"signal": [1.0, float("nan")]}, data)
+        histfit.profiled_q0(m, {"signal": [1.0, float("nan")]}, data=data)
 
 
 def central_difference(f, y, k, rel_step):
@@ -94,11 +94,11 @@ def test_thu_sized_q0_gradient_matches_differences():
     data = ws.data(m)
     n = m._native.n_main
     y = np.linspace(30.0, 90.0, n)
-    r = histfit.profiled_q0(m, {"nn_signal": y}, data, edm=1e-14)
+    r = histfit.profiled_q0(m, {"nn_signal": y}, data=data, edm=1e-14)
     assert r.converged and r.q > 1.0
     worst = 0.0
     for k in [0, n // 2, n - 1]:
-        fd = central_difference(lambda yy: histfit.profiled_q0(m, {"nn_signal": yy}, data, edm=1e-14).q, y, k, 3e-4)
+        fd = central_difference(lambda yy: histfit.profiled_q0(m, {"nn_signal": yy}, data=data, edm=1e-14).q, y, k, 3e-4)
         worst = max(worst, abs(r.grad["nn_signal"][k] - fd) / abs(fd))
     assert worst < 1e-6, worst
 
@@ -119,7 +119,7 @@ def test_inputs_do_not_linger(simple):
     with pytest.raises(histfit.HistfitError, match="twice"):
         m.twice_nll_and_grad_yields(p, data, {"signal": nominal, "singlechannel/signal": nominal})
     with pytest.raises(histfit.HistfitError, match="negative"):
-        histfit.profiled_q0(m, {"signal": [-1000.0, 5.0]}, data)
+        histfit.profiled_q0(m, {"signal": [-1000.0, 5.0]}, data=data)
 
 
 def test_expected_q0_gradient_matches_differences(simple):
@@ -137,6 +137,6 @@ def test_device_yields_need_a_cuda_device(simple):
     m, data = simple
     dev = histfit._native.DeviceYields("cpu", [("signal", 0, 2)], 0)
     with pytest.raises(histfit.HistfitError, match="expected a CUDA device"):
-        histfit.profiled_q0(m, dev, data)
+        histfit.profiled_q0(m, dev, data=data)
     with pytest.raises(histfit.HistfitError, match="unknown device"):
         m.twice_nll_and_grad_yields(m.suggested_init(), data, histfit._native.DeviceYields("tpu", [], 0))

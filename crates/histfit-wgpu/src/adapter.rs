@@ -44,6 +44,24 @@ pub struct AdapterInfo {
     pub max_storage_binding: u64,
 }
 
+/// Keeps Mesa's Vulkan device-select layer from looking for a desktop session where there is none.
+///
+/// That implicit layer orders GPUs by the display's and, to find it, connects to Wayland, whose
+/// client library prints "error: XDG_RUNTIME_DIR is invalid or not set" on every enumeration
+/// on a headless machine — a message that looks like histfit's own failure. Without a session
+/// there is no display to order by, so the layer is switched off (`NODEVICE_SELECT=1`, its own
+/// switch) unless the user chose a device through it (`MESA_VK_DEVICE_SELECT`) or set the switch.
+/// Changes the environment: call it at start-up, before other threads exist.
+pub fn skip_display_probe() {
+    let session =
+        std::env::var_os("XDG_RUNTIME_DIR").is_some_and(|d| std::path::Path::new(&d).is_dir());
+    let chosen = std::env::var_os("MESA_VK_DEVICE_SELECT").is_some()
+        || std::env::var_os("NODEVICE_SELECT").is_some();
+    if !session && !chosen {
+        std::env::set_var("NODEVICE_SELECT", "1");
+    }
+}
+
 fn instance(backend: Backend) -> wgpu::Instance {
     let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
     desc.backends = backend.backends();

@@ -20,7 +20,7 @@ pub mod batch;
 pub mod probe;
 pub mod yields;
 
-pub use adapter::{adapters, AdapterInfo, Backend};
+pub use adapter::{adapters, skip_display_probe, AdapterInfo, Backend};
 pub use batch::WgpuBatch;
 pub use yields::WgpuYields;
 

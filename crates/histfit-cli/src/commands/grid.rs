@@ -34,10 +34,38 @@ pub struct GridArgs {
 /// One point's outcome.
 pub struct Point<T> {
     pub patch: PatchPoint,
-    pub result: Result<T, String>,
+    pub result: Result<T, Failure>,
     /// What compiling the patched workspace warned about (an orphan observation, an unused
     /// measurement setting), as a single `--patch` run prints it.
     pub warnings: Vec<String>,
+}
+
+/// Why a point has no result: the error's text, and the POI's bound where the point's limit lies
+/// above it (its hypothesis not excluded up to there — a fact about the point, not a failure to
+/// compute, which the contour draws as such).
+#[derive(Debug, Clone)]
+pub struct Failure {
+    pub message: String,
+    pub limit_above: Option<f64>,
+}
+
+impl Failure {
+    fn of(e: &anyhow::Error) -> Failure {
+        let limit_above = e.chain().find_map(|c| match c.downcast_ref() {
+            Some(histfit_infer::InferError::AboveBound { bound }) => Some(*bound),
+            _ => None,
+        });
+        Failure {
+            message: format!("{e:#}"),
+            limit_above,
+        }
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
 }
 
 /// A computed grid and what its document needs.
@@ -74,6 +102,8 @@ pub fn run<T: Send>(
             bail!("--patches {g}: no patch of {patchset} matches");
         }
     }
+    // Rows in the order a reader scans a mass grid: `_700_50` before `_700_400`.
+    points.sort_by(|a, b| natural_cmp(&a.name, &b.name));
     let device = model.device();
     let bar = progress::Bar::new("grid", points.len());
     type Header = (String, Option<String>, Vec<String>);
@@ -101,7 +131,7 @@ pub fn run<T: Send>(
         Ok((r, header))
     };
     let run_point = |p: &PatchPoint| {
-        let r = one(p).map_err(|e| format!("{e:#}"));
+        let r = one(p).map_err(|e| Failure::of(&e));
         bar.inc();
         r
     };
@@ -170,7 +200,7 @@ pub fn band_columns(name: &str, exp: &str) -> Vec<String> {
 pub fn band_row(value: f64, band: [f64; 5], converged: bool) -> Vec<String> {
     std::iter::once(value)
         .chain(band)
-        .map(|v| format!("{v:e}"))
+        .map(csv_number)
         .chain([converged.to_string()])
         .collect()
 }
@@ -228,7 +258,12 @@ impl<T: serde::Serialize> Grid<T> {
                             d.extend(r);
                         }
                     }
-                    Err(e) => v["error"] = json!(e),
+                    Err(e) => {
+                        v["error"] = json!(e.message);
+                        if let Some(b) = e.limit_above {
+                            v["limit_above"] = json!(b);
+                        }
+                    }
                 }
                 if !p.warnings.is_empty() {
                     v["workspace_warnings"] = json!(p.warnings);
@@ -277,7 +312,7 @@ impl<T: serde::Serialize> Grid<T> {
                 }
                 Err(e) => {
                     s.push_str(&",".repeat(columns.len()));
-                    s.push_str(&format!(",{}\n", csv_field(e)));
+                    s.push_str(&format!(",{}\n", csv_field(&e.message)));
                 }
             }
         }
@@ -306,6 +341,53 @@ impl<T: serde::Serialize> Grid<T> {
 
 fn value_text(v: &Value) -> String {
     v.as_str().map_or_else(|| v.to_string(), str::to_owned)
+}
+
+/// A number as a spreadsheet or pandas reads it back exactly: the shortest decimal that round-
+/// trips, in positional notation for magnitudes from 1e-4 to 1e15 and scientific outside.
+pub fn csv_number(v: f64) -> String {
+    let a = v.abs();
+    if a == 0.0 || !v.is_finite() || (1e-4..1e15).contains(&a) {
+        format!("{v}")
+    } else {
+        format!("{v:e}")
+    }
+}
+
+/// Compares names as a person orders them: runs of digits by their value, the rest as text, so
+/// that `C1N2_700_50` comes before `C1N2_700_400`.
+pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    fn chunks(s: &str) -> impl Iterator<Item = (bool, &str)> {
+        let mut rest = s;
+        std::iter::from_fn(move || {
+            let first = rest.chars().next()?;
+            let digit = first.is_ascii_digit();
+            let end = rest
+                .find(|c: char| c.is_ascii_digit() != digit)
+                .unwrap_or(rest.len());
+            let (chunk, tail) = rest.split_at(end);
+            rest = tail;
+            Some((digit, chunk))
+        })
+    }
+    let number = |d: &str| {
+        let t = d.trim_start_matches('0');
+        (t.len(), t.to_owned())
+    };
+    let mut x = chunks(a);
+    let mut y = chunks(b);
+    loop {
+        let ord = match (x.next(), y.next()) {
+            (None, None) => return a.cmp(b),
+            (None, Some(_)) => return std::cmp::Ordering::Less,
+            (Some(_), None) => return std::cmp::Ordering::Greater,
+            (Some((true, p)), Some((true, q))) => number(p).cmp(&number(q)),
+            (Some((_, p)), Some((_, q))) => p.cmp(q),
+        };
+        if ord.is_ne() {
+            return ord;
+        }
+    }
 }
 
 /// A CSV field, quoted where it holds a comma, a quote or a line break.
@@ -344,7 +426,39 @@ pub fn glob_match(pattern: &str, name: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::glob_match;
+    use super::{csv_number, glob_match, natural_cmp};
+
+    /// Grid rows in mass order and CSV numbers as people write them (issue 52, item 8).
+    #[test]
+    fn names_in_natural_order_and_plain_numbers() {
+        let mut names = [
+            "C1N2_700_400",
+            "C1N2_700_50",
+            "C1N2_1000_0",
+            "C1N2_700_050x",
+            "C1N2_700",
+        ];
+        names.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(
+            names,
+            [
+                "C1N2_700",
+                "C1N2_700_50",
+                "C1N2_700_050x",
+                "C1N2_700_400",
+                "C1N2_1000_0"
+            ]
+        );
+        assert_eq!(csv_number(0.8476608695095137), "0.8476608695095137");
+        assert_eq!(csv_number(2.5), "2.5");
+        assert_eq!(csv_number(-3.0), "-3");
+        assert_eq!(csv_number(0.0), "0");
+        assert_eq!(csv_number(1.5e-7), "1.5e-7");
+        assert_eq!(csv_number(f64::NAN), "NaN");
+        for v in [0.8476608695095137, 1.2345678901234567e-5, 123456.789, 3e20] {
+            assert_eq!(csv_number(v).parse::<f64>().unwrap(), v);
+        }
+    }
 
     #[test]
     fn wildcards() {

@@ -45,6 +45,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
             &base,
             histfit_infer::limits::DEFAULT_RTOL,
         ) {
+            Err(e @ histfit_infer::InferError::AboveBound { .. }) => {
+                return Ok(no_limit(&e.to_string()))
+            }
             Err(histfit_infer::InferError::NoResult(why)) => return Ok(no_limit(&why)),
             r => r?,
         },

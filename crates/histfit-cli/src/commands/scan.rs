@@ -13,14 +13,9 @@ pub struct Args {
     model: ModelArgs,
     #[command(flatten)]
     fit: FitArgs,
-    /// POI range LO:HI.
-    #[arg(
-        long = "poi-range",
-        value_name = "LO:HI",
-        default_value = "0:3",
-        allow_hyphen_values = true
-    )]
-    poi_range: String,
+    /// POI range LO:HI [default: μ̂ ± 3σ̂ from a free fit, within the POI's bounds].
+    #[arg(long = "poi-range", value_name = "LO:HI", allow_hyphen_values = true)]
+    poi_range: Option<String>,
     /// Number of points (at least 1).
     #[arg(long, default_value_t = 21, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     points: usize,
@@ -30,7 +25,10 @@ pub struct Args {
 
 pub fn run(a: Args) -> Result<ExitCode> {
     let (model, source, data, mut eval, base) = a.model.prepare_fit(&a.fit)?;
-    let (lo, hi) = super::parse_range(&a.poi_range)?;
+    let (lo, hi) = match &a.poi_range {
+        Some(r) => super::parse_range(r)?,
+        None => histfit_infer::scan::range_around_best_fit(&mut eval, &data, &base, 3.0)?,
+    };
     let values = histfit_infer::linspace(lo, hi, a.points);
     let bar = progress::Bar::new("scan", values.len() + 1);
     let r = histfit_infer::profile_scan(&mut eval, &data, &values, &base, &mut |d, _| bar.set(d))?;

@@ -6,9 +6,10 @@ A thin Python front end of the Rust engine (no statistics here)::
     ws = histfit.Workspace("workspace.json")        # a path, a JSON string or a pyhf dict
     model = ws.model()                              # interp="smooth" (code4/4p) or "pyhf" (code1/0)
     data = ws.data(model)
-    result = histfit.fit(model, data)               # best fit, uncertainties, covariance
-    cls = histfit.hypotest(1.0, model, data)        # pyhf-compatible return options
-    obs, exp = histfit.upper_limit(model, data)
+    result = histfit.fit(data, model)               # pyhf's order; best fit, uncertainties, covariance
+    cls = histfit.hypotest(1.0, data, model)        # pyhf-compatible return options
+    obs, exp = histfit.upper_limit(data, model)
+    model.config.par_names                          # pyhf's model.config
 
 Every function takes ``device="cpu"`` (default) or ``"cuda"`` / ``"cuda:N"`` (``"cuda:N,M"`` /
 ``"cuda:all"`` split toy ensembles over several GPUs). Arrays come back as

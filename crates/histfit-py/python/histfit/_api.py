@@ -16,6 +16,7 @@ from ._native import DeviceError, HistfitError
 __all__ = [
     "Workspace",
     "Model",
+    "ModelConfig",
     "FitResult",
     "fit",
     "minos",
@@ -45,11 +46,69 @@ __all__ = [
 
 
 def _array(x: Any, name: str) -> np.ndarray:
+    if isinstance(x, (Model, Workspace, FitResult, dict, str)):
+        hint = " (the data come first, then the model, as in pyhf)" if isinstance(x, Model) else ""
+        raise TypeError(f"{name}: expected an array of numbers, got a {type(x).__name__}{hint}")
     try:
         a = np.ascontiguousarray(np.asarray(x, dtype=np.float64).ravel())
     except (TypeError, ValueError) as e:
         raise HistfitError(f"{name}: not an array of numbers ({e})") from None
     return a
+
+
+def _model(model: Any, fn: str) -> "Model":
+    """``model`` checked to be a :class:`Model`, or a TypeError that names the argument."""
+    if isinstance(model, Model):
+        return model
+    if model is None:
+        raise TypeError(f"histfit.{fn}: model: missing (a histfit.Model, from Workspace.model())")
+    hint = ""
+    if isinstance(model, (np.ndarray, list, tuple)):
+        hint = f" — histfit.{fn} takes {_ORDER.get(fn, '(model, ...)')}"
+    raise TypeError(f"histfit.{fn}: model: expected a histfit.Model, got a {type(model).__name__}{hint}")
+
+
+#: How the functions that mirror pyhf's take their first arguments (pyhf's order).
+_ORDER = {
+    "fit": "(data, model), as pyhf.infer.mle.fit",
+    "hypotest": "(poi_test, data, model), as pyhf.infer.hypotest",
+    "upper_limit": "(data, model), as pyhf.infer.intervals.upper_limits.upper_limit",
+    "hypotest_toys": "(poi_test, data, model, n_toys=…)",
+}
+
+
+def _data_model(data: Any, model: Any, fn: str) -> Tuple[Any, "Model"]:
+    """The (data, model) pair of a function in pyhf's order. ``f(model)`` alone fits the observed
+    data (a Model is never data); ``f(model, data)`` — histfit's order before 0.2 — is a
+    TypeError that says the order."""
+    if isinstance(data, Model):
+        if model is None:
+            return None, data
+        raise TypeError(f"histfit.{fn}: the data come first, then the model: histfit.{fn} takes {_ORDER[fn]}")
+    return data, _model(model, fn)
+
+
+def _pyhf_names(fn: str, model: "Model", init: Any, fixed: Any, bounds: Any, init_pars: Any, par_bounds: Any,
+                fixed_params: Any) -> Tuple[Any, Any, Any]:
+    """pyhf's keyword names (``init_pars``, ``par_bounds``, ``fixed_params``: a bool per
+    parameter, held at its initial value) mapped onto histfit's ``init``, ``bounds``, ``fixed``."""
+    def one(ours: Any, theirs: Any, a: str, b: str) -> Any:
+        if theirs is None:
+            return ours
+        if ours is not None:
+            raise TypeError(f"histfit.{fn}: {a}= and {b}= are the same option: give one")
+        return theirs
+    init = one(init, init_pars, "init", "init_pars")
+    bounds = one(bounds, par_bounds, "bounds", "par_bounds")
+    if fixed_params is not None:
+        if fixed is not None:
+            raise TypeError(f"histfit.{fn}: fixed= and fixed_params= are the same option: give one")
+        flags = list(fixed_params)
+        if len(flags) != len(model.par_names):
+            raise HistfitError(f"fixed_params: {len(flags)} flags for {len(model.par_names)} parameters")
+        start = model.suggested_init() if init is None else _options(model, init, None, None)["init"]
+        fixed = [(i, float(start[i])) for i, f in enumerate(flags) if f]
+    return init, fixed, bounds
 
 
 class Workspace:
@@ -114,11 +173,67 @@ class Workspace:
         return d if include_auxdata else d[: model._native.n_main]
 
 
+class ModelConfig:
+    """What pyhf's ``model.config`` gives that users reach for, with pyhf's names and meanings:
+    ``parameters`` (the parameter sets' names, sorted), ``par_order`` (in parameter order),
+    ``par_names`` (one per parameter, ``staterror_SR[3]``), ``npars``, ``poi_index``,
+    ``poi_name``, ``channels`` and ``samples`` (sorted names), ``channel_nbins``,
+    ``nmaindata``, ``nauxdata``, ``suggested_init()``, ``suggested_bounds()``,
+    ``suggested_fixed()`` and ``par_slice(name)``."""
+
+    def __init__(self, model: "Model"):
+        native = model._native
+        self._model = model
+        sets = native.parameter_sets()
+        self._slices = {name: slice(start, start + n) for name, _, start, n in sets}
+        self.par_order: List[str] = [name for name, _, _, _ in sets]
+        self.parameters: List[str] = sorted(self.par_order)
+        self.par_names: List[str] = model.par_names
+        self.npars: int = len(self.par_names)
+        self.poi_index: Optional[int] = model.poi_index
+        self.poi_name: Optional[str] = model.poi_name
+        channels = native.channels()
+        self.channels: List[str] = sorted(name for name, _, _ in channels)
+        self.samples: List[str] = sorted({s for _, _, samples in channels for s in samples})
+        self.channel_nbins: Dict[str, int] = {name: n for name, n, _ in channels}
+        self.nmaindata: int = native.n_main
+        self.nauxdata: int = len(native.observed()) - native.n_main
+
+    def suggested_init(self) -> List[float]:
+        return [float(v) for v in self._model.suggested_init()]
+
+    def suggested_bounds(self) -> List[Tuple[float, float]]:
+        return self._model.suggested_bounds()
+
+    def suggested_fixed(self) -> List[bool]:
+        return self._model.fixed()
+
+    def par_slice(self, name: str) -> slice:
+        """The slice of parameter set ``name`` in the parameter vector."""
+        try:
+            return self._slices[name]
+        except KeyError:
+            raise HistfitError(f'"{name}" is not a parameter set of the model') from None
+
+    def __repr__(self) -> str:
+        return (f"ModelConfig({self.npars} parameters, poi {self.poi_name!r}, channels {self.channels}, "
+                f"{self.nmaindata} main bins)")
+
+
 class Model:
-    """A compiled model (parameters in pyhf's order and names)."""
+    """A compiled model (parameters in pyhf's order and names); ``model.config`` as pyhf's."""
 
     def __init__(self, native: Any):
         self._native = native
+        self._config: Optional[ModelConfig] = None
+
+    @property
+    def config(self) -> ModelConfig:
+        """pyhf's ``model.config``: parameters, channels, samples, suggested values (see
+        :class:`ModelConfig`)."""
+        if self._config is None:
+            self._config = ModelConfig(self)
+        return self._config
 
     @property
     def par_names(self) -> List[str]:
@@ -212,6 +327,33 @@ class FitResult:
     kinks: List[Dict[str, Any]] = field(default_factory=list)
     #: several minima found, a start that was not finite, searches capped
     warnings: List[str] = field(default_factory=list)
+    #: per parameter, the centre and width of its constraint (None where it is free)
+    constraints: List[Optional[Tuple[float, float]]] = field(default_factory=list)
+    poi_index: Optional[int] = None
+
+    def to_document(self) -> Dict[str, Any]:
+        """The result as ``histfit fit --json`` writes it (the fields the plots read: parameters
+        with value, uncertainty, fixed, pull and constraint; the correlation matrix)."""
+        pars = []
+        for i, name in enumerate(self.par_names):
+            u = None if self.uncertainties is None else float(self.uncertainties[i])
+            p: Dict[str, Any] = {"name": name, "value": float(self.bestfit[i]), "uncertainty": u,
+                                 "fixed": bool(self.fixed[i]) if self.fixed else False}
+            c = self.constraints[i] if i < len(self.constraints) else None
+            if c is not None:
+                centre, width = c
+                p["pull"] = (float(self.bestfit[i]) - centre) / width
+                p["constraint"] = None if u is None or np.isnan(u) else u / width
+            pars.append(p)
+        return {
+            "kind": "fit",
+            "poi_index": self.poi_index,
+            "poi": None if self.poi_index is None else self.par_names[self.poi_index],
+            "parameters": pars,
+            "correlation": None if self.correlation is None else self.correlation.tolist(),
+            "twice_nll": self.twice_nll,
+            "converged": self.converged,
+        }
 
 
 def _data(model: Model, data: Any) -> Optional[np.ndarray]:
@@ -264,11 +406,15 @@ def _fixes(model: Model, fixed: Any) -> List[Tuple[int, float]]:
     return [(int(i), float(v)) for i, v in fixed]
 
 
-def fit(model: Model, data: Any = None, init: Any = None, fixed: Any = None, device: str = "cpu",
-        starts: Optional[int] = None, bounds: Any = None, asimov: bool = False,
-        max_hessian_parameters: Optional[int] = None) -> FitResult:
-    """Maximum likelihood fit with uncertainties, covariance and correlations (data: default the
-    observed data; fixed: ``{"name": value}`` or ``[(index, value)]``). ``starts``: further
+def fit(data: Any = None, model: Optional[Model] = None, *, init: Any = None, fixed: Any = None,
+        bounds: Any = None, device: str = "cpu", starts: Optional[int] = None, asimov: bool = False,
+        max_hessian_parameters: Optional[int] = None, init_pars: Any = None, par_bounds: Any = None,
+        fixed_params: Any = None) -> FitResult:
+    """Maximum likelihood fit with uncertainties, covariance and correlations: ``fit(data,
+    model)`` in pyhf's order (``fit(model)`` fits the observed data). ``init``: all values, or
+    ``{name: value}``; ``fixed``: ``{"name": value}`` or ``[(index, value)]``; ``bounds``: all
+    pairs or ``{name: (lo, hi)}``; pyhf's ``init_pars``, ``par_bounds`` and ``fixed_params`` (a
+    bool per parameter, held at its initial value) are taken too. ``starts``: further
     starts searched for a lower minimum, per batch; batches go on (up to four) while they find
     different minima (default: by model size, 24 for up to 16 free parameters, none above 64;
     0 for a single search from ``init``); where there are any, one more comes first, with the
@@ -276,6 +422,8 @@ def fit(model: Model, data: Any = None, init: Any = None, fixed: Any = None, dev
     many parameters no dense Hessian is built; the POI's uncertainty alone is computed (by
     conjugate gradients), the others are NaN and ``covariance``/``correlation`` None, with a
     warning."""
+    data, model = _data_model(data, model, "fit")
+    init, fixed, bounds = _pyhf_names("fit", model, init, fixed, bounds, init_pars, par_bounds, fixed_params)
     o = _options(model, init, fixed, bounds)
     r = json.loads(
         _native.fit(model._native, _dataset(model, data, asimov, o), o["init"], o["fix"], True, device,
@@ -300,15 +448,18 @@ def fit(model: Model, data: Any = None, init: Any = None, fixed: Any = None, dev
         starts=r.get("starts", 1),
         kinks=r.get("kinks", []),
         warnings=r.get("warnings", []),
+        constraints=[None if c is None else (float(c[0]), float(c[1])) for c in model._native.constraints()],
+        poi_index=model.poi_index,
     )
 
 
-def minos(model: Model, pars: Union[str, Sequence[str]] = "all", data: Any = None, fixed: Any = None,
+def minos(model: Model, *, pars: Union[str, Sequence[str]] = "all", data: Any = None, fixed: Any = None,
           device: str = "cpu", init: Any = None, bounds: Any = None, asimov: bool = False) -> Dict[str, Dict[str, Any]]:
     """MINOS asymmetric intervals: for each parameter (names, or ``"all"`` free ones), where the
     profile likelihood rises by ½ from the minimum (2ΔNLL = 1). Per name: ``value``,
     ``lower_error`` (≤ 0), ``upper_error`` (≥ 0), ``lower_at_bound``/``upper_at_bound`` (the
     interval ends at the parameter's bound), ``converged`` and the number of conditional ``fits``."""
+    model = _model(model, "minos")
     names = model.par_names
     o = _options(model, init, fixed, bounds)
     fixes = o["fix"]
@@ -326,7 +477,7 @@ def minos(model: Model, pars: Union[str, Sequence[str]] = "all", data: Any = Non
     return {m["name"]: m for m in r}
 
 
-def yields(model: Model, postfit: bool = False, data: Any = None, fixed: Any = None,
+def yields(model: Model, *, postfit: bool = False, data: Any = None, fixed: Any = None,
            device: str = "cpu", init: Any = None, bounds: Any = None, asimov: bool = False,
            max_hessian_parameters: Optional[int] = None) -> List[Dict[str, Any]]:
     """Yields per channel (``name``, ``data``), sample (``samples``: ``name``, ``yields``,
@@ -335,6 +486,7 @@ def yields(model: Model, postfit: bool = False, data: Any = None, fixed: Any = N
     known), post-fit the fit's covariance; totals include the correlations between samples.
     ``max_hessian_parameters`` (default 4096): the largest model whose dense covariance is built;
     above it the request is refused with one message (see :func:`fit`)."""
+    model = _model(model, "yields")
     o = _options(model, init, fixed, bounds)
     return json.loads(_native.yields(model._native, bool(postfit), _dataset(model, data, asimov, o), o["fix"], device,
                                      o["init"], o["bounds"],
@@ -396,12 +548,13 @@ def rename_workspace(spec: Dict[str, Any], channels: Optional[Dict[str, str]] = 
     return json.loads(_native.workspace_prune_and_rename(json.dumps(spec), {}, rename))
 
 
-def goodness_of_fit(model: Model, data: Any = None, fixed: Any = None, device: str = "cpu", init: Any = None,
+def goodness_of_fit(model: Model, *, data: Any = None, fixed: Any = None, device: str = "cpu", init: Any = None,
                     bounds: Any = None, asimov: bool = False) -> Dict[str, Any]:
     """Goodness of fit against the saturated model: ``statistic`` = −2 ln λ_sat at the best fit
     (every bin's expectation set to its count, the constraint terms at the fit), ``dof`` = bins −
     free parameters without a constraint, ``p_value`` = P(χ²_dof ≥ statistic), with the fit's
     ``twice_nll`` and ``converged``."""
+    model = _model(model, "goodness_of_fit")
     o = _options(model, init, fixed, bounds)
     return json.loads(_native.goodness_of_fit(model._native, _dataset(model, data, asimov, o), o["fix"], device,
                                               o["init"], o["bounds"]))
@@ -409,8 +562,9 @@ def goodness_of_fit(model: Model, data: Any = None, fixed: Any = None, device: s
 
 def hypotest(
     poi_test: float,
-    model: Model,
     data: Any = None,
+    model: Optional[Model] = None,
+    *,
     test_stat: str = "qtilde",
     return_tail_probs: bool = False,
     return_expected: bool = False,
@@ -418,12 +572,21 @@ def hypotest(
     device: str = "cpu",
     init: Any = None,
     fixed: Any = None,
-    bounds: Any = None, asimov: bool = False,
+    bounds: Any = None,
+    asimov: bool = False,
+    init_pars: Any = None,
+    par_bounds: Any = None,
+    fixed_params: Any = None,
 ):
-    """Asymptotic CLs at ``poi_test``, returned as pyhf's ``infer.hypotest`` does: CLs, then
-    optionally ``[CLs+b, CLb]``, the expected CLs and the expected set (−2σ … +2σ)."""
-    r = json.loads(_native.hypotest(model._native, float(poi_test), _dataset(model, data, asimov, _options(model, init, fixed, bounds)), test_stat, device,
-                                    **_options(model, init, fixed, bounds)))
+    """Asymptotic CLs at ``poi_test``: ``hypotest(poi_test, data, model)`` in pyhf's order
+    (``hypotest(mu, model)`` tests the observed data), returned as pyhf's ``infer.hypotest``
+    does: CLs, then optionally ``[CLs+b, CLb]``, the expected CLs and the expected set (−2σ …
+    +2σ). Options as :func:`fit` (pyhf's names too)."""
+    data, model = _data_model(data, model, "hypotest")
+    init, fixed, bounds = _pyhf_names("hypotest", model, init, fixed, bounds, init_pars, par_bounds, fixed_params)
+    o = _options(model, init, fixed, bounds)
+    r = json.loads(_native.hypotest(model._native, float(poi_test), _dataset(model, data, asimov, o), test_stat,
+                                    device, **o))
     for w in r.get("warnings", []):
         warnings.warn(f"histfit.hypotest: {w}", stacklevel=2)
     out: list = [np.float64(r["cls_obs"])]
@@ -436,43 +599,63 @@ def hypotest(
     return out[0] if len(out) == 1 else tuple(out)
 
 
-def upper_limit(model: Model, data: Any = None, alpha: float = 0.05, test_stat: str = "qtilde", device: str = "cpu",
-                init: Any = None, fixed: Any = None, bounds: Any = None, asimov: bool = False):
-    """Observed and expected (−2σ … +2σ) upper limits on the POI at CLs = alpha."""
-    r = json.loads(_native.upper_limit(model._native, _dataset(model, data, asimov, _options(model, init, fixed, bounds)), float(alpha), test_stat, device,
-                                       **_options(model, init, fixed, bounds)))
+def upper_limit(data: Any = None, model: Optional[Model] = None, *, alpha: float = 0.05, test_stat: str = "qtilde",
+                device: str = "cpu", init: Any = None, fixed: Any = None, bounds: Any = None, asimov: bool = False,
+                return_results: bool = False, level: Optional[float] = None, init_pars: Any = None,
+                par_bounds: Any = None, fixed_params: Any = None):
+    """Observed and expected (−2σ … +2σ) upper limits on the POI at CLs = ``alpha`` (pyhf's
+    ``level`` too): ``upper_limit(data, model)`` in pyhf's order (``upper_limit(model)`` for the
+    observed data). ``return_results=True`` adds the limit's document (every CLs evaluated, as
+    ``histfit limit --json``; :func:`histfit.plot.brazil` draws it)."""
+    data, model = _data_model(data, model, "upper_limit")
+    init, fixed, bounds = _pyhf_names("upper_limit", model, init, fixed, bounds, init_pars, par_bounds, fixed_params)
+    if level is not None:
+        alpha = level
+    o = _options(model, init, fixed, bounds)
+    r = json.loads(_native.upper_limit(model._native, _dataset(model, data, asimov, o), float(alpha), test_stat,
+                                       device, **o))
     for w in r.get("warnings", []):
         warnings.warn(f"histfit.upper_limit: {w}", stacklevel=2)
-    return np.float64(r["obs"]), np.asarray(r["exp"], dtype=np.float64)
+    obs, exp = np.float64(r["obs"]), np.asarray(r["exp"], dtype=np.float64)
+    if return_results:
+        if model.poi_name is not None:
+            r.setdefault("poi", model.poi_name)
+        return obs, exp, r
+    return obs, exp
 
 
-def profile_scan(model: Model, values: Sequence[float], data: Any = None, device: str = "cpu",
+def profile_scan(model: Model, values: Sequence[float], *, data: Any = None, device: str = "cpu",
                  init: Any = None, fixed: Any = None, bounds: Any = None, asimov: bool = False) -> Dict[str, Any]:
-    """Profile likelihood scan of the POI: the scan document (points with 2ΔNLL and fits)."""
-    return json.loads(_native.profile_scan(model._native, [float(v) for v in values], _dataset(model, data, asimov, _options(model, init, fixed, bounds)), device,
-                                           **_options(model, init, fixed, bounds)))
+    """Profile likelihood scan of the POI at ``values``: the scan document (points with 2ΔNLL
+    and fits; :func:`histfit.plot.scan` draws it)."""
+    model = _model(model, "profile_scan")
+    o = _options(model, init, fixed, bounds)
+    values = [float(v) for v in _array(values, "values")]
+    return json.loads(_native.profile_scan(model._native, values, _dataset(model, data, asimov, o), device, **o))
 
 
-def significance(model: Model, data: Any = None, device: str = "cpu", init: Any = None, fixed: Any = None,
+def significance(model: Model, *, data: Any = None, device: str = "cpu", init: Any = None, fixed: Any = None,
                  bounds: Any = None, asimov: bool = False) -> Dict[str, Any]:
     """Discovery significance (q0): observed and expected p0 and Z."""
-    return json.loads(_native.significance(model._native, _dataset(model, data, asimov, _options(model, init, fixed, bounds)), device,
-                                           **_options(model, init, fixed, bounds)))
+    model = _model(model, "significance")
+    o = _options(model, init, fixed, bounds)
+    return json.loads(_native.significance(model._native, _dataset(model, data, asimov, o), device, **o))
 
 
-def ranking(model: Model, data: Any = None, device: str = "cpu", init: Any = None, fixed: Any = None,
+def ranking(model: Model, *, data: Any = None, device: str = "cpu", init: Any = None, fixed: Any = None,
             bounds: Any = None, asimov: bool = False,
             max_hessian_parameters: Optional[int] = None) -> Dict[str, Any]:
     """Nuisance-parameter ranking by impact on the POI. It needs the dense post-fit covariance:
     ``max_hessian_parameters`` (default 4096) is the largest model it is built for, above which
     the ranking is refused with one message (see :func:`fit`)."""
+    model = _model(model, "ranking")
     o = _options(model, init, fixed, bounds)
     limit = None if max_hessian_parameters is None else int(max_hessian_parameters)
     return json.loads(_native.ranking(model._native, _dataset(model, data, asimov, o), device, **o,
                                       max_hessian_parameters=limit))
 
 
-def fit_toys(model: Model, n_toys: int, gen_params: Any = None, seed: int = 0, device: str = "cpu",
+def fit_toys(model: Model, *, n_toys: int, gen_params: Any = None, seed: int = 0, device: str = "cpu",
              data: Any = None, init: Any = None, fixed: Any = None, bounds: Any = None, asimov: bool = False,
              starts: Optional[int] = None) -> Dict[str, Any]:
     """Generates and fits ``n_toys`` toys. They are drawn at ``gen_params``, or by default at the
@@ -490,9 +673,12 @@ def fit_toys(model: Model, n_toys: int, gen_params: Any = None, seed: int = 0, d
     model's initial point besides the basin probe's starts, and one more from ``gen_params`` in
     the likelihood's own units (0: one start only; default: 8 and that one where the probe
     finds a lower basin, none elsewhere)."""
+    model = _model(model, "fit_toys")
     gen = None if gen_params is None else _array(gen_params, "gen_params")
-    doc = json.loads(_native.fit_toys(model._native, gen, int(n_toys), int(seed), device, _dataset(model, data, asimov, _options(model, init, fixed, bounds)),
-                                       **_options(model, init, fixed, bounds), starts=None if starts is None else int(starts)))
+    o = _options(model, init, fixed, bounds)
+    doc = json.loads(_native.fit_toys(model._native, gen, int(n_toys), int(seed), device,
+                                      _dataset(model, data, asimov, o), **o,
+                                      starts=None if starts is None else int(starts)))
     toys = doc["toys"]
     return {
         "index": np.asarray([t["index"] for t in toys], dtype=np.int64),
@@ -506,15 +692,19 @@ def fit_toys(model: Model, n_toys: int, gen_params: Any = None, seed: int = 0, d
     }
 
 
-def hypotest_toys(poi_test: float, model: Model, n_toys: int, data: Any = None, seed: int = 0,
-                  test_stat: str = "qtilde", device: str = "cpu", init: Any = None, fixed: Any = None,
-                  bounds: Any = None, asimov: bool = False, starts: Optional[int] = None) -> Dict[str, Any]:
+def hypotest_toys(poi_test: float, data: Any = None, model: Optional[Model] = None, *, n_toys: int,
+                  seed: int = 0, test_stat: str = "qtilde", device: str = "cpu", init: Any = None,
+                  fixed: Any = None, bounds: Any = None, asimov: bool = False,
+                  starts: Optional[int] = None) -> Dict[str, Any]:
     """Toy-based CLs at ``poi_test``: the result document (summary with CLs, CLs+b, CLb,
     expected band and failed-fit counts; per-toy statistics: ``q``, the free fit's
     ``twice_nll_free`` and ``poi_hat``, the conditional fit's ``twice_nll_cond``, ``converged``).
-    ``starts``: further starts of every fit, as for :func:`fit_toys`."""
-    return json.loads(_native.hypotest_toys(model._native, float(poi_test), int(n_toys), _dataset(model, data, asimov, _options(model, init, fixed, bounds)),
-                                            int(seed), test_stat, device, **_options(model, init, fixed, bounds),
+    ``starts``: further starts of every fit, as for :func:`fit_toys`. Arguments in pyhf's
+    order, as :func:`hypotest` (``hypotest_toys(mu, model, n_toys=…)`` for the observed data)."""
+    data, model = _data_model(data, model, "hypotest_toys")
+    o = _options(model, init, fixed, bounds)
+    return json.loads(_native.hypotest_toys(model._native, float(poi_test), int(n_toys),
+                                            _dataset(model, data, asimov, o), int(seed), test_stat, device, **o,
                                             starts=None if starts is None else int(starts)))
 
 
@@ -563,6 +753,7 @@ class ProfiledStatistic:
 
 def _profiled(model: Model, yields, data, mu: float, discovery: bool, warm, edm=None,
               expected: bool = False, device: Optional[str] = None) -> ProfiledStatistic:
+    model = _model(model, "profiled_q0" if discovery else "profiled_qmu")
     source, keys, arrays = _yield_source(yields)
     wf = wc = None
     if warm is not None:
@@ -586,7 +777,7 @@ def _profiled(model: Model, yields, data, mu: float, discovery: bool, warm, edm=
     )
 
 
-def profiled_q0(model: Model, yields: Union[Dict[str, Sequence[float]], "_native.DeviceYields"], data: Any = None,
+def profiled_q0(model: Model, yields: Union[Dict[str, Sequence[float]], "_native.DeviceYields"], *, data: Any = None,
                 warm: Optional[ProfiledStatistic] = None, edm: Optional[float] = None,
                 device: Optional[str] = None) -> ProfiledStatistic:
     """Discovery statistic q0 with the given samples' yields (see
@@ -600,7 +791,7 @@ def profiled_q0(model: Model, yields: Union[Dict[str, Sequence[float]], "_native
     return _profiled(model, yields, data, 0.0, True, warm, edm, device=device)
 
 
-def profiled_qmu(mu: float, model: Model, yields: Union[Dict[str, Sequence[float]], "_native.DeviceYields"],
+def profiled_qmu(mu: float, model: Model, yields: Union[Dict[str, Sequence[float]], "_native.DeviceYields"], *,
                  data: Any = None,
                  warm: Optional[ProfiledStatistic] = None, edm: Optional[float] = None,
                  device: Optional[str] = None) -> ProfiledStatistic:
@@ -609,7 +800,7 @@ def profiled_qmu(mu: float, model: Model, yields: Union[Dict[str, Sequence[float
     return _profiled(model, yields, data, mu, False, warm, edm, device=device)
 
 
-def expected_q0(model: Model, yields: Union[Dict[str, Sequence[float]], "_native.DeviceYields"],
+def expected_q0(model: Model, yields: Union[Dict[str, Sequence[float]], "_native.DeviceYields"], *,
                 warm: Optional[ProfiledStatistic] = None,
                 edm: Optional[float] = None, device: Optional[str] = None) -> ProfiledStatistic:
     """Expected discovery significance: q0 on the Asimov dataset of μ = 1 (nuisance parameters

@@ -1,13 +1,16 @@
 """Plots as matplotlib figures, drawn from the JSON documents histfit's commands write (a dict, or
-the path of a ``--json`` output), so they can be redrawn without refitting — the same kinds, with
+the path of a ``--json`` output) or from the Python functions' results (:func:`histfit.fit`'s
+:class:`~histfit.FitResult`, :func:`histfit.profile_scan`, :func:`histfit.ranking`,
+:func:`histfit.yields`, ``histfit.upper_limit(..., return_results=True)``'s document), so they
+can be redrawn without refitting — the same kinds, with
 the same content, as ``histfit plot`` (the Rust side builds each figure; this module draws it):
 
 =============== ============================================================================
 ``brazil``      ``histfit limit --json``: CLs against μ, expected ±1σ/±2σ, observed, limits marked
 ``scan``        ``histfit scan --json`` or :func:`histfit.profile_scan`: 2ΔNLL, 1σ and 2σ lines
-``pulls``       ``histfit fit --json``: pulls and constraints of the constrained parameters
+``pulls``       ``histfit fit --json`` or a FitResult: pulls and constraints of the constrained parameters
 ``ranking``     ``histfit ranking --json`` or :func:`histfit.ranking`: impacts, pulls beside them
-``correlation`` ``histfit fit --json``: the correlation matrix, pruned to its largest entries
+``correlation`` ``histfit fit --json`` or a FitResult: the correlation matrix, pruned to its largest entries
 ``yields``      ``histfit yields --json`` (or the list :func:`histfit.yields` returns): stacked
                 samples, total uncertainty band, data, data / prediction panel
 ``contour``     ``histfit limit BKG --patchset PS --json``: exclusion contour over the patch values
@@ -29,13 +32,20 @@ from . import _native
 
 __all__ = ["brazil", "scan", "pulls", "ranking", "correlation", "yields", "contour", "figure_data"]
 
-Document = Union[Dict[str, Any], List[Any], str, "os.PathLike[str]"]
+Document = Union[Dict[str, Any], List[Any], str, "os.PathLike[str]", Any]
 
 
 def _load(doc: Document) -> Any:
+    """A document from a path, a dict or list as the commands write them, or a Python result
+    (a :class:`histfit.FitResult`, through its ``to_document()``)."""
+    if hasattr(doc, "to_document"):
+        return doc.to_document()
     if isinstance(doc, (str, os.PathLike)):
         with open(doc) as f:
             return json.load(f)
+    if not isinstance(doc, (dict, list)):
+        raise TypeError(f"doc: expected a result document (dict, path) or a histfit.FitResult, got a "
+                        f"{type(doc).__name__}")
     return doc
 
 
@@ -94,7 +104,10 @@ def _draw_element(ax, e: Dict[str, Any]) -> None:
         ax.add_collection(LineCollection(e["segments"], colors=[_colour(e["color"])], linewidths=e["width"],
                                          linestyles="--" if e["dashed"] else "-", label=label))
     elif kind == "text":
-        ax.text(e["x"], e["y"], e["text"], color=_colour(e["color"]), fontsize=e["size"] * 0.75, va="top")
+        import matplotlib
+
+        scale = matplotlib.rcParams["font.size"] / 10.0
+        ax.text(e["x"], e["y"], e["text"], color=_colour(e["color"]), fontsize=e["size"] * 0.75 * scale, va="top")
 
 
 def _legend_only(ax, elements: List[Dict[str, Any]]) -> None:
@@ -117,9 +130,17 @@ def _legend_only(ax, elements: List[Dict[str, Any]]) -> None:
 
 def _draw(data: Dict[str, Any]):
     try:
+        import matplotlib
         from matplotlib.figure import Figure
     except ImportError:
         raise ImportError("histfit.plot needs matplotlib: pip install matplotlib") from None
+    # Text grows with the picture as in the SVG/PNG plots (``font_scale``, from the size asked).
+    size = matplotlib.rcParams["font.size"] * data.get("font_scale", 1.0)
+    with matplotlib.rc_context({"font.size": size}):
+        return _draw_figure(data, Figure)
+
+
+def _draw_figure(data: Dict[str, Any], Figure):
     fig = Figure(figsize=(data["width"] / 100, data["height"] / 100))
     cols, rows = data["column_weights"], data["row_weights"]
     grid = fig.add_gridspec(len(rows), len(cols), width_ratios=cols, height_ratios=rows)

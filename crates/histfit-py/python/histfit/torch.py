@@ -172,7 +172,7 @@ class ProfiledQ0(torch.nn.Module):
         self.last = None
 
     def _evaluate(self, yields):
-        self.last = histfit.profiled_q0(self.model, yields, self.data, self.last, device=self.device)
+        self.last = histfit.profiled_q0(self.model, yields, data=self.data, warm=self.last, device=self.device)
         return self.last
 
     def forward(self, yields: Dict[str, torch.Tensor]) -> torch.Tensor:
@@ -188,7 +188,8 @@ class ProfiledQmu(ProfiledQ0):
         self.mu = float(mu)
 
     def _evaluate(self, yields):
-        self.last = histfit.profiled_qmu(self.mu, self.model, yields, self.data, self.last, device=self.device)
+        self.last = histfit.profiled_qmu(self.mu, self.model, yields, data=self.data, warm=self.last,
+                                         device=self.device)
         return self.last
 
 
@@ -200,7 +201,7 @@ class ExpectedQ0(ProfiledQ0):
         super().__init__(model, None, device)
 
     def _evaluate(self, yields):
-        self.last = histfit.expected_q0(self.model, yields, self.last, device=self.device)
+        self.last = histfit.expected_q0(self.model, yields, warm=self.last, device=self.device)
         return self.last
 
 
