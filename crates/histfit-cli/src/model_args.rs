@@ -132,9 +132,17 @@ impl ModelArgs {
                 self.workspace
             );
         }
+        // Files the document names (events) lie beside it; from standard input, here.
+        let directory = (self.workspace != "-").then(|| {
+            std::path::Path::new(&self.workspace)
+                .parent()
+                .map(std::path::Path::to_path_buf)
+                .unwrap_or_default()
+        });
         let choice = histfit_unbinned::Choice {
             analysis: self.analysis.clone(),
             likelihood: self.likelihood.clone(),
+            directory,
         };
         let mut model =
             histfit_unbinned::open(doc, &choice).map_err(|e| anyhow!("{}: {e}", self.workspace))?;

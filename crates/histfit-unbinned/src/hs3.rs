@@ -38,6 +38,9 @@ type Result<T> = std::result::Result<T, Hs3Error>;
 pub struct Choice {
     pub analysis: Option<String>,
     pub likelihood: Option<String>,
+    /// Where the files a dataset names (`histfit_source`) are found: the document's own
+    /// directory; `None` for the working directory.
+    pub directory: Option<std::path::PathBuf>,
 }
 
 /// Whether a JSON document is an HS3 document (rather than a pyhf workspace).
@@ -54,7 +57,8 @@ pub const QUADRATURE_TOLERANCE: f64 = 1e-10;
 
 /// Opens the likelihood `choice` names in the HS3 document `doc`.
 pub fn open(doc: &Value, choice: &Choice) -> Result<UnbinnedModel> {
-    let doc = Doc::index(doc)?;
+    let mut doc = Doc::index(doc)?;
+    doc.directory = choice.directory.clone();
     let plan = doc.plan(choice)?;
     Builder::new(&doc, &plan)?.build(&plan)
 }
@@ -65,6 +69,8 @@ struct Doc<'a> {
     dists: HashMap<&'a str, (usize, &'a Value)>,
     funcs: HashMap<&'a str, (usize, &'a Value)>,
     data: HashMap<&'a str, (usize, &'a Value)>,
+    /// Where the files datasets name are found.
+    directory: Option<std::path::PathBuf>,
 }
 
 /// What to fit: (distribution, dataset) pairs, constraint distributions, the POIs.
@@ -122,6 +128,7 @@ impl<'a> Doc<'a> {
             dists: table("distributions")?,
             funcs: table("functions")?,
             data: table("data")?,
+            directory: None,
         })
     }
 
@@ -235,6 +242,176 @@ impl<'a> Doc<'a> {
             )),
         }
     }
+}
+
+/// A dataset's observables with their domains (its `axes`).
+fn axes(d: &Value, place: &str) -> Result<Vec<Observable>> {
+    let mut observables = Vec::new();
+    for (k, a) in list(d, "axes", place)?.iter().enumerate() {
+        let ap = format!("{place}.axes[{k}]");
+        let n = str_field(a, "name", &ap)?;
+        let lo = a.get("min").and_then(Value::as_f64);
+        let hi = a.get("max").and_then(Value::as_f64);
+        let (lo, hi) = match (lo, hi) {
+            (Some(lo), Some(hi)) if lo < hi && lo.is_finite() && hi.is_finite() => (lo, hi),
+            _ => return Err(err(ap, "an observable needs finite min < max")),
+        };
+        observables.push(Observable {
+            name: n.to_string(),
+            lo,
+            hi,
+        });
+    }
+    if observables.is_empty() {
+        return Err(err(place, "no axes: unbinned data need their observables"));
+    }
+    Ok(observables)
+}
+
+/// The events written in the document (`entries`, optional `weights`).
+fn inline_events(d: &Value, observables: &[Observable], place: &str) -> Result<EventTable> {
+    let entries = list(d, "entries", place)?;
+    let mut columns = vec![Vec::with_capacity(entries.len()); observables.len()];
+    for (e, row) in entries.iter().enumerate() {
+        let row = row
+            .as_array()
+            .filter(|r| r.len() == observables.len())
+            .ok_or_else(|| {
+                err(
+                    format!("{place}.entries[{e}]"),
+                    format!("expected {} numbers (one per axis)", observables.len()),
+                )
+            })?;
+        for (k, v) in row.iter().enumerate() {
+            let v = v
+                .as_f64()
+                .ok_or_else(|| err(format!("{place}.entries[{e}][{k}]"), "not a number"))?;
+            columns[k].push(v);
+        }
+    }
+    for (k, Observable { name: n, lo, hi }) in observables.iter().enumerate() {
+        let outside = columns[k]
+            .iter()
+            .filter(|&&x| !(x >= *lo && x <= *hi))
+            .count();
+        if outside > 0 {
+            return Err(err(
+                place,
+                format!("{outside} events with \"{n}\" outside its domain [{lo}, {hi}]"),
+            ));
+        }
+    }
+    let weights = match d.get("weights") {
+        None => None,
+        Some(w) => {
+            let w = w
+                .as_array()
+                .filter(|w| w.len() == entries.len())
+                .ok_or_else(|| {
+                    err(
+                        format!("{place}.weights"),
+                        format!("expected {} numbers (one per entry)", entries.len()),
+                    )
+                })?;
+            let mut ws = Vec::with_capacity(w.len());
+            for (e, v) in w.iter().enumerate() {
+                match v.as_f64() {
+                    Some(x) if x.is_finite() && x >= 0.0 => ws.push(x),
+                    _ => {
+                        return Err(err(
+                            format!("{place}.weights[{e}]"),
+                            "a weight is a finite number ≥ 0",
+                        ))
+                    }
+                }
+            }
+            Some(ws)
+        }
+    };
+    Ok(EventTable {
+        names: observables.iter().map(|o| o.name.clone()).collect(),
+        columns,
+        weights,
+    })
+}
+
+/// A dataset's `histfit_source` (see [`crate::source`]), its file found from `directory`.
+fn source_spec(
+    v: &Value,
+    observables: &[Observable],
+    directory: Option<&std::path::Path>,
+    place: &str,
+) -> Result<crate::source::SourceSpec> {
+    let format = str_field(v, "format", place)?;
+    if format != "parquet" {
+        return Err(err(
+            format!("{place}.format"),
+            format!("\"{format}\": the formats read are \"parquet\""),
+        ));
+    }
+    let file = std::path::PathBuf::from(str_field(v, "file", place)?);
+    let file = match directory {
+        Some(d) if file.is_relative() => d.join(file),
+        _ => file,
+    };
+    let names = v.get("columns");
+    if names.is_some_and(|c| !c.is_object()) {
+        return Err(err(
+            format!("{place}.columns"),
+            "expected an object {observable: column}",
+        ));
+    }
+    let columns = observables
+        .iter()
+        .map(|o| {
+            let column = match names.and_then(|c| c.get(&o.name)) {
+                None => Ok(o.name.clone()),
+                Some(Value::String(c)) => Ok(c.clone()),
+                Some(_) => Err(err(
+                    format!("{place}.columns.{}", o.name),
+                    "expected a column name",
+                )),
+            }?;
+            Ok(crate::source::ColumnRequest {
+                observable: o.name.clone(),
+                column,
+                lo: o.lo,
+                hi: o.hi,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if let Some(Value::Object(m)) = names {
+        if let Some(k) = m
+            .keys()
+            .find(|k| !observables.iter().any(|o| &o.name == *k))
+        {
+            return Err(err(
+                format!("{place}.columns.{k}"),
+                "not an observable of the dataset (its axes)",
+            ));
+        }
+    }
+    let weight = match v.get("weight") {
+        None => None,
+        Some(Value::String(w)) => Some(w.clone()),
+        Some(_) => return Err(err(format!("{place}.weight"), "expected a column name")),
+    };
+    let drop_outside = match v.get("outside").map(|o| o.as_str()) {
+        None | Some(Some("error")) => false,
+        Some(Some("drop")) => true,
+        Some(_) => {
+            return Err(err(
+                format!("{place}.outside"),
+                "expected \"error\" (the default) or \"drop\"",
+            ))
+        }
+    };
+    Ok(crate::source::SourceSpec {
+        file,
+        columns,
+        weight,
+        drop_outside,
+    })
 }
 
 fn listing(items: &[Value]) -> String {
@@ -361,7 +538,8 @@ impl<'a> Builder<'a> {
         let mut constraints = Vec::new();
         let mut tables = Vec::new();
         for (dist, data) in &plan.pairs {
-            let (table, observables) = self.events(data)?;
+            let (table, observables, note) = self.events(data)?;
+            self.notes.extend(note);
             // Functions are built anew per channel: what is an observable differs.
             self.observables.clear();
             self.funcs.clear();
@@ -481,8 +659,9 @@ impl<'a> Builder<'a> {
         })
     }
 
-    /// The events of dataset `name` and its observables with their domains.
-    fn events(&self, name: &str) -> Result<(EventTable, Vec<Observable>)> {
+    /// The events of dataset `name`, its observables with their domains, and what reading them
+    /// left out (events dropped outside the domains), to be said.
+    fn events(&self, name: &str) -> Result<(EventTable, Vec<Observable>, Option<String>)> {
         let (i, d) = self
             .doc
             .data
@@ -496,91 +675,41 @@ impl<'a> Builder<'a> {
                 format!("type \"{kind}\": only unbinned data are read so far"),
             ));
         }
-        let mut observables = Vec::new();
-        for (k, a) in list(d, "axes", &place)?.iter().enumerate() {
-            let ap = format!("{place}.axes[{k}]");
-            let n = str_field(a, "name", &ap)?;
-            let lo = a.get("min").and_then(Value::as_f64);
-            let hi = a.get("max").and_then(Value::as_f64);
-            let (lo, hi) = match (lo, hi) {
-                (Some(lo), Some(hi)) if lo < hi && lo.is_finite() && hi.is_finite() => (lo, hi),
-                _ => return Err(err(ap, "an observable needs finite min < max")),
-            };
-            observables.push(Observable {
-                name: n.to_string(),
-                lo,
-                hi,
-            });
-        }
-        if observables.is_empty() {
-            return Err(err(&place, "no axes: unbinned data need their observables"));
-        }
-        let entries = list(d, "entries", &place)?;
-        let mut columns = vec![Vec::with_capacity(entries.len()); observables.len()];
-        for (e, row) in entries.iter().enumerate() {
-            let row = row
-                .as_array()
-                .filter(|r| r.len() == observables.len())
-                .ok_or_else(|| {
-                    err(
-                        format!("{place}.entries[{e}]"),
-                        format!("expected {} numbers (one per axis)", observables.len()),
-                    )
-                })?;
-            for (k, v) in row.iter().enumerate() {
-                let v = v
-                    .as_f64()
-                    .ok_or_else(|| err(format!("{place}.entries[{e}][{k}]"), "not a number"))?;
-                columns[k].push(v);
-            }
-        }
-        for (k, Observable { name: n, lo, hi }) in observables.iter().enumerate() {
-            let outside = columns[k]
-                .iter()
-                .filter(|&&x| !(x >= *lo && x <= *hi))
-                .count();
-            if outside > 0 {
-                return Err(err(
-                    &place,
-                    format!("{outside} events with \"{n}\" outside its domain [{lo}, {hi}]"),
-                ));
-            }
-        }
-        let weights = match d.get("weights") {
-            None => None,
-            Some(w) => {
-                let w = w
-                    .as_array()
-                    .filter(|w| w.len() == entries.len())
-                    .ok_or_else(|| {
-                        err(
-                            format!("{place}.weights"),
-                            format!("expected {} numbers (one per entry)", entries.len()),
-                        )
-                    })?;
-                let mut ws = Vec::with_capacity(w.len());
-                for (e, v) in w.iter().enumerate() {
-                    match v.as_f64() {
-                        Some(x) if x.is_finite() && x >= 0.0 => ws.push(x),
-                        _ => {
-                            return Err(err(
-                                format!("{place}.weights[{e}]"),
-                                "a weight is a finite number ≥ 0",
-                            ))
-                        }
-                    }
+        let observables = axes(d, &place)?;
+        match d.get("histfit_source") {
+            Some(source) => {
+                if d.get("entries").is_some() {
+                    return Err(err(
+                        &place,
+                        "both \"entries\" and \"histfit_source\": the events come from one of them",
+                    ));
                 }
-                Some(ws)
+                let spec = source_spec(
+                    source,
+                    &observables,
+                    self.doc.directory.as_deref(),
+                    &format!("{place}.histfit_source"),
+                )?;
+                let loaded = crate::source::read_parquet(&spec)
+                    .map_err(|e| err(format!("{place}.histfit_source"), e.to_string()))?;
+                if loaded.table.is_empty() {
+                    return Err(err(
+                        format!("{place}.histfit_source"),
+                        format!("{}: no event inside the domains", spec.file.display()),
+                    ));
+                }
+                let note = (loaded.dropped > 0).then(|| {
+                    format!(
+                        "dataset \"{name}\": {} events outside the domains dropped ({} row groups not read), {} kept",
+                        loaded.dropped,
+                        loaded.row_groups_skipped,
+                        loaded.table.len()
+                    )
+                });
+                Ok((loaded.table, observables, note))
             }
-        };
-        Ok((
-            EventTable {
-                names: observables.iter().map(|o| o.name.clone()).collect(),
-                columns,
-                weights,
-            },
-            observables,
-        ))
+            None => Ok((inline_events(d, &observables, &place)?, observables, None)),
+        }
     }
 
     /// The node of a name used as a value: a number, an observable, a function or a parameter.

@@ -2,7 +2,8 @@
 //! expression [`graph`] over event columns and parameters — named PDFs ([`pdf`]) and `generic_*`
 //! expressions ([`expr`]) alike — which the CPU evaluates over blocks of events with
 //! reverse-mode gradients ([`program`]); [`model`] is the likelihood (extended or not, weighted
-//! events, constraint terms, several channels) behind histfit's `Evaluator` seam.
+//! events, constraint terms, several channels) behind histfit's `Evaluator` seam; [`source`]
+//! reads events from Parquet files a dataset names.
 
 pub mod asimov;
 pub mod expr;
@@ -12,6 +13,7 @@ pub mod model;
 pub mod pdf;
 pub mod program;
 pub mod sample;
+pub mod source;
 pub mod weighted;
 
 pub use hs3::{is_hs3, open, Choice, Hs3Error};

@@ -1,0 +1,304 @@
+//! Events read from files, named by a dataset of an HS3 document through histfit's extension
+//! (HS3 has no way to point at event files):
+//!
+//! ```json
+//! {"type": "unbinned", "name": "data", "axes": [{"name": "x", "min": 60, "max": 120}],
+//!  "histfit_source": {"format": "parquet", "file": "events.parquet",
+//!                     "columns": {"x": "mass"}, "weight": "w", "outside": "drop"}}
+//! ```
+//!
+//! `file` is relative to the HS3 document's directory; `columns` maps an observable to its column
+//! (default: the observable's own name); `weight` names an optional weight column; `outside`
+//! says what an event outside an observable's domain (the axis' `[min, max]`) is: `"error"`
+//! (the default: one message naming the column and how many) or `"drop"` (the domains are the
+//! fit range: row groups whose statistics lie outside are not read, the rows left are filtered
+//! exactly, and the count dropped is said).
+//!
+//! Parquet columns of doubles, floats and 32/64-bit integers are read into f64 columns (SoA), only
+//! the columns named (projection), row groups in parallel; a null in a used column, a negative
+//! or non-finite weight, a missing column or one that holds no numbers is an error naming it.
+
+use histfit_compute::EventTable;
+use parquet::basic::Type as Physical;
+use parquet::column::reader::{ColumnReader, ColumnReaderImpl};
+use parquet::data_type::DataType;
+use parquet::file::reader::{ChunkReader, FileReader, SerializedFileReader};
+use parquet::file::statistics::Statistics;
+use rayon::prelude::*;
+use std::path::{Path, PathBuf};
+
+/// What to read: one observable's column and its domain.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColumnRequest {
+    pub observable: String,
+    pub column: String,
+    pub lo: f64,
+    pub hi: f64,
+}
+
+/// A dataset's `histfit_source`, read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceSpec {
+    pub file: PathBuf,
+    pub columns: Vec<ColumnRequest>,
+    pub weight: Option<String>,
+    pub drop_outside: bool,
+}
+
+/// The events read, and what was left out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Loaded {
+    pub table: EventTable,
+    /// Events outside the domains, dropped (`outside: "drop"`), whole row groups included.
+    pub dropped: usize,
+    /// Row groups not read: their statistics put every row outside a domain.
+    pub row_groups_skipped: usize,
+}
+
+/// Why a file's events could not be read: the file, and the rule broken.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{file}: {rule}")]
+pub struct SourceError {
+    pub file: String,
+    pub rule: String,
+}
+
+fn fail(file: &Path, rule: impl Into<String>) -> SourceError {
+    SourceError {
+        file: file.display().to_string(),
+        rule: rule.into(),
+    }
+}
+
+/// Reads the events `spec` names from its Parquet file, memory-mapped: only the pages of the
+/// column chunks used are read from disk, and row groups are decoded in parallel from one map
+/// (a `File` would share one seek position between them).
+pub fn read_parquet(spec: &SourceSpec) -> Result<Loaded, SourceError> {
+    let handle = std::fs::File::open(&spec.file)
+        .map_err(|e| fail(&spec.file, format!("cannot open: {e}")))?;
+    // SAFETY: the map is only read; a file changed by another process while it is read gives
+    // wrong bytes, which the Parquet decoder checks like any other bytes (lengths, Thrift),
+    // never memory outside the map.
+    let map = unsafe { memmap2::Mmap::map(&handle) }
+        .map_err(|e| fail(&spec.file, format!("cannot read: {e}")))?;
+    read_from(bytes::Bytes::from_owner(map), spec)
+}
+
+/// Reads the events `spec` names from a Parquet file held in memory (`spec.file` names it in
+/// messages): what the fuzz target drives.
+pub fn read_parquet_bytes(bytes: Vec<u8>, spec: &SourceSpec) -> Result<Loaded, SourceError> {
+    read_from(bytes::Bytes::from(bytes), spec)
+}
+
+fn read_from<R: ChunkReader + 'static>(input: R, spec: &SourceSpec) -> Result<Loaded, SourceError> {
+    let file = &spec.file;
+    let reader = SerializedFileReader::new(input)
+        .map_err(|e| fail(file, format!("not a readable Parquet file: {e}")))?;
+    let meta = reader.metadata();
+    let schema = meta.file_metadata().schema_descr();
+    let names: Vec<String> = (0..schema.num_columns())
+        .map(|i| schema.column(i).path().string())
+        .collect();
+    let find = |name: &str| -> Result<usize, SourceError> {
+        let i = names.iter().position(|n| n == name).ok_or_else(|| {
+            fail(
+                file,
+                format!("no column \"{name}\" (it has {})", names.join(", ")),
+            )
+        })?;
+        let c = schema.column(i);
+        if c.max_rep_level() > 0 {
+            return Err(fail(
+                file,
+                format!("column \"{name}\" is repeated (a list); an event has one value"),
+            ));
+        }
+        match c.physical_type() {
+            Physical::DOUBLE | Physical::FLOAT | Physical::INT32 | Physical::INT64 => Ok(i),
+            t => Err(fail(
+                file,
+                format!("column \"{name}\" holds {t}, not numbers (double, float, int32, int64)"),
+            )),
+        }
+    };
+    let observed: Vec<usize> = spec
+        .columns
+        .iter()
+        .map(|c| find(&c.column))
+        .collect::<Result<_, _>>()?;
+    let weight = spec.weight.as_deref().map(find).transpose()?;
+    // Row groups whose statistics put every row outside some domain hold nothing to fit.
+    let keep: Vec<usize> = (0..reader.num_row_groups())
+        .filter(|&g| {
+            !spec.drop_outside
+                || !spec.columns.iter().zip(&observed).any(|(c, &i)| {
+                    range(meta.row_group(g).column(i).statistics())
+                        .is_some_and(|(min, max)| max < c.lo || min > c.hi)
+                })
+        })
+        .collect();
+    let skipped_rows: usize = (0..reader.num_row_groups())
+        .filter(|g| !keep.contains(g))
+        .map(|g| meta.row_group(g).num_rows() as usize)
+        .sum();
+    let wanted: Vec<usize> = observed.iter().copied().chain(weight).collect();
+    let groups: Vec<Vec<Vec<f64>>> = keep
+        .par_iter()
+        .map(|&g| {
+            let rows = meta.row_group(g).num_rows() as usize;
+            let group = reader
+                .get_row_group(g)
+                .map_err(|e| fail(file, format!("row group {g}: {e}")))?;
+            wanted
+                .iter()
+                .map(|&i| {
+                    let column = group
+                        .get_column_reader(i)
+                        .map_err(|e| fail(file, format!("row group {g}: {e}")))?;
+                    read_column(column, rows)
+                        .map_err(|rule| fail(file, format!("column \"{}\": {rule}", names[i])))
+                })
+                .collect()
+        })
+        .collect::<Result<_, _>>()?;
+    let total: usize = groups.iter().map(|g| g[0].len()).sum();
+    let mut columns: Vec<Vec<f64>> = vec![Vec::with_capacity(total); wanted.len()];
+    for g in groups {
+        for (out, part) in columns.iter_mut().zip(g) {
+            out.extend_from_slice(&part);
+        }
+    }
+    let weights = weight.map(|_| columns.pop().expect("the weight column was read last"));
+    let mut table = EventTable {
+        names: spec.columns.iter().map(|c| c.observable.clone()).collect(),
+        columns,
+        weights,
+    };
+    let dropped = select(&mut table, spec).map_err(|rule| fail(file, rule))?;
+    check_weights(&table, spec.weight.as_deref()).map_err(|rule| fail(file, rule))?;
+    Ok(Loaded {
+        table,
+        dropped: dropped + skipped_rows,
+        row_groups_skipped: reader.num_row_groups() - keep.len(),
+    })
+}
+
+/// A column chunk's minimum and maximum as f64, where its statistics give both.
+fn range(stats: Option<&Statistics>) -> Option<(f64, f64)> {
+    let pair = |min: Option<f64>, max: Option<f64>| min.zip(max);
+    match stats? {
+        Statistics::Double(s) => pair(s.min_opt().copied(), s.max_opt().copied()),
+        Statistics::Float(s) => pair(
+            s.min_opt().map(|&v| v as f64),
+            s.max_opt().map(|&v| v as f64),
+        ),
+        Statistics::Int32(s) => pair(
+            s.min_opt().map(|&v| v as f64),
+            s.max_opt().map(|&v| v as f64),
+        ),
+        Statistics::Int64(s) => pair(
+            s.min_opt().map(|&v| v as f64),
+            s.max_opt().map(|&v| v as f64),
+        ),
+        _ => None,
+    }
+    .filter(|(min, max)| !min.is_nan() && !max.is_nan())
+}
+
+/// One column chunk of `rows` rows as f64.
+fn read_column(column: ColumnReader, rows: usize) -> Result<Vec<f64>, String> {
+    match column {
+        ColumnReader::DoubleColumnReader(r) => read_typed(r, rows, |v: f64| v),
+        ColumnReader::FloatColumnReader(r) => read_typed(r, rows, |v: f32| v as f64),
+        ColumnReader::Int32ColumnReader(r) => read_typed(r, rows, |v: i32| v as f64),
+        ColumnReader::Int64ColumnReader(r) => read_typed(r, rows, |v: i64| v as f64),
+        _ => Err("not a column of numbers".into()),
+    }
+}
+
+fn read_typed<T, F>(mut r: ColumnReaderImpl<T>, rows: usize, to_f64: F) -> Result<Vec<f64>, String>
+where
+    T: DataType,
+    T::T: Copy,
+    F: Fn(T::T) -> f64,
+{
+    let mut values: Vec<T::T> = Vec::with_capacity(rows);
+    let mut levels: Vec<i16> = Vec::with_capacity(rows);
+    let mut records = 0;
+    while records < rows {
+        let (n, _, _) = r
+            .read_records(rows - records, Some(&mut levels), None, &mut values)
+            .map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err(format!(
+                "{records} values where the row group has {rows} rows"
+            ));
+        }
+        records += n;
+    }
+    if values.len() < rows {
+        return Err(format!(
+            "{} null values; an event needs every observable",
+            rows - values.len()
+        ));
+    }
+    Ok(values.into_iter().map(to_f64).collect())
+}
+
+/// Applies the domains: counts the events outside them and drops them or says so.
+fn select(table: &mut EventTable, spec: &SourceSpec) -> Result<usize, String> {
+    let n = table.len();
+    let inside = |c: &ColumnRequest, x: f64| x >= c.lo && x <= c.hi;
+    if !spec.drop_outside {
+        for (c, col) in spec.columns.iter().zip(&table.columns) {
+            let outside = col.iter().filter(|&&x| !inside(c, x)).count();
+            if outside > 0 {
+                return Err(format!(
+                    "{outside} of {n} events with column \"{}\" outside the domain of \"{}\", [{}, {}] \
+                     (\"outside\": \"drop\" drops them)",
+                    c.column, c.observable, c.lo, c.hi
+                ));
+            }
+        }
+        return Ok(0);
+    }
+    let keep: Vec<bool> = (0..n)
+        .map(|e| {
+            spec.columns
+                .iter()
+                .zip(&table.columns)
+                .all(|(c, col)| inside(c, col[e]))
+        })
+        .collect();
+    let kept = keep.iter().filter(|&&k| k).count();
+    if kept < n {
+        let filter = |v: &mut Vec<f64>| {
+            let mut k = keep.iter();
+            v.retain(|_| *k.next().expect("one flag per event"));
+        };
+        table.columns.iter_mut().for_each(filter);
+        if let Some(w) = table.weights.as_mut() {
+            filter(w);
+        }
+    }
+    Ok(n - kept)
+}
+
+/// A weight is a finite number ≥ 0.
+fn check_weights(table: &EventTable, column: Option<&str>) -> Result<(), String> {
+    let (Some(w), Some(name)) = (&table.weights, column) else {
+        return Ok(());
+    };
+    let bad = w.iter().filter(|v| !(v.is_finite() && **v >= 0.0)).count();
+    if bad > 0 {
+        let first = w
+            .iter()
+            .position(|v| !(v.is_finite() && *v >= 0.0))
+            .unwrap_or(0);
+        return Err(format!(
+            "weight column \"{name}\": {bad} weights negative or not finite (the first, event {first}: {})",
+            w[first]
+        ));
+    }
+    Ok(())
+}

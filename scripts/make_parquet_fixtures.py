@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Writes the Parquet fixtures of the event-level tests (tests/fixtures/events/), with pyarrow:
+
+- gauss_exp.parquet: 3 000 events of the benchmark model (Gaussian at 91 ± 2.5 over an
+  exponential, x in [60, 120], seed 7) in three row groups of 1 000 (snappy), with a weight
+  column "w" in [0.5, 1.5], a float32 copy of x ("x32"), an int64 column ("n") and weights with
+  one negative and one NaN ("wbad");
+- gauss_exp.json: the HS3 document (as ROOT 6.40 exports the model) whose dataset names that file
+  through histfit's extension ("histfit_source"), and gauss_exp.inline.json: the same events inline
+  (the reference the Parquet dataset must equal bit for bit);
+- gauss_exp_zstd.parquet: the same columns compressed with zstd, one row group;
+- with_outside.parquet: the same events and a fourth row group whose x all lie in [130, 140]
+  (outside the domain: an error unless "outside": "drop", which skips the row group unread), plus
+  5 events at x = 59 in the first row group;
+- with_null.parquet: x with one null.
+
+Run with a Python that has pyarrow and numpy (the reference venv); the files are small and
+committed, so the tests need neither.
+"""
+import copy
+import json
+import os
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, "..", "examples", "unbinned"))
+from make_events import draw  # noqa: E402  (the benchmark model's events, one definition)
+
+out = os.path.join(here, "..", "tests", "fixtures", "events")
+model = os.path.join(here, "..", "tests", "fixtures", "hs3", "gauss_exp_ext.json")
+
+
+def main():
+    os.makedirs(out, exist_ok=True)
+    rng = np.random.default_rng(7)
+    x = draw(3000, rng)
+    w = rng.uniform(0.5, 1.5, size=x.size)
+    bad = w.copy()
+    bad[10], bad[20] = -1.0, np.nan
+    table = pa.table({
+        "x": pa.array(x, pa.float64()),
+        "w": pa.array(w, pa.float64()),
+        "x32": pa.array(x.astype(np.float32), pa.float32()),
+        "n": pa.array(np.arange(x.size, dtype=np.int64)),
+        "wbad": pa.array(bad, pa.float64()),
+    })
+    pq.write_table(table, os.path.join(out, "gauss_exp.parquet"), row_group_size=1000, compression="snappy")
+    pq.write_table(table, os.path.join(out, "gauss_exp_zstd.parquet"), compression="zstd")
+    low = x.copy()
+    low[:5] = 59.0
+    far = rng.uniform(130.0, 140.0, size=1000)
+    outside = pa.table({
+        "x": pa.array(np.concatenate([low, far]), pa.float64()),
+        "w": pa.array(np.concatenate([w, np.ones(far.size)]), pa.float64()),
+    })
+    pq.write_table(outside, os.path.join(out, "with_outside.parquet"), row_group_size=1000,
+                   compression="snappy", write_statistics=True)
+    nulls = pa.table({"x": pa.array([float(v) for v in x[:9]] + [None], pa.float64())})
+    pq.write_table(nulls, os.path.join(out, "with_null.parquet"))
+
+    with open(model) as f:
+        doc = json.load(f)
+    for p in doc["parameter_points"][0]["parameters"]:
+        if p["name"] == "nsig":
+            p["value"] = 900.0
+        if p["name"] == "nbkg":
+            p["value"] = 2100.0
+    data = doc["data"][0]
+    inline = copy.deepcopy(doc)
+    inline["data"][0]["entries"] = [[float(v)] for v in x]
+    with open(os.path.join(out, "gauss_exp.inline.json"), "w") as f:
+        json.dump(inline, f, indent=1)
+    data.pop("entries", None)
+    data["histfit_source"] = {"format": "parquet", "file": "gauss_exp.parquet", "columns": {"x": "x"}}
+    with open(os.path.join(out, "gauss_exp.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
