@@ -14,6 +14,7 @@ pub mod pdf;
 pub mod program;
 pub mod sample;
 pub mod source;
+pub mod vmath;
 pub mod weighted;
 
 pub use hs3::{is_hs3, open, Choice, Hs3Error};

@@ -75,7 +75,8 @@ fn parquet_events_are_the_inline_events() {
     }
 }
 
-/// Doubles, floats and integers; snappy (three row groups) and zstd (one); the weight column.
+/// Doubles, floats and integers; snappy (three row groups) and zstd (one); dictionary and PLAIN
+/// pages; the weight column.
 #[test]
 fn column_types_compressions_and_weights() {
     let xs = inline_events();
@@ -86,6 +87,11 @@ fn column_types_compressions_and_weights() {
     assert!(w.iter().all(|&v| (0.5..=1.5).contains(&v)));
     let zstd = read_parquet(&spec("gauss_exp_zstd.parquet", "x", Some("w"), false)).unwrap();
     assert_eq!(zstd.table, snappy.table);
+    // PLAIN pages (copied, not decoded) of both data page formats, many pages a chunk.
+    for file in ["gauss_exp_plain_v1.parquet", "gauss_exp_plain_v2.parquet"] {
+        let plain = read_parquet(&spec(file, "x", Some("w"), false)).unwrap();
+        assert_eq!(plain.table, snappy.table, "{file}");
+    }
     let floats = read_parquet(&spec("gauss_exp.parquet", "x32", None, false)).unwrap();
     for (f, x) in floats.table.columns[0].iter().zip(&xs) {
         assert_eq!(*f, *x as f32 as f64);
