@@ -14,6 +14,8 @@
 - with_outside.parquet: the same events and a fourth row group whose x all lie in [130, 140]
   (outside the domain: an error unless "outside": "drop", which skips the row group unread), plus
   5 events at x = 59 in the first row group;
+- gauss_exp_required.parquet: x as a required (non-nullable) column, PLAIN pages;
+- unsigned.parquet: a uint32 column (refused: its values are not their signed reading);
 - with_null.parquet: x with one null.
 
 Run with a Python that has pyarrow and numpy (the reference venv); the files are small and
@@ -65,6 +67,14 @@ def main():
     })
     pq.write_table(outside, os.path.join(out, "with_outside.parquet"), row_group_size=1000,
                    compression="snappy", write_statistics=True)
+    # A required (non-nullable) column: pages without definition levels.
+    required = pa.table({"x": pa.array(x, pa.float64())},
+                        schema=pa.schema([pa.field("x", pa.float64(), nullable=False)]))
+    pq.write_table(required, os.path.join(out, "gauss_exp_required.parquet"), use_dictionary=False,
+                   row_group_size=1000)
+    # Unsigned integers (not read: their meaning is not the signed value).
+    pq.write_table(pa.table({"x": pa.array(np.arange(100, dtype=np.uint32))}),
+                   os.path.join(out, "unsigned.parquet"))
     nulls = pa.table({"x": pa.array([float(v) for v in x[:9]] + [None], pa.float64())})
     pq.write_table(nulls, os.path.join(out, "with_null.parquet"))
 

@@ -1112,3 +1112,124 @@ fn gzipped_files_and_standard_input_are_read() {
     let piped: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(piped["twice_nll"], plain["twice_nll"]);
 }
+
+/// Yield tables as Markdown and LaTeX (issue 52): a table per channel, a row per sample, the
+/// total and the data, a column per bin; TeX's special characters in names escaped.
+#[test]
+fn yield_tables_as_markdown_and_latex() {
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_histfit"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let ws = fixture("simple_workspace.json");
+    let doc = run_json(&["yields", &ws, "--json"]);
+    let signal = doc["channels"][0]["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "signal")
+        .unwrap()
+        .clone();
+    let md = run(&["yields", &ws, "--format", "md"]);
+    assert!(md.contains("**singlechannel**"), "{md}");
+    assert!(
+        md.contains("| sample | bin 0 | bin 1 |\n|---|---:|---:|"),
+        "{md}"
+    );
+    let row = format!(
+        "| signal | {:.2} ± {:.2} | {:.2} ± {:.2} |",
+        signal["yields"][0].as_f64().unwrap(),
+        signal["uncertainties"][0].as_f64().unwrap(),
+        signal["yields"][1].as_f64().unwrap(),
+        signal["uncertainties"][1].as_f64().unwrap()
+    );
+    assert!(md.contains(&row), "{md} lacks {row}");
+    assert!(md.contains("| data | 53 | 65 |"), "{md}");
+    let tex = run(&["yields", &fixture("workspace_tHu.json"), "--format", "tex"]);
+    assert!(tex.contains("\\begin{tabular}{l"), "{tex}");
+    assert!(tex.contains("HFDecay\\_mu & "), "{tex}");
+    assert!(tex.contains(" $\\pm$ "), "{tex}");
+    assert_eq!(
+        tex.matches("\\begin{table}").count(),
+        tex.matches("\\end{table}").count()
+    );
+    assert!(tex.matches("\\begin{table}").count() >= 2);
+}
+
+/// The POI's uncertainty broken down by refits (issue 52): the statistical part equals the POI's
+/// error of a fit with every constrained parameter held (by hand, with --fix) at the best fit, a
+/// group's impact is √(σ² − σ²_held) with that group held by hand, and --group selects by name.
+#[test]
+fn uncertainty_breakdown_by_refits() {
+    let ws = fixture("complex_workspace.json");
+    let doc = run_json(&["fit", &ws, "--breakdown", "--json"]);
+    let b = &doc["breakdown"];
+    let pars = doc["parameters"].as_array().unwrap();
+    let mu = |d: &Value| {
+        d["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "mu")
+            .unwrap()["uncertainty"]
+            .as_f64()
+            .unwrap()
+    };
+    let total = mu(&doc);
+    assert_eq!(b["total"].as_f64().unwrap(), total);
+    let held = |names: &dyn Fn(&str) -> bool| {
+        let mut args: Vec<String> = vec!["fit".into(), ws.clone(), "--json".into()];
+        for p in pars {
+            let n = p["name"].as_str().unwrap();
+            if names(n) && p["fixed"] == false {
+                args.push("--fix".into());
+                args.push(format!("{n}={}", p["value"].as_f64().unwrap()));
+            }
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        mu(&run_json(&args))
+    };
+    let constrained: Vec<String> = pars
+        .iter()
+        .filter(|p| p.get("pull").is_some())
+        .map(|p| p["name"].as_str().unwrap().to_owned())
+        .collect();
+    let stat = held(&|n| constrained.iter().any(|c| c == n));
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-5 * b.abs().max(1e-3);
+    assert!(close(b["stat"].as_f64().unwrap(), stat), "{b} vs {stat}");
+    let syst = (total * total - stat * stat).sqrt();
+    assert!(close(b["syst"].as_f64().unwrap(), syst), "{b}");
+    let group = |name: &str| {
+        b["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["group"] == name)
+            .unwrap_or_else(|| panic!("no group {name}: {b}"))
+            .clone()
+    };
+    let staterror = group("staterror");
+    let by_hand = held(&|n| n.starts_with("staterror_"));
+    let impact = (total * total - by_hand * by_hand).max(0.0).sqrt();
+    assert!(
+        close(staterror["impact"].as_f64().unwrap(), impact),
+        "{staterror} vs {impact}"
+    );
+    assert!(group("lumi")["impact"].as_f64().unwrap() > 0.0);
+    // A group named on the command line: the same refit.
+    let asked = run_json(&["fit", &ws, "--group", "mc=staterror_*", "--json"]);
+    let mc = &asked["breakdown"]["groups"][0];
+    assert_eq!(mc["group"], "mc");
+    assert_eq!(mc["impact"], staterror["impact"]);
+    assert_eq!(asked["breakdown"]["groups"].as_array().unwrap().len(), 1);
+    let out = Command::new(env!("CARGO_BIN_EXE_histfit"))
+        .args(["fit", &ws, "--group", "x=nothing_*"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no parameter matches nothing_*"));
+}

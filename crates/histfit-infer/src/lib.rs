@@ -9,6 +9,7 @@
 
 pub mod asymptotic;
 pub mod batch;
+pub mod breakdown;
 pub mod differentiable;
 pub mod estimate;
 pub mod fit;
@@ -20,6 +21,7 @@ pub mod scan;
 pub mod toys;
 
 pub use asymptotic::{significance, AsymptoticCalculator, HypotestResult, Significance, TestStat};
+pub use breakdown::{uncertainty_breakdown, Breakdown, Group};
 pub use estimate::{parameter_estimate, ParameterEstimate};
 pub use fit::{check_dense, fit, FitOptions, FitResult, KinkState, Starts, DENSE_HESSIAN_LIMIT};
 pub use gof::{goodness_of_fit, GoodnessOfFit};

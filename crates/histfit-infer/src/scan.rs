@@ -53,6 +53,12 @@ pub fn range_around_best_fit<E: Evaluator + ?Sized>(
     let mut opts = base.clone();
     opts.uncertainties = true;
     let free = fit(eval, data, &opts)?;
+    if !free.converged {
+        return Err(crate::InferError::Request(format!(
+            "the free fit did not converge ({}): give the scan's range (LO:HI)",
+            free.reason
+        )));
+    }
     let mu = free.bestfit[poi];
     let sigma = free.uncertainties.as_ref().map_or(f64::NAN, |u| u[poi]);
     if !(sigma.is_finite() && sigma > 0.0) {

@@ -1260,7 +1260,6 @@ fn devices() -> PyResult<String> {
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    histfit_wgpu::skip_display_probe();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<NativeWorkspace>()?;
     m.add_class::<NativeModel>()?;

@@ -139,3 +139,9 @@ def test_plots_take_python_results(tmp_path):
     saved(hp.brazil(limit), tmp_path, "brazil_python")
     with pytest.raises(TypeError, match="FitResult"):
         hp.pulls(42)
+    # Above the dense-Hessian limit only the POI's error is computed (the others NaN): drawn
+    # without bars, as the CLI's document with nulls is.
+    poi_only = histfit.fit(model, max_hessian_parameters=1)
+    pars = poi_only.to_document()["parameters"]
+    assert all(p["uncertainty"] is None for i, p in enumerate(pars) if i != model.poi_index and not p["fixed"])
+    saved(hp.pulls(poi_only), tmp_path, "pulls_poi_only")

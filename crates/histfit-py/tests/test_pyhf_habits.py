@@ -90,5 +90,7 @@ def test_other_orders_are_type_errors_naming_the_argument():
         histfit.significance(model, data=model)
     with pytest.raises(TypeError):  # keyword arguments after the model
         histfit.yields(model, True)
+    with pytest.raises(TypeError, match="alpha= and level="):
+        histfit.upper_limit(data, model, alpha=0.05, level=0.05)
     with pytest.raises(TypeError, match="init= and init_pars="):
         histfit.fit(data, model, init=[1.0, 1.0, 1.0], init_pars=[1.0, 1.0, 1.0])

@@ -249,6 +249,46 @@ pub fn hs3_bytes(data: &[u8]) {
     }
 }
 
+/// A Parquet file's bytes: read its column "x" (or, where it has none, its first column) as
+/// an observable on [60, 120] with column "w" as weights where it has one, keeping or dropping
+/// the events outside; where the read succeeds every event lies in the domain, the columns and
+/// weights are as long as each other and the weights are finite and ≥ 0, and where it fails the
+/// message names the file.
+pub fn parquet_bytes(data: &[u8]) {
+    use histfit_events::{read_parquet_bytes, ColumnRequest, SourceSpec};
+    for (column, weight, drop_outside) in [
+        ("x", Some("w"), false),
+        ("x", None, true),
+        ("n", None, true),
+    ] {
+        let spec = SourceSpec {
+            file: "fuzzed.parquet".into(),
+            columns: vec![ColumnRequest {
+                observable: "x".into(),
+                column: column.into(),
+                lo: 60.0,
+                hi: 120.0,
+            }],
+            weight: weight.map(str::to_owned),
+            drop_outside,
+        };
+        match read_parquet_bytes(data.to_vec(), &spec) {
+            Err(e) => {
+                assert_eq!(e.file, "fuzzed.parquet");
+                named(&e.file, &e.rule);
+            }
+            Ok(loaded) => {
+                let t = &loaded.table;
+                assert!(t.columns[0].iter().all(|x| (60.0..=120.0).contains(x)));
+                if let Some(w) = &t.weights {
+                    assert_eq!(w.len(), t.columns[0].len());
+                    assert!(w.iter().all(|v| v.is_finite() && *v >= 0.0));
+                }
+            }
+        }
+    }
+}
+
 /// An expression's bytes (a `generic_function`'s text): parse into a graph whose names are all
 /// parameters, and evaluate it at one point; an error names its position inside the text.
 pub fn expression_bytes(data: &[u8]) {

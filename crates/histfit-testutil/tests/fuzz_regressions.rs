@@ -127,6 +127,11 @@ fn hs3_json() {
 }
 
 #[test]
+fn parquet_events() {
+    replay("parquet_events", inputs::parquet_bytes);
+}
+
+#[test]
 fn expression() {
     replay("expression", inputs::expression_bytes);
 }

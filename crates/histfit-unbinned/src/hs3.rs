@@ -335,13 +335,13 @@ fn inline_events(d: &Value, observables: &[Observable], place: &str) -> Result<E
     })
 }
 
-/// A dataset's `histfit_source` (see [`crate::source`]), its file found from `directory`.
+/// A dataset's `histfit_source` (see the `histfit_events::parquet` module), its file found from `directory`.
 fn source_spec(
     v: &Value,
     observables: &[Observable],
     directory: Option<&std::path::Path>,
     place: &str,
-) -> Result<crate::source::SourceSpec> {
+) -> Result<histfit_events::SourceSpec> {
     let format = str_field(v, "format", place)?;
     if format != "parquet" {
         return Err(err(
@@ -372,7 +372,7 @@ fn source_spec(
                     "expected a column name",
                 )),
             }?;
-            Ok(crate::source::ColumnRequest {
+            Ok(histfit_events::ColumnRequest {
                 observable: o.name.clone(),
                 column,
                 lo: o.lo,
@@ -406,7 +406,7 @@ fn source_spec(
             ))
         }
     };
-    Ok(crate::source::SourceSpec {
+    Ok(histfit_events::SourceSpec {
         file,
         columns,
         weight,
@@ -690,7 +690,7 @@ impl<'a> Builder<'a> {
                     self.doc.directory.as_deref(),
                     &format!("{place}.histfit_source"),
                 )?;
-                let loaded = crate::source::read_parquet(&spec)
+                let loaded = histfit_events::read_parquet(&spec)
                     .map_err(|e| err(format!("{place}.histfit_source"), e.to_string()))?;
                 if loaded.table.is_empty() {
                     return Err(err(

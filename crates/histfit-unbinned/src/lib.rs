@@ -2,8 +2,8 @@
 //! expression [`graph`] over event columns and parameters — named PDFs ([`pdf`]) and `generic_*`
 //! expressions ([`expr`]) alike — which the CPU evaluates over blocks of events with
 //! reverse-mode gradients ([`program`]); [`model`] is the likelihood (extended or not, weighted
-//! events, constraint terms, several channels) behind histfit's `Evaluator` seam; [`source`]
-//! reads events from Parquet files a dataset names.
+//! events, constraint terms, several channels) behind histfit's `Evaluator` seam. Events a dataset
+//! names in files (its `histfit_source`) are read by `histfit-events`.
 
 pub mod asimov;
 pub mod expr;
@@ -13,7 +13,6 @@ pub mod model;
 pub mod pdf;
 pub mod program;
 pub mod sample;
-pub mod source;
 pub mod vmath;
 pub mod weighted;
 

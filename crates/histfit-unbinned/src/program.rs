@@ -711,6 +711,10 @@ mod tests {
                 grad.iter().map(|g| g.to_bits()).collect::<Vec<_>>(),
             )
         };
+        #[cfg(target_arch = "x86_64")]
+        if !std::is_x86_feature_detected!("avx2") {
+            eprintln!("this processor has no AVX2: only the baseline build runs here");
+        }
         let wide = run();
         WIDE.store(false, std::sync::atomic::Ordering::Relaxed);
         let baseline = run();

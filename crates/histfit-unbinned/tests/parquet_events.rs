@@ -5,7 +5,7 @@
 //! named by its place.
 
 use histfit_compute::Evaluator;
-use histfit_unbinned::source::{read_parquet, read_parquet_bytes, ColumnRequest, SourceSpec};
+use histfit_events::{read_parquet, read_parquet_bytes, ColumnRequest, SourceSpec};
 use histfit_unbinned::{open, Choice};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -92,6 +92,8 @@ fn column_types_compressions_and_weights() {
         let plain = read_parquet(&spec(file, "x", Some("w"), false)).unwrap();
         assert_eq!(plain.table, snappy.table, "{file}");
     }
+    let required = read_parquet(&spec("gauss_exp_required.parquet", "x", None, false)).unwrap();
+    assert_eq!(required.table.columns[0], xs);
     let floats = read_parquet(&spec("gauss_exp.parquet", "x32", None, false)).unwrap();
     for (f, x) in floats.table.columns[0].iter().zip(&xs) {
         assert_eq!(*f, *x as f32 as f64);
@@ -150,6 +152,10 @@ fn bad_sources_name_the_place_and_the_rule() {
             "no column \"weight\"",
         ),
         (spec("with_null.parquet", "x", None, false), "1 null values"),
+        (
+            spec("unsigned.parquet", "x", None, false),
+            "holds unsigned or decimal integers",
+        ),
         (
             spec("gauss_exp.json", "x", None, false),
             "not a readable Parquet file",

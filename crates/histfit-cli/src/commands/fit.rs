@@ -28,8 +28,87 @@ pub struct Args {
     /// Goodness of fit against the saturated model (statistic, degrees of freedom, p-value).
     #[arg(long)]
     gof: bool,
+    /// Break the POI's uncertainty down: its statistical part (every constrained parameter held
+    /// at the fit) and each group's impact √(σ² − σ²_group held), by refits. Groups: --group,
+    /// else (pyhf workspaces) one per modifier type.
+    #[arg(long)]
+    breakdown: bool,
+    /// A group of the breakdown: NAME=GLOB over parameter names (repeatable; implies
+    /// --breakdown), e.g. --group 'jets=JET_*'.
+    #[arg(long, value_name = "NAME=GLOB")]
+    group: Vec<String>,
     #[command(flatten)]
     out: OutputArgs,
+}
+
+/// The groups of `--breakdown`: those `--group NAME=GLOB` names, else one per modifier type of a
+/// pyhf workspace (the POI left out), else none (the statistical part alone).
+fn breakdown_groups(
+    model: &Likelihood,
+    space: &ParameterSpace,
+    asked: &[String],
+) -> Result<Vec<histfit_infer::Group>> {
+    if !asked.is_empty() {
+        return asked
+            .iter()
+            .map(|g| {
+                let (name, glob) = g
+                    .split_once('=')
+                    .filter(|(n, p)| !n.is_empty() && !p.is_empty())
+                    .ok_or_else(|| {
+                        anyhow::anyhow!("--group {g}: expected NAME=GLOB, e.g. jets=JET_*")
+                    })?;
+                let parameters: Vec<usize> = (0..space.len())
+                    .filter(|&i| super::grid::glob_match(glob, &space.names[i]))
+                    .collect();
+                if parameters.is_empty() {
+                    anyhow::bail!("--group {g}: no parameter matches {glob}");
+                }
+                Ok(histfit_infer::Group {
+                    name: name.to_owned(),
+                    parameters,
+                })
+            })
+            .collect();
+    }
+    let Likelihood::HistFactory(m) = model else {
+        return Ok(Vec::new());
+    };
+    let mut groups: Vec<histfit_infer::Group> = Vec::new();
+    for set in &m.sets {
+        let members = (set.start..set.start + set.len).filter(|&i| Some(i) != space.poi);
+        match groups.iter_mut().find(|g| g.name == set.kind) {
+            Some(g) => g.parameters.extend(members),
+            None => groups.push(histfit_infer::Group {
+                name: set.kind.to_owned(),
+                parameters: members.collect(),
+            }),
+        }
+    }
+    groups.retain(|g| !g.parameters.is_empty());
+    Ok(groups)
+}
+
+/// The breakdown's lines of the table.
+fn breakdown_table(b: &histfit_infer::Breakdown) -> String {
+    let mut s = format!(
+        "\nuncertainty of {}: {:.6} = {:.6} (stat) ⊕ {:.6} (syst)\n",
+        b.poi, b.total, b.stat, b.syst
+    );
+    for g in &b.groups {
+        s.push_str(&format!(
+            "  {:<28} {:>12.6}   ({} parameters){}\n",
+            g.group,
+            g.impact,
+            g.parameters.len(),
+            if g.converged {
+                ""
+            } else {
+                "  (a refit did not converge)"
+            }
+        ));
+    }
+    s
 }
 
 /// Exit status 3 when the fit did not converge (the result is still written).
@@ -58,6 +137,16 @@ pub fn run(a: Args) -> Result<ExitCode> {
         None
     };
     let weighted = weighted_uncertainties(&model, &data, &result, a.fit.asimov)?;
+    let breakdown = if a.breakdown || !a.group.is_empty() {
+        let groups = breakdown_groups(&model, eval.space(), &a.group)?;
+        let b = histfit_infer::uncertainty_breakdown(&mut eval, &data, &options, &result, &groups)?;
+        if !b.converged {
+            eprintln!("warning: a refit of the uncertainty breakdown did not converge");
+        }
+        Some(b)
+    } else {
+        None
+    };
     if !result.converged {
         eprintln!("warning: the fit did not converge: {}", result.reason);
         if let (false, Likelihood::HistFactory(binned)) = (result.twice_nll.is_finite(), &model) {
@@ -90,6 +179,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
             if let Some(w) = &weighted {
                 doc["weighted_uncertainties"] = weighted_json(space, w);
             }
+            if let Some(b) = &breakdown {
+                doc["breakdown"] = serde_json::to_value(b).expect("serializable");
+            }
             serde_json::to_string_pretty(&doc).expect("serializable") + "\n"
         },
         || {
@@ -117,6 +209,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
                     ));
                 }
                 s.push_str("  (the sandwich is the asymptotically correct one; the table's errors above are the naive ones)\n");
+            }
+            if let Some(b) = &breakdown {
+                s.push_str(&breakdown_table(b));
             }
             if let Some(g) = &gof {
                 s.push_str(&format!(

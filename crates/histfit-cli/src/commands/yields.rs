@@ -20,6 +20,10 @@ pub struct Args {
     /// Post-fit yields (at the fit, with its covariance) instead of pre-fit ones.
     #[arg(long)]
     postfit: bool,
+    /// The table's form: text (aligned columns), md (Markdown) or tex (LaTeX, booktabs); one
+    /// table per channel, a row per sample, the total and the data, a column per bin.
+    #[arg(long, default_value = "text", value_parser = ["text", "md", "tex"])]
+    format: String,
     #[command(flatten)]
     out: OutputArgs,
 }
@@ -46,7 +50,11 @@ pub fn run(a: Args) -> Result<ExitCode> {
                 &json!({"kind": "yields", "postfit": a.postfit, "channels": table}),
             )
         },
-        || text(&table, a.postfit),
+        || match a.format.as_str() {
+            "md" => markdown(&table, a.postfit),
+            "tex" => latex(&table, a.postfit),
+            _ => text(&table, a.postfit),
+        },
     )?;
     Ok(ExitCode::SUCCESS)
 }
@@ -80,6 +88,99 @@ fn text(channels: &[ChannelYields], postfit: bool) -> String {
             s.push_str(&format!("{:>12}   {:<10}", d, ""));
         }
         s.push('\n');
+    }
+    s
+}
+
+/// The rows of a channel's table: each sample and the total as "yield ± σ", then the data.
+fn rows(c: &ChannelYields, pm: &str) -> Vec<(String, Vec<String>)> {
+    let mut rows: Vec<(String, Vec<String>)> = c
+        .samples
+        .iter()
+        .chain(std::iter::once(&c.total))
+        .map(|x| {
+            let cells = x
+                .yields
+                .iter()
+                .zip(&x.uncertainties)
+                .map(|(y, u)| format!("{y:.2}{pm}{u:.2}"))
+                .collect();
+            (x.name.clone(), cells)
+        })
+        .collect();
+    rows.push((
+        "data".into(),
+        c.data.iter().map(|d| format!("{d}")).collect(),
+    ));
+    rows
+}
+
+/// One Markdown table per channel.
+fn markdown(channels: &[ChannelYields], postfit: bool) -> String {
+    let mut s = format!(
+        "{} yields (± propagated through the {} covariance)\n",
+        if postfit { "Post-fit" } else { "Pre-fit" },
+        if postfit { "fit's" } else { "constraints'" }
+    );
+    for c in channels {
+        s.push_str(&format!("\n**{}**\n\n| sample |", c.name));
+        for b in 0..c.data.len() {
+            s.push_str(&format!(" bin {b} |"));
+        }
+        s.push_str("\n|---|");
+        s.push_str(&"---:|".repeat(c.data.len()));
+        s.push('\n');
+        for (name, cells) in rows(c, " ± ") {
+            s.push_str(&format!(
+                "| {} | {} |\n",
+                name.replace('|', "\\|"),
+                cells.join(" | ")
+            ));
+        }
+    }
+    s
+}
+
+/// One LaTeX table per channel (booktabs rules; names with TeX's special characters escaped).
+fn latex(channels: &[ChannelYields], postfit: bool) -> String {
+    let escape = |t: &str| {
+        t.chars()
+            .map(|ch| match ch {
+                '_' | '%' | '&' | '#' | '$' | '{' | '}' => format!("\\{ch}"),
+                '~' => "\\textasciitilde{}".into(),
+                '^' => "\\textasciicircum{}".into(),
+                '\\' => "\\textbackslash{}".into(),
+                c => c.to_string(),
+            })
+            .collect::<String>()
+    };
+    let mut s = format!(
+        "% {} yields (± propagated through the {} covariance); needs \\usepackage{{booktabs}}\n",
+        if postfit { "post-fit" } else { "pre-fit" },
+        if postfit { "fit's" } else { "constraints'" }
+    );
+    for c in channels {
+        let n = c.data.len();
+        s.push_str(&format!(
+            "\\begin{{table}}[htbp]\n\\centering\n\\caption{{{}}}\n\\begin{{tabular}}{{l{}}}\n\\toprule\n",
+            escape(&c.name),
+            "r".repeat(n)
+        ));
+        s.push_str("Sample");
+        for b in 0..n {
+            s.push_str(&format!(" & bin {b}"));
+        }
+        s.push_str(" \\\\\n\\midrule\n");
+        let rows = rows(c, " $\\pm$ ");
+        // The total (the row before the data) set off from the samples by a rule.
+        let total = rows.len() - 2;
+        for (k, (name, cells)) in rows.into_iter().enumerate() {
+            if k == total {
+                s.push_str("\\midrule\n");
+            }
+            s.push_str(&format!("{} & {} \\\\\n", escape(&name), cells.join(" & ")));
+        }
+        s.push_str("\\bottomrule\n\\end{tabular}\n\\end{table}\n");
     }
     s
 }

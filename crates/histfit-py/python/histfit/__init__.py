@@ -18,6 +18,17 @@ naming the place and the rule; an unavailable or failing GPU raises :class:`Devi
 ``RuntimeError``). The computation runs with the GIL released.
 """
 
+import os as _os
+
+# Mesa's Vulkan device-select layer looks for a desktop session to order GPUs by, and on a
+# machine without one libwayland prints "error: XDG_RUNTIME_DIR is invalid" on every wgpu
+# enumeration (as the CLI, which sets the same switch at start-up: histfit_wgpu's
+# skip_display_probe). Without a session there is nothing to order by; a user's own choice
+# (MESA_VK_DEVICE_SELECT, NODEVICE_SELECT) is kept.
+if not _os.path.isdir(_os.environ.get("XDG_RUNTIME_DIR", "")) and not {
+    "MESA_VK_DEVICE_SELECT", "NODEVICE_SELECT"} & set(_os.environ):
+    _os.environ["NODEVICE_SELECT"] = "1"
+
 from . import _api
 from ._api import *  # noqa: F401,F403  (exactly the names in _api.__all__)
 from ._native import __version__

@@ -334,23 +334,28 @@ class FitResult:
     def to_document(self) -> Dict[str, Any]:
         """The result as ``histfit fit --json`` writes it (the fields the plots read: parameters
         with value, uncertainty, fixed, pull and constraint; the correlation matrix)."""
+        def number(v: Any) -> Optional[float]:
+            """A float, or None (JSON's null, as the CLI writes) where it is NaN."""
+            v = float(v)
+            return None if np.isnan(v) else v
+
         pars = []
         for i, name in enumerate(self.par_names):
-            u = None if self.uncertainties is None else float(self.uncertainties[i])
+            u = None if self.uncertainties is None else number(self.uncertainties[i])
             p: Dict[str, Any] = {"name": name, "value": float(self.bestfit[i]), "uncertainty": u,
                                  "fixed": bool(self.fixed[i]) if self.fixed else False}
             c = self.constraints[i] if i < len(self.constraints) else None
             if c is not None:
                 centre, width = c
                 p["pull"] = (float(self.bestfit[i]) - centre) / width
-                p["constraint"] = None if u is None or np.isnan(u) else u / width
+                p["constraint"] = None if u is None else u / width
             pars.append(p)
         return {
             "kind": "fit",
             "poi_index": self.poi_index,
             "poi": None if self.poi_index is None else self.par_names[self.poi_index],
             "parameters": pars,
-            "correlation": None if self.correlation is None else self.correlation.tolist(),
+            "correlation": None if self.correlation is None else [[number(v) for v in row] for row in self.correlation],
             "twice_nll": self.twice_nll,
             "converged": self.converged,
         }
@@ -599,7 +604,7 @@ def hypotest(
     return out[0] if len(out) == 1 else tuple(out)
 
 
-def upper_limit(data: Any = None, model: Optional[Model] = None, *, alpha: float = 0.05, test_stat: str = "qtilde",
+def upper_limit(data: Any = None, model: Optional[Model] = None, *, alpha: Optional[float] = None, test_stat: str = "qtilde",
                 device: str = "cpu", init: Any = None, fixed: Any = None, bounds: Any = None, asimov: bool = False,
                 return_results: bool = False, level: Optional[float] = None, init_pars: Any = None,
                 par_bounds: Any = None, fixed_params: Any = None):
@@ -609,8 +614,9 @@ def upper_limit(data: Any = None, model: Optional[Model] = None, *, alpha: float
     ``histfit limit --json``; :func:`histfit.plot.brazil` draws it)."""
     data, model = _data_model(data, model, "upper_limit")
     init, fixed, bounds = _pyhf_names("upper_limit", model, init, fixed, bounds, init_pars, par_bounds, fixed_params)
-    if level is not None:
-        alpha = level
+    if level is not None and alpha is not None:
+        raise TypeError("histfit.upper_limit: alpha= and level= are the same option: give one")
+    alpha = 0.05 if alpha is None and level is None else (alpha if level is None else level)
     o = _options(model, init, fixed, bounds)
     r = json.loads(_native.upper_limit(model._native, _dataset(model, data, asimov, o), float(alpha), test_stat,
                                        device, **o))

@@ -1,12 +1,12 @@
 //! Reading events from Parquet: 100 000 events × 4 double columns (the figure), written
 //! here once by the parquet crate's own writer (uncompressed and snappy, one row group, PLAIN
-//! pages; one row group, so one thread reads it): `source::read_parquet` from the file (map, decode into f64 columns,
+//! pages; one row group, so one thread reads it): `read_parquet` from the file (map, decode into f64 columns,
 //! domain check), and the decoding alone from bytes in memory. Freed memory is kept by the
 //! allocator as the `histfit` binary keeps it (so that each iteration does not fault in fresh
-//! pages for its 3.2 MB of columns). `cargo bench -p histfit-unbinned --bench parquet`.
+//! pages for its 3.2 MB of columns). `cargo bench -p histfit-events --bench parquet`.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use histfit_unbinned::source::{read_parquet, read_parquet_bytes, ColumnRequest, SourceSpec};
+use histfit_events::{read_parquet, read_parquet_bytes, ColumnRequest, SourceSpec};
 use parquet::basic::Compression;
 use parquet::data_type::DoubleType;
 use parquet::file::properties::WriterProperties;

@@ -1,5 +1,6 @@
-//! Events read from files, named by a dataset of an HS3 document through histfit's extension
-//! (HS3 has no way to point at event files):
+//! Events read from Parquet files. A dataset of an HS3 document names them through histfit's
+//! extension (HS3 has no way to point at event files; `histfit-unbinned` reads it into a
+//! [`SourceSpec`]):
 //!
 //! ```json
 //! {"type": "unbinned", "name": "data", "axes": [{"name": "x", "min": 60, "max": 120}],
@@ -19,7 +20,7 @@
 //! or non-finite weight, a missing column or one that holds no numbers is an error naming it.
 
 use histfit_compute::EventTable;
-use parquet::basic::{Encoding, Type as Physical};
+use parquet::basic::{ConvertedType, Encoding, LogicalType, Type as Physical};
 use parquet::column::page::Page;
 use parquet::column::reader::{ColumnReader, ColumnReaderImpl};
 use parquet::data_type::DataType;
@@ -27,6 +28,11 @@ use parquet::file::reader::{ChunkReader, FileReader, RowGroupReader, SerializedF
 use parquet::file::statistics::Statistics;
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
+
+/// The most values a column's buffer is sized for before its pages are read: a footer's count
+/// is checked against the column chunks' but not against the bytes, so a larger count grows
+/// the buffer as values actually arrive instead of reserving memory a file only claims.
+const PREALLOCATE: usize = 1 << 22;
 
 /// What to read: one observable's column and its domain.
 #[derive(Debug, Clone, PartialEq)]
@@ -117,6 +123,26 @@ fn read_from<R: ChunkReader + 'static>(input: R, spec: &SourceSpec) -> Result<Lo
                 format!("column \"{name}\" is repeated (a list); an event has one value"),
             ));
         }
+        // Integers whose meaning is not their signed value (unsigned, scaled decimals) would
+        // be read as wrong numbers.
+        let unsigned_or_decimal = matches!(
+            c.converted_type(),
+            ConvertedType::UINT_8
+                | ConvertedType::UINT_16
+                | ConvertedType::UINT_32
+                | ConvertedType::UINT_64
+                | ConvertedType::DECIMAL
+        ) || match c.logical_type_ref() {
+            Some(LogicalType::Integer(int)) => !int.is_signed,
+            Some(LogicalType::Decimal(_)) => true,
+            _ => false,
+        };
+        if unsigned_or_decimal {
+            return Err(fail(
+                file,
+                format!("column \"{name}\" holds unsigned or decimal integers, which are not read (write doubles or signed integers)"),
+            ));
+        }
         match c.physical_type() {
             Physical::DOUBLE | Physical::FLOAT | Physical::INT32 | Physical::INT64 => Ok(i),
             t => Err(fail(
@@ -131,6 +157,29 @@ fn read_from<R: ChunkReader + 'static>(input: R, spec: &SourceSpec) -> Result<Lo
         .map(|c| find(&c.column))
         .collect::<Result<_, _>>()?;
     let weight = spec.weight.as_deref().map(find).transpose()?;
+    let wanted: Vec<usize> = observed.iter().copied().chain(weight).collect();
+    // Row counts as the footer gives them, checked against each used column chunk's count (an
+    // untrusted number sizes the buffers below).
+    let rows: Vec<usize> = (0..reader.num_row_groups())
+        .map(|g| {
+            let group = meta.row_group(g);
+            let n = usize::try_from(group.num_rows())
+                .map_err(|_| fail(file, format!("row group {g}: {} rows", group.num_rows())))?;
+            for &i in &wanted {
+                let values = group.column(i).num_values();
+                if usize::try_from(values) != Ok(n) {
+                    return Err(fail(
+                        file,
+                        format!(
+                            "row group {g}: {n} rows, but column \"{}\" holds {values} values",
+                            names[i]
+                        ),
+                    ));
+                }
+            }
+            Ok(n)
+        })
+        .collect::<Result<_, _>>()?;
     // Row groups whose statistics put every row outside some domain hold nothing to fit.
     let keep: Vec<usize> = (0..reader.num_row_groups())
         .filter(|&g| {
@@ -141,13 +190,11 @@ fn read_from<R: ChunkReader + 'static>(input: R, spec: &SourceSpec) -> Result<Lo
                 })
         })
         .collect();
-    let skipped_rows: usize = (0..reader.num_row_groups())
+    let skipped_rows = (0..reader.num_row_groups())
         .filter(|g| !keep.contains(g))
-        .map(|g| meta.row_group(g).num_rows() as usize)
-        .sum();
-    let wanted: Vec<usize> = observed.iter().copied().chain(weight).collect();
+        .fold(0usize, |sum, g| sum.saturating_add(rows[g]));
     let read_group = |&g: &usize| -> Result<Vec<Vec<f64>>, SourceError> {
-        let rows = meta.row_group(g).num_rows() as usize;
+        let rows = rows[g];
         let group = reader
             .get_row_group(g)
             .map_err(|e| fail(file, format!("row group {g}: {e}")))?;
@@ -253,7 +300,7 @@ fn plain_doubles(
     let mut pages = group
         .get_column_page_reader(column)
         .map_err(|e| e.to_string())?;
-    let mut out = Vec::with_capacity(rows);
+    let mut out = Vec::with_capacity(rows.min(PREALLOCATE));
     while let Some(page) = pages.get_next_page().map_err(|e| e.to_string())? {
         let (values, n) = match &page {
             Page::DataPage {
@@ -333,8 +380,8 @@ where
     T::T: Copy,
     F: Fn(T::T) -> f64,
 {
-    let mut values: Vec<T::T> = Vec::with_capacity(rows);
-    let mut levels: Vec<i16> = Vec::with_capacity(rows);
+    let mut values: Vec<T::T> = Vec::with_capacity(rows.min(PREALLOCATE));
+    let mut levels: Vec<i16> = Vec::with_capacity(rows.min(PREALLOCATE));
     let mut records = 0;
     while records < rows {
         let (n, _, _) = r
@@ -349,7 +396,7 @@ where
     }
     if values.len() < rows {
         return Err(format!(
-            "{} null values; an event needs every observable",
+            "{} null values; every event needs a value here",
             rows - values.len()
         ));
     }
@@ -430,4 +477,38 @@ fn check_weights(table: &EventTable, column: Option<&str>) -> Result<(), String>
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/events")
+            .join(name)
+    }
+
+    /// The copy path reads PLAIN pages of doubles — data pages of both formats, with levels
+    /// (nullable columns without nulls) and without (required columns) — and hands dictionary
+    /// pages to the general decoder.
+    #[test]
+    fn plain_pages_are_copied_and_dictionaries_decoded() {
+        for (file, levels, copied) in [
+            ("gauss_exp_plain_v1.parquet", true, true),
+            ("gauss_exp_plain_v2.parquet", true, true),
+            ("gauss_exp_required.parquet", false, true),
+            ("gauss_exp.parquet", true, false),
+        ] {
+            let reader =
+                SerializedFileReader::new(std::fs::File::open(fixture(file)).unwrap()).unwrap();
+            let group = reader.get_row_group(0).unwrap();
+            let rows = reader.metadata().row_group(0).num_rows() as usize;
+            let got = plain_doubles(group.as_ref(), 0, rows, levels).unwrap();
+            assert_eq!(got.is_some(), copied, "{file}");
+            if let Some(v) = got {
+                assert_eq!(v.len(), rows, "{file}");
+            }
+        }
+    }
 }
