@@ -35,8 +35,21 @@ pub fn json<T: serde::Serialize>(source: &str, likelihood: &Likelihood, result: 
 
 /// One line of an expected band, −2σ … +2σ.
 pub fn band_line(label: &str, values: &[f64; 5]) -> String {
-    format!(
-        "{label:<14} -2σ {:.6e}   -1σ {:.6e}   median {:.6e}   +1σ {:.6e}   +2σ {:.6e}\n",
-        values[0], values[1], values[2], values[3], values[4]
-    )
+    let [a, b, c, d, e] = values.map(significant);
+    format!("{label:<14} -2σ {a}   -1σ {b}   median {c}   +1σ {d}   +2σ {e}\n")
+}
+
+/// A number to 7 significant digits as a person writes it: positional from 1e-4 to 1e6
+/// (0.2012364, 1.700359), scientific outside.
+pub fn significant(v: f64) -> String {
+    let a = v.abs();
+    if v == 0.0 || !v.is_finite() || !(1e-4..1e6).contains(&a) {
+        return if v == 0.0 || !v.is_finite() {
+            format!("{v}")
+        } else {
+            format!("{v:.6e}")
+        };
+    }
+    let decimals = (6 - a.log10().floor() as i32).max(0) as usize;
+    format!("{v:.decimals$}")
 }

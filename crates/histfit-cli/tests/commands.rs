@@ -1233,3 +1233,53 @@ fn uncertainty_breakdown_by_refits() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no parameter matches nothing_*"));
 }
+
+/// Toy-based upper limits (issue 52): each point of the scan is exactly `hypotest-toys` at that
+/// μ with the same toys (seed), and the limits lie where the toys' CLs falls through α.
+#[test]
+fn toy_limits_are_hypotest_toys_at_each_point() {
+    let ws = fixture("simple_workspace.json");
+    let lim = run_json(&[
+        "limit",
+        &ws,
+        "--toys",
+        "60",
+        "--seed",
+        "3",
+        "--scan",
+        "0.2:6.2:5",
+        "--json",
+    ]);
+    assert_eq!(lim["toys"]["n_toys"], 60);
+    let evals = lim["evaluations"].as_array().unwrap();
+    assert_eq!(evals.len(), 5);
+    for e in evals {
+        let mu = e["mu"].as_f64().unwrap();
+        let h = run_json(&[
+            "hypotest-toys",
+            &ws,
+            "--mu",
+            &mu.to_string(),
+            "--n-toys",
+            "60",
+            "--seed",
+            "3",
+            "--json",
+        ]);
+        assert_eq!(e["cls_obs"], h["summary"]["cls_obs"], "μ = {mu}");
+        assert_eq!(e["cls_exp"], h["summary"]["cls_exp"], "μ = {mu}");
+    }
+    let obs = lim["obs"].as_f64().unwrap();
+    let below = evals
+        .iter()
+        .rev()
+        .find(|e| e["mu"].as_f64().unwrap() <= obs)
+        .unwrap();
+    assert!(below["cls_obs"].as_f64().unwrap() >= 0.05, "{lim}");
+    assert!((0.2..=6.2).contains(&obs), "{lim}");
+    let out = Command::new(env!("CARGO_BIN_EXE_histfit"))
+        .args(["limit", &ws, "--seed", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "--seed needs --toys");
+}

@@ -315,6 +315,23 @@ pub fn upper_limit_scan<E: Evaluator + ?Sized>(
     }
     warnings.sort();
     warnings.dedup();
+    let (obs, exp) = limits_from_scan(&evaluations, alpha)?;
+    let converged = warnings.is_empty();
+    warnings.splice(0..0, calc.notes().iter().cloned());
+    Ok(UpperLimit {
+        alpha,
+        test_stat,
+        obs,
+        exp,
+        evaluations,
+        converged,
+        warnings,
+    })
+}
+
+/// The observed and expected limits of a scan (its points in increasing μ): where each CLs first
+/// falls through α, ln CLs interpolated linearly between the two points around it.
+fn limits_from_scan(evaluations: &[LimitEvaluation], alpha: f64) -> Result<(f64, [f64; 5])> {
     let crossing = |get: &dyn Fn(&LimitEvaluation) -> f64| -> Result<f64> {
         for w in evaluations.windows(2) {
             let (g0, g1) = (log_gap(get(&w[0]), alpha), log_gap(get(&w[1]), alpha));
@@ -328,18 +345,71 @@ pub fn upper_limit_scan<E: Evaluator + ?Sized>(
     };
     let obs = crossing(&|e| e.cls_obs.unwrap_or(f64::NAN))?;
     let mut exp = [0.0; 5];
-    for k in 0..5 {
-        exp[k] = crossing(&|e| e.cls_exp[k])?;
+    for (k, e) in exp.iter_mut().enumerate() {
+        *e = crossing(&|x| x.cls_exp[k])?;
     }
-    let converged = warnings.is_empty();
-    warnings.splice(0..0, calc.notes().iter().cloned());
+    Ok((obs, exp))
+}
+
+/// The upper limit from toys: at each of `values` (increasing) the toy-based CLs of
+/// [`hypotest_toys_on`](crate::toys::hypotest_toys_on) with `n_toys` toys of `seed` — the very
+/// toys `histfit hypotest-toys --mu μ --seed SEED` fits —, the observed and expected (the toys'
+/// band) limits where each CLs falls through α, interpolated as [`upper_limit_scan`] does.
+/// Every point's failed fits are counted in the warnings.
+#[allow(clippy::too_many_arguments)]
+pub fn upper_limit_toys_on<R: crate::toys::ToyRunner>(
+    runner: &R,
+    data: &Dataset,
+    alpha: f64,
+    test_stat: TestStat,
+    base: &FitOptions,
+    values: &[f64],
+    seed: u64,
+    n_toys: u64,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<UpperLimit> {
+    check_request(alpha, test_stat)?;
+    if values.len() < 2 || values.windows(2).any(|w| w[1] <= w[0]) {
+        return Err(InferError::Request(
+            "a toy limit needs at least two values of the POI, increasing".into(),
+        ));
+    }
+    let mut evaluations = Vec::with_capacity(values.len());
+    let mut warnings = Vec::new();
+    for (i, &mu) in values.iter().enumerate() {
+        let h = crate::toys::hypotest_toys_on(
+            runner,
+            data,
+            mu,
+            test_stat,
+            seed,
+            n_toys,
+            0..n_toys,
+            base,
+            &|_, _| {},
+        )?;
+        let s = &h.summary;
+        if s.failed_sb + s.failed_b > 0 {
+            warnings.push(format!(
+                "μ = {mu}: {} s+b and {} b-only toy fits did not converge (left out of its CLs)",
+                s.failed_sb, s.failed_b
+            ));
+        }
+        evaluations.push(LimitEvaluation {
+            mu,
+            cls_obs: Some(s.cls_obs),
+            cls_exp: s.cls_exp,
+        });
+        progress(i + 1, values.len());
+    }
+    let (obs, exp) = limits_from_scan(&evaluations, alpha)?;
     Ok(UpperLimit {
         alpha,
         test_stat,
         obs,
         exp,
         evaluations,
-        converged,
+        converged: warnings.is_empty(),
         warnings,
     })
 }

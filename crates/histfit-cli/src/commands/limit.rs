@@ -24,6 +24,14 @@ pub struct Args {
     /// Instead of root finding, scan LO:HI:N hypotests and interpolate.
     #[arg(long, value_name = "LO:HI:N", allow_hyphen_values = true)]
     scan: Option<String>,
+    /// Toy-based limit: at each value of the scan (--scan, else 9 values around the asymptotic
+    /// band), the CLs of N signal+background and N background-only toys — the toys of
+    /// `hypotest-toys --mu μ --n-toys N --seed SEED` —, on the device asked.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    toys: Option<u64>,
+    /// The toys' seed (--toys).
+    #[arg(long, default_value_t = 0, requires = "toys")]
+    seed: u64,
     #[command(flatten)]
     grid: GridArgs,
     #[command(flatten)]
@@ -33,6 +41,9 @@ pub struct Args {
 pub fn run(a: Args) -> Result<ExitCode> {
     if a.grid.patchset.is_some() {
         return run_grid(&a);
+    }
+    if let Some(n) = a.toys {
+        return run_toys(&a, n);
     }
     let (model, source, data, mut eval, base) = a.model.prepare_fit(&a.fit)?;
     let ts = a.test_stat;
@@ -52,20 +63,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
             r => r?,
         },
         Some(spec) => {
-            let parts: Vec<&str> = spec.split(':').collect();
-            let bad = || anyhow::anyhow!("--scan {spec}: expected LO:HI:N, e.g. 0:5:51");
-            if parts.len() != 3 {
-                return Err(bad());
-            }
-            let (lo, hi) = super::parse_range(&format!("{}:{}", parts[0], parts[1]))?;
-            let n: usize = parts[2].parse().map_err(|_| bad())?;
-            if n < 2 {
-                anyhow::bail!(
-                    "--scan {spec}: N = {n} points; interpolating the limit needs at least 2"
-                );
-            }
-            let values = histfit_infer::linspace(lo, hi, n);
-            let bar = progress::Bar::new("limit scan", n);
+            let values = scan_values(spec)?;
+            let bar = progress::Bar::new("limit scan", values.len());
             let r = histfit_infer::upper_limit_scan(
                 &mut eval,
                 &data,
@@ -98,6 +97,82 @@ fn table(r: &UpperLimit) -> String {
     s.push_str(&format!("observed       {:.6}\n", r.obs));
     s.push_str(&band_line("expected", &r.exp));
     s
+}
+
+/// The scan's values: LO:HI:N, checked.
+fn scan_values(spec: &str) -> Result<Vec<f64>> {
+    let parts: Vec<&str> = spec.split(':').collect();
+    let bad = || anyhow::anyhow!("--scan {spec}: expected LO:HI:N, e.g. 0:5:51");
+    if parts.len() != 3 {
+        return Err(bad());
+    }
+    let (lo, hi) = super::parse_range(&format!("{}:{}", parts[0], parts[1]))?;
+    let n: usize = parts[2].parse().map_err(|_| bad())?;
+    if n < 2 {
+        anyhow::bail!("--scan {spec}: N = {n} points; interpolating the limit needs at least 2");
+    }
+    Ok(histfit_infer::linspace(lo, hi, n))
+}
+
+/// The toy-based limit (`--toys N`).
+fn run_toys(a: &Args, n_toys: u64) -> Result<ExitCode> {
+    if a.grid.patchset.is_some() {
+        anyhow::bail!("--toys and --patchset: a grid's limits are asymptotic");
+    }
+    let (model, source, data, mut eval, base) = a.model.prepare_fit_for_ensembles(&a.fit)?;
+    let values = match &a.scan {
+        Some(spec) => scan_values(spec)?,
+        None => {
+            // Around the asymptotic band: from half its −2σ edge to 1.5 × the largest limit.
+            let asy = histfit_infer::upper_limit(
+                &mut eval,
+                &data,
+                a.alpha,
+                a.test_stat,
+                &base,
+                histfit_infer::limits::DEFAULT_RTOL,
+            )?;
+            let space = histfit_compute::Evaluator::space(&eval);
+            let (lo_b, hi_b) = space.bounds[space.poi()?];
+            let lo = (0.5 * asy.exp[0].min(asy.obs)).max(lo_b.max(0.0));
+            let hi = (1.5 * asy.exp[4].max(asy.obs)).min(hi_b);
+            histfit_infer::linspace(lo, hi, 9)
+        }
+    };
+    let bar = progress::Bar::new("toy limit", values.len());
+    let batcher = crate::device::batcher(&eval);
+    let r = histfit_infer::limits::upper_limit_toys_on(
+        &crate::device::AnyRunner::new(&eval, batcher.as_ref()),
+        &data,
+        a.alpha,
+        a.test_stat,
+        &base,
+        &values,
+        a.seed,
+        n_toys,
+        &mut |d, _| bar.set(d),
+    );
+    bar.finish();
+    let r = match r {
+        Err(histfit_infer::InferError::NoResult(why)) => return Ok(no_limit(&why)),
+        r => r?,
+    };
+    super::warn_all(&r.warnings);
+    a.out.emit(
+        || {
+            let mut v = serde_json::to_value(&r).expect("serializable");
+            v["toys"] = serde_json::json!({"n_toys": n_toys, "seed": a.seed});
+            output::json(&source, &model, &v)
+        },
+        || {
+            format!(
+                "{}toys: {n_toys} per hypothesis and point, seed {}\n",
+                table(&r),
+                a.seed
+            )
+        },
+    )?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Limits for every point of a patchset, each as `histfit limit --patch` computes it.
