@@ -70,6 +70,9 @@ def test_pyhf_order_gives_pyhfs_numbers():
     assert histfit.upper_limit(data, model, level=0.1)[0] < obs
     c = histfit.hypotest_toys(1.0, data, model, n_toys=20, seed=1)
     assert 0.0 <= c["summary"]["cls_obs"] <= 1.0 and len(c["toys_b"]) == 20
+    held = histfit.hypotest_toys(1.0, data, model, n_toys=20, seed=1, fixed_params=fixed)
+    same = histfit.hypotest_toys(1.0, data, model, n_toys=20, seed=1, fixed={"uncorr_bkguncrt[0]": 1.0})
+    assert held["summary"] == same["summary"]
 
 
 def test_other_orders_are_type_errors_naming_the_argument():

@@ -701,13 +701,16 @@ def fit_toys(model: Model, *, n_toys: int, gen_params: Any = None, seed: int = 0
 def hypotest_toys(poi_test: float, data: Any = None, model: Optional[Model] = None, *, n_toys: int,
                   seed: int = 0, test_stat: str = "qtilde", device: str = "cpu", init: Any = None,
                   fixed: Any = None, bounds: Any = None, asimov: bool = False,
-                  starts: Optional[int] = None) -> Dict[str, Any]:
+                  starts: Optional[int] = None, init_pars: Any = None, par_bounds: Any = None,
+                  fixed_params: Any = None) -> Dict[str, Any]:
     """Toy-based CLs at ``poi_test``: the result document (summary with CLs, CLs+b, CLb,
     expected band and failed-fit counts; per-toy statistics: ``q``, the free fit's
     ``twice_nll_free`` and ``poi_hat``, the conditional fit's ``twice_nll_cond``, ``converged``).
     ``starts``: further starts of every fit, as for :func:`fit_toys`. Arguments in pyhf's
     order, as :func:`hypotest` (``hypotest_toys(mu, model, n_toys=…)`` for the observed data)."""
     data, model = _data_model(data, model, "hypotest_toys")
+    init, fixed, bounds = _pyhf_names("hypotest_toys", model, init, fixed, bounds, init_pars, par_bounds,
+                                      fixed_params)
     o = _options(model, init, fixed, bounds)
     return json.loads(_native.hypotest_toys(model._native, float(poi_test), int(n_toys),
                                             _dataset(model, data, asimov, o), int(seed), test_stat, device, **o,
