@@ -121,6 +121,7 @@ def test_plots_take_python_results(tmp_path):
     """histfit.plot draws the Python functions' results as it draws the CLI's documents: a
     FitResult's pulls and correlations equal those of `histfit fit --json` on the same model, and
     upper_limit(return_results=True)'s document draws the Brazil band (issue 52, item 5)."""
+    assert histfit.plot is hp  # `import histfit` is enough for histfit.plot.* (the README's example)
     model = histfit.Workspace(fixture("workspace_tHu.json")).model()
     r = histfit.fit(model)
     d = doc("fit_tHu")

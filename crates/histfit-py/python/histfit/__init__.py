@@ -30,7 +30,8 @@ if not _os.path.isdir(_os.environ.get("XDG_RUNTIME_DIR", "")) and not {
     _os.environ["NODEVICE_SELECT"] = "1"
 
 from . import _api
+from . import plot  # noqa: F401  (histfit.plot.* after `import histfit`; matplotlib loads on first use)
 from ._api import *  # noqa: F401,F403  (exactly the names in _api.__all__)
 from ._native import __version__
 
-__all__ = [*_api.__all__, "__version__"]
+__all__ = [*_api.__all__, "__version__", "plot"]
