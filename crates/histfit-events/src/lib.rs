@@ -7,5 +7,5 @@
 pub mod parquet;
 
 pub use self::parquet::{
-    read_parquet, read_parquet_bytes, ColumnRequest, Loaded, SourceError, SourceSpec,
+    count_outside, read_parquet, read_parquet_bytes, ColumnRequest, Loaded, SourceError, SourceSpec,
 };

@@ -405,7 +405,7 @@ where
 
 /// How many values lie outside [lo, hi] (NaN included): a count without branches, in lanes the
 /// compiler vectorises.
-fn count_outside(values: &[f64], lo: f64, hi: f64) -> usize {
+pub fn count_outside(values: &[f64], lo: f64, hi: f64) -> usize {
     let mut lanes = [0u64; 8];
     let mut chunks = values.chunks_exact(8);
     for chunk in chunks.by_ref() {

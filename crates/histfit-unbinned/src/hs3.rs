@@ -290,10 +290,7 @@ fn inline_events(d: &Value, observables: &[Observable], place: &str) -> Result<E
         }
     }
     for (k, Observable { name: n, lo, hi }) in observables.iter().enumerate() {
-        let outside = columns[k]
-            .iter()
-            .filter(|&&x| !(x >= *lo && x <= *hi))
-            .count();
+        let outside = histfit_events::count_outside(&columns[k], *lo, *hi);
         if outside > 0 {
             return Err(err(
                 place,
