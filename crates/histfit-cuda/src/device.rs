@@ -19,7 +19,7 @@ fn driver_present() -> bool {
     unsafe { cudarc::driver::sys::is_culib_present() }
 }
 
-/// Whether NVRTC (the run-time compiler the kernels need) can be loaded.
+/// Whether NVRTC (the run-time compiler for kernels this build does not carry) can be loaded.
 pub(crate) fn nvrtc_present() -> bool {
     // SAFETY: as above.
     unsafe { cudarc::nvrtc::sys::is_culib_present() }
@@ -72,7 +72,8 @@ pub struct Gpu {
 }
 
 impl Gpu {
-    /// Opens device `ordinal`, checking first that the driver, NVRTC and the device exist.
+    /// Opens device `ordinal`, checking first that the driver and the device exist (NVRTC is
+    /// needed only where this build carries no kernels for the GPU: `kernels`).
     pub fn open(ordinal: usize) -> Result<Gpu> {
         let n = count()?;
         if ordinal >= n {
@@ -81,13 +82,6 @@ impl Gpu {
             )));
         }
         let info = info(ordinal)?;
-        if !nvrtc_present() {
-            return Err(CudaError::Unavailable(
-                "the CUDA run-time compiler library (libnvrtc) was not found; histfit compiles \
-                 its kernels with it at first use"
-                    .into(),
-            ));
-        }
         let ctx = CudaContext::new(ordinal).map_err(driver("cuCtxCreate"))?;
         Ok(Gpu { ctx, info })
     }

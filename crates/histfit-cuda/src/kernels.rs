@@ -1,54 +1,206 @@
-//! The kernel source, compiled by NVRTC at first use and cached on disk.
+//! The kernel source, its kernels built ahead for the common GPUs, and NVRTC for the rest.
 //!
-//! The cache key is a hash of the source, the compiler options and the GPU architecture, so a
-//! changed kernel or a different GPU never picks up a stale PTX. The cache lives in
-//! `$HISTFIT_KERNEL_CACHE`, else `$XDG_CACHE_HOME/histfit/kernels`, else
-//! `~/.cache/histfit/kernels`; when none is writable the kernels are simply compiled each run.
+//! A command's first kernel launch must not wait minutes. The binary therefore carries the
+//! kernels compiled ahead (`kernels/prebuilt/sm_XY.cubin.gz`, made on a GPU host by
+//! `scripts/build_cuda_kernels.sh`) for the architectures most clusters have; a cubin built for
+//! `sm_XY` runs on every GPU of compute capability X.Y′ with Y′ ≥ Y, so the newest one at or
+//! below the GPU's is taken. Each is keyed by a hash of the source and the compiler options
+//! ([`key`]): one that does not match this build's source is never loaded (a test keeps the
+//! shipped ones current).
+//!
+//! Where none fits, NVRTC compiles the source to a cubin once (40–60 s, said on stderr while it
+//! happens) and the result is cached on disk under the same
+//! key, so a changed kernel or a different GPU never picks up a stale one. The cache lives in
+//! `$HISTFIT_KERNEL_CACHE` (a directory a cluster's nodes can share: docs/clusters.md), else
+//! `$XDG_CACHE_HOME/histfit/kernels`, else `~/.cache/histfit/kernels`; when none is writable the
+//! kernels are simply compiled each run.
 //!
 //! For kernel development only, `$HISTFIT_KERNEL_SOURCE` names a file compiled instead of the
 //! built-in source, so that variants of a kernel can be timed on a lent GPU without rebuilding
 //! the binary (the Rust side's launch arguments must still match it); a `.cubin` there is
-//! loaded as it is (made without a GPU by the `kernel_ptx` example and `ptxas`), so a variant
-//! costs no compile on the device. It is said on stderr, and such kernels are never cached.
+//! loaded as it is, so a variant costs no compile on the device. It is said on stderr, and such
+//! kernels are never cached.
 
 use crate::device::Gpu;
 use crate::{driver, CudaError, Result};
 use cudarc::driver::{CudaFunction, CudaModule};
-use cudarc::nvrtc::{CompileOptions, Ptx};
+use cudarc::nvrtc::Ptx;
+use std::ffi::{CStr, CString};
+use std::io::Read;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 /// The CUDA source of every histfit kernel.
 pub const SOURCE: &str = include_str!("../kernels/histfit.cu");
 
-/// Options: no fused multiply-add contraction (the toy generator must round exactly as the CPU
-/// does; the likelihood loses nothing measurable), IEEE division and square root.
-fn options(arch: &'static str) -> CompileOptions {
-    CompileOptions {
-        fmad: Some(false),
-        prec_div: Some(true),
-        prec_sqrt: Some(true),
-        ftz: Some(false),
-        arch: Some(arch),
-        // Line numbers in the PTX (no effect on the code) let Nsight Compute attribute time to
-        // source lines.
-        options: std::iter::once("--generate-line-info".to_string())
-            .chain(shared_definitions())
-            .collect(),
-        ..Default::default()
-    }
+/// The kernels built ahead: architecture and gzip'd cubin. `MANIFEST` gives each one's key.
+const PREBUILT: [(&str, &[u8]); 5] = [
+    (
+        "sm_75",
+        include_bytes!("../kernels/prebuilt/sm_75.cubin.gz"),
+    ),
+    (
+        "sm_80",
+        include_bytes!("../kernels/prebuilt/sm_80.cubin.gz"),
+    ),
+    (
+        "sm_90",
+        include_bytes!("../kernels/prebuilt/sm_90.cubin.gz"),
+    ),
+    (
+        "sm_100",
+        include_bytes!("../kernels/prebuilt/sm_100.cubin.gz"),
+    ),
+    (
+        "sm_120",
+        include_bytes!("../kernels/prebuilt/sm_120.cubin.gz"),
+    ),
+];
+
+/// `ARCH KEY` lines, one per prebuilt cubin: the [`key`] of the source and options it was
+/// compiled from.
+const MANIFEST: &str = include_str!("../kernels/prebuilt/MANIFEST");
+
+/// The architectures kernels are built ahead for (`scripts/build_cuda_kernels.sh` builds these).
+pub fn prebuilt_architectures() -> impl Iterator<Item = &'static str> {
+    PREBUILT.iter().map(|(arch, _)| *arch)
+}
+
+/// NVRTC's options for `arch` (`sm_90`, …): no fused multiply-add contraction (the toy generator
+/// must round exactly as the CPU does; the likelihood loses nothing measurable), IEEE division
+/// and square root, line numbers in the code (no effect on it; Nsight Compute attributes time to
+/// source lines with them), and the constants shared with Rust.
+fn options(arch: &str) -> Vec<String> {
+    [
+        "--ftz=false",
+        "--prec-sqrt=true",
+        "--prec-div=true",
+        "--fmad=false",
+        &format!("--gpu-architecture={arch}"),
+        "--generate-line-info",
+    ]
+    .into_iter()
+    .map(str::to_string)
+    .chain(shared_definitions())
+    .collect()
+}
+
+/// The key of the built-in source compiled for `arch`: a hash of the source and the options.
+pub fn key(arch: &str) -> u64 {
+    let opts = options(arch).join("\u{1f}");
+    fnv1a(&[SOURCE.as_bytes(), opts.as_bytes()])
+}
+
+/// What NVRTC is asked for.
+#[derive(Clone, Copy, PartialEq)]
+enum Output {
+    Ptx,
+    Cubin,
 }
 
 /// `source` compiled by NVRTC to PTX for `arch` (`sm_90`, …) with the options the kernels are
 /// loaded with; needs NVRTC only, no GPU (the `kernel_ptx` example uses it to read a variant's
 /// registers and spills with `ptxas -v`).
-pub fn compile(source: &str, arch: &'static str) -> Result<Ptx> {
-    compile_with(source.to_string(), options(arch))
+pub fn compile(source: &str, arch: &str) -> Result<Ptx> {
+    let ptx = nvrtc(source, &options(arch), Output::Ptx)?;
+    // (NVRTC's PTX ends with its NUL.)
+    let text = String::from_utf8_lossy(ptx.strip_suffix(&[0]).unwrap_or(&ptx)).into_owned();
+    Ok(Ptx::from_src(text))
 }
 
-fn compile_with(source: String, opts: CompileOptions) -> Result<Ptx> {
-    cudarc::nvrtc::compile_ptx_with_opts(source, opts)
-        .map_err(|e| CudaError::Compile(format!("{e:?}")))
+/// `source` compiled by NVRTC to a cubin for `arch` (a real architecture, `sm_90`), the machine
+/// code the driver loads without compiling again; needs NVRTC only, no GPU.
+pub fn compile_cubin(source: &str, arch: &str) -> Result<Vec<u8>> {
+    if !crate::device::nvrtc_present() {
+        return Err(CudaError::Unavailable(format!(
+            "the CUDA run-time compiler library (libnvrtc) was not found; this build carries no \
+             kernels for {arch} and needs it to compile them"
+        )));
+    }
+    nvrtc(source, &options(arch), Output::Cubin)
+}
+
+/// One NVRTC compile: the program's log in the error where it fails.
+fn nvrtc(source: &str, options: &[String], output: Output) -> Result<Vec<u8>> {
+    use cudarc::nvrtc::{result, sys};
+    let fail = |what: &str, e: &dyn std::fmt::Debug| CudaError::Compile(format!("{what}: {e:?}"));
+    let src = CString::new(source).map_err(|e| fail("the kernel source", &e))?;
+    let prog = result::create_program(&src, None).map_err(|e| fail("nvrtcCreateProgram", &e))?;
+    // SAFETY: `prog` was created above and is destroyed once, at the end; the buffers are sized
+    // by NVRTC's own size queries.
+    unsafe {
+        let compiled = result::compile_program(prog, options).map_err(|e| {
+            let log = result::get_program_log(prog)
+                .map(|l| CStr::from_ptr(l.as_ptr()).to_string_lossy().into_owned())
+                .unwrap_or_default();
+            CudaError::Compile(format!("{e:?}\n{log}"))
+        });
+        let code = compiled.and_then(|()| {
+            type SizeOf = unsafe fn(sys::nvrtcProgram, *mut usize) -> sys::nvrtcResult;
+            type Get = unsafe fn(sys::nvrtcProgram, *mut std::ffi::c_char) -> sys::nvrtcResult;
+            let (size_of, get, name): (SizeOf, Get, &str) = match output {
+                Output::Ptx => (sys::nvrtcGetPTXSize, sys::nvrtcGetPTX, "nvrtcGetPTX"),
+                Output::Cubin => (sys::nvrtcGetCUBINSize, sys::nvrtcGetCUBIN, "nvrtcGetCUBIN"),
+            };
+            let mut size = 0usize;
+            size_of(prog, &mut size)
+                .result()
+                .map_err(|e| fail(name, &e))?;
+            let mut code = vec![0u8; size];
+            get(prog, code.as_mut_ptr().cast())
+                .result()
+                .map_err(|e| fail(name, &e))?;
+            Ok(code)
+        });
+        let _ = result::destroy_program(prog);
+        code
+    }
+}
+
+/// The prebuilt cubin for a GPU of compute capability `major.minor`: the newest architecture of
+/// the same major version at or below it, decompressed; `Err` with the architecture when its
+/// manifest key is not this source's (stale: never loaded), `Ok(None)` when none fits.
+fn prebuilt(
+    major: u32,
+    minor: u32,
+) -> std::result::Result<Option<(&'static str, Vec<u8>)>, String> {
+    let Some((arch, gz)) = newest_fitting(major, minor) else {
+        return Ok(None);
+    };
+    if manifest_key(arch) != Some(key(arch)) {
+        return Err(arch.to_string());
+    }
+    let mut cubin = Vec::new();
+    flate2::read::GzDecoder::new(gz)
+        .read_to_end(&mut cubin)
+        .map_err(|e| format!("{arch} (unreadable: {e})"))?;
+    Ok(Some((arch, cubin)))
+}
+
+/// The carried cubin a GPU of compute capability `major.minor` can run: same major version,
+/// the highest minor at or below its own.
+fn newest_fitting(major: u32, minor: u32) -> Option<(&'static str, &'static [u8])> {
+    let version = |arch: &str| -> Option<(u32, u32)> {
+        let digits = arch.strip_prefix("sm_")?;
+        let (ma, mi) = digits.split_at(digits.len().checked_sub(1)?);
+        Some((ma.parse().ok()?, mi.parse().ok()?))
+    };
+    PREBUILT
+        .iter()
+        .filter_map(|&(arch, gz)| {
+            let (ma, mi) = version(arch)?;
+            (ma == major && mi <= minor).then_some((mi, arch, gz))
+        })
+        .max_by_key(|&(mi, _, _)| mi)
+        .map(|(_, arch, gz)| (arch, gz))
+}
+
+/// The key `MANIFEST` records for `arch`.
+fn manifest_key(arch: &str) -> Option<u64> {
+    MANIFEST.lines().find_map(|l| {
+        let (a, k) = l.split_once(' ')?;
+        (a == arch).then(|| u64::from_str_radix(k.trim(), 16).ok())?
+    })
 }
 
 /// The constants the kernels share with Rust, defined once there and passed as `-D` options:
@@ -174,37 +326,29 @@ pub struct Kernels {
 }
 
 impl Kernels {
-    /// Compiles (or reads from the cache) and loads the kernels for `gpu`; a development
-    /// `$HISTFIT_KERNEL_SOURCE` in their place (see the module's documentation).
+    /// Loads the kernels for `gpu`: built ahead where this build carries them for its
+    /// architecture, else from the disk cache, else compiled by NVRTC (said on stderr); a
+    /// development `$HISTFIT_KERNEL_SOURCE` in their place (see the module's documentation).
     pub fn load(gpu: &Gpu) -> Result<Kernels> {
         let (major, minor) = gpu.info.compute_capability;
-        // NVRTC wants a 'static architecture name; one leaked string per process and device.
-        let arch: &'static str = Box::leak(format!("sm_{major}{minor}").into_boxed_str());
-        let opts = options(arch);
+        let arch = format!("sm_{major}{minor}");
         let replaced = std::env::var_os("HISTFIT_KERNEL_SOURCE").map(PathBuf::from);
-        let unreadable = |path: &PathBuf, e: std::io::Error| {
-            CudaError::Compile(format!("HISTFIT_KERNEL_SOURCE={}: {e}", path.display()))
-        };
         let ptx = match &replaced {
-            Some(path) => {
-                // Never silent: these are not the kernels this binary was tested with.
-                static WARNED: std::sync::Once = std::sync::Once::new();
-                WARNED.call_once(|| {
-                    eprintln!(
-                        "warning: HISTFIT_KERNEL_SOURCE={} replaces the built-in CUDA kernels",
-                        path.display()
-                    )
-                });
-                // A .cubin (the `kernel_ptx` example's PTX through `ptxas`, made where no GPU
-                // is) is loaded as it is: no compile on the device at all.
-                if path.extension().is_some_and(|e| e == "cubin") {
-                    Ptx::from_binary(std::fs::read(path).map_err(|e| unreadable(path, e))?)
-                } else {
-                    let source = std::fs::read_to_string(path).map_err(|e| unreadable(path, e))?;
-                    compile_with(source, opts)?
-                }
-            }
-            None => Self::cached_or_compiled(arch, opts)?,
+            Some(path) => Self::replacement(path, &arch)?,
+            None => match prebuilt(major as u32, minor as u32) {
+                Ok(Some((_, cubin))) => Ptx::from_binary(cubin),
+                Ok(None) => Self::cached_or_compiled(
+                    &arch,
+                    &format!("this build carries no kernels for {arch}"),
+                )?,
+                Err(stale) => Self::cached_or_compiled(
+                    &arch,
+                    &format!(
+                        "the kernels this build carries for {stale} were not built from its \
+                         source (scripts/build_cuda_kernels.sh rebuilds them)"
+                    ),
+                )?,
+            },
         };
         let module = gpu.ctx.load_module(ptx).map_err(|e| match &replaced {
             // (A .cubin made for another architecture fails here: say which file.)
@@ -246,50 +390,113 @@ impl Kernels {
         })
     }
 
-    /// The built-in kernels' PTX for `arch`: from the disk cache (keyed by the source and the
-    /// options), else compiled and written there.
-    fn cached_or_compiled(arch: &str, opts: CompileOptions) -> Result<Ptx> {
-        let key = fnv1a(&[SOURCE.as_bytes(), format!("{opts:?}").as_bytes()]);
-        let file = cache_dir().map(|d| d.join(format!("histfit-{key:016x}-{arch}.ptx")));
+    /// A development source or cubin named by `$HISTFIT_KERNEL_SOURCE`, compiled for `arch`.
+    fn replacement(path: &PathBuf, arch: &str) -> Result<Ptx> {
+        let unreadable = |e: std::io::Error| {
+            CudaError::Compile(format!("HISTFIT_KERNEL_SOURCE={}: {e}", path.display()))
+        };
+        // Never silent: these are not the kernels this binary was tested with.
+        static WARNED: std::sync::Once = std::sync::Once::new();
+        WARNED.call_once(|| {
+            eprintln!(
+                "warning: HISTFIT_KERNEL_SOURCE={} replaces the built-in CUDA kernels",
+                path.display()
+            )
+        });
+        // A .cubin (made on a GPU host by the `kernel_ptx` example and `ptxas`) is loaded as it
+        // is: no compile at all.
+        let cubin = if path.extension().is_some_and(|e| e == "cubin") {
+            std::fs::read(path).map_err(unreadable)?
+        } else {
+            let source = std::fs::read_to_string(path).map_err(unreadable)?;
+            compile_cubin(&source, arch)?
+        };
+        Ok(Ptx::from_binary(cubin))
+    }
+
+    /// The built-in kernels' cubin for `arch`: from the disk cache (keyed by the source and the
+    /// options), else compiled (saying on stderr what and `why`) and written there.
+    fn cached_or_compiled(arch: &str, why: &str) -> Result<Ptx> {
+        let key = key(arch);
+        let file = cache_dir().map(|d| d.join(format!("histfit-{key:016x}-{arch}.cubin")));
         let cached = file
             .as_ref()
-            .and_then(|f| std::fs::read_to_string(f).ok())
-            .filter(|s| !s.is_empty());
-        if let Some(src) = cached {
-            return Ok(Ptx::from_src(src));
+            .and_then(|f| std::fs::read(f).ok())
+            .filter(|c| c.starts_with(b"\x7fELF"));
+        if let Some(cubin) = cached {
+            return Ok(Ptx::from_binary(cubin));
         }
-        // Minutes of silence otherwise: the resident fits make a large module (BENCHMARKS.md,
-        // issue 23, session 29).
+        // Never a silent wait: the fits make a large module.
         eprintln!(
-            "histfit: compiling the CUDA kernels for {arch} (first use of this build on this \
-             GPU; a few minutes){}",
+            "histfit: compiling the CUDA kernels for {arch} with NVRTC ({why}; about a minute, once){}",
             match &file {
                 Some(f) => format!(", cached in {}", f.parent().unwrap_or(f).display()),
                 None => String::new(),
             }
         );
-        let ptx = compile_with(SOURCE.to_string(), opts)?;
+        let cubin = compile_cubin(SOURCE, arch)?;
         if let Some(f) = &file {
-            // Best effort: a read-only home just means compiling again next run.
+            // Best effort: a read-only cache just means compiling again next run.
             if let Some(dir) = f.parent() {
                 let _ = std::fs::create_dir_all(dir);
             }
-            // A name of this writer's own: the devices of one process may compile side by
-            // side on an empty cache.
+            // A name of this writer's own, renamed into place: the devices of one process, or
+            // the jobs of a cluster sharing the directory, may compile side by side.
             static WRITERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
             let k = WRITERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let tmp = f.with_extension(format!("tmp{}-{k}", std::process::id()));
-            if std::fs::write(&tmp, ptx.to_src()).is_ok() {
-                let _ = std::fs::rename(&tmp, f);
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+            let tmp = f.with_extension(format!("tmp-{}-{}-{k}", host.trim(), std::process::id()));
+            if std::fs::write(&tmp, &cubin).is_ok() && std::fs::rename(&tmp, f).is_err() {
+                let _ = std::fs::remove_file(&tmp);
             }
         }
-        Ok(ptx)
+        Ok(Ptx::from_binary(cubin))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The kernels the binary carries were built from this source with these options, one per
+    /// architecture, and are cubins. When the kernels change, this fails until
+    /// `scripts/build_cuda_kernels.sh` has rebuilt them on a GPU host (the binary would
+    /// otherwise compile them with NVRTC on every new machine: minutes before the first toy).
+    #[test]
+    fn prebuilt_kernels_match_the_source() {
+        for (arch, gz) in PREBUILT {
+            assert_eq!(
+                manifest_key(arch),
+                Some(key(arch)),
+                "kernels/prebuilt/{arch}.cubin.gz was not built from this source and these \
+                 options: run scripts/build_cuda_kernels.sh on a GPU host"
+            );
+            let mut cubin = Vec::new();
+            flate2::read::GzDecoder::new(gz)
+                .read_to_end(&mut cubin)
+                .expect("a gzip file");
+            assert!(cubin.starts_with(b"\x7fELF"), "{arch}: not a cubin");
+        }
+        assert_eq!(
+            MANIFEST.lines().count(),
+            PREBUILT.len(),
+            "one line an architecture"
+        );
+    }
+
+    /// A GPU takes the newest carried architecture of its major version at or below its own.
+    #[test]
+    fn carried_architecture_for_each_gpu() {
+        let arch = |major, minor| newest_fitting(major, minor).map(|(a, _)| a);
+        assert_eq!(arch(9, 0), Some("sm_90"));
+        assert_eq!(arch(8, 6), Some("sm_80"));
+        assert_eq!(arch(8, 9), Some("sm_80"));
+        assert_eq!(arch(7, 5), Some("sm_75"));
+        assert_eq!(arch(12, 1), Some("sm_120"));
+        assert_eq!(arch(10, 3), Some("sm_100"));
+        assert_eq!(arch(7, 0), None);
+        assert_eq!(arch(11, 0), None);
+    }
 
     /// Every shared constant is used by the kernels and defined only in Rust; the literals read
     /// back to the same bits (NVRTC parses them as C does).

@@ -1,8 +1,9 @@
 //! `histfit-cuda`: the CUDA f64 backend.
 //!
-//! Owns the device side of histfit: finding CUDA devices ([`devices`]), compiling the kernels in
-//! `kernels/histfit.cu` with NVRTC at first use (cached on disk by source hash and GPU
-//! architecture, [`kernels`]), uploading a compiled [`Model`](histfit_model::Model) once
+//! Owns the device side of histfit: finding CUDA devices ([`devices`]), loading the kernels of
+//! `kernels/histfit.cu` (built ahead for the common GPUs and carried in the binary, else compiled
+//! with NVRTC at first use and cached on disk by source hash and GPU architecture: [`kernels`]),
+//! uploading a compiled [`Model`](histfit_model::Model) once
 //! ([`layout`]), and evaluating it: [`CudaBatch`] implements
 //! [`BatchEvaluator`](histfit_compute::BatchEvaluator) (many parameter vectors × datasets per
 //! launch) and, wrapped in [`OneAtATime`](histfit_compute::OneAtATime), the single-problem
@@ -14,7 +15,8 @@
 //! It depends on the model and the evaluator traits only: choosing a device and running
 //! inference on it is `histfit-device`'s.
 //!
-//! Nothing here is needed to build or run histfit: libcuda and libnvrtc are loaded dynamically,
+//! Nothing here is needed to build or run histfit: libcuda (and libnvrtc, where a GPU needs kernels
+//! compiled) are loaded dynamically,
 //! and on a machine without them every entry point returns [`CudaError::Unavailable`] with one
 //! clear message instead of panicking.
 
