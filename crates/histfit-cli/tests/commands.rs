@@ -1064,6 +1064,13 @@ fn hs3_documents_open_in_every_inference_command() {
     assert!(h["cls_obs"].as_f64().unwrap() < 0.01);
     let toys = run_json(&["toys", &f, "--poi", "nsig", "--n-toys", "20", "--json"]);
     assert_eq!(toys["summary"]["converged"], 20);
+    // Each toy is fitted once, as the observed data are (the basin search's 24 further starts
+    // a toy made 50 fits of each, s35); `--starts` still asks for them.
+    assert_eq!(toys["starts"], 0, "{}", toys["summary"]);
+    let asked = run_json(&[
+        "toys", &f, "--poi", "nsig", "--n-toys", "2", "--starts", "3", "--json",
+    ]);
+    assert_eq!(asked["starts"], 3);
     let w = run_json(&["fit", &fixture("hs3/weighted.json"), "--json"]);
     for kind in ["naive", "sumw2", "sandwich"] {
         assert!(w["weighted_uncertainties"][kind]["f"].as_f64().unwrap() > 0.0);

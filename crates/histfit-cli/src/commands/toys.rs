@@ -53,7 +53,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     // The asked starts are the toys' fits' (the generating point's fit is made without them:
     // the same toys either way).
     let toy_fits = histfit_infer::FitOptions {
-        starts: a.starts.map_or(Starts::Auto, Starts::Count),
+        starts: a.starts.map_or(base.starts, Starts::Count),
         ..base
     };
     let fits = histfit_infer::toys::fit_toys_on(
