@@ -6,7 +6,7 @@ Gaussian peak (mean 91, σ 2.5, 30 %) over an exponential background (e^(−0.03
 - events.parquet (pyarrow; column "mass", snappy, row groups of 65 536), which model.json names
   through histfit's HS3 extension "histfit_source", and
 - events.root (ROOT, when installed: `pip install root`): a TTree "events" with a branch "mass",
-  the same events, for ROOT users and histfit's coming TTree reader.
+  the same events, for ROOT users (`model_tree.json` reads them).
 
 Usage: python examples/unbinned/make_events.py [N]   (needs numpy and pyarrow)
 """

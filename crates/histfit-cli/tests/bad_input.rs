@@ -473,3 +473,27 @@ fn a_limit_without_a_crossing_exits_3() {
         assert_eq!(p["limit_above"], 0.5, "{p}");
     }
 }
+
+/// Events from a TTree that cannot be read: one line naming the dataset's source, exit 2.
+#[test]
+fn bad_tree_sources() {
+    let events = std::path::PathBuf::from(fixture("events"));
+    let mut doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(events.join("gauss_exp.json")).unwrap())
+            .unwrap();
+    for (source, needles) in [
+        (
+            json!({"format": "root", "file": events.join("tree_kinds.root"), "tree": "sub/events",
+                   "columns": {"x": "vec"}}),
+            &["histfit_source", "branch \"vec\"", "not a flat branch"][..],
+        ),
+        (
+            json!({"format": "root", "file": events.join("tree_zstd.root"), "tree": "events",
+                   "columns": {"x": "mass"}, "selection": "pt >> 3"}),
+            &["histfit_source.selection", "does not parse"][..],
+        ),
+    ] {
+        doc["data"][0]["histfit_source"] = source;
+        expect_ws_error("bad_tree", &doc, needles);
+    }
+}

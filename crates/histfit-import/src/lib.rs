@@ -1,9 +1,10 @@
 //! `histfit-import`: HistFactory XML configurations and the ROOT histograms they name → a pyhf
 //! JSON workspace, with the semantics of pyhf's `xml2json` (the reference importer), and
-//! histfit's own reader for one-dimensional ROOT histograms (no ROOT installation).
+//! histfit's own ROOT reader (no ROOT installation): one-dimensional histograms, and the flat
+//! branches of TTrees that event-level likelihoods read their events from.
 //!
 //! - [`root`] reads ROOT files: header, directories, keys, compressed records (zlib, LZ4, zstd,
-//!   xz) and the TH1C/S/I/F/D streamer.
+//!   xz), the TH1C/S/I/F/D streamer, and TTrees' flat numeric branches and their baskets.
 //! - [`xml`] walks a top-level `<Combination>` file, its channel files and their histograms into
 //!   the workspace's `channels`, `observations` and `measurements`, collecting pyhf's warnings.
 

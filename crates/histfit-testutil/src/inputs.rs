@@ -186,6 +186,56 @@ pub fn root_bytes(data: &[u8]) {
     }
 }
 
+/// Raw bytes as a ROOT file of trees: every TTree key of the top directory (and of
+/// directories one level down) read as a tree, and each of its branches' values; a flat branch
+/// gives one value an entry.
+pub fn root_tree_bytes(data: &[u8]) {
+    let mut file = match RootFile::from_bytes(Path::new("fuzz.root"), data.to_vec()) {
+        Err(e) => return named(&e.place, &e.rule),
+        Ok(f) => f,
+    };
+    let mut paths = Vec::new();
+    match file.keys("") {
+        Err(e) => return named(&e.place, &e.rule),
+        Ok(keys) => {
+            for k in keys.iter().take(64) {
+                paths.push((k.class_name.clone(), k.name.clone()));
+            }
+        }
+    }
+    let dirs: Vec<String> = paths
+        .iter()
+        .filter(|(c, _)| c.starts_with("TDirectory"))
+        .map(|(_, n)| n.clone())
+        .take(8)
+        .collect();
+    for d in dirs {
+        if let Ok(keys) = file.keys(&d) {
+            let inner: Vec<_> = keys
+                .iter()
+                .take(64)
+                .map(|k| (k.class_name.clone(), format!("{d}/{}", k.name)))
+                .collect();
+            paths.extend(inner);
+        }
+    }
+    for (_, path) in paths.iter().filter(|(c, _)| c == "TTree") {
+        let tree = match file.tree(path) {
+            Err(e) => {
+                named(&e.place, &e.rule);
+                continue;
+            }
+            Ok(t) => t,
+        };
+        for b in tree.branches.iter().take(64) {
+            match file.branch_values(&tree, &b.name) {
+                Err(e) => named(&e.place, &e.rule),
+                Ok(v) => assert_eq!(v.len() as u64, tree.entries, "branch {}", b.name),
+            }
+        }
+    }
+}
+
 /// Prepares `dir` for [`xml_bytes`]: a `config/` folder and `data/` with the ROOT files the XML
 /// target names (pyhf's validation inputs and one zstd-compressed file).
 pub fn xml_sandbox(dir: &Path) {

@@ -159,6 +159,11 @@ fn root_file() {
 }
 
 #[test]
+fn root_tree() {
+    replay("root_tree", inputs::root_tree_bytes);
+}
+
+#[test]
 fn xml_import() {
     let dir = std::env::temp_dir().join(format!("histfit-fuzz-replay-{}", std::process::id()));
     inputs::xml_sandbox(&dir);

@@ -2,7 +2,9 @@
 //! numbers, names, `+ - * /`, `^` and `**` (right-associative, above unary minus as in
 //! TFormula), parentheses, and the functions `exp`, `log`/`ln`, `log10`, `sqrt`, `abs`/`fabs`,
 //! `erf`, `erfc`, `sin`, `cos`, `tan`, `pow(a, b)`, `min`, `max` (with or without `TMath::` or
-//! `std::`), and the constants `pi` and `e` where no parameter has those names — parsed straight
+//! `std::`), the constants `pi` and `e` where no parameter has those names, and the comparisons
+//! `< <= > >= == !=` and logic `&& || !` (1 or 0, a number not 0 being true, as in TFormula;
+//! TTree selections use them) — parsed straight
 //! into nodes of the [`Graph`], so an expression is differentiated and evaluated as the named
 //! PDFs are.
 
@@ -92,7 +94,100 @@ impl Parser<'_, '_> {
         Ok(())
     }
 
+    /// Whether the next characters are `op` (two-character operators checked whole).
+    fn at_op(&mut self, op: &str) -> bool {
+        self.skip_space();
+        let n = op.chars().count();
+        self.chars
+            .get(self.at..self.at + n)
+            .is_some_and(|c| c.iter().copied().eq(op.chars()))
+    }
+
+    fn eat_op(&mut self, op: &str) -> bool {
+        let here = self.at_op(op);
+        if here {
+            self.at += op.chars().count();
+        }
+        here
+    }
+
+    /// `a || b`, the loosest level: 1 where either is not 0, else 0 (TFormula's logic on
+    /// numbers).
     fn expr(&mut self) -> Result<Id, ParseError> {
+        self.enter()?;
+        let mut acc = self.conjunction()?;
+        while self.eat_op("||") {
+            let b = self.conjunction()?;
+            let (ta, tb) = (self.truth(acc), self.truth(b));
+            let both = self.g.mul(ta, tb);
+            let either = self.g.add(ta, tb);
+            acc = self.g.sub(either, both);
+        }
+        self.depth -= 1;
+        Ok(acc)
+    }
+
+    fn conjunction(&mut self) -> Result<Id, ParseError> {
+        let mut acc = self.comparison()?;
+        while self.eat_op("&&") {
+            let b = self.comparison()?;
+            let (ta, tb) = (self.truth(acc), self.truth(b));
+            acc = self.g.mul(ta, tb);
+        }
+        Ok(acc)
+    }
+
+    /// `a == b`, `a != b` (looser than `<`, as in C): 1 where it holds, else 0.
+    fn comparison(&mut self) -> Result<Id, ParseError> {
+        let mut acc = self.relation()?;
+        loop {
+            let negate = if self.eat_op("==") {
+                false
+            } else if self.eat_op("!=") {
+                true
+            } else {
+                return Ok(acc);
+            };
+            let b = self.relation()?;
+            acc = self.equal(acc, b);
+            if negate {
+                let one = self.g.constant(1.0);
+                acc = self.g.sub(one, acc);
+            }
+        }
+    }
+
+    /// `a OP b` for one of `<= >= < >`: 1 where it holds, else 0.
+    fn relation(&mut self) -> Result<Id, ParseError> {
+        let mut acc = self.sum()?;
+        while let Some(op) = ["<=", ">=", "<", ">"].into_iter().find(|op| self.at_op(op)) {
+            self.at += op.len();
+            let b = self.sum()?;
+            let (one, zero) = (self.g.constant(1.0), self.g.constant(0.0));
+            acc = match op {
+                ">=" => self.g.select_ge(acc, b, one, zero),
+                ">" => self.g.select_ge(b, acc, zero, one),
+                "<=" => self.g.select_ge(b, acc, one, zero),
+                _ => self.g.select_ge(acc, b, zero, one),
+            };
+        }
+        Ok(acc)
+    }
+
+    fn equal(&mut self, a: Id, b: Id) -> Id {
+        let (one, zero) = (self.g.constant(1.0), self.g.constant(0.0));
+        let ge = self.g.select_ge(a, b, one, zero);
+        self.g.select_ge(b, a, ge, zero)
+    }
+
+    /// 1 where `x` is not 0, else 0.
+    fn truth(&mut self, x: Id) -> Id {
+        let (one, zero) = (self.g.constant(1.0), self.g.constant(0.0));
+        let is_zero = self.equal(x, zero);
+        self.g.sub(one, is_zero)
+    }
+
+    fn sum(&mut self) -> Result<Id, ParseError> {
         self.enter()?;
         let mut acc = self.term()?;
         loop {
@@ -135,6 +230,11 @@ impl Parser<'_, '_> {
         let r = if self.eat('-') {
             let u = self.unary()?;
             Ok(self.g.neg(u))
+        } else if !self.at_op("!=") && self.eat('!') {
+            let u = self.unary()?;
+            let t = self.truth(u);
+            let one = self.g.constant(1.0);
+            Ok(self.g.sub(one, t))
         } else if self.eat('+') {
             self.unary()
         } else {
@@ -396,6 +496,34 @@ mod tests {
             0.3 + libm::erf(0.5) - std::f64::consts::PI,
         );
         close("(a)/(b)", 2.0 / 3.0);
+    }
+
+    /// Comparisons and logic give 1 or 0 and bind looser than arithmetic: `||` loosest, then
+    /// `&&`, then the comparisons; a number not 0 is true.
+    #[test]
+    fn comparisons_and_logic() {
+        let p = [2.0, 3.0, 0.5];
+        for (t, v) in [
+            ("a < b", 1.0),
+            ("a > b", 0.0),
+            ("a <= 2", 1.0),
+            ("a >= 2.5", 0.0),
+            ("a == 2", 1.0),
+            ("a != 2", 0.0),
+            ("a + 1 == b", 1.0),
+            ("a < b && x > 1", 0.0),
+            ("a < b || x > 1", 1.0),
+            ("x > 1 || a > b && b > a", 0.0),
+            ("!(a > b)", 1.0),
+            ("!x", 0.0),
+            ("a && 0", 0.0),
+            ("(a < b) * 5 + (a > b)", 5.0),
+            ("a < b == 1", 1.0),
+        ] {
+            assert_eq!(value(t, &p).unwrap(), v, "{t}");
+        }
+        assert!(value("a < ", &p).is_err());
+        assert!(value("a = b", &p).is_err());
     }
 
     #[test]

@@ -347,14 +347,25 @@ impl Graph {
     /// and one-off values; evaluators use [`crate::program`]).
     pub fn value(&self, id: Id, params: &[f64], columns: &[f64]) -> f64 {
         let mut vals = vec![0.0; id.0 as usize + 1];
-        for i in 0..=id.0 as usize {
+        self.eval_prefix(params, columns, &mut vals);
+        vals[id.0 as usize]
+    }
+
+    /// Every node's value at `params` and one event's `columns`, into `vals` (one a node):
+    /// per-event values read from files (a TTree's selection, weight and observables).
+    pub fn eval_all(&self, params: &[f64], columns: &[f64], vals: &mut [f64]) {
+        self.eval_prefix(params, columns, &mut vals[..self.ops.len()]);
+    }
+
+    /// The first `vals.len()` nodes' values (a node's arguments come before it).
+    fn eval_prefix(&self, params: &[f64], columns: &[f64], vals: &mut [f64]) {
+        for i in 0..vals.len() {
             vals[i] = match self.ops[i] {
                 Op::Param(p) => params[p],
                 Op::Column(j) => columns.get(j).copied().unwrap_or(f64::NAN),
                 op => eval_scalar(op, &|a| vals[a.0 as usize]),
             };
         }
-        vals[id.0 as usize]
     }
 }
 

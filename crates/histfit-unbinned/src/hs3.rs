@@ -332,20 +332,31 @@ fn inline_events(d: &Value, observables: &[Observable], place: &str) -> Result<E
     })
 }
 
-/// A dataset's `histfit_source` (see the `histfit_events::parquet` module), its file found from `directory`.
+/// Where a dataset's events come from.
+enum Source {
+    Parquet(histfit_events::SourceSpec),
+    Tree(crate::tree_source::TreeSource),
+}
+
+/// A dataset's `histfit_source` (the `histfit_events::parquet` module, and
+/// [`crate::tree_source`] for ROOT trees), its file found from `directory`.
 fn source_spec(
     v: &Value,
     observables: &[Observable],
     directory: Option<&std::path::Path>,
     place: &str,
-) -> Result<histfit_events::SourceSpec> {
+) -> Result<Source> {
     let format = str_field(v, "format", place)?;
-    if format != "parquet" {
-        return Err(err(
-            format!("{place}.format"),
-            format!("\"{format}\": the formats read are \"parquet\""),
-        ));
-    }
+    let tree = match format {
+        "parquet" => None,
+        "root" => Some(str_field(v, "tree", place)?.to_string()),
+        _ => {
+            return Err(err(
+                format!("{place}.format"),
+                format!("\"{format}\": the formats read are \"parquet\" and \"root\" (a TTree)"),
+            ))
+        }
+    };
     let file = std::path::PathBuf::from(str_field(v, "file", place)?);
     let file = match directory {
         Some(d) if file.is_relative() => d.join(file),
@@ -358,23 +369,19 @@ fn source_spec(
             "expected an object {observable: column}",
         ));
     }
+    // A Parquet column's name, or a tree's expression over branches.
     let columns = observables
         .iter()
-        .map(|o| {
-            let column = match names.and_then(|c| c.get(&o.name)) {
-                None => Ok(o.name.clone()),
-                Some(Value::String(c)) => Ok(c.clone()),
-                Some(_) => Err(err(
-                    format!("{place}.columns.{}", o.name),
-                    "expected a column name",
-                )),
-            }?;
-            Ok(histfit_events::ColumnRequest {
-                observable: o.name.clone(),
-                column,
-                lo: o.lo,
-                hi: o.hi,
-            })
+        .map(|o| match names.and_then(|c| c.get(&o.name)) {
+            None => Ok((o.clone(), o.name.clone())),
+            Some(Value::String(c)) => Ok((o.clone(), c.clone())),
+            Some(_) => Err(err(
+                format!("{place}.columns.{}", o.name),
+                match tree {
+                    None => "expected a column name",
+                    Some(_) => "expected an expression over the tree's branches",
+                },
+            )),
         })
         .collect::<Result<Vec<_>>>()?;
     if let Some(Value::Object(m)) = names {
@@ -388,10 +395,10 @@ fn source_spec(
             ));
         }
     }
-    let weight = match v.get("weight") {
-        None => None,
-        Some(Value::String(w)) => Some(w.clone()),
-        Some(_) => return Err(err(format!("{place}.weight"), "expected a column name")),
+    let text = |key: &str, what: &str| match v.get(key) {
+        None => Ok(None),
+        Some(Value::String(w)) => Ok(Some(w.clone())),
+        Some(_) => Err(err(format!("{place}.{key}"), format!("expected {what}"))),
     };
     let drop_outside = match v.get("outside").map(|o| o.as_str()) {
         None | Some(Some("error")) => false,
@@ -403,11 +410,37 @@ fn source_spec(
             ))
         }
     };
-    Ok(histfit_events::SourceSpec {
-        file,
-        columns,
-        weight,
-        drop_outside,
+    Ok(match tree {
+        None => {
+            if v.get("selection").is_some() {
+                return Err(err(
+                    format!("{place}.selection"),
+                    "a selection is read for \"format\": \"root\" (Parquet files: write the selected events)",
+                ));
+            }
+            Source::Parquet(histfit_events::SourceSpec {
+                file,
+                columns: columns
+                    .into_iter()
+                    .map(|(o, column)| histfit_events::ColumnRequest {
+                        observable: o.name,
+                        column,
+                        lo: o.lo,
+                        hi: o.hi,
+                    })
+                    .collect(),
+                weight: text("weight", "a column name")?,
+                drop_outside,
+            })
+        }
+        Some(tree) => Source::Tree(crate::tree_source::TreeSource {
+            file,
+            tree,
+            columns,
+            weight: text("weight", "an expression over the tree's branches")?,
+            selection: text("selection", "an expression over the tree's branches")?,
+            drop_outside,
+        }),
     })
 }
 
@@ -687,23 +720,47 @@ impl<'a> Builder<'a> {
                     self.doc.directory.as_deref(),
                     &format!("{place}.histfit_source"),
                 )?;
-                let loaded = histfit_events::read_parquet(&spec)
-                    .map_err(|e| err(format!("{place}.histfit_source"), e.to_string()))?;
-                if loaded.table.is_empty() {
-                    return Err(err(
-                        format!("{place}.histfit_source"),
-                        format!("{}: no event inside the domains", spec.file.display()),
-                    ));
+                let at = format!("{place}.histfit_source");
+                let (table, note) = match spec {
+                    Source::Parquet(spec) => {
+                        let loaded = histfit_events::read_parquet(&spec)
+                            .map_err(|e| err(&at, e.to_string()))?;
+                        let note = (loaded.dropped > 0).then(|| {
+                            format!(
+                                "dataset \"{name}\": {} events outside the domains dropped ({} row groups not read), {} kept",
+                                loaded.dropped,
+                                loaded.row_groups_skipped,
+                                loaded.table.len()
+                            )
+                        });
+                        (loaded.table, note)
+                    }
+                    Source::Tree(src) => {
+                        let read = crate::tree_source::read(&src).map_err(|e| {
+                            let key = if e.key.is_empty() {
+                                at.clone()
+                            } else {
+                                format!("{at}.{}", e.key)
+                            };
+                            err(key, e.rule)
+                        })?;
+                        let note = (read.not_selected + read.dropped > 0).then(|| {
+                            format!(
+                                "dataset \"{name}\": {} of {} entries of tree \"{}\" kept ({} not selected, {} outside the domains dropped)",
+                                read.table.len(),
+                                read.table.len() + read.not_selected + read.dropped,
+                                src.tree,
+                                read.not_selected,
+                                read.dropped
+                            )
+                        });
+                        (read.table, note)
+                    }
+                };
+                if table.is_empty() {
+                    return Err(err(at, "no event is left (selection and domains)"));
                 }
-                let note = (loaded.dropped > 0).then(|| {
-                    format!(
-                        "dataset \"{name}\": {} events outside the domains dropped ({} row groups not read), {} kept",
-                        loaded.dropped,
-                        loaded.row_groups_skipped,
-                        loaded.table.len()
-                    )
-                });
-                Ok((loaded.table, observables, note))
+                Ok((table, observables, note))
             }
             None => Ok((inline_events(d, &observables, &place)?, observables, None)),
         }

@@ -3,7 +3,8 @@
 //! expressions ([`expr`]) alike — which the CPU evaluates over blocks of events with
 //! reverse-mode gradients ([`program`]); [`model`] is the likelihood (extended or not, weighted
 //! events, constraint terms, several channels) behind histfit's `Evaluator` seam. Events a dataset
-//! names in files (its `histfit_source`) are read by `histfit-events`.
+//! names in files (its `histfit_source`) are read by `histfit-events`: Parquet columns, and TTree
+//! branches through the expressions of [`tree_source`].
 
 pub mod asimov;
 pub mod expr;
@@ -13,6 +14,7 @@ pub mod model;
 pub mod pdf;
 pub mod program;
 pub mod sample;
+pub mod tree_source;
 pub mod vmath;
 pub mod weighted;
 

@@ -37,6 +37,20 @@ impl<'a> Cursor<'a> {
         self.pos
     }
 
+    /// Bytes left after the position.
+    pub fn left(&self) -> usize {
+        self.bytes.len().saturating_sub(self.pos)
+    }
+
+    /// A NUL-terminated string (class names of object pointers).
+    pub fn cstring(&mut self, what: &'static str) -> Read<String> {
+        let rest = self.bytes.get(self.pos..).ok_or(Truncated(what))?;
+        let len = rest.iter().position(|&b| b == 0).ok_or(Truncated(what))?;
+        let s = String::from_utf8_lossy(&rest[..len]).into_owned();
+        self.pos += len + 1;
+        Ok(s)
+    }
+
     pub fn take(&mut self, n: usize, what: &'static str) -> Read<&'a [u8]> {
         let end = self.pos.checked_add(n).ok_or(Truncated(what))?;
         let slice = self.bytes.get(self.pos..end).ok_or(Truncated(what))?;
@@ -139,4 +153,48 @@ impl<'a> Cursor<'a> {
             .map(|c| f64::from_be_bytes(c.try_into().expect("chunks of 8")))
             .collect())
     }
+}
+
+/// TObject's bits: the object is referenced (a process id follows).
+const IS_REFERENCED: u32 = 1 << 4;
+/// A version whose top bits are set is the upper half of a byte count.
+const BYTE_COUNT_IN_VERSION: i16 = 0x4000;
+
+/// Skips a versioned part by its byte count; `None` when the writer recorded none.
+pub fn skip(c: &mut Cursor, what: &'static str) -> Result<Option<Header>, Truncated> {
+    let header = c.header(what)?;
+    match header.end {
+        Some(end) => {
+            c.seek(end, what)?;
+            Ok(Some(header))
+        }
+        None => Ok(None),
+    }
+}
+
+/// TNamed: the TObject part (version, unique id, bits, a process id if referenced), name, title.
+pub fn named(c: &mut Cursor) -> Result<(String, String), Truncated> {
+    let header = c.header("TNamed")?;
+    object(c)?;
+    let name = c.string("the object's name")?;
+    let title = c.string("the object's title")?;
+    if let Some(end) = header.end {
+        c.seek(end, "TNamed")?;
+    }
+    Ok((name, title))
+}
+
+/// TObject's own part (no byte count): version, unique id, bits, a process id if referenced.
+pub fn object(c: &mut Cursor) -> Result<(), Truncated> {
+    let version = c.i16("TObject's version")?;
+    if version & BYTE_COUNT_IN_VERSION != 0 {
+        // That was the upper half of a byte count: the version follows it.
+        c.take(4, "TObject's version")?;
+    }
+    c.u32("TObject's unique id")?;
+    let bits = c.u32("TObject's bits")?;
+    if bits & IS_REFERENCED != 0 {
+        c.u16("TObject's process id")?;
+    }
+    Ok(())
 }

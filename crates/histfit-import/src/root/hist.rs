@@ -3,7 +3,7 @@
 //! and the bin contents of the TH1C/S/I/F/D array. What HistFactory does not use (the other axes,
 //! attributes, functions) is skipped by its byte count.
 
-use super::cursor::{Cursor, Header, Truncated};
+use super::cursor::{named, skip, Cursor, Truncated};
 
 /// A read past the object's end, as the message the caller shows.
 impl From<Truncated> for String {
@@ -70,9 +70,6 @@ fn element(class_name: &str, raw: &[u8]) -> f64 {
         _ => f64::from_be_bytes(raw.try_into().expect("8 bytes")),
     }
 }
-
-const IS_REFERENCED: u32 = 1 << 4;
-const BYTE_COUNT_IN_VERSION: i16 = 0x4000;
 
 /// Reads a histogram object's bytes (the key's uncompressed record).
 pub fn read(class_name: &str, bytes: &[u8]) -> Result<Histogram, String> {
@@ -157,39 +154,6 @@ pub fn read(class_name: &str, bytes: &[u8]) -> Result<Histogram, String> {
         })
     })();
     parsed
-}
-
-/// Skips a versioned part by its byte count; `None` when the writer recorded none.
-fn skip(c: &mut Cursor, what: &'static str) -> Result<Option<Header>, Truncated> {
-    let header = c.header(what)?;
-    match header.end {
-        Some(end) => {
-            c.seek(end, what)?;
-            Ok(Some(header))
-        }
-        None => Ok(None),
-    }
-}
-
-/// TNamed: the TObject part (version, unique id, bits, a process id if referenced), name, title.
-fn named(c: &mut Cursor) -> Result<(String, String), Truncated> {
-    let header = c.header("TNamed")?;
-    let version = c.i16("TObject's version")?;
-    if version & BYTE_COUNT_IN_VERSION != 0 {
-        // That was the upper half of a byte count: the version follows it.
-        c.take(4, "TObject's version")?;
-    }
-    c.u32("TObject's unique id")?;
-    let bits = c.u32("TObject's bits")?;
-    if bits & IS_REFERENCED != 0 {
-        c.u16("TObject's process id")?;
-    }
-    let name = c.string("the histogram's name")?;
-    let title = c.string("the histogram's title")?;
-    if let Some(end) = header.end {
-        c.seek(end, "TNamed")?;
-    }
-    Ok((name, title))
 }
 
 struct Axis {

@@ -1,7 +1,8 @@
 //! histfit's own reader for the histograms HistFactory configurations point at: a ROOT file's
 //! header, its directories and keys (TKey), the compressed records behind them, and the streamer
-//! of one-dimensional histograms (TH1C/S/I/F/D). No ROOT installation is needed, and nothing else
-//! in a ROOT file (trees, functions, fitted results) is read.
+//! of one-dimensional histograms (TH1C/S/I/F/D), and TTrees of flat numeric branches ([`tree`]).
+//! No ROOT installation is needed, and nothing else in a ROOT file (functions, fitted results,
+//! RNTuples) is read.
 //!
 //! The layout facts used here are those of ROOT's documented file format: a header at byte 0
 //! (`root`, version, first key, …), a directory record after the top key, a list of keys per
@@ -10,8 +11,10 @@
 mod compression;
 mod cursor;
 mod hist;
+pub mod tree;
 
 pub use hist::Histogram;
+pub use tree::{Branch, LeafKind, Tree};
 
 use cursor::{Cursor, Truncated};
 use std::collections::HashMap;
@@ -289,6 +292,105 @@ impl RootFile {
                 key.class_name
             ))
         })
+    }
+}
+
+impl RootFile {
+    /// The TTree at `path` ("dir/name" or "name"): its entries and branches.
+    pub fn tree(&mut self, path: &str) -> Result<Tree, RootError> {
+        let (dir, name) = split_path(path);
+        let key = self
+            .find_key(dir, name)?
+            .ok_or_else(|| self.error(format!("no tree \"{}\"", path.trim_matches('/'))))?;
+        if key.class_name != "TTree" {
+            return Err(self.error(format!(
+                "\"{}\" is a {}, not a TTree",
+                path.trim_matches('/'),
+                key.class_name
+            )));
+        }
+        let bytes = self.object_bytes(&key)?;
+        tree::read(&bytes, key.key_len)
+            .map_err(|rule| self.error(format!("tree \"{}\": {rule}", path.trim_matches('/'))))
+    }
+
+    /// The values of the flat branch `name` of `tree`, one an entry, as f64.
+    pub fn branch_values(&mut self, tree: &Tree, name: &str) -> Result<Vec<f64>, RootError> {
+        let place = |rule: String| format!("tree \"{}\", branch \"{name}\": {rule}", tree.name);
+        let branch = tree.branch(name).ok_or_else(|| {
+            let names: Vec<&str> = tree.branches.iter().map(|b| b.name.as_str()).collect();
+            self.error(place(format!(
+                "no such branch (it has {})",
+                names.join(", ")
+            )))
+        })?;
+        let kind = branch.kind.clone().map_err(|why| self.error(place(why)))?;
+        let mut out = Vec::with_capacity(tree.entries.min(1 << 24) as usize);
+        for (i, b) in branch.baskets.iter().enumerate() {
+            let payload = self
+                .basket_payload(b.seek, b.bytes, b.entries, kind.size())
+                .map_err(|rule| self.error(place(format!("basket {i}: {rule}"))))?;
+            tree::basket_values(kind, &payload, b.entries, &mut out)
+                .map_err(|rule| self.error(place(format!("basket {i}: {rule}"))))?;
+        }
+        Ok(out)
+    }
+
+    /// A basket's payload, inflated: the key header (with the basket's own fields) read, its
+    /// entry count checked against the branch's `entries` of `size` bytes each.
+    fn basket_payload(
+        &mut self,
+        seek: u64,
+        bytes: usize,
+        entries: u64,
+        size: usize,
+    ) -> Result<Vec<u8>, String> {
+        let raw = self.read_at(seek, bytes, "a basket").map_err(|e| e.rule)?;
+        let mut c = Cursor::new(&raw);
+        let key = key_header(&mut c).map_err(String::from)?;
+        let parsed = (|| {
+            c.i16("the basket's version")?;
+            c.i32("fBufferSize")?;
+            let entry_size = c.i32("fNevBufSize")?;
+            let n = c.i32("fNevBuf")?;
+            let last = c.i32("fLast")?;
+            Ok::<_, Truncated>((entry_size, n, last))
+        })();
+        let (entry_size, n, last) = parsed.map_err(String::from)?;
+        if u64::try_from(n).ok() != Some(entries) || usize::try_from(entry_size).ok() != Some(size)
+        {
+            return Err(format!(
+                "{n} entries of {entry_size} bytes where the branch says {entries} of {size}"
+            ));
+        }
+        let stored = raw
+            .get(key.key_len..key.n_bytes.min(raw.len()))
+            .ok_or("its key is longer than the basket")?;
+        if key.obj_len > MAX_OBJECT_BYTES {
+            return Err(format!(
+                "{} bytes uncompressed, more than this reader inflates ({MAX_OBJECT_BYTES})",
+                key.obj_len
+            ));
+        }
+        let payload = if key.obj_len <= stored.len() {
+            stored.to_vec()
+        } else {
+            compression::decompress(stored, key.obj_len)?
+        };
+        // The entries' values end at fLast (counted from the key's start); offsets may follow.
+        let values_end = usize::try_from(last)
+            .ok()
+            .and_then(|l| l.checked_sub(key.key_len))
+            .ok_or_else(|| format!("fLast {last} lies inside the key's header"))?;
+        payload
+            .get(..values_end)
+            .map(<[u8]>::to_vec)
+            .ok_or_else(|| {
+                format!(
+                    "fLast {last} lies past the basket's {} bytes",
+                    payload.len()
+                )
+            })
     }
 }
 
