@@ -143,6 +143,7 @@ impl ModelArgs {
             analysis: self.analysis.clone(),
             likelihood: self.likelihood.clone(),
             directory,
+            events: Vec::new(),
         };
         let mut model =
             histfit_unbinned::open(doc, &choice).map_err(|e| anyhow!("{}: {e}", self.workspace))?;

@@ -3,9 +3,10 @@
 //! arrays or the result documents the CLI writes (JSON), which `python/histfit` turns into
 //! objects. No statistics live here.
 
+use histfit_compute::ParameterSpace;
 use histfit_compute::{CpuEvaluator, Dataset, Evaluator};
 use histfit_cuda::CudaYields;
-use histfit_device::{AnyEval, AnyRunner, Device};
+use histfit_device::{AnyEval, AnyRunner, Device, Likelihood};
 use histfit_infer::toys::{fit_toys_on, hypotest_toys_on, ToyRunner};
 use histfit_infer::{AsymptoticCalculator, FitOptions, Starts, TestStat};
 use histfit_model::{compile, InterpCode, Model, Settings, Workspace};
@@ -52,18 +53,16 @@ fn parse_device(s: &str) -> PyResult<Device> {
         .map_err(|e| HistfitError::new_err(format!("device: {e}")))
 }
 
-/// Opens the device; what it says about how it was opened (a precision fallback) becomes a
-/// Python `UserWarning`.
-fn open(model: Arc<Model>, device: &str) -> PyResult<AnyEval> {
-    opened(AnyEval::new(model, parse_device(device)?), device)
+/// `likelihood`'s evaluator on `device` (for toy ensembles where `ensembles`).
+fn evaluator_of(likelihood: &Likelihood, device: &str, ensembles: bool) -> PyResult<AnyEval> {
+    opened(
+        likelihood.evaluator(parse_device(device)?, ensembles),
+        device,
+    )
 }
 
-/// [`open`] for toy ensembles: the devices of a split start opening beside the first
-/// ([`AnyEval::for_ensembles`]).
-fn open_for_ensembles(model: Arc<Model>, device: &str) -> PyResult<AnyEval> {
-    opened(AnyEval::for_ensembles(model, parse_device(device)?), device)
-}
-
+/// What the device says about how it was opened (a precision fallback) becomes a Python
+/// `UserWarning`.
 fn opened(eval: Result<AnyEval, histfit_device::DeviceError>, device: &str) -> PyResult<AnyEval> {
     let eval = eval.map_err(|e| DeviceError::new_err(e.to_string()))?;
     if let Some(w) = eval.warning() {
@@ -89,7 +88,7 @@ fn warn(message: &str) -> PyResult<()> {
 /// batches on a CUDA device).
 macro_rules! with_runner {
     ($model:expr, $device:expr, |$runner:ident| $body:expr) => {{
-        let ev = open_for_ensembles($model, $device)?;
+        let ev = evaluator_of(&$model, $device, true)?;
         let batcher = histfit_device::batcher(&ev);
         let $runner = AnyRunner::new(&ev, batcher.as_ref());
         $body.map_err(infer_err)
@@ -728,21 +727,292 @@ impl NativeModel {
     }
 }
 
+/// An event-level likelihood (an HS3 document): what `histfit.open` gives for one.
+#[pyclass(module = "histfit._native", frozen)]
+struct NativeEvents {
+    likelihood: Likelihood,
+    /// A CPU evaluator kept between calls (likelihood evaluations in a loop).
+    cpu: Mutex<Option<AnyEval>>,
+}
+
+impl NativeEvents {
+    fn model(&self) -> &histfit_unbinned::UnbinnedModel {
+        match &self.likelihood {
+            Likelihood::Events(m) => m,
+            Likelihood::HistFactory(_) => unreachable!("NativeEvents holds an event-level model"),
+        }
+    }
+
+    fn with_cpu<T>(&self, f: impl FnOnce(&mut AnyEval) -> T) -> PyResult<T> {
+        let mut g = self.cpu.lock().unwrap_or_else(|e| e.into_inner());
+        if g.is_none() {
+            *g = Some(
+                self.likelihood
+                    .evaluator(Device::Cpu, false)
+                    .map_err(|e| DeviceError::new_err(e.to_string()))?,
+            );
+        }
+        Ok(f(g.as_mut().expect("opened above")))
+    }
+}
+
+/// The events of one dataset given from Python: its name, the axes' names and columns, and
+/// optional weights.
+type GivenEvents<'py> = (
+    String,
+    Vec<String>,
+    Vec<PyReadonlyArray1<'py, f64>>,
+    Option<PyReadonlyArray1<'py, f64>>,
+);
+
+/// Opens the event-level likelihood of an HS3 document (JSON text; `source` names it in
+/// messages, `directory` is where files it names lie), with events given as arrays for datasets
+/// by name in place of the document's, and the parameter of interest replaced (`"none"`: none).
+#[pyfunction]
+#[pyo3(signature = (text, source, directory = None, likelihood = None, analysis = None, poi = None, events = Vec::new()))]
+fn open_events(
+    text: &str,
+    source: &str,
+    directory: Option<std::path::PathBuf>,
+    likelihood: Option<String>,
+    analysis: Option<String>,
+    poi: Option<String>,
+    events: Vec<GivenEvents<'_>>,
+) -> PyResult<NativeEvents> {
+    let doc: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| bad(format!("{source}: not JSON: {e}")))?;
+    let events = events
+        .into_iter()
+        .map(|(name, names, columns, weights)| {
+            let columns = columns
+                .iter()
+                .map(|c| c.as_slice().map(<[f64]>::to_vec).map_err(bad))
+                .collect::<PyResult<Vec<_>>>()?;
+            let weights = match weights {
+                Some(w) => Some(w.as_slice().map_err(bad)?.to_vec()),
+                None => None,
+            };
+            Ok((
+                name,
+                histfit_compute::EventTable {
+                    names,
+                    columns,
+                    weights,
+                },
+            ))
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let choice = histfit_unbinned::Choice {
+        analysis,
+        likelihood,
+        directory,
+        events,
+    };
+    let mut model =
+        histfit_unbinned::open(&doc, &choice).map_err(|e| bad(format!("{source}: {e}")))?;
+    if let Some(poi) = poi {
+        model.space.poi = match poi.as_str() {
+            "none" => None,
+            name => Some(model.space.index(name).ok_or_else(|| {
+                bad(format!(
+                    "poi \"{name}\": not a parameter of the model ({})",
+                    model.space.names.join(", ")
+                ))
+            })?),
+        };
+    }
+    Ok(NativeEvents {
+        likelihood: Likelihood::Events(Arc::new(model)),
+        cpu: Mutex::new(None),
+    })
+}
+
+#[pymethods]
+impl NativeEvents {
+    #[getter]
+    fn par_names(&self) -> Vec<String> {
+        self.model().space.names.clone()
+    }
+    #[getter]
+    fn poi_index(&self) -> Option<usize> {
+        self.model().space.poi
+    }
+    fn suggested_init<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f64>> {
+        self.model().space.init.clone().into_pyarray(py)
+    }
+    fn suggested_bounds(&self) -> Vec<(f64, f64)> {
+        self.model().space.bounds.clone()
+    }
+    fn fixed(&self) -> Vec<bool> {
+        self.model().space.fixed.clone()
+    }
+    /// Per parameter, the centre and width of a Gaussian constraint; none are reported for
+    /// event-level models yet (their constraint terms are distributions of the document).
+    fn constraints(&self) -> Vec<Option<(f64, f64)>> {
+        vec![None; self.model().space.names.len()]
+    }
+    /// What the reader assumed or chose (the likelihood it picked, events dropped, …).
+    fn notes(&self) -> Vec<String> {
+        self.model().notes.clone()
+    }
+    /// The observed events: per channel (distribution, dataset), its axes' names, columns and
+    /// weights.
+    #[allow(clippy::type_complexity)]
+    fn events<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> Vec<(
+        String,
+        String,
+        Vec<String>,
+        Vec<Bound<'py, PyArray1<f64>>>,
+        Option<Bound<'py, PyArray1<f64>>>,
+    )> {
+        let m = self.model();
+        m.channels
+            .iter()
+            .zip(&m.observed.channels)
+            .map(|(c, t)| {
+                (
+                    c.name.clone(),
+                    c.data.clone(),
+                    t.names.clone(),
+                    t.columns
+                        .iter()
+                        .map(|col| col.clone().into_pyarray(py))
+                        .collect(),
+                    t.weights.clone().map(|w| w.into_pyarray(py)),
+                )
+            })
+            .collect()
+    }
+    /// −2 ln L at `pars` on the observed events, and its gradient.
+    fn twice_nll_and_grad<'py>(
+        &self,
+        py: Python<'py>,
+        pars: PyReadonlyArray1<'_, f64>,
+    ) -> PyResult<(f64, Bound<'py, PyArray1<f64>>)> {
+        let space = &self.model().space;
+        let p = params_of(space, &pars)?;
+        let d = self.likelihood.observed();
+        let (v, g) = py
+            .detach(|| {
+                self.with_cpu(|ev| {
+                    let mut g = vec![0.0; p.len()];
+                    ev.nll_grad(&p, &d, &mut g).map(|v| (v, g))
+                })
+            })?
+            .map_err(compute_err)?;
+        Ok((
+            2.0 * v,
+            g.into_iter()
+                .map(|x| 2.0 * x)
+                .collect::<Vec<_>>()
+                .into_pyarray(py),
+        ))
+    }
+}
+
+/// A parameter vector of `space`'s length.
+fn params_of(space: &ParameterSpace, pars: &PyReadonlyArray1<'_, f64>) -> PyResult<Vec<f64>> {
+    let p = pars.as_slice().map_err(bad)?.to_vec();
+    if p.len() != space.names.len() {
+        return Err(bad(format!(
+            "parameters: expected {} values, got {}",
+            space.names.len(),
+            p.len()
+        )));
+    }
+    Ok(p)
+}
+
+/// A model of either kind, as the inference functions take it.
+#[derive(FromPyObject)]
+enum AnyModel<'py> {
+    Binned(PyRef<'py, NativeModel>),
+    Events(PyRef<'py, NativeEvents>),
+}
+
+impl AnyModel<'_> {
+    fn likelihood(&self) -> Likelihood {
+        match self {
+            AnyModel::Binned(m) => Likelihood::HistFactory(m.model.clone()),
+            AnyModel::Events(m) => m.likelihood.clone(),
+        }
+    }
+
+    fn space(&self) -> ParameterSpace {
+        self.likelihood().space()
+    }
+
+    /// The data: the observed, or (binned models) the given counts; event-level models take
+    /// their events at `histfit.open`.
+    fn dataset(&self, data: Option<PyReadonlyArray1<'_, f64>>) -> PyResult<Dataset> {
+        match (self, data) {
+            (AnyModel::Binned(m), d) => m.dataset(d),
+            (AnyModel::Events(m), None) => Ok(m.likelihood.observed()),
+            (AnyModel::Events(_), Some(_)) => Err(bad(
+                "data: an event-level model fits the events it was opened with (give NumPy events to histfit.open(..., events=...))",
+            )),
+        }
+    }
+
+    fn params(&self, pars: &PyReadonlyArray1<'_, f64>) -> PyResult<Vec<f64>> {
+        params_of(&self.space(), pars)
+    }
+
+    /// The model's evaluator on `device` (for toy ensembles where `ensembles`).
+    fn evaluator(&self, device: &str, ensembles: bool) -> PyResult<AnyEval> {
+        evaluator_of(&self.likelihood(), device, ensembles)
+    }
+
+    /// The fit options of a request (see [`fit_options_with_bounds`]), with the kind's default
+    /// starts: the basin search for HistFactory models, one start for event-level ones (as
+    /// RooFit and iminuit fit them, and as the CLI does).
+    fn fit_options(
+        &self,
+        init: Option<PyReadonlyArray1<'_, f64>>,
+        fix: Vec<(usize, f64)>,
+        bounds: Option<Vec<(f64, f64)>>,
+    ) -> PyResult<FitOptions> {
+        let mut o = fit_options_with_bounds(self.space(), init, fix, bounds)?;
+        o.starts = self.default_starts();
+        Ok(o)
+    }
+
+    fn default_starts(&self) -> Starts {
+        match self {
+            AnyModel::Binned(_) => Starts::Auto,
+            AnyModel::Events(_) => Starts::Count(0),
+        }
+    }
+
+    /// The binned model, or an error naming what needed one.
+    fn binned(&self, what: &str) -> PyResult<Arc<Model>> {
+        match self {
+            AnyModel::Binned(m) => Ok(m.model.clone()),
+            AnyModel::Events(_) => Err(bad(format!(
+                "{what} needs a binned (HistFactory) model; this is an event-level model"
+            ))),
+        }
+    }
+}
+
 /// The fit options of a request: starting point, fixed parameters (checked against the bounds
 /// in force) and replacement bounds for every parameter.
 fn fit_options_with_bounds(
-    model: &Model,
+    mut space: ParameterSpace,
     init: Option<PyReadonlyArray1<'_, f64>>,
     fix: Vec<(usize, f64)>,
     bounds: Option<Vec<(f64, f64)>>,
 ) -> PyResult<FitOptions> {
     let mut o = FitOptions::default();
-    let mut space = histfit_compute::histfactory::parameter_space(model);
+    let n = space.names.len();
     if let Some(b) = bounds {
-        if b.len() != model.n_params() {
+        if b.len() != n {
             return Err(bad(format!(
                 "bounds: expected {} (lower, upper) pairs, got {}",
-                model.n_params(),
+                n,
                 b.len()
             )));
         }
@@ -761,17 +1031,13 @@ fn fit_options_with_bounds(
     }
     if let Some(i) = init {
         let v = i.as_slice().map_err(bad)?.to_vec();
-        if v.len() != model.n_params() {
-            return Err(bad(format!(
-                "init: expected {} values, got {}",
-                model.n_params(),
-                v.len()
-            )));
+        if v.len() != n {
+            return Err(bad(format!("init: expected {} values, got {}", n, v.len())));
         }
         o.init = Some(v);
     }
     for (i, v) in fix {
-        if i >= model.n_params() {
+        if i >= n {
             return Err(bad(format!("fixed parameter index {i} out of range")));
         }
         histfit_infer::check_fixed_value(&space, i, v).map_err(infer_err)?;
@@ -805,7 +1071,7 @@ fn test_stat(s: &str) -> PyResult<TestStat> {
 #[allow(clippy::too_many_arguments)]
 fn fit(
     py: Python<'_>,
-    model: &NativeModel,
+    model: AnyModel<'_>,
     data: Option<PyReadonlyArray1<'_, f64>>,
     init: Option<PyReadonlyArray1<'_, f64>>,
     fix: Vec<(usize, f64)>,
@@ -816,11 +1082,11 @@ fn fit(
     max_hessian_parameters: Option<usize>,
 ) -> PyResult<String> {
     let d = model.dataset(data)?;
-    let mut o = fit_options_with_bounds(&model.model, init, fix, bounds)?;
+    let mut o = model.fit_options(init, fix, bounds)?;
     o.uncertainties = uncertainties;
     o.max_dense_parameters = max_hessian_parameters;
-    o.starts = starts.map_or(Starts::Auto, Starts::Count);
-    let mut ev = open(model.model.clone(), device)?;
+    o.starts = starts.map_or(model.default_starts(), Starts::Count);
+    let mut ev = model.evaluator(device, false)?;
     let r = py
         .detach(|| histfit_infer::fit(&mut ev, &d, &o))
         .map_err(infer_err)?;
@@ -948,7 +1214,7 @@ fn workspace_prune_and_rename(
 #[pyo3(signature = (model, which, data = None, fix = Vec::new(), device = "cpu", init = None, bounds = None))]
 fn minos(
     py: Python<'_>,
-    model: &NativeModel,
+    model: AnyModel<'_>,
     which: Vec<usize>,
     data: Option<PyReadonlyArray1<'_, f64>>,
     fix: Vec<(usize, f64)>,
@@ -957,9 +1223,9 @@ fn minos(
     bounds: Option<Vec<(f64, f64)>>,
 ) -> PyResult<String> {
     let d = model.dataset(data)?;
-    let mut o = fit_options_with_bounds(&model.model, init, fix, bounds)?;
+    let mut o = model.fit_options(init, fix, bounds)?;
     o.uncertainties = true;
-    let mut ev = open(model.model.clone(), device)?;
+    let mut ev = model.evaluator(device, false)?;
     let r = py
         .detach(|| {
             let nominal = histfit_infer::fit(&mut ev, &d, &o)?;
@@ -975,7 +1241,7 @@ fn minos(
 #[pyo3(signature = (model, postfit = false, data = None, fix = Vec::new(), device = "cpu", init = None, bounds = None, max_hessian_parameters = None))]
 fn yields(
     py: Python<'_>,
-    model: &NativeModel,
+    model: AnyModel<'_>,
     postfit: bool,
     data: Option<PyReadonlyArray1<'_, f64>>,
     fix: Vec<(usize, f64)>,
@@ -985,10 +1251,10 @@ fn yields(
     max_hessian_parameters: Option<usize>,
 ) -> PyResult<String> {
     let d = model.dataset(data)?;
-    let mut o = fit_options_with_bounds(&model.model, init, fix, bounds)?;
+    let mut o = model.fit_options(init, fix, bounds)?;
     o.max_dense_parameters = max_hessian_parameters;
-    let m = model.model.clone();
-    let mut ev = open(m.clone(), device)?;
+    let m = model.binned("yields")?;
+    let mut ev = model.evaluator(device, false)?;
     let table = py
         .detach(|| -> histfit_infer::Result<_> {
             let e = histfit_infer::parameter_estimate(&mut ev, &d, &o, postfit)?;
@@ -1009,7 +1275,7 @@ fn yields(
 #[pyo3(signature = (model, data = None, fix = Vec::new(), device = "cpu", init = None, bounds = None))]
 fn goodness_of_fit(
     py: Python<'_>,
-    model: &NativeModel,
+    model: AnyModel<'_>,
     data: Option<PyReadonlyArray1<'_, f64>>,
     fix: Vec<(usize, f64)>,
     device: &str,
@@ -1017,8 +1283,8 @@ fn goodness_of_fit(
     bounds: Option<Vec<(f64, f64)>>,
 ) -> PyResult<String> {
     let d = model.dataset(data)?;
-    let o = fit_options_with_bounds(&model.model, init, fix, bounds)?;
-    let mut ev = open(model.model.clone(), device)?;
+    let o = model.fit_options(init, fix, bounds)?;
+    let mut ev = model.evaluator(device, false)?;
     let r = py
         .detach(|| {
             let r = histfit_infer::fit(&mut ev, &d, &o)?;
@@ -1034,7 +1300,7 @@ fn goodness_of_fit(
 #[pyo3(signature = (model, mu, data = None, test_stat = "qtilde", device = "cpu", init = None, fix = Vec::new(), bounds = None))]
 fn hypotest(
     py: Python<'_>,
-    model: &NativeModel,
+    model: AnyModel<'_>,
     mu: f64,
     data: Option<PyReadonlyArray1<'_, f64>>,
     test_stat: &str,
@@ -1043,10 +1309,10 @@ fn hypotest(
     fix: Vec<(usize, f64)>,
     bounds: Option<Vec<(f64, f64)>>,
 ) -> PyResult<String> {
-    let o = fit_options_with_bounds(&model.model, init, fix, bounds)?;
+    let o = model.fit_options(init, fix, bounds)?;
     let d = model.dataset(data)?;
     let ts = self::test_stat(test_stat)?;
-    let mut ev = open(model.model.clone(), device)?;
+    let mut ev = model.evaluator(device, false)?;
     let r = py
         .detach(|| AsymptoticCalculator::new(&mut ev, d, ts, o.clone())?.hypotest(mu))
         .map_err(infer_err)?;
@@ -1059,7 +1325,7 @@ fn hypotest(
 #[pyo3(signature = (model, data = None, alpha = 0.05, test_stat = "qtilde", device = "cpu", init = None, fix = Vec::new(), bounds = None))]
 fn upper_limit(
     py: Python<'_>,
-    model: &NativeModel,
+    model: AnyModel<'_>,
     data: Option<PyReadonlyArray1<'_, f64>>,
     alpha: f64,
     test_stat: &str,
@@ -1068,10 +1334,10 @@ fn upper_limit(
     fix: Vec<(usize, f64)>,
     bounds: Option<Vec<(f64, f64)>>,
 ) -> PyResult<String> {
-    let o = fit_options_with_bounds(&model.model, init, fix, bounds)?;
+    let o = model.fit_options(init, fix, bounds)?;
     let d = model.dataset(data)?;
     let ts = self::test_stat(test_stat)?;
-    let mut ev = open(model.model.clone(), device)?;
+    let mut ev = model.evaluator(device, false)?;
     let r = py
         .detach(|| {
             histfit_infer::upper_limit(
@@ -1093,7 +1359,7 @@ fn upper_limit(
 #[pyo3(signature = (model, values, data = None, device = "cpu", init = None, fix = Vec::new(), bounds = None))]
 fn profile_scan(
     py: Python<'_>,
-    model: &NativeModel,
+    model: AnyModel<'_>,
     values: Vec<f64>,
     data: Option<PyReadonlyArray1<'_, f64>>,
     device: &str,
@@ -1101,9 +1367,9 @@ fn profile_scan(
     fix: Vec<(usize, f64)>,
     bounds: Option<Vec<(f64, f64)>>,
 ) -> PyResult<String> {
-    let o = fit_options_with_bounds(&model.model, init, fix, bounds)?;
+    let o = model.fit_options(init, fix, bounds)?;
     let d = model.dataset(data)?;
-    let mut ev = open(model.model.clone(), device)?;
+    let mut ev = model.evaluator(device, false)?;
     let r = py
         .detach(|| histfit_infer::profile_scan(&mut ev, &d, &values, &o, &mut |_, _| {}))
         .map_err(infer_err)?;
@@ -1116,16 +1382,16 @@ fn profile_scan(
 #[pyo3(signature = (model, data = None, device = "cpu", init = None, fix = Vec::new(), bounds = None))]
 fn significance(
     py: Python<'_>,
-    model: &NativeModel,
+    model: AnyModel<'_>,
     data: Option<PyReadonlyArray1<'_, f64>>,
     device: &str,
     init: Option<PyReadonlyArray1<'_, f64>>,
     fix: Vec<(usize, f64)>,
     bounds: Option<Vec<(f64, f64)>>,
 ) -> PyResult<String> {
-    let o = fit_options_with_bounds(&model.model, init, fix, bounds)?;
+    let o = model.fit_options(init, fix, bounds)?;
     let d = model.dataset(data)?;
-    let mut ev = open(model.model.clone(), device)?;
+    let mut ev = model.evaluator(device, false)?;
     let r = py
         .detach(|| histfit_infer::significance(&mut ev, &d, &o.clone()))
         .map_err(infer_err)?;
@@ -1138,7 +1404,7 @@ fn significance(
 #[pyo3(signature = (model, data = None, device = "cpu", init = None, fix = Vec::new(), bounds = None, max_hessian_parameters = None))]
 fn ranking(
     py: Python<'_>,
-    model: &NativeModel,
+    model: AnyModel<'_>,
     data: Option<PyReadonlyArray1<'_, f64>>,
     device: &str,
     init: Option<PyReadonlyArray1<'_, f64>>,
@@ -1146,10 +1412,10 @@ fn ranking(
     bounds: Option<Vec<(f64, f64)>>,
     max_hessian_parameters: Option<usize>,
 ) -> PyResult<String> {
-    let mut o = fit_options_with_bounds(&model.model, init, fix, bounds)?;
+    let mut o = model.fit_options(init, fix, bounds)?;
     o.max_dense_parameters = max_hessian_parameters;
     let d = model.dataset(data)?;
-    let ev = open(model.model.clone(), device)?;
+    let ev = model.evaluator(device, false)?;
     let r = py
         .detach(|| histfit_infer::ranking(&ev, &d, &o, &|_, _| {}))
         .map_err(infer_err)?;
@@ -1164,7 +1430,7 @@ fn ranking(
 #[pyo3(signature = (model, gen, n_toys, seed = 0, device = "cpu", data = None, init = None, fix = Vec::new(), bounds = None, starts = None))]
 fn fit_toys(
     py: Python<'_>,
-    model: &NativeModel,
+    model: AnyModel<'_>,
     gen: Option<PyReadonlyArray1<'_, f64>>,
     n_toys: u64,
     seed: u64,
@@ -1175,11 +1441,11 @@ fn fit_toys(
     bounds: Option<Vec<(f64, f64)>>,
     starts: Option<usize>,
 ) -> PyResult<String> {
-    let o = fit_options_with_bounds(&model.model, init, fix, bounds)?;
+    let o = model.fit_options(init, fix, bounds)?;
     // The asked starts are the toys' fits' (the generating point's fit is made without them:
     // the same toys either way).
     let toy_fits = FitOptions {
-        starts: starts.map_or(Starts::Auto, Starts::Count),
+        starts: starts.map_or(model.default_starts(), Starts::Count),
         ..o.clone()
     };
     let at = match &gen {
@@ -1188,7 +1454,7 @@ fn fit_toys(
     };
     let d = model.dataset(data)?;
     check_n_toys(n_toys)?;
-    let m = model.model.clone();
+    let m = model.likelihood();
     let r = py.detach(|| -> PyResult<histfit_infer::ToyEnsemble> {
         with_runner!(m, device, |runner| {
             let gen = {
@@ -1218,7 +1484,7 @@ fn fit_toys(
 #[allow(clippy::too_many_arguments)]
 fn hypotest_toys(
     py: Python<'_>,
-    model: &NativeModel,
+    model: AnyModel<'_>,
     mu: f64,
     n_toys: u64,
     data: Option<PyReadonlyArray1<'_, f64>>,
@@ -1230,12 +1496,12 @@ fn hypotest_toys(
     bounds: Option<Vec<(f64, f64)>>,
     starts: Option<usize>,
 ) -> PyResult<String> {
-    let mut o = fit_options_with_bounds(&model.model, init, fix, bounds)?;
-    o.starts = starts.map_or(Starts::Auto, Starts::Count);
+    let mut o = model.fit_options(init, fix, bounds)?;
+    o.starts = starts.map_or(model.default_starts(), Starts::Count);
     let d = model.dataset(data)?;
     let ts = self::test_stat(test_stat)?;
     check_n_toys(n_toys)?;
-    let m = model.model.clone();
+    let m = model.likelihood();
     let r = py.detach(|| -> PyResult<histfit_infer::ToyHypotest> {
         with_runner!(m, device, |runner| hypotest_toys_on(
             &runner,
@@ -1263,6 +1529,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<NativeWorkspace>()?;
     m.add_class::<NativeModel>()?;
+    m.add_class::<NativeEvents>()?;
+    m.add_function(wrap_pyfunction!(open_events, m)?)?;
     m.add_class::<DeviceYields>()?;
     m.add_function(wrap_pyfunction!(fit, m)?)?;
     m.add_function(wrap_pyfunction!(minos, m)?)?;

@@ -41,6 +41,9 @@ pub struct Choice {
     /// Where the files a dataset names (`histfit_source`) are found: the document's own
     /// directory; `None` for the working directory.
     pub directory: Option<std::path::PathBuf>,
+    /// Events given by the caller (NumPy arrays from Python) for datasets by name, in place of
+    /// what the document says: columns named by the dataset's axes, in any order.
+    pub events: Vec<(String, EventTable)>,
 }
 
 /// Whether a JSON document is an HS3 document (rather than a pyhf workspace).
@@ -59,6 +62,20 @@ pub const QUADRATURE_TOLERANCE: f64 = 1e-10;
 pub fn open(doc: &Value, choice: &Choice) -> Result<UnbinnedModel> {
     let mut doc = Doc::index(doc)?;
     doc.directory = choice.directory.clone();
+    doc.supplied = choice.events.clone();
+    if let Some((name, _)) = choice
+        .events
+        .iter()
+        .find(|(n, _)| !doc.data.contains_key(n.as_str()))
+    {
+        return Err(err(
+            format!("events[\"{name}\"]"),
+            format!(
+                "no dataset of that name in the document (it has {})",
+                listing(list(doc.root, "data", "the document").unwrap_or(&[]))
+            ),
+        ));
+    }
     let plan = doc.plan(choice)?;
     Builder::new(&doc, &plan)?.build(&plan)
 }
@@ -71,6 +88,8 @@ struct Doc<'a> {
     data: HashMap<&'a str, (usize, &'a Value)>,
     /// Where the files datasets name are found.
     directory: Option<std::path::PathBuf>,
+    /// Events the caller gave, by dataset name.
+    supplied: Vec<(String, EventTable)>,
 }
 
 /// What to fit: (distribution, dataset) pairs, constraint distributions, the POIs.
@@ -129,6 +148,7 @@ impl<'a> Doc<'a> {
             funcs: table("functions")?,
             data: table("data")?,
             directory: None,
+            supplied: Vec::new(),
         })
     }
 
@@ -269,6 +289,78 @@ fn axes(d: &Value, place: &str) -> Result<Vec<Observable>> {
 }
 
 /// The events written in the document (`entries`, optional `weights`).
+/// Events the caller gave for a dataset: one column per axis (by name, put in axis order), all of
+/// one length and inside the domains, weights finite and not negative.
+fn supplied_events(
+    table: &EventTable,
+    observables: &[Observable],
+    place: &str,
+) -> Result<EventTable> {
+    if let Some(extra) = table
+        .names
+        .iter()
+        .find(|n| !observables.iter().any(|o| &o.name == *n))
+    {
+        return Err(err(
+            format!("{place}[\"{extra}\"]"),
+            format!(
+                "not an axis of the dataset (its axes: {})",
+                observables
+                    .iter()
+                    .map(|o| o.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ));
+    }
+    let n = table.len();
+    let mut columns = Vec::with_capacity(observables.len());
+    for Observable { name, lo, hi } in observables {
+        let k = table
+            .names
+            .iter()
+            .position(|c| c == name)
+            .ok_or_else(|| err(place, format!("no column for axis \"{name}\"")))?;
+        let col = &table.columns[k];
+        if col.len() != n {
+            return Err(err(
+                format!("{place}[\"{name}\"]"),
+                format!("{} values where the first column has {n}", col.len()),
+            ));
+        }
+        let outside = histfit_events::count_outside(col, *lo, *hi);
+        if outside > 0 {
+            return Err(err(
+                format!("{place}[\"{name}\"]"),
+                format!("{outside} events outside the domain [{lo}, {hi}] (or not numbers)"),
+            ));
+        }
+        columns.push(col.clone());
+    }
+    if let Some(w) = &table.weights {
+        if w.len() != n {
+            return Err(err(
+                format!("{place}.weights"),
+                format!("{} weights for {n} events", w.len()),
+            ));
+        }
+        if let Some(i) = w.iter().position(|v| !(v.is_finite() && *v >= 0.0)) {
+            return Err(err(
+                format!("{place}.weights[{i}]"),
+                format!("{}: weights must be finite and not negative", w[i]),
+            ));
+        }
+    }
+    if n == 0 {
+        return Err(err(place, "no events"));
+    }
+    Ok(EventTable {
+        names: observables.iter().map(|o| o.name.clone()).collect(),
+        columns,
+        weights: table.weights.clone(),
+    })
+}
+
 fn inline_events(d: &Value, observables: &[Observable], place: &str) -> Result<EventTable> {
     let entries = list(d, "entries", place)?;
     let mut columns = vec![Vec::with_capacity(entries.len()); observables.len()];
@@ -706,6 +798,14 @@ impl<'a> Builder<'a> {
             ));
         }
         let observables = axes(d, &place)?;
+        if let Some((_, table)) = self.doc.supplied.iter().find(|(n, _)| n == name) {
+            let table = supplied_events(table, &observables, &format!("events[\"{name}\"]"))?;
+            let note = format!(
+                "dataset \"{name}\": {} events given by the caller",
+                table.len()
+            );
+            return Ok((table, observables, Some(note)));
+        }
         match d.get("histfit_source") {
             Some(source) => {
                 if d.get("entries").is_some() {
@@ -1022,12 +1122,17 @@ impl<'a> Builder<'a> {
                     let v = substitute(&g0, g, shape, xid, at);
                     g.log(v)
                 };
+                let at_init = |v: f64| {
+                    let mut columns = vec![f64::NAN; x.0 + 1];
+                    columns[x.0] = v;
+                    g0.value(shape, &init, &columns).ln()
+                };
                 let (l, acc) = pdf::normalised_by_quadrature(
                     &mut self.g,
                     xid,
                     dom,
-                    &init,
                     QUADRATURE_TOLERANCE,
+                    &at_init,
                     &mut shape_at,
                 );
                 self.quadrature_note(place, acc);

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import warnings
@@ -14,8 +15,10 @@ from . import _native
 from ._native import DeviceError, HistfitError
 
 __all__ = [
+    "open",
     "Workspace",
     "Model",
+    "EventModel",
     "ModelConfig",
     "FitResult",
     "fit",
@@ -135,7 +138,7 @@ class Workspace:
         if isinstance(spec, os.PathLike) or (isinstance(spec, str) and not spec.lstrip().startswith("{")):
             path = os.fspath(spec)
             try:
-                with open(path, "r", encoding="utf-8") as f:
+                with builtins.open(path, "r", encoding="utf-8") as f:
                     return f.read(), path
             except OSError as e:
                 raise HistfitError(f"{path}: cannot read: {e.strerror}") from None
@@ -305,6 +308,139 @@ class Model:
         return v, g, _split(gy, keys, arrays)
 
 
+class EventModel(Model):
+    """An event-level likelihood (an HS3 document, as ROOT writes them), from :func:`open`: its
+    parameters, its observed events, −2 ln L at a point. Every inference function takes it as it
+    takes a :class:`Model` (``fit(model)``, ``hypotest(mu, model)``, ``upper_limit(model)``,
+    ``profile_scan``, ``significance``, ``ranking``, ``fit_toys``, ``hypotest_toys``, ``minos``);
+    it fits the events it was opened with, so those take no ``data``."""
+
+    @property
+    def config(self) -> ModelConfig:
+        raise HistfitError("model.config describes binned (pyhf) models; an event-level model has "
+                           "par_names, suggested_init(), suggested_bounds() and events")
+
+    @property
+    def notes(self) -> List[str]:
+        """What the reader assumed or chose (the likelihood it picked, events dropped, …)."""
+        return list(self._native.notes())
+
+    @property
+    def events(self) -> Dict[str, Dict[str, Any]]:
+        """The observed events per dataset: ``{dataset: {"distribution", "columns": {axis:
+        array}, "weights": array or None}}``."""
+        return {data: {"distribution": dist, "columns": dict(zip(names, cols)), "weights": w}
+                for dist, data, names, cols, w in self._native.events()}
+
+    def twice_nll(self, pars: Sequence[float], data: Any = None) -> float:
+        """−2 ln L at ``pars`` on the observed events (RooFit's convention: no term that
+        depends on the events alone)."""
+        return self.twice_nll_and_grad(pars, data)[0]
+
+    def twice_nll_and_grad(self, pars: Sequence[float], data: Any = None) -> Tuple[float, np.ndarray]:
+        """−2 ln L and its gradient with respect to every parameter."""
+        if data is not None:
+            raise HistfitError("data: an event-level model evaluates the events it was opened with "
+                               "(give others to histfit.open(..., events=...))")
+        return self._native.twice_nll_and_grad(_array(pars, "pars"))
+
+    def logpdf(self, pars: Sequence[float], data: Any = None) -> float:
+        """ln L."""
+        return -0.5 * self.twice_nll(pars, data)
+
+    def expected_data(self, pars: Sequence[float], include_aux: bool = True) -> np.ndarray:
+        raise HistfitError("expected_data: the expected bin counts of a binned model; an event-level model has none")
+
+    def toy_data(self, pars: Sequence[float], seed: int = 0, index: int = 0) -> np.ndarray:
+        raise HistfitError("toy_data: the toys of an event-level model are drawn inside fit_toys/hypotest_toys")
+
+    def __repr__(self) -> str:
+        return f"<histfit.EventModel: {len(self.par_names)} parameters, POI {self.poi_name!r}>"
+
+
+def open(source: Union[str, os.PathLike, dict], *, events: Optional[Dict[str, Any]] = None,
+         weights: Any = None, poi: Optional[str] = None, likelihood: Optional[str] = None,
+         analysis: Optional[str] = None, **model_options: Any) -> Model:
+    """Opens a likelihood from a file (a path; ``.gz`` read as HEPData ships them), a JSON
+    string or a dict, whatever its format: a pyhf workspace gives its :class:`Model` (the
+    options of :meth:`Workspace.model` pass through: ``interp``, ``measurement``, ``poi``, …);
+    an HS3 document gives an :class:`EventModel`. For HS3:
+
+    - ``events``: events from NumPy in place of the document's — ``{axis: array}`` for a
+      document with one dataset, or ``{dataset: {axis: array}}``; ``weights``: an array (one
+      dataset) or ``{dataset: array}``. Each event must lie inside its axis' ``[min, max]``.
+    - ``poi``: the parameter of interest (``"none"``: none) where the document names none or
+      another; ``likelihood``/``analysis``: which of several the document holds.
+    - Files the document names (``histfit_source``: Parquet, ROOT trees) are found beside it.
+
+    What the reader assumed or chose (the one distribution and dataset it fits where the document
+    names no likelihood, events dropped outside the domains, …) is in ``model.notes``."""
+    path: Optional[str] = None
+    if isinstance(source, dict):
+        doc, text = source, None
+    else:
+        raw = os.fspath(source) if isinstance(source, os.PathLike) else source
+        if not isinstance(raw, str):
+            raise TypeError(f"histfit.open: source: expected a path, a JSON string or a dict, got a {type(source).__name__}")
+        if raw.lstrip().startswith("{"):
+            text = raw
+        else:
+            path = raw
+            try:
+                with builtins.open(path, "rb") as f:
+                    data = f.read()
+            except OSError as e:
+                raise HistfitError(f"{path}: cannot read: {e.strerror or e}") from None
+            if path.endswith(".gz") or data[:2] == b"\x1f\x8b":
+                import gzip
+                data = gzip.decompress(data)
+            text = data.decode("utf-8")
+        try:
+            doc = json.loads(text)
+        except ValueError as e:
+            raise HistfitError(f"{path or 'source'}: not JSON: {e}") from None
+    if not (isinstance(doc, dict) and "distributions" in doc and "channels" not in doc):
+        if events is not None or weights is not None or likelihood is not None or analysis is not None:
+            raise HistfitError("events=, weights=, likelihood= and analysis= apply to HS3 documents; "
+                               "this is a pyhf workspace")
+        if poi is not None:
+            model_options["poi"] = poi
+        return Workspace(doc).model(**model_options)
+    if model_options:
+        raise TypeError(f"histfit.open: {', '.join(sorted(model_options))}: options of pyhf workspaces, "
+                        "not of an HS3 document")
+    names = [d.get("name") for d in doc.get("data", []) if isinstance(d, dict)]
+    given = []
+    if events is not None:
+        if not isinstance(events, dict) or not events:
+            raise HistfitError("events: expected {axis: array} or {dataset: {axis: array}}")
+        per_dataset = all(isinstance(v, dict) for v in events.values())
+        if not per_dataset:
+            if len(names) != 1:
+                raise HistfitError(f"events: the document has {len(names)} datasets ({', '.join(map(str, names))}): "
+                                   "give {dataset: {axis: array}}")
+            events = {names[0]: events}
+        if weights is not None and not isinstance(weights, dict):
+            if len(events) != 1:
+                raise HistfitError("weights: give {dataset: array} for several datasets")
+            weights = {next(iter(events)): weights}
+        weights = weights or {}
+        for w in weights:
+            if w not in events:
+                raise HistfitError(f"weights[{w!r}]: no events given for that dataset")
+        for name, cols in events.items():
+            axes = [str(a) for a in cols]
+            arrays = [_array(cols[a], f"events[{name!r}][{a!r}]") for a in cols]
+            w = weights.get(name)
+            given.append((str(name), axes, arrays, None if w is None else _array(w, f"weights[{name!r}]")))
+    elif weights is not None:
+        raise HistfitError("weights= without events=: the document's own events carry their weights")
+    directory = os.path.dirname(os.path.abspath(path)) if path else None
+    native = _native.open_events(json.dumps(doc) if text is None else text, path or "the document", directory,
+                                 likelihood, analysis, poi, given)
+    return EventModel(native)
+
+
 @dataclass
 class FitResult:
     """A maximum likelihood fit."""
@@ -373,6 +509,9 @@ def _dataset(model: Model, data: Any, asimov: bool, opts: Dict[str, Any]) -> Opt
         return _data(model, data)
     if data is not None:
         raise HistfitError("data= and asimov=True: give one")
+    if isinstance(model, EventModel):
+        raise HistfitError("asimov=True: the Asimov dataset of an event-level model is the CLI's "
+                           "(histfit fit --asimov) for now")
     pars = np.array(model.suggested_init() if opts["init"] is None else opts["init"], dtype=np.float64)
     for i, v in opts["fix"]:
         pars[i] = v

@@ -1,0 +1,110 @@
+"""Event-level likelihoods from Python: ``histfit.open`` on HS3 documents (events inline, from
+Parquet or a ROOT tree beside the document, or NumPy arrays given at open), −2 ln L and its
+gradient against an independent NumPy/SciPy computation, and the inference functions on them."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy.special import erf
+
+import histfit
+from conftest import fixture
+
+DOC = fixture("events/gauss_exp.json")
+
+
+def inline():
+    with open(fixture("events/gauss_exp.inline.json")) as f:
+        return json.load(f)
+
+
+def numpy_twice_nll(p, x, w=None):
+    """The extended Gaussian + exponential on [60, 120] (parameters nsig, nbkg, mean, sigma,
+    lambda; HS3's exponential e^(-c x) with c = -lambda), written out here."""
+    nsig, nbkg, mean, sigma, lam = p
+    lo, hi = 60.0, 120.0
+    gnorm = sigma * math.sqrt(math.pi / 2) * (erf((hi - mean) / (sigma * math.sqrt(2))) - erf((lo - mean) / (sigma * math.sqrt(2))))
+    enorm = (math.exp(lam * hi) - math.exp(lam * lo)) / lam
+    f = nsig * np.exp(-0.5 * ((x - mean) / sigma) ** 2) / gnorm + nbkg * np.exp(lam * x) / enorm
+    w = np.ones_like(x) if w is None else w
+    return 2 * (nsig + nbkg - np.sum(w * np.log(f)))
+
+
+def test_open_reads_every_format_the_same():
+    m = histfit.open(DOC)  # events from the Parquet file beside the document
+    assert isinstance(m, histfit.EventModel)
+    assert m.par_names == ["nsig", "nbkg", "mean", "sigma", "lambda"]
+    x = m.events["obsData"]["columns"]["x"]
+    assert len(x) == 3000
+    assert histfit.open(inline()).twice_nll(m.suggested_init()) == m.twice_nll(m.suggested_init())
+    given = histfit.open(inline(), events={"x": x})
+    assert given.twice_nll(m.suggested_init()) == m.twice_nll(m.suggested_init())
+    # pyhf workspaces open as before
+    assert isinstance(histfit.open(fixture("simple_workspace.json")), histfit.Model)
+
+
+def test_nll_and_gradient_against_numpy():
+    m = histfit.open(DOC)
+    x = m.events["obsData"]["columns"]["x"]
+    for p in [m.suggested_init(), np.array([1000.0, 1900.0, 90.3, 2.9, -0.025])]:
+        v, g = m.twice_nll_and_grad(p)
+        assert v == pytest.approx(numpy_twice_nll(p, x), rel=1e-10)
+        for i in range(5):
+            h = 1e-5 * max(1.0, abs(p[i]))
+            up, dn = p.copy(), p.copy()
+            up[i] += h
+            dn[i] -= h
+            fd = (numpy_twice_nll(up, x) - numpy_twice_nll(dn, x)) / (2 * h)
+            assert g[i] == pytest.approx(fd, rel=1e-6, abs=1e-6), i
+
+
+def test_weighted_numpy_events():
+    rng = np.random.default_rng(5)
+    x = np.concatenate([rng.normal(91, 2.5, 400), 60 + rng.exponential(30, 3000)])
+    x = x[(x >= 60) & (x <= 120)]
+    w = rng.uniform(0.5, 1.5, len(x))
+    m = histfit.open(inline(), events={"obsData": {"x": x}}, weights={"obsData": w})
+    p = m.suggested_init()
+    # the weighted extended likelihood: nsig + nbkg - sum w ln f
+    assert m.twice_nll(p) == pytest.approx(numpy_twice_nll(p, x, w), rel=1e-10)
+
+
+def test_inference_on_an_event_model():
+    m = histfit.open(DOC, poi="nsig")
+    r = histfit.fit(m)
+    assert r.converged and r.starts == 1
+    # the fit's minimum against an independent minimiser of the NumPy NLL
+    from scipy.optimize import minimize
+    x = m.events["obsData"]["columns"]["x"]
+    ref = minimize(lambda p: numpy_twice_nll(p, x), r.bestfit, method="Nelder-Mead",
+                   options={"xatol": 1e-8, "fatol": 1e-10, "maxiter": 20000})
+    assert r.twice_nll <= ref.fun + 1e-6
+    cls = histfit.hypotest(r.bestfit[0] + 3 * r.uncertainties[0], m)
+    assert 0.0 < cls < 0.2
+    scan = histfit.profile_scan(m, [r.bestfit[0], r.bestfit[0] + r.uncertainties[0]])
+    two = [pt["delta_twice_nll"] for pt in scan["points"]]
+    assert two[0] == pytest.approx(0.0, abs=1e-6) and two[1] == pytest.approx(1.0, abs=0.05)
+    toys = histfit.fit_toys(m, n_toys=20, seed=1)
+    assert toys["summary"]["converged"] == 20
+
+
+def test_bad_event_input_is_named():
+    with pytest.raises(histfit.HistfitError, match=r"events\[\"obsData\"\]\[\"x\"\].*outside the domain"):
+        histfit.open(inline(), events={"x": np.array([50.0, 70.0])})
+    with pytest.raises(histfit.HistfitError, match=r"not an axis of the dataset"):
+        histfit.open(inline(), events={"y": np.array([70.0])})
+    with pytest.raises(histfit.HistfitError, match=r"weights must be finite and not negative"):
+        histfit.open(inline(), events={"x": np.array([70.0, 80.0])}, weights=np.array([1.0, -1.0]))
+    with pytest.raises(histfit.HistfitError, match=r"events\[\"nope\"\].*no dataset of that name"):
+        histfit.open(inline(), events={"nope": {"x": np.array([70.0])}})
+    with pytest.raises(histfit.HistfitError, match="poi \"nope\""):
+        histfit.open(DOC, poi="nope")
+    m = histfit.open(DOC)
+    with pytest.raises(histfit.HistfitError, match="fits the events it was opened with"):
+        histfit.fit(np.array([1.0]), m)
+    with pytest.raises(histfit.HistfitError, match="needs a binned"):
+        histfit.yields(m)
+    with pytest.raises(histfit.HistfitError, match="model.config"):
+        m.config
