@@ -288,15 +288,7 @@ impl NativeModel {
     }
 
     fn params(&self, pars: &PyReadonlyArray1<'_, f64>) -> PyResult<Vec<f64>> {
-        let p = pars.as_slice().map_err(bad)?.to_vec();
-        if p.len() != self.model.n_params() {
-            return Err(bad(format!(
-                "parameters: expected {} values, got {}",
-                self.model.n_params(),
-                p.len()
-            )));
-        }
-        Ok(p)
+        params_of(self.model.n_params(), pars)
     }
 
     /// Where each `(name, length)` input goes: `(sample, offset in the input, bins)`. A name
@@ -893,7 +885,7 @@ impl NativeEvents {
         pars: PyReadonlyArray1<'_, f64>,
     ) -> PyResult<(f64, Bound<'py, PyArray1<f64>>)> {
         let space = &self.model().space;
-        let p = params_of(space, &pars)?;
+        let p = params_of(space.names.len(), &pars)?;
         let d = self.likelihood.observed();
         let (v, g) = py
             .detach(|| {
@@ -913,13 +905,12 @@ impl NativeEvents {
     }
 }
 
-/// A parameter vector of `space`'s length.
-fn params_of(space: &ParameterSpace, pars: &PyReadonlyArray1<'_, f64>) -> PyResult<Vec<f64>> {
+/// A parameter vector of `n` values.
+fn params_of(n: usize, pars: &PyReadonlyArray1<'_, f64>) -> PyResult<Vec<f64>> {
     let p = pars.as_slice().map_err(bad)?.to_vec();
-    if p.len() != space.names.len() {
+    if p.len() != n {
         return Err(bad(format!(
-            "parameters: expected {} values, got {}",
-            space.names.len(),
+            "parameters: expected {n} values, got {}",
             p.len()
         )));
     }
@@ -958,7 +949,7 @@ impl AnyModel<'_> {
     }
 
     fn params(&self, pars: &PyReadonlyArray1<'_, f64>) -> PyResult<Vec<f64>> {
-        params_of(&self.space(), pars)
+        params_of(self.space().names.len(), pars)
     }
 
     /// The model's evaluator on `device` (for toy ensembles where `ensembles`).
