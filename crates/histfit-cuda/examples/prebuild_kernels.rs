@@ -47,7 +47,22 @@ fn main() {
     if failed {
         std::process::exit(1)
     }
-    std::fs::write(out.join("MANIFEST"), manifest).expect("MANIFEST written");
+    // Lines of architectures not rebuilt now are kept (a subset may be rebuilt alone).
+    let old = std::fs::read_to_string(out.join("MANIFEST")).unwrap_or_default();
+    let mut lines: Vec<String> = old
+        .lines()
+        .filter(|l| {
+            !archs
+                .iter()
+                .any(|a| l.split(' ').next() == Some(a.as_str()))
+        })
+        .map(str::to_string)
+        .chain(manifest.lines().map(str::to_string))
+        .collect();
+    lines.sort_by_key(|l| {
+        kernels::prebuilt_architectures().position(|a| l.starts_with(&format!("{a} ")))
+    });
+    std::fs::write(out.join("MANIFEST"), lines.join("\n") + "\n").expect("MANIFEST written");
 }
 
 /// Compiles, compresses and writes one architecture's cubin; its manifest line.

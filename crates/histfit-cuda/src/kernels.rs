@@ -102,6 +102,11 @@ enum Output {
 /// loaded with; needs NVRTC only, no GPU (the `kernel_ptx` example uses it to read a variant's
 /// registers and spills with `ptxas -v`).
 pub fn compile(source: &str, arch: &str) -> Result<Ptx> {
+    if !crate::device::nvrtc_present() {
+        return Err(CudaError::Unavailable(
+            "the CUDA run-time compiler library (libnvrtc) was not found".into(),
+        ));
+    }
     let ptx = nvrtc(source, &options(arch), Output::Ptx)?;
     // (NVRTC's PTX ends with its NUL.)
     let text = String::from_utf8_lossy(ptx.strip_suffix(&[0]).unwrap_or(&ptx)).into_owned();
@@ -333,31 +338,43 @@ impl Kernels {
         let (major, minor) = gpu.info.compute_capability;
         let arch = format!("sm_{major}{minor}");
         let replaced = std::env::var_os("HISTFIT_KERNEL_SOURCE").map(PathBuf::from);
-        let ptx = match &replaced {
-            Some(path) => Self::replacement(path, &arch)?,
-            None => match prebuilt(major as u32, minor as u32) {
-                Ok(Some((_, cubin))) => Ptx::from_binary(cubin),
-                Ok(None) => Self::cached_or_compiled(
-                    &arch,
-                    &format!("this build carries no kernels for {arch}"),
-                )?,
-                Err(stale) => Self::cached_or_compiled(
-                    &arch,
-                    &format!(
+        let module = match &replaced {
+            Some(path) => {
+                let ptx = Self::replacement(path, &arch)?;
+                // (A .cubin made for another architecture fails here: say which file.)
+                gpu.ctx.load_module(ptx).map_err(|e| {
+                    CudaError::Compile(format!(
+                        "HISTFIT_KERNEL_SOURCE={}: cuModuleLoadData: {e:?}",
+                        path.display()
+                    ))
+                })?
+            }
+            None => {
+                let why = match prebuilt(major as u32, minor as u32) {
+                    Ok(Some((carried, cubin))) => match gpu.ctx.load_module(Ptx::from_binary(cubin)) {
+                        Ok(module) => return Self::functions(module),
+                        // A driver older than the toolkit that built the cubins refuses them.
+                        Err(e) => format!(
+                            "the driver refused the kernels this build carries for {carried} ({e:?}; they need a driver of CUDA 13, R580 or later)"
+                        ),
+                    },
+                    Ok(None) => format!("this build carries no kernels for {arch}"),
+                    Err(stale) => format!(
                         "the kernels this build carries for {stale} were not built from its \
                          source (scripts/build_cuda_kernels.sh rebuilds them)"
                     ),
-                )?,
-            },
+                };
+                let ptx = Self::cached_or_compiled(&arch, &why)?;
+                gpu.ctx
+                    .load_module(ptx)
+                    .map_err(driver("cuModuleLoadData"))?
+            }
         };
-        let module = gpu.ctx.load_module(ptx).map_err(|e| match &replaced {
-            // (A .cubin made for another architecture fails here: say which file.)
-            Some(path) => CudaError::Compile(format!(
-                "HISTFIT_KERNEL_SOURCE={}: cuModuleLoadData: {e:?}",
-                path.display()
-            )),
-            None => driver("cuModuleLoadData")(e),
-        })?;
+        Self::functions(module)
+    }
+
+    /// The kernels of a loaded module.
+    fn functions(module: Arc<CudaModule>) -> Result<Kernels> {
         Ok(Kernels {
             nll_grad_batch: module
                 .load_function("nll_grad_batch")

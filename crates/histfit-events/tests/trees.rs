@@ -76,7 +76,11 @@ fn branches_not_read_are_refused_saying_why() {
         assert!(e.rule.contains(&format!("branch \"{branch}\"")), "{e}");
     }
     let e = read_branches(&file, "events", &["x".into()]).unwrap_err();
-    assert!(e.rule.contains("no tree \"events\""), "{e}");
+    assert!(
+        e.rule
+            .contains("no tree \"events\" (here: sub/ (a directory))"),
+        "{e}"
+    );
     let e = read_branches(&fixture("tree_values.parquet"), "events", &["x".into()]).unwrap_err();
     assert!(e.rule.contains("not a ROOT file"), "{e}");
 }

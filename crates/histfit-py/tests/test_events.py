@@ -108,3 +108,39 @@ def test_bad_event_input_is_named():
         histfit.yields(m)
     with pytest.raises(histfit.HistfitError, match="model.config"):
         m.config
+    with pytest.raises(histfit.HistfitError, match="needs a binned"):
+        histfit.goodness_of_fit(m)
+    doc = inline()
+    doc["data"].append(dict(doc["data"][0], name="other"))
+    doc["likelihoods"] = [{"name": "L", "distributions": ["model"], "data": ["obsData"]}]
+    with pytest.raises(histfit.HistfitError, match=r"events\[\"other\"\].*does not fit this dataset"):
+        histfit.open(doc, events={"other": {"x": np.array([70.0])}})
+
+
+def test_every_inference_function_and_a_tree_source():
+    """minos, significance, upper_limit, ranking and hypotest_toys on an event-level model; and
+    a document whose events come from a ROOT tree (a selection over branches) opened the same way."""
+    m = histfit.open(DOC, poi="nsig")
+    r = histfit.fit(m)
+    assert r.converged
+    mi = histfit.minos(m, pars=["nsig"])["nsig"]
+    assert mi["lower_error"] < 0 < mi["upper_error"]
+    assert mi["upper_error"] == pytest.approx(r.uncertainties[0], rel=0.2)
+    assert histfit.significance(m)["z_obs"] > 5
+    obs, exp = histfit.upper_limit(m)
+    assert obs > r.bestfit[0]
+    rank = histfit.ranking(m)
+    # (No parameter of this model is constrained: nothing to rank, and no fit failed.)
+    assert rank["entries"] == [] and rank["failed_fits"] == 0
+    toys = histfit.hypotest_toys(r.bestfit[0], m, n_toys=20)
+    summary = toys["summary"]
+    assert summary["failed_b"] == summary["failed_sb"] == 0 and 0.2 < summary["cls_obs"] <= 1.0
+    doc = inline()
+    del doc["data"][0]["entries"]
+    doc["data"][0]["histfit_source"] = {"format": "root", "file": fixture("events/tree_zstd.root"),
+                                        "tree": "events", "columns": {"x": "mass"}, "selection": "pt > 10"}
+    t = histfit.open(doc)
+    assert any("not selected" in n for n in t.notes)
+    x = t.events["obsData"]["columns"]["x"]
+    assert 300 < len(x) < 1000 and np.all((x >= 60) & (x <= 120))
+    assert histfit.fit(t).twice_nll == pytest.approx(t.twice_nll(histfit.fit(t).bestfit))

@@ -164,11 +164,19 @@ impl Parser<'_, '_> {
             self.at += op.len();
             let b = self.sum()?;
             let (one, zero) = (self.g.constant(1.0), self.g.constant(0.0));
+            // A comparison with NaN is false (0), as in C: `select_ge` takes its second branch
+            // where the difference is NaN, so `<` and `>` check both orders.
             acc = match op {
                 ">=" => self.g.select_ge(acc, b, one, zero),
-                ">" => self.g.select_ge(b, acc, zero, one),
                 "<=" => self.g.select_ge(b, acc, one, zero),
-                _ => self.g.select_ge(acc, b, zero, one),
+                ">" => {
+                    let not_below = self.g.select_ge(b, acc, zero, one);
+                    self.g.select_ge(acc, b, not_below, zero)
+                }
+                _ => {
+                    let not_above = self.g.select_ge(acc, b, zero, one);
+                    self.g.select_ge(b, acc, not_above, zero)
+                }
             };
         }
         Ok(acc)
@@ -521,6 +529,20 @@ mod tests {
             ("a < b == 1", 1.0),
         ] {
             assert_eq!(value(t, &p).unwrap(), v, "{t}");
+        }
+        // NaN compares false (and is true as a number: not 0), as in C.
+        let q = [f64::NAN, 3.0, 0.5];
+        for (t, v) in [
+            ("a < b", 0.0),
+            ("a > b", 0.0),
+            ("a <= b", 0.0),
+            ("a >= b", 0.0),
+            ("a == a", 0.0),
+            ("a != b", 1.0),
+            ("!(a > b)", 1.0),
+            ("a && x", 1.0),
+        ] {
+            assert_eq!(value(t, &q).unwrap(), v, "{t} with a = NaN");
         }
         assert!(value("a < ", &p).is_err());
         assert!(value("a = b", &p).is_err());

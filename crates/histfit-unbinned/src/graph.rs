@@ -351,6 +351,33 @@ impl Graph {
         vals[id.0 as usize]
     }
 
+    /// The nodes `id` depends on (itself included), in order: for [`Graph::value_of`].
+    pub fn needed(&self, id: Id) -> Vec<u32> {
+        let mask = self.reachable(&[id]);
+        (0..=id.0).filter(|&i| mask[i as usize]).collect()
+    }
+
+    /// The value of the last of `needed` (from [`Graph::needed`]), evaluating only those nodes
+    /// into `vals` (as long as the graph): one node's value at many points without the cost of
+    /// the whole graph before it.
+    pub fn value_of(
+        &self,
+        needed: &[u32],
+        params: &[f64],
+        columns: &[f64],
+        vals: &mut [f64],
+    ) -> f64 {
+        for &i in needed {
+            let i = i as usize;
+            vals[i] = match self.ops[i] {
+                Op::Param(p) => params[p],
+                Op::Column(j) => columns.get(j).copied().unwrap_or(f64::NAN),
+                op => eval_scalar(op, &|a| vals[a.0 as usize]),
+            };
+        }
+        needed.last().map_or(f64::NAN, |&i| vals[i as usize])
+    }
+
     /// Every node's value at `params` and one event's `columns`, into `vals` (one a node):
     /// per-event values read from files (a TTree's selection, weight and observables).
     pub fn eval_all(&self, params: &[f64], columns: &[f64], vals: &mut [f64]) {

@@ -77,6 +77,20 @@ pub fn open(doc: &Value, choice: &Choice) -> Result<UnbinnedModel> {
         ));
     }
     let plan = doc.plan(choice)?;
+    if let Some((name, _)) = choice
+        .events
+        .iter()
+        .find(|(n, _)| !plan.pairs.iter().any(|(_, d)| d == n))
+    {
+        let used: Vec<&str> = plan.pairs.iter().map(|(_, d)| d.as_str()).collect();
+        return Err(err(
+            format!("events[\"{name}\"]"),
+            format!(
+                "the likelihood opened does not fit this dataset (it fits {})",
+                used.join(", ")
+            ),
+        ));
+    }
     Builder::new(&doc, &plan)?.build(&plan)
 }
 
@@ -288,7 +302,6 @@ fn axes(d: &Value, place: &str) -> Result<Vec<Observable>> {
     Ok(observables)
 }
 
-/// The events written in the document (`entries`, optional `weights`).
 /// Events the caller gave for a dataset: one column per axis (by name, put in axis order), all of
 /// one length and inside the domains, weights finite and not negative.
 fn supplied_events(
@@ -361,6 +374,7 @@ fn supplied_events(
     })
 }
 
+/// The events written in the document (`entries`, optional `weights`).
 fn inline_events(d: &Value, observables: &[Observable], place: &str) -> Result<EventTable> {
     let entries = list(d, "entries", place)?;
     let mut columns = vec![Vec::with_capacity(entries.len()); observables.len()];
@@ -1122,10 +1136,14 @@ impl<'a> Builder<'a> {
                     let v = substitute(&g0, g, shape, xid, at);
                     g.log(v)
                 };
+                // (Only the nodes the shape needs: the graph before it may be large.)
+                let needed = g0.needed(shape);
+                let scratch =
+                    std::cell::RefCell::new((vec![0.0; g0.ops().len()], vec![f64::NAN; x.0 + 1]));
                 let at_init = |v: f64| {
-                    let mut columns = vec![f64::NAN; x.0 + 1];
+                    let (vals, columns) = &mut *scratch.borrow_mut();
                     columns[x.0] = v;
-                    g0.value(shape, &init, &columns).ln()
+                    g0.value_of(&needed, &init, columns, vals).ln()
                 };
                 let (l, acc) = pdf::normalised_by_quadrature(
                     &mut self.g,

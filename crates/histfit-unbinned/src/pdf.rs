@@ -389,9 +389,10 @@ fn quadrature_value(dom: Domain, pieces: usize, log_shape_at: &dyn Fn(f64) -> f6
 /// A shape without a closed-form integral, normalised by [`quadrature`] with enough pieces that
 /// doubling them changes the integral by less than `tolerance` (relative) at the model's initial
 /// point (`log_shape_at` gives the log-shape's value there at x): the pieces are chosen by
-/// computing the rule directly (16, 32, … up to 4096, stopping where the integral is not finite
-/// or not positive: more pieces cannot help), the graph nodes built once for the pieces chosen,
-/// and the achieved accuracy returned (NaN where it could not be measured).
+/// computing the rule directly (16, 32, … up to 4096, stopping where the integral is not finite:
+/// more pieces cannot help; a zero integral, a narrow peak the coarse rule misses, goes on being
+/// refined), the graph nodes built once for the pieces chosen, and the achieved accuracy
+/// returned (NaN where it could not be measured).
 pub fn normalised_by_quadrature(
     g: &mut Graph,
     x: Id,
@@ -403,7 +404,7 @@ pub fn normalised_by_quadrature(
     let mut pieces = 16;
     let mut last = quadrature_value(dom, pieces, log_shape_at);
     let mut accuracy = f64::NAN;
-    while pieces < 4096 && last.is_finite() && last > 0.0 {
+    while pieces < 4096 && last.is_finite() {
         let next = quadrature_value(dom, 2 * pieces, log_shape_at);
         accuracy = ((last - next) / next).abs();
         pieces *= 2;

@@ -299,9 +299,26 @@ impl RootFile {
     /// The TTree at `path` ("dir/name" or "name"): its entries and branches.
     pub fn tree(&mut self, path: &str) -> Result<Tree, RootError> {
         let (dir, name) = split_path(path);
-        let key = self
-            .find_key(dir, name)?
-            .ok_or_else(|| self.error(format!("no tree \"{}\"", path.trim_matches('/'))))?;
+        let Some(key) = self.find_key(dir, name)? else {
+            let trees: Vec<String> = self
+                .keys(dir)?
+                .iter()
+                .filter(|k| k.class_name == "TTree" || k.class_name.starts_with("TDirectory"))
+                .map(|k| match k.class_name.as_str() {
+                    "TTree" => k.name.clone(),
+                    _ => format!("{}/ (a directory)", k.name),
+                })
+                .collect();
+            return Err(self.error(format!(
+                "no tree \"{}\" (here: {})",
+                path.trim_matches('/'),
+                if trees.is_empty() {
+                    "no trees".to_string()
+                } else {
+                    trees.join(", ")
+                }
+            )));
+        };
         if key.class_name != "TTree" {
             return Err(self.error(format!(
                 "\"{}\" is a {}, not a TTree",

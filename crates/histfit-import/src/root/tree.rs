@@ -19,6 +19,9 @@ const BYTE_COUNT: u32 = 0x4000_0000;
 const NEW_CLASS: u32 = 0xFFFF_FFFF;
 const CLASS_REF: u32 = 0x8000_0000;
 const MAP_OFFSET: usize = 2;
+/// How deeply objects may nest through pointers (a tree's branches hold leaves, a leaf its
+/// count leaf): a bound on recursion for hostile files.
+const MAX_NESTING: usize = 32;
 
 /// The type of a flat branch's one value per entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,6 +126,7 @@ pub(super) fn read(bytes: &[u8], key_len: usize) -> Result<Tree, String> {
         c: Cursor::new(bytes),
         classes: HashMap::new(),
         key_len,
+        depth: 0,
     };
     let tree = r.tree()?;
     Ok(tree)
@@ -133,6 +137,8 @@ struct Reader<'a> {
     /// Class names by their position in the record (+ the key length and MAP_OFFSET).
     classes: HashMap<usize, String>,
     key_len: usize,
+    /// Pointers being read, one inside another.
+    depth: usize,
 }
 
 /// What a pointer in an array held.
@@ -244,6 +250,18 @@ impl Reader<'_> {
 
     /// An object written through a pointer.
     fn pointer(&mut self, what: &'static str) -> Result<Pointed, String> {
+        self.depth += 1;
+        if self.depth > MAX_NESTING {
+            return Err(format!(
+                "{what}: objects nested more than {MAX_NESTING} deep"
+            ));
+        }
+        let read = self.pointed(what);
+        self.depth -= 1;
+        read
+    }
+
+    fn pointed(&mut self, what: &'static str) -> Result<Pointed, String> {
         let first = self.c.u32(what)?;
         let (tag, end) = if first & BYTE_COUNT != 0 && first != NEW_CLASS {
             let start = self.c.pos();
@@ -329,12 +347,22 @@ impl Reader<'_> {
         let h_baskets = self.c.header("fBaskets")?;
         self.end_of(h_baskets, "fBaskets")?;
         let c = &mut self.c;
-        c.u8("fBasketBytes")?;
-        let bytes = c.counted(max_baskets, 4, "fBasketBytes")?;
-        c.u8("fBasketEntry")?;
-        let first = c.counted(max_baskets, 8, "fBasketEntry")?;
-        c.u8("fBasketSeek")?;
-        let seek = c.counted(max_baskets, 8, "fBasketSeek")?;
+        // Each array sized by fMaxBaskets follows a byte saying whether it was written at all.
+        let mut sized = |size: usize, what: &'static str| -> Result<&[u8], String> {
+            Ok(match c.u8(what)? {
+                0 => &[],
+                _ => c.counted(max_baskets, size, what)?,
+            })
+        };
+        let bytes = sized(4, "fBasketBytes")?;
+        let first = sized(8, "fBasketEntry")?;
+        let seek = sized(8, "fBasketSeek")?;
+        let listed = bytes.len() / 4;
+        if first.len() / 8 != listed || seek.len() / 8 != listed {
+            return Err(format!(
+                "branch \"{name}\": its basket tables differ in length"
+            ));
+        }
         self.end_of(h, "a TBranch")?;
         let kind = if sub.iter().any(|p| !matches!(p, Pointed::Null)) {
             Err("a branch with sub-branches (a class split into members), not a flat branch".into())
@@ -351,7 +379,7 @@ impl Reader<'_> {
                 }
             }
         };
-        let n = usize::try_from(written.min(max_baskets)).unwrap_or(0);
+        let n = usize::try_from(written).unwrap_or(0).min(listed);
         let i32_at =
             |b: &[u8], i: usize| i32::from_be_bytes(b[4 * i..4 * i + 4].try_into().unwrap());
         let i64_at =
@@ -359,7 +387,9 @@ impl Reader<'_> {
         let mut baskets = Vec::with_capacity(n);
         for i in 0..n {
             let start = i64_at(first, i);
-            let stop = if i + 1 < n {
+            // ROOT keeps the entry after the last written basket in the table: where a basket
+            // was never written to file, its entries are not claimed by the one before it.
+            let stop = if i + 1 < listed {
                 i64_at(first, i + 1)
             } else {
                 entries

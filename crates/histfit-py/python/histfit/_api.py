@@ -172,6 +172,7 @@ class Workspace:
 
     def data(self, model: "Model", include_auxdata: bool = True) -> np.ndarray:
         """Observed data in pyhf's layout: main bins by channel, then auxiliary data."""
+        _binned(model, "Workspace.data")
         d = model._native.observed()
         return d if include_auxdata else d[: model._native.n_main]
 
@@ -354,6 +355,9 @@ class EventModel(Model):
     def toy_data(self, pars: Sequence[float], seed: int = 0, index: int = 0) -> np.ndarray:
         raise HistfitError("toy_data: the toys of an event-level model are drawn inside fit_toys/hypotest_toys")
 
+    def twice_nll_and_grad_yields(self, *args: Any, **kwargs: Any) -> Any:
+        raise HistfitError("twice_nll_and_grad_yields: sample yields as inputs are a binned model's")
+
     def __repr__(self) -> str:
         return f"<histfit.EventModel: {len(self.par_names)} parameters, POI {self.poi_name!r}>"
 
@@ -399,7 +403,9 @@ def open(source: Union[str, os.PathLike, dict], *, events: Optional[Dict[str, An
             doc = json.loads(text)
         except ValueError as e:
             raise HistfitError(f"{path or 'source'}: not JSON: {e}") from None
-    if not (isinstance(doc, dict) and "distributions" in doc and "channels" not in doc):
+    hs3 = isinstance(doc, dict) and "channels" not in doc and (
+        "distributions" in doc or "hs3_version" in (doc.get("metadata") or {}))
+    if not hs3:
         if events is not None or weights is not None or likelihood is not None or analysis is not None:
             raise HistfitError("events=, weights=, likelihood= and analysis= apply to HS3 documents; "
                                "this is a pyhf workspace")
@@ -497,6 +503,12 @@ class FitResult:
         }
 
 
+def _binned(model: Model, what: str) -> None:
+    """A HistfitError where ``model`` is event-level and ``what`` needs a binned one."""
+    if isinstance(model, EventModel):
+        raise HistfitError(f"{what} needs a binned (HistFactory) model; this is an event-level model")
+
+
 def _data(model: Model, data: Any) -> Optional[np.ndarray]:
     return None if data is None else _array(data, "data")
 
@@ -561,7 +573,8 @@ def fit(data: Any = None, model: Optional[Model] = None, *, init: Any = None, fi
     bool per parameter, held at its initial value) are taken too. ``starts``: further
     starts searched for a lower minimum, per batch; batches go on (up to four) while they find
     different minima (default: by model size, 24 for up to 16 free parameters, none above 64;
-    0 for a single search from ``init``); where there are any, one more comes first, with the
+    an event-level model one search, as RooFit and iminuit fit them; 0 for a single search from
+    ``init``); where there are any, one more comes first, with the
     free normalisations at a tenth of their initial values. ``max_hessian_parameters`` (default 4096): above this
     many parameters no dense Hessian is built; the POI's uncertainty alone is computed (by
     conjugate gradients), the others are NaN and ``covariance``/``correlation`` None, with a
@@ -699,6 +712,7 @@ def goodness_of_fit(model: Model, *, data: Any = None, fixed: Any = None, device
     free parameters without a constraint, ``p_value`` = P(χ²_dof ≥ statistic), with the fit's
     ``twice_nll`` and ``converged``."""
     model = _model(model, "goodness_of_fit")
+    _binned(model, "goodness of fit against the saturated model")
     o = _options(model, init, fixed, bounds)
     return json.loads(_native.goodness_of_fit(model._native, _dataset(model, data, asimov, o), o["fix"], device,
                                               o["init"], o["bounds"]))
@@ -817,7 +831,7 @@ def fit_toys(model: Model, *, n_toys: int, gen_params: Any = None, seed: int = 0
     free parameters the fit's own (as ``fit(..., starts=)``), above that many points around the
     model's initial point besides the basin probe's starts, and one more from ``gen_params`` in
     the likelihood's own units (0: one start only; default: 8 and that one where the probe
-    finds a lower basin, none elsewhere)."""
+    finds a lower basin, none elsewhere; an event-level model: one start)."""
     model = _model(model, "fit_toys")
     gen = None if gen_params is None else _array(gen_params, "gen_params")
     o = _options(model, init, fixed, bounds)
@@ -902,6 +916,7 @@ class ProfiledStatistic:
 def _profiled(model: Model, yields, data, mu: float, discovery: bool, warm, edm=None,
               expected: bool = False, device: Optional[str] = None) -> ProfiledStatistic:
     model = _model(model, "profiled_q0" if discovery else "profiled_qmu")
+    _binned(model, "profiled statistics of sample yields")
     source, keys, arrays = _yield_source(yields)
     wf = wc = None
     if warm is not None:
