@@ -581,3 +581,49 @@ fn yields_colour_each_sample_by_name_across_panels() {
         assert_eq!(entries[0].1, colour_of[n], "{n}'s legend colour");
     }
 }
+
+/// The plot of an event-level fit: the document's events per bin as the data points, the
+/// expected counts as the fit's step and each component's, the pulls in the panel under it; the
+/// components add up to the fit, and the events to the dataset.
+#[test]
+fn event_level_fits_draw_their_distributions() {
+    let (doc, d) = document(
+        "distributions",
+        &[
+            "distributions",
+            &fixture("hs3/gauss_exp_ext.json"),
+            "--bins",
+            "20",
+        ],
+    );
+    assert_eq!(d["kind"], "distributions");
+    let c = &d["channels"][0];
+    let (counts, expected) = (floats(&c["counts"]), floats(&c["expected"]));
+    assert_eq!(counts.len(), 20);
+    let comps: Vec<Vec<f64>> = c["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| floats(&x["expected"]))
+        .collect();
+    assert_eq!(comps.len(), 2);
+    for k in 0..20 {
+        let sum: f64 = comps.iter().map(|v| v[k]).sum();
+        assert!((sum - expected[k]).abs() <= 1e-9 * expected[k], "bin {k}");
+    }
+    // Post-fit, the expected total is the fitted yields' sum: the events' count.
+    let (n, e): (f64, f64) = (counts.iter().sum(), expected.iter().sum());
+    assert!((n - e).abs() < 1e-3 * n, "{n} events, {e} expected");
+    let drawn = plot("distributions", &doc, &[]);
+    let data = series(&drawn, 0, "data");
+    assert_eq!(floats(&data["ys"]), counts);
+    let fit = series(&drawn, 0, "fit");
+    let steps: Vec<f64> = expected.iter().flat_map(|v| [*v, *v]).collect();
+    assert_eq!(floats(&fit["ys"]), steps);
+    let pulls = &drawn["figure"]["panels"][1]["elements"][0]["rects"];
+    assert_eq!(pulls.as_array().unwrap().len(), 20);
+    // A binned workspace: its counts per bin are `yields`.
+    let out = histfit(&["distributions", &fixture("simple_workspace.json")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("histfit yields"));
+}

@@ -735,3 +735,143 @@ fn sample_names(channels: &[Value]) -> Result<Vec<String>, PlotError> {
     }
     Ok(names)
 }
+
+/// An event-level fit (`histfit distributions --json`): per channel, the events histogrammed
+/// (points with √Σw² bars), the expected counts per bin in total (a solid step) and per
+/// component (dashed steps), and the pulls (count − expected) / √expected under it.
+pub fn distributions(doc: &Value) -> Result<Figure, PlotError> {
+    let channels = list_field(doc, "channels", "distributions", "histfit distributions")?;
+    if channels.is_empty() {
+        return Err(PlotError::Document("channels: no channel to draw".into()));
+    }
+    let postfit = doc.get("postfit").and_then(Value::as_bool).unwrap_or(true);
+    let columns = channels.len().min(3);
+    let rows = channels.len().div_ceil(columns);
+    let mut grid: Vec<Panel> = (0..columns * rows * 2).map(|_| Panel::empty()).collect();
+    for (c, ch) in channels.iter().enumerate() {
+        let place = format!("channels[{c}]");
+        let get = |key: &str| numbers(&ch[key], &format!("{place}.{key}"));
+        let (edges, counts, errors, expected, pulls) = (
+            get("edges")?,
+            get("counts")?,
+            get("errors")?,
+            get("expected")?,
+            get("pulls")?,
+        );
+        let nb = counts.len();
+        if nb == 0
+            || edges.len() != nb + 1
+            || [errors.len(), expected.len(), pulls.len()] != [nb; 3]
+        {
+            return Err(PlotError::Document(format!(
+                "{place}: {nb} bins need {} edges and as many errors, expected counts and pulls",
+                nb + 1
+            )));
+        }
+        let step_xs: Vec<f64> = (0..nb).flat_map(|b| [edges[b], edges[b + 1]]).collect();
+        let step = |v: &[f64]| (0..nb).flat_map(|b| [v[b], v[b]]).collect::<Vec<f64>>();
+        let mut main = Vec::new();
+        let components = array(&ch["components"], &format!("{place}.components"))?;
+        for (k, comp) in components.iter().enumerate() {
+            let v = numbers(
+                &comp["expected"],
+                &format!("{place}.components[{k}].expected"),
+            )?;
+            if v.len() != nb {
+                return Err(PlotError::Document(format!(
+                    "{place}.components[{k}].expected: {} bins where the channel has {nb}",
+                    v.len()
+                )));
+            }
+            main.push(Element::Line {
+                label: Some(text(&comp["name"])),
+                xs: step_xs.clone(),
+                ys: step(&v),
+                color: sample_color(k + 1),
+                width: 2,
+                dashed: true,
+                markers: false,
+            });
+        }
+        main.push(Element::Line {
+            label: Some("fit".into()),
+            xs: step_xs.clone(),
+            ys: step(&expected),
+            color: sample_color(0),
+            width: 2,
+            dashed: false,
+            markers: false,
+        });
+        let centres: Vec<f64> = (0..nb).map(|b| 0.5 * (edges[b] + edges[b + 1])).collect();
+        main.push(Element::Points {
+            label: Some("data".into()),
+            xs: centres.clone(),
+            ys: counts.clone(),
+            x_err: None,
+            y_err: Some(errors.iter().map(|e| (*e, *e)).collect()),
+            color: BLACK,
+        });
+        let top = (0..nb)
+            .map(|b| (counts[b] + errors[b]).max(expected[b]))
+            .fold(0.0, f64::max);
+        let x = (edges[0], edges[nb]);
+        let observable = text(&ch["observable"]);
+        let width = (edges[nb] - edges[0]) / nb as f64;
+        let mut panel = Panel::new(
+            format!(
+                "{} ({})",
+                text(&ch["name"]),
+                if postfit { "post-fit" } else { "pre-fit" }
+            ),
+            Axis::new("", x),
+            Axis::new(format!("events / {}", bin_width(width)), (0.0, top * 1.3)),
+        );
+        panel.elements = main;
+        let reach = pulls
+            .iter()
+            .map(|p| p.abs())
+            .filter(|p| p.is_finite())
+            .fold(3.0, f64::max);
+        let mut pull_panel = Panel::new(
+            "",
+            Axis::new(observable, x),
+            Axis::new("pull", (-reach * 1.1, reach * 1.1)),
+        );
+        pull_panel.legend = false;
+        pull_panel.attached = true;
+        pull_panel.elements = vec![
+            Element::Rects {
+                label: None,
+                rects: (0..nb)
+                    .map(|b| [edges[b], edges[b + 1], pulls[b].min(0.0), pulls[b].max(0.0)])
+                    .collect(),
+                color: GREY,
+            },
+            hline(x, 0.0, BLACK, false, None),
+            hline(x, 2.0, GREY, true, None),
+            hline(x, -2.0, GREY, true, None),
+        ];
+        // Panels are stored column by column, each column's rows top to bottom.
+        let at = (c % columns) * rows * 2 + (c / columns) * 2;
+        grid[at] = panel;
+        grid[at + 1] = pull_panel;
+    }
+    Ok(Figure {
+        width: 560 * columns as u32,
+        height: 560 * rows as u32,
+        title: format!(
+            "{} event distributions",
+            if postfit { "Post-fit" } else { "Pre-fit" }
+        ),
+        column_weights: vec![1.0; columns],
+        row_weights: (0..rows).flat_map(|_| [0.72, 0.28]).collect(),
+        panels: grid,
+        font_scale: 1.0,
+    })
+}
+
+/// A bin width as an axis label writes it: four decimals at most, no trailing zeros.
+fn bin_width(w: f64) -> String {
+    let s = format!("{w:.4}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}

@@ -10,6 +10,7 @@
 //! | `correlation` | `histfit fit --json` (the correlation matrix, pruned to its largest entries) |
 //! | `yields` | `histfit yields [--postfit] --json` (stacked samples, data, band, ratio panel) |
 //! | `contour` | `histfit limit BKG --patchset … --json` (exclusion contour over the patch values) |
+//! | `distributions` | `histfit distributions --json` (event-level fits: events histogrammed, the fit and its components, pulls) |
 //!
 //! [`figure`] turns a document into a [`Figure`] (data coordinates; tests read it back against
 //! the document), [`render`] draws it as SVG or PNG with an embedded font.
@@ -38,7 +39,7 @@ pub enum PlotError {
 }
 
 /// The plot kinds, by their CLI names.
-pub const KINDS: [&str; 7] = [
+pub const KINDS: [&str; 8] = [
     "brazil",
     "scan",
     "pulls",
@@ -46,6 +47,7 @@ pub const KINDS: [&str; 7] = [
     "correlation",
     "yields",
     "contour",
+    "distributions",
 ];
 
 /// Choices a plot takes beyond its document.
@@ -67,6 +69,7 @@ pub fn figure(kind: &str, doc: &Value, opts: &Options) -> Result<Figure, PlotErr
         "correlation" => kinds::correlation(doc, opts.top.unwrap_or(25))?,
         "yields" => kinds::yields(doc)?,
         "contour" => contour::figure(doc)?,
+        "distributions" => kinds::distributions(doc)?,
         other => {
             return Err(PlotError::Document(format!(
                 "unknown plot kind \"{other}\": expected one of {}",

@@ -1260,6 +1260,39 @@ fn yields(
     to_json(&table)
 }
 
+/// An event-level model's events histogrammed against the expected counts per bin, in total and
+/// per component, with pulls (JSON: the document of `histfit distributions --json`).
+#[pyfunction]
+#[pyo3(signature = (model, bins = 50, prefit = false, fix = Vec::new(), init = None, bounds = None))]
+fn distributions(
+    py: Python<'_>,
+    model: AnyModel<'_>,
+    bins: usize,
+    prefit: bool,
+    fix: Vec<(usize, f64)>,
+    init: Option<PyReadonlyArray1<'_, f64>>,
+    bounds: Option<Vec<(f64, f64)>>,
+) -> PyResult<String> {
+    let Likelihood::Events(events) = model.likelihood() else {
+        return Err(bad("distributions draws event-level models"));
+    };
+    if bins == 0 || bins > 100_000 {
+        return Err(bad(format!("bins = {bins}: between 1 and 100 000")));
+    }
+    let o = model.fit_options(init, fix, bounds)?;
+    let d = model.dataset(None)?;
+    let mut ev = model.evaluator("cpu", false)?;
+    let e = py
+        .detach(|| histfit_infer::parameter_estimate(&mut ev, &d, &o, !prefit))
+        .map_err(infer_err)?;
+    let (channels, notes) = histfit_unbinned::histogram::histograms(&events, &e.params, bins);
+    let channels: Vec<serde_json::Value> = channels.iter().map(|c| c.document()).collect();
+    to_json(&serde_json::json!({
+        "kind": "distributions", "postfit": !prefit, "par_names": events.space.names,
+        "parameters": e.params, "channels": channels, "notes": notes,
+    }))
+}
+
 /// Goodness of fit against the saturated model (JSON).
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
@@ -1526,6 +1559,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fit, m)?)?;
     m.add_function(wrap_pyfunction!(minos, m)?)?;
     m.add_function(wrap_pyfunction!(yields, m)?)?;
+    m.add_function(wrap_pyfunction!(distributions, m)?)?;
     m.add_function(wrap_pyfunction!(workspace_digest, m)?)?;
     m.add_function(wrap_pyfunction!(xml2json, m)?)?;
     m.add_function(wrap_pyfunction!(plot_figure, m)?)?;

@@ -144,3 +144,21 @@ def test_every_inference_function_and_a_tree_source():
     x = t.events["obsData"]["columns"]["x"]
     assert 300 < len(x) < 1000 and np.all((x >= 60) & (x <= 120))
     assert histfit.fit(t).twice_nll == pytest.approx(t.twice_nll(histfit.fit(t).bestfit))
+
+
+def test_distributions_and_their_plot():
+    """The numbers the plot of an event-level fit draws, and the matplotlib figure of them."""
+    m = histfit.open(DOC)
+    d = histfit.distributions(m, bins=30)
+    c = d["channels"][0]
+    assert sum(c["counts"]) == 3000
+    r = histfit.fit(m)
+    assert sum(c["expected"]) == pytest.approx(r.bestfit[0] + r.bestfit[1], rel=1e-9)
+    comps = np.array([x["expected"] for x in c["components"]])
+    assert np.allclose(comps.sum(axis=0), c["expected"], rtol=1e-12)
+    pre = histfit.distributions(m, bins=30, prefit=True)["channels"][0]
+    assert sum(pre["expected"]) == pytest.approx(900 + 2100, rel=1e-9)
+    fig = histfit.plot.distributions(d)
+    assert len(fig.axes) >= 2
+    with pytest.raises(histfit.HistfitError, match="histfit.yields"):
+        histfit.distributions(histfit.open(fixture("simple_workspace.json")))

@@ -572,6 +572,9 @@ struct Built {
     log_density: Id,
     constraint: Option<Id>,
     expected: Option<Id>,
+    /// A mixture's summands with their coefficients, (name, c·f per event): with yields they
+    /// sum to the event density ν f, with fractions to f. Empty for other distributions.
+    components: Vec<(String, Id)>,
 }
 
 struct Builder<'a> {
@@ -719,6 +722,7 @@ impl<'a> Builder<'a> {
                 yield_term,
                 extended,
                 observables,
+                components: built.components,
             });
             tables.push(table);
         }
@@ -1043,6 +1047,7 @@ impl<'a> Builder<'a> {
 
     fn simple(log_density: Id) -> Built {
         Built {
+            components: Vec::new(),
             log_density,
             constraint: None,
             expected: None,
@@ -1181,6 +1186,7 @@ impl<'a> Builder<'a> {
                     log_density,
                     constraint: (!constraints.is_empty()).then(|| self.g.sum(&constraints)),
                     expected,
+                    components: Vec::new(),
                 }
             }
             "mixture_dist" => self.mixture(d, p)?,
@@ -1291,6 +1297,7 @@ impl<'a> Builder<'a> {
         }
         let mut terms = Vec::new();
         let mut constraints = Vec::new();
+        let mut components = Vec::new();
         for (s, &c) in summands.iter().zip(&coeffs) {
             let b = self.distribution(s, p)?;
             if b.expected.is_some() {
@@ -1298,7 +1305,9 @@ impl<'a> Builder<'a> {
             }
             constraints.extend(b.constraint);
             let f = self.g.exp(b.log_density);
-            terms.push(self.g.mul(c, f));
+            let term = self.g.mul(c, f);
+            terms.push(term);
+            components.push((s.to_string(), term));
         }
         let sum = self.g.sum(&terms);
         let log_sum = self.g.log(sum);
@@ -1314,6 +1323,7 @@ impl<'a> Builder<'a> {
             log_density,
             constraint: (!constraints.is_empty()).then(|| self.g.sum(&constraints)),
             expected,
+            components,
         })
     }
 

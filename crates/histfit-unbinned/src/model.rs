@@ -31,6 +31,8 @@ pub struct ChannelSpec {
     pub yield_term: Id,
     pub extended: bool,
     pub observables: Vec<Observable>,
+    /// The summands of a top-level mixture, (name, c·f per event): see [`Channel::components`].
+    pub components: Vec<(String, Id)>,
 }
 
 /// The global observable of a Gaussian constraint term N(g | mean(θ), sigma(θ)): a constant
@@ -57,6 +59,10 @@ pub struct Channel {
     pub extended: bool,
     /// The observables, in the order of the channel's event table, with their domains.
     pub observables: Vec<Observable>,
+    /// Where the distribution is a mixture, its summands as (name, c·f per event): their
+    /// integrals over the domain are the expected counts (yields) or the fractions (a
+    /// non-extended mixture); what the plot of a fit draws as components. Empty otherwise.
+    pub components: Vec<(String, Id)>,
     program: Program,
 }
 
@@ -102,6 +108,7 @@ impl UnbinnedModel {
                 yield_term: c.yield_term,
                 extended: c.extended,
                 observables: c.observables,
+                components: c.components,
             })
             .collect();
         let constraints = Program::new(&g, zero, constraint_term);

@@ -339,7 +339,7 @@ pub fn lognormal(g: &mut Graph, x: Id, mu: Id, sigma: Id, dom: Domain) -> Id {
 
 /// Gauss–Legendre nodes and weights on [−1, 1], 8 points.
 #[allow(clippy::excessive_precision)]
-const GL8: [(f64, f64); 8] = [
+pub(crate) const GL8: [(f64, f64); 8] = [
     (-0.960_289_856_497_536_3, 0.101_228_536_290_376_26),
     (-0.796_666_477_413_626_7, 0.222_381_034_453_374_47),
     (-0.525_532_409_916_329_0, 0.313_706_645_877_887_3),

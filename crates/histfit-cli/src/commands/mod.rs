@@ -2,6 +2,7 @@
 //! inference and its output (table and JSON document). `main` parses and dispatches here.
 
 pub mod devices;
+pub mod distributions;
 pub mod fit;
 pub mod grid;
 pub mod hypotest;
@@ -51,6 +52,9 @@ pub enum Command {
     Patchset(patchset::Args),
     /// Pre-fit or post-fit yields per channel, sample and bin, with uncertainties.
     Yields(yields::Args),
+    /// Event-level models: the events histogrammed against the expected counts per bin, in
+    /// total and per component, with pulls (what `plot distributions` draws).
+    Distributions(distributions::Args),
     /// The workspace's SHA-256 digest, as pyhf computes it and patchsets record it.
     Digest(workspace_tools::DigestArgs),
     /// Combine two workspaces, joining channels, observations and measurements by name (pyhf
@@ -85,6 +89,7 @@ impl Command {
             Command::Inspect(a) => inspect::run(a),
             Command::Patchset(a) => patchset::run(a),
             Command::Yields(a) => yields::run(a),
+            Command::Distributions(a) => distributions::run(a),
             Command::Digest(a) => workspace_tools::digest(a),
             Command::Combine(a) => workspace_tools::combine(a),
             Command::Sort(a) => workspace_tools::sort(a),

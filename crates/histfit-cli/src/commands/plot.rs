@@ -9,7 +9,7 @@ use std::process::ExitCode;
 #[derive(clap::Args)]
 pub struct Args {
     /// brazil (limit), scan (scan), pulls (fit), ranking (ranking), correlation (fit),
-    /// yields (yields), contour (limit --patchset).
+    /// yields (yields), contour (limit --patchset), distributions (distributions: event-level fits).
     #[arg(value_parser = histfit_plot::KINDS)]
     kind: String,
     /// The JSON document of the command the plot is drawn from (`--json` output).

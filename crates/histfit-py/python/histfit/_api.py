@@ -24,6 +24,7 @@ __all__ = [
     "fit",
     "minos",
     "yields",
+    "distributions",
     "workspace_digest",
     "xml2json",
     "combine_workspaces",
@@ -648,6 +649,21 @@ def yields(model: Model, *, postfit: bool = False, data: Any = None, fixed: Any 
     return json.loads(_native.yields(model._native, bool(postfit), _dataset(model, data, asimov, o), o["fix"], device,
                                      o["init"], o["bounds"],
                                      None if max_hessian_parameters is None else int(max_hessian_parameters)))
+
+
+def distributions(model: Model, *, bins: int = 50, prefit: bool = False, fixed: Any = None, init: Any = None,
+                  bounds: Any = None) -> Dict[str, Any]:
+    """An event-level model's events histogrammed (``bins`` equal bins of each observable's
+    domain: ``counts`` Σw, ``errors`` √Σw²) against the ``expected`` counts per bin at the fit
+    (``prefit=True``: at the initial parameters), in total and per ``components`` (a mixture's
+    summands), with the ``pulls``: the document ``histfit distributions --json`` writes, which
+    :func:`histfit.plot.distributions` draws. Channels of several observables are left out (in
+    ``notes``)."""
+    model = _model(model, "distributions")
+    if not isinstance(model, EventModel):
+        raise HistfitError("distributions draws event-level models; a binned model's counts per bin are histfit.yields")
+    o = _options(model, init, fixed, bounds)
+    return json.loads(_native.distributions(model._native, int(bins), bool(prefit), o["fix"], o["init"], o["bounds"]))
 
 
 def workspace_digest(spec: Dict[str, Any]) -> str:

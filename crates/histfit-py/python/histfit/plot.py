@@ -14,6 +14,8 @@ the same content, as ``histfit plot`` (the Rust side builds each figure; this mo
 ``yields``      ``histfit yields --json`` (or the list :func:`histfit.yields` returns): stacked
                 samples, total uncertainty band, data, data / prediction panel
 ``contour``     ``histfit limit BKG --patchset PS --json``: exclusion contour over the patch values
+``distributions`` ``histfit distributions --json`` or :func:`histfit.distributions`: an event-level
+                fit's events histogrammed, the fit and its components, pulls
 =============== ============================================================================
 
 Each function returns a :class:`matplotlib.figure.Figure` (made without pyplot, so no display is
@@ -30,7 +32,8 @@ from typing import Any, Dict, List, Optional, Union
 
 from . import _native
 
-__all__ = ["brazil", "scan", "pulls", "ranking", "correlation", "yields", "contour", "figure_data"]
+__all__ = ["brazil", "scan", "pulls", "ranking", "correlation", "yields", "contour", "distributions",
+           "figure_data"]
 
 Document = Union[Dict[str, Any], List[Any], str, "os.PathLike[str]", Any]
 
@@ -212,3 +215,10 @@ def contour(doc: Document):
     observed and the median expected limits equal 1 (ln(limit) interpolated linearly on a Delaunay
     triangulation), and the ±1σ band of the expected one."""
     return _draw(figure_data("contour", doc))
+
+
+def distributions(doc: Document):
+    """An event-level fit: per channel the events histogrammed (points with √Σw² bars), the
+    expected counts per bin of the fit (solid) and of each component (dashed), and the pulls
+    (count − expected) / √expected in the panel under it."""
+    return _draw(figure_data("distributions", doc))
