@@ -10,4 +10,4 @@ pub mod tree;
 pub use self::parquet::{
     count_outside, read_parquet, read_parquet_bytes, ColumnRequest, Loaded, SourceError, SourceSpec,
 };
-pub use self::tree::read_branches;
+pub use self::tree::{read_branches, TreeFile};

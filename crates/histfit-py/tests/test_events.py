@@ -91,7 +91,7 @@ def test_inference_on_an_event_model():
 
 
 def test_bad_event_input_is_named():
-    with pytest.raises(histfit.HistfitError, match=r"events\[\"obsData\"\]\[\"x\"\].*outside the domain"):
+    with pytest.raises(histfit.HistfitError, match=r"events\[\"obsData\"\]\[\"x\"\].*outside its domain"):
         histfit.open(inline(), events={"x": np.array([50.0, 70.0])})
     with pytest.raises(histfit.HistfitError, match=r"not an axis of the dataset"):
         histfit.open(inline(), events={"y": np.array([70.0])})

@@ -302,6 +302,41 @@ fn axes(d: &Value, place: &str) -> Result<Vec<Observable>> {
     Ok(observables)
 }
 
+/// What [`check_events`] found wrong: a column (by axis) or a weight (by event).
+enum Checked<'a> {
+    Column(&'a str),
+    Weight(usize),
+}
+
+/// The rules events keep wherever they come from: each inside its axis' domain (NaN is outside
+/// every one) and each weight finite and not negative; `place` names where a broken one is.
+fn check_events(
+    columns: &[Vec<f64>],
+    weights: Option<&[f64]>,
+    observables: &[Observable],
+    place: &dyn Fn(Checked) -> String,
+) -> Result<()> {
+    for (col, Observable { name, lo, hi }) in columns.iter().zip(observables) {
+        let outside = histfit_events::count_outside(col, *lo, *hi);
+        if outside > 0 {
+            return Err(err(
+                place(Checked::Column(name)),
+                format!("{outside} events with \"{name}\" outside its domain [{lo}, {hi}] (or not numbers)"),
+            ));
+        }
+    }
+    if let Some(i) = weights.and_then(|w| w.iter().position(|v| !(v.is_finite() && *v >= 0.0))) {
+        return Err(err(
+            place(Checked::Weight(i)),
+            format!(
+                "{}: weights must be finite and not negative",
+                weights.unwrap_or(&[])[i]
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Events the caller gave for a dataset: one column per axis (by name, put in axis order), all of
 /// one length and inside the domains, weights finite and not negative.
 fn supplied_events(
@@ -328,7 +363,7 @@ fn supplied_events(
     }
     let n = table.len();
     let mut columns = Vec::with_capacity(observables.len());
-    for Observable { name, lo, hi } in observables {
+    for Observable { name, .. } in observables {
         let k = table
             .names
             .iter()
@@ -341,13 +376,6 @@ fn supplied_events(
                 format!("{} values where the first column has {n}", col.len()),
             ));
         }
-        let outside = histfit_events::count_outside(col, *lo, *hi);
-        if outside > 0 {
-            return Err(err(
-                format!("{place}[\"{name}\"]"),
-                format!("{outside} events outside the domain [{lo}, {hi}] (or not numbers)"),
-            ));
-        }
         columns.push(col.clone());
     }
     if let Some(w) = &table.weights {
@@ -357,13 +385,16 @@ fn supplied_events(
                 format!("{} weights for {n} events", w.len()),
             ));
         }
-        if let Some(i) = w.iter().position(|v| !(v.is_finite() && *v >= 0.0)) {
-            return Err(err(
-                format!("{place}.weights[{i}]"),
-                format!("{}: weights must be finite and not negative", w[i]),
-            ));
-        }
     }
+    check_events(
+        &columns,
+        table.weights.as_deref(),
+        observables,
+        &|what| match what {
+            Checked::Column(name) => format!("{place}[\"{name}\"]"),
+            Checked::Weight(i) => format!("{place}.weights[{i}]"),
+        },
+    )?;
     if n == 0 {
         return Err(err(place, "no events"));
     }
@@ -395,15 +426,6 @@ fn inline_events(d: &Value, observables: &[Observable], place: &str) -> Result<E
             columns[k].push(v);
         }
     }
-    for (k, Observable { name: n, lo, hi }) in observables.iter().enumerate() {
-        let outside = histfit_events::count_outside(&columns[k], *lo, *hi);
-        if outside > 0 {
-            return Err(err(
-                place,
-                format!("{outside} events with \"{n}\" outside its domain [{lo}, {hi}]"),
-            ));
-        }
-    }
     let weights = match d.get("weights") {
         None => None,
         Some(w) => {
@@ -418,19 +440,23 @@ fn inline_events(d: &Value, observables: &[Observable], place: &str) -> Result<E
                 })?;
             let mut ws = Vec::with_capacity(w.len());
             for (e, v) in w.iter().enumerate() {
-                match v.as_f64() {
-                    Some(x) if x.is_finite() && x >= 0.0 => ws.push(x),
-                    _ => {
-                        return Err(err(
-                            format!("{place}.weights[{e}]"),
-                            "a weight is a finite number ≥ 0",
-                        ))
-                    }
-                }
+                ws.push(
+                    v.as_f64()
+                        .ok_or_else(|| err(format!("{place}.weights[{e}]"), "not a number"))?,
+                );
             }
             Some(ws)
         }
     };
+    check_events(
+        &columns,
+        weights.as_deref(),
+        observables,
+        &|what| match what {
+            Checked::Column(_) => place.to_string(),
+            Checked::Weight(e) => format!("{place}.weights[{e}]"),
+        },
+    )?;
     Ok(EventTable {
         names: observables.iter().map(|o| o.name.clone()).collect(),
         columns,

@@ -63,6 +63,8 @@ fn fail(key: impl Into<String>, rule: impl Into<String>) -> TreeError {
 struct Parsed {
     graph: Graph,
     branches: Vec<String>,
+    /// The key of the expression that first names each branch (where a missing one is said).
+    named_at: Vec<String>,
     columns: Vec<Id>,
     weight: Option<Id>,
     selection: Option<Id>,
@@ -71,12 +73,14 @@ struct Parsed {
 fn parse(src: &TreeSource) -> Result<Parsed, TreeError> {
     let mut graph = Graph::new();
     let mut branches: Vec<String> = Vec::new();
+    let mut named_at: Vec<String> = Vec::new();
     let mut one = |graph: &mut Graph, key: &str, text: &str| -> Result<Id, TreeError> {
         let mut resolve = |g: &mut Graph, name: &str| -> Result<Id, String> {
             let j = match branches.iter().position(|b| b == name) {
                 Some(j) => j,
                 None => {
                     branches.push(name.to_string());
+                    named_at.push(key.to_string());
                     branches.len() - 1
                 }
             };
@@ -105,6 +109,7 @@ fn parse(src: &TreeSource) -> Result<Parsed, TreeError> {
     Ok(Parsed {
         graph,
         branches,
+        named_at,
         columns,
         weight,
         selection,
@@ -114,7 +119,27 @@ fn parse(src: &TreeSource) -> Result<Parsed, TreeError> {
 /// Reads the tree's branches and computes the events.
 pub fn read(src: &TreeSource) -> Result<TreeEvents, TreeError> {
     let p = parse(src)?;
-    let values = histfit_events::read_branches(&src.file, &src.tree, &p.branches)
+    let mut tree = histfit_events::TreeFile::open(&src.file, &src.tree)
+        .map_err(|e| fail("", e.to_string()))?;
+    // A name that is no branch is said at the expression that uses it.
+    let have = tree.branches();
+    if let Some(j) = p.branches.iter().position(|b| !have.contains(&b.as_str())) {
+        return Err(fail(
+            &p.named_at[j],
+            format!(
+                "\"{}\" is no branch of tree \"{}\" in {} (it has {})",
+                p.branches[j],
+                src.tree,
+                src.file.display(),
+                have.join(", ")
+            ),
+        ));
+    }
+    let values = p
+        .branches
+        .iter()
+        .map(|b| tree.read(b))
+        .collect::<Result<Vec<_>, _>>()
         .map_err(|e| fail("", e.to_string()))?;
     let n = values.first().map_or(0, Vec::len);
     let n_obs = src.columns.len();

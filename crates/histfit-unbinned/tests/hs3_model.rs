@@ -245,7 +245,7 @@ fn bad_documents_name_the_place_and_the_rule() {
                 d["data"][0]["weights"][4] = json!(-1.0);
                 d
             },
-            "data[0] (\"obsData\").weights[4]: a weight is a finite number ≥ 0",
+            "data[0] (\"obsData\").weights[4]: -1: weights must be finite and not negative",
         ),
         (
             {

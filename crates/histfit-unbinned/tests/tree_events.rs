@@ -126,8 +126,8 @@ fn bad_tree_sources_are_named() {
         (
             "selection",
             json!("ptt > 10"),
-            "histfit_source",
-            "no such branch (it has mass, pt, n, big, flag, u, s, b, w)",
+            "histfit_source.selection",
+            "\"ptt\" is no branch of tree \"events\" in",
         ),
         (
             "weight",
