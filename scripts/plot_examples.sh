@@ -18,7 +18,7 @@ mkdir -p "$D" "$P"
 "$H" yields "$W" --postfit --json -o "$D/yields_postfit_tHu.json"
 # The event-level example (its events: python examples/unbinned/make_events.py).
 if [ -f examples/unbinned/events.parquet ]; then
-    "$H" distributions examples/unbinned/model.json --json -o "$D/distributions_unbinned.json" 2>/dev/null
+    "$H" distributions examples/unbinned/model.json --json -o "$D/distributions_unbinned.json"
 fi
 LBB=../shared/fixtures/external/1Lbb
 if [ -f "$LBB/BkgOnly.json" ]; then

@@ -738,7 +738,7 @@ fn sample_names(channels: &[Value]) -> Result<Vec<String>, PlotError> {
 
 /// An event-level fit (`histfit distributions --json`): per channel, the events histogrammed
 /// (points with √Σw² bars), the expected counts per bin in total (a solid step) and per
-/// component (dashed steps), and the pulls (count − expected) / √expected under it.
+/// component (dashed steps), and the pulls (Σw − expected) / √(expected · Σw²/Σw) under it.
 pub fn distributions(doc: &Value) -> Result<Figure, PlotError> {
     let channels = list_field(doc, "channels", "distributions", "histfit distributions")?;
     if channels.is_empty() {

@@ -1285,7 +1285,8 @@ fn distributions(
     let e = py
         .detach(|| histfit_infer::parameter_estimate(&mut ev, &d, &o, !prefit))
         .map_err(infer_err)?;
-    let (channels, notes) = histfit_unbinned::histogram::histograms(&events, &e.params, bins);
+    let (channels, notes) =
+        histfit_unbinned::histogram::histograms(&events, &e.params, bins).map_err(bad)?;
     let channels: Vec<serde_json::Value> = channels.iter().map(|c| c.document()).collect();
     to_json(&serde_json::json!({
         "kind": "distributions", "postfit": !prefit, "par_names": events.space.names,

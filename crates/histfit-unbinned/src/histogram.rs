@@ -3,11 +3,14 @@
 //! point, in total and per component (the summands of a mixture), with the pulls.
 //!
 //! A bin's expected count is the integral of the channel's event density over the bin (8-point
-//! Gauss–Legendre on each bin, on the same graph the likelihood evaluates): ν f(x) for an
+//! Gauss–Legendre on pieces of each bin, on the same graph the likelihood evaluates): ν f(x) for an
 //! extended channel; N f(x) for one that is not, N the events' Σw (the fit fixes only the shape
 //! there). The components are the mixture's summands c·f, scaled alike. A channel of several
 //! observables (a product) is left out and said: its projections need integrals over the other
-//! observables, not drawn yet.
+//! observables, not drawn yet. The pulls are (Σw − ν)/√(ν r), r = Σw²/Σw of the bin: the
+//! Poisson spread of the expectation, scaled for weighted events (r = 1 without weights). Each
+//! bin is integrated on at least 512 / bins pieces, so that a narrow peak in a wide bin is not
+//! missed; an expectation that is not finite or negative is an error naming the bin.
 
 use crate::model::UnbinnedModel;
 use crate::pdf::GL8;
@@ -30,7 +33,9 @@ pub struct ChannelHistogram {
     pub expected: Vec<f64>,
     /// Expected counts per bin of each component (name, counts).
     pub components: Vec<(String, Vec<f64>)>,
-    /// (count − expected) / √expected per bin (0 where nothing is expected).
+    /// (Σw − expected) / √(expected · Σw²/Σw) per bin, Σw²/Σw the bin's (the channel's where
+    /// it is empty; (count − expected) / √expected for unweighted events; 0 where nothing is
+    /// expected).
     pub pulls: Vec<f64>,
 }
 
@@ -54,7 +59,7 @@ pub fn histograms(
     model: &UnbinnedModel,
     params: &[f64],
     bins: usize,
-) -> (Vec<ChannelHistogram>, Vec<String>) {
+) -> Result<(Vec<ChannelHistogram>, Vec<String>), String> {
     let g = &model.graph;
     let mut vals = vec![0.0; g.ops().len()];
     let mut out = Vec::new();
@@ -68,8 +73,13 @@ pub fn histograms(
             ));
             continue;
         };
-        let column = model.columns.iter().position(|n| n == &obs.name);
-        let Some(column) = column else { continue };
+        let Some(column) = model.columns.iter().position(|n| n == &obs.name) else {
+            notes.push(format!(
+                "channel \"{}\": its observable \"{}\" is no column of the events",
+                c.name, obs.name
+            ));
+            continue;
+        };
         let bins = bins.max(1);
         let width = (obs.hi - obs.lo) / bins as f64;
         let edges: Vec<f64> = (0..=bins).map(|i| obs.lo + width * i as f64).collect();
@@ -77,7 +87,8 @@ pub fn histograms(
         let (mut counts, mut sumw2) = (vec![0.0; bins], vec![0.0; bins]);
         let xs = &table.columns[0];
         for (i, &x) in xs.iter().enumerate() {
-            let k = (((x - obs.lo) / width) as usize).min(bins - 1);
+            // (By the edges themselves, so that an event on an edge is in the bin it opens.)
+            let k = edges.partition_point(|e| *e <= x).clamp(1, bins) - 1;
             let w = table.weights.as_ref().map_or(1.0, |w| w[i]);
             counts[k] += w;
             sumw2[k] += w * w;
@@ -87,33 +98,60 @@ pub fn histograms(
             false => table.sum_of_weights(),
         };
         let mut columns = vec![f64::NAN; model.columns.len()];
+        // Each bin integrated on pieces small enough for a narrow peak: at least 512 pieces of
+        // 8 points over the domain.
+        let pieces = 512usize.div_ceil(bins);
+        let h = width / pieces as f64;
         let mut integrate = |node, log: bool| -> Vec<f64> {
             let needed = g.needed(node);
             (0..bins)
                 .map(|k| {
-                    let mid = edges[k] + 0.5 * width;
-                    let sum: f64 = GL8
-                        .iter()
-                        .map(|(u, w)| {
-                            columns[column] = mid + 0.5 * width * u;
+                    let sum: f64 = (0..pieces)
+                        .flat_map(|q| GL8.iter().map(move |gl| (q, gl)))
+                        .map(|(q, (u, w))| {
+                            let mid = edges[k] + (q as f64 + 0.5) * h;
+                            columns[column] = mid + 0.5 * h * u;
                             let v = g.value_of(&needed, params, &columns, &mut vals);
                             w * if log { v.exp() } else { v }
                         })
                         .sum();
-                    scale * 0.5 * width * sum
+                    scale * 0.5 * h * sum
                 })
                 .collect()
         };
         let expected = integrate(c.event_term, true);
+        if let Some(k) = expected.iter().position(|e| !(e.is_finite() && *e >= 0.0)) {
+            return Err(format!(
+                "channel \"{}\": the expected count of bin {k} ([{}, {}]) is {} (the density is not defined or not finite there at these parameters)",
+                c.name,
+                edges[k],
+                edges[k + 1],
+                expected[k]
+            ));
+        }
         let components = c
             .components
             .iter()
             .map(|(name, id)| (name.clone(), integrate(*id, false)))
             .collect();
-        let pulls = counts
-            .iter()
-            .zip(&expected)
-            .map(|(&n, &e)| if e > 0.0 { (n - e) / e.sqrt() } else { 0.0 })
+        // The expected spread of a bin's Σw: ν r_k with r_k = Σw²/Σw of the bin (the
+        // channel's where the bin is empty; 1 for unweighted events: Poisson's √ν).
+        let (sw, sw2): (f64, f64) = (counts.iter().sum(), sumw2.iter().sum());
+        let r = if sw > 0.0 { sw2 / sw } else { 1.0 };
+        let pulls = (0..bins)
+            .map(|k| {
+                let rk = if counts[k] > 0.0 {
+                    sumw2[k] / counts[k]
+                } else {
+                    r
+                };
+                let e = expected[k];
+                if e > 0.0 {
+                    (counts[k] - e) / (e * rk).sqrt()
+                } else {
+                    0.0
+                }
+            })
             .collect();
         out.push(ChannelHistogram {
             channel: c.name.clone(),
@@ -127,5 +165,5 @@ pub fn histograms(
             pulls,
         });
     }
-    (out, notes)
+    Ok((out, notes))
 }

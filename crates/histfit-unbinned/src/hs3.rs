@@ -598,8 +598,9 @@ struct Built {
     log_density: Id,
     constraint: Option<Id>,
     expected: Option<Id>,
-    /// A mixture's summands with their coefficients, (name, c·f per event): with yields they
-    /// sum to the event density ν f, with fractions to f. Empty for other distributions.
+    /// A mixture's summands with their coefficients, (name, c·f per event): extended they sum
+    /// to the event density ν f, otherwise to f (yields divided by their sum). A product passes
+    /// on those of its one factor over the events. Empty for other distributions.
     components: Vec<(String, Id)>,
 }
 
@@ -1192,10 +1193,14 @@ impl<'a> Builder<'a> {
                 let mut logs = Vec::new();
                 let mut constraints = Vec::new();
                 let mut expected = None;
+                // The components of the one factor over the events (a mixture times its
+                // constraints, as ROOT exports constrained models): the plot draws them.
+                let mut over_events = Vec::new();
                 for f in &factors {
                     let b = self.distribution(f, p)?;
                     if self.g.varying(b.log_density) {
                         logs.push(b.log_density);
+                        over_events.push(b.components);
                     } else {
                         constraints.push(self.constraint(f, b.log_density, p)?);
                     }
@@ -1208,11 +1213,15 @@ impl<'a> Builder<'a> {
                     }
                 }
                 let log_density = self.g.sum(&logs);
+                let components = match over_events.len() {
+                    1 => over_events.pop().unwrap_or_default(),
+                    _ => Vec::new(),
+                };
                 Built {
                     log_density,
                     constraint: (!constraints.is_empty()).then(|| self.g.sum(&constraints)),
                     expected,
-                    components: Vec::new(),
+                    components,
                 }
             }
             "mixture_dist" => self.mixture(d, p)?,
@@ -1343,6 +1352,13 @@ impl<'a> Builder<'a> {
             // Yields: the density is Σ ν_p f_p / Σ ν_p.
             let nu = self.g.sum(&coeffs);
             let lnu = self.g.log(nu);
+            if !extended {
+                // Not extended, the components are the density's parts ν_p f_p / Σ ν: they sum
+                // to f, as a fraction mixture's do.
+                for (_, c) in components.iter_mut() {
+                    *c = self.g.div(*c, nu);
+                }
+            }
             (self.g.sub(log_sum, lnu), extended.then_some(nu))
         };
         Ok(Built {

@@ -131,16 +131,16 @@ pub fn read(src: &TreeSource) -> Result<TreeEvents, TreeError> {
                 p.branches[j],
                 src.tree,
                 src.file.display(),
-                have.join(", ")
+                listed(&have)
             ),
         ));
     }
     let values = p
         .branches
         .iter()
-        .map(|b| tree.read(b))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| fail("", e.to_string()))?;
+        .zip(&p.named_at)
+        .map(|(b, at)| tree.read(b).map_err(|e| fail(at, e.to_string())))
+        .collect::<Result<Vec<_>, _>>()?;
     let n = values.first().map_or(0, Vec::len);
     let n_obs = src.columns.len();
     let mut table = EventTable {
@@ -213,4 +213,12 @@ pub fn read(src: &TreeSource) -> Result<TreeEvents, TreeError> {
         not_selected,
         dropped,
     })
+}
+
+/// Names for a message: all of them up to 20, else the first 20 and how many more.
+fn listed(names: &[&str]) -> String {
+    match names.len() {
+        0..=20 => names.join(", "),
+        n => format!("{}, … and {} more", names[..20].join(", "), n - 20),
+    }
 }

@@ -14,7 +14,7 @@ fn expected_counts_per_bin_are_the_integrals_of_the_components() {
     let m = open(&doc, &Choice::default()).unwrap();
     let p = vec![900.0, 2100.0, 91.0, 2.5, -0.03]; // nsig, nbkg, mean, sigma, lambda
     assert_eq!(m.space.names, ["nsig", "nbkg", "mean", "sigma", "lambda"]);
-    let (h, notes) = histograms(&m, &p, 30);
+    let (h, notes) = histograms(&m, &p, 30).unwrap();
     assert!(notes.is_empty());
     let c = &h[0];
     assert_eq!((c.edges.len(), c.edges[0], c.edges[30]), (31, 60.0, 120.0));
@@ -45,4 +45,71 @@ fn expected_counts_per_bin_are_the_integrals_of_the_components() {
         let pull = (c.counts[k] - c.expected[k]) / c.expected[k].sqrt();
         assert!((c.pulls[k] - pull).abs() < 1e-12);
     }
+}
+
+/// Weighted events: Σw per bin with √Σw² bars, and pulls on the expected spread scaled by
+/// Σw²/Σw (here every weight 2: twice the Poisson variance).
+#[test]
+fn weighted_events_are_counted_by_their_weights() {
+    let path = histfit_testutil::fixture("events/gauss_exp.inline.json");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let plain = open(&doc, &Choice::default()).unwrap();
+    let x = plain.observed.channels[0].columns[0].clone();
+    let table = histfit_compute::EventTable {
+        names: vec!["x".into()],
+        weights: Some(vec![2.0; x.len()]),
+        columns: vec![x],
+    };
+    let choice = Choice {
+        events: vec![("obsData".into(), table)],
+        ..Choice::default()
+    };
+    let weighted = open(&doc, &choice).unwrap();
+    let p = vec![1800.0, 4200.0, 91.0, 2.5, -0.03];
+    let (h, _) = histograms(&weighted, &p, 10).unwrap();
+    let (u, _) = histograms(&plain, &p, 10).unwrap();
+    for k in 0..10 {
+        assert_eq!(h[0].counts[k], 2.0 * u[0].counts[k]);
+        assert_eq!(h[0].errors[k], (4.0 * u[0].counts[k]).sqrt());
+        let e = h[0].expected[k];
+        let pull = (h[0].counts[k] - e) / (2.0 * e).sqrt();
+        assert!((h[0].pulls[k] - pull).abs() < 1e-12, "bin {k}");
+    }
+}
+
+/// One bin over the whole domain holds the whole expectation (a narrow peak inside a wide bin
+/// is integrated on pieces); a mixture of yields that is not extended draws its components as
+/// shares of the events (they add up to the events' count, not to N · Σν).
+#[test]
+fn wide_bins_and_mixtures_that_are_not_extended() {
+    let path = histfit_testutil::fixture("events/gauss_exp.inline.json");
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let m = open(&doc, &Choice::default()).unwrap();
+    let p = vec![900.0, 2100.0, 91.0, 0.6, -0.03];
+    let (h, _) = histograms(&m, &p, 1).unwrap();
+    assert!(
+        (h[0].expected[0] - 3000.0).abs() < 1e-9 * 3000.0,
+        "{}",
+        h[0].expected[0]
+    );
+    assert!((h[0].components[0].1[0] - 900.0).abs() < 1e-9 * 900.0);
+    // The same mixture, not extended: the expectation is the events' count N = 3000 split by
+    // the yields' shares.
+    let dists = doc["distributions"].as_array_mut().unwrap();
+    let mix = dists
+        .iter_mut()
+        .find(|d| d["type"] == "mixture_dist")
+        .unwrap();
+    mix["extended"] = serde_json::json!(false);
+    let m = open(&doc, &Choice::default()).unwrap();
+    let p = vec![1000.0, 3000.0, 91.0, 2.5, -0.03];
+    let (h, _) = histograms(&m, &p, 20).unwrap();
+    let c = &h[0];
+    let total: f64 = c.expected.iter().sum();
+    let shares: Vec<f64> = c.components.iter().map(|(_, v)| v.iter().sum()).collect();
+    assert!((total - 3000.0).abs() < 1e-9 * 3000.0, "{total}");
+    assert!((shares[0] - 750.0).abs() < 1e-9 * 750.0, "{shares:?}");
+    assert!((shares[1] - 2250.0).abs() < 1e-9 * 2250.0, "{shares:?}");
 }

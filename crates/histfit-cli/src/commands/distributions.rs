@@ -35,11 +35,15 @@ pub fn run(a: Args) -> Result<ExitCode> {
             "distributions draws event-level (HS3) models; a binned workspace's counts per bin are `histfit yields`"
         );
     };
+    if a.fit.asimov {
+        bail!("distributions draws the observed events; the Asimov dataset is not drawn yet");
+    }
     let e = histfit_infer::parameter_estimate(&mut eval, &data, &base, !a.prefit)?;
     if let Some(r) = e.fit.as_ref().filter(|r| !r.converged) {
         eprintln!("warning: the fit did not converge: {}", r.reason);
     }
-    let (channels, notes) = histograms(events, &e.params, a.bins as usize);
+    let (channels, notes) = histograms(events, &e.params, a.bins as usize)
+        .map_err(|e| anyhow::anyhow!("{source}: {e}"))?;
     for n in &notes {
         eprintln!("note: {n}");
     }
@@ -54,7 +58,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
                 &source,
                 &model,
                 &json!({"kind": "distributions", "postfit": !a.prefit, "par_names": names,
-                        "parameters": e.params, "channels": doc}),
+                        "parameters": e.params, "channels": doc, "notes": notes}),
             )
         },
         || text(&channels, !a.prefit),

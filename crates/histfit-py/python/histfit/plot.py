@@ -220,5 +220,5 @@ def contour(doc: Document):
 def distributions(doc: Document):
     """An event-level fit: per channel the events histogrammed (points with √Σw² bars), the
     expected counts per bin of the fit (solid) and of each component (dashed), and the pulls
-    (count − expected) / √expected in the panel under it."""
+    (Σw − expected) / √(expected · Σw²/Σw) in the panel under it."""
     return _draw(figure_data("distributions", doc))
