@@ -604,20 +604,9 @@ impl NativeModel {
         let p = self.params(&pars)?;
         let d = self.dataset(Some(data))?;
         let (v, g) = py
-            .detach(|| {
-                self.with_cpu(|ev| {
-                    let mut g = vec![0.0; p.len()];
-                    ev.nll_grad(&p, &d, &mut g).map(|v| (v, g))
-                })
-            })
+            .detach(|| self.with_cpu(|ev| twice_nll_grad(ev, &p, &d)))
             .map_err(compute_err)?;
-        Ok((
-            2.0 * v,
-            g.into_iter()
-                .map(|x| 2.0 * x)
-                .collect::<Vec<_>>()
-                .into_pyarray(py),
-        ))
+        Ok((v, g.into_pyarray(py)))
     }
     /// −2 ln L at `pars` with the given samples' yields, its gradient with respect to the
     /// parameters, and with respect to the yields (one array per input, in order).
@@ -888,21 +877,21 @@ impl NativeEvents {
         let p = params_of(space.names.len(), &pars)?;
         let d = self.likelihood.observed();
         let (v, g) = py
-            .detach(|| {
-                self.with_cpu(|ev| {
-                    let mut g = vec![0.0; p.len()];
-                    ev.nll_grad(&p, &d, &mut g).map(|v| (v, g))
-                })
-            })?
+            .detach(|| self.with_cpu(|ev| twice_nll_grad(ev, &p, &d)))?
             .map_err(compute_err)?;
-        Ok((
-            2.0 * v,
-            g.into_iter()
-                .map(|x| 2.0 * x)
-                .collect::<Vec<_>>()
-                .into_pyarray(py),
-        ))
+        Ok((v, g.into_pyarray(py)))
     }
+}
+
+/// −2 ln L at `p` and its gradient, from an evaluator of either kind.
+fn twice_nll_grad<E: Evaluator + ?Sized>(
+    ev: &mut E,
+    p: &[f64],
+    d: &Dataset,
+) -> histfit_compute::Result<(f64, Vec<f64>)> {
+    let mut g = vec![0.0; p.len()];
+    let v = ev.nll_grad(p, d, &mut g)?;
+    Ok((2.0 * v, g.into_iter().map(|x| 2.0 * x).collect()))
 }
 
 /// A parameter vector of `n` values.
