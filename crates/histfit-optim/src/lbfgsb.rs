@@ -309,8 +309,10 @@ impl Lbfgsb {
         }
         self.dg0 = dot(&self.d, &self.g);
         let dnorm = self.d.iter().map(|v| v * v).sum::<f64>().sqrt();
-        // Trust the model's predicted decrease only once it has curvature information.
-        if self.k() > 0 && self.dg0 < 0.0 && -0.5 * self.dg0 <= self.opts.edm {
+        // Trust the model's predicted decrease only once it has curvature information. A
+        // decrease below f's own rounding (a few ulp of |f|: a sum over a million events is
+        // of order 10⁷) cannot be found by a line search; asking for it costs its 20 trials.
+        if self.k() > 0 && self.dg0 < 0.0 && -0.5 * self.dg0 <= self.edm_floor() {
             let pg = self.projected_gradient_norm();
             return self.finish(Status::Converged(format!(
                 "estimated distance to minimum {:.1e} below tolerance (projected gradient {pg:.2e})",
@@ -472,6 +474,12 @@ impl Lbfgsb {
                 "line search failed to reduce f (estimated distance to minimum {edm:.1e}, projected gradient {pg:.2e})"
             ))
         })
+    }
+
+    /// The EDM below which an iteration stops: the tolerance, or f's rounding where that is
+    /// larger (4 ulp of |f|; below |f| ≈ 10⁴ the tolerance 1e-11 is the larger).
+    fn edm_floor(&self) -> f64 {
+        self.opts.edm.max(4.0 * f64::EPSILON * self.f.abs())
     }
 
     fn reset_memory(&mut self) {

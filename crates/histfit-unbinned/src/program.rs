@@ -28,7 +28,8 @@ pub struct Program {
     slot: Vec<u32>,
     /// Uniform nodes read by varying ones: where the blocks' adjoints land.
     boundary: Vec<u32>,
-    boundary_index: Vec<u32>,
+    /// The backward pass's view of each varying node (aligned with `varying`).
+    steps: Vec<Step>,
     event: Id,
     uniform_term: Id,
     /// Graph columns the program reads.
@@ -54,8 +55,17 @@ impl Src<'_> {
 
 const NONE: u32 = u32::MAX;
 
-/// Whether blocks use AVX2 where the processor has it (tests switch it off to compare bits).
+/// Whether blocks use AVX2 and FMA where the processor has them (tests switch it off to compare
+/// bits).
 static WIDE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Whether to run the wide build: allowed, and the processor has AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+fn wide() -> bool {
+    WIDE.load(std::sync::atomic::Ordering::Relaxed)
+        && std::is_x86_feature_detected!("avx2")
+        && std::is_x86_feature_detected!("fma")
+}
 
 impl Program {
     /// The program of U − Σ w E for the event term `event` and the uniform term `uniform`.
@@ -92,13 +102,46 @@ impl Program {
         }
         columns.sort_unstable();
         columns.dedup();
+        // A node whose value no parameter moves (a column, a constant, a function of them)
+        // takes no adjoint: the backward pass skips it.
+        let mut moves = vec![false; ops.len()];
+        for (i, op) in ops.iter().enumerate() {
+            moves[i] = match op {
+                Op::Param(_) => true,
+                Op::Const(_) | Op::Column(_) => false,
+                op => op.args().any(|a| moves[a.0 as usize]),
+            };
+        }
+        let steps = var
+            .iter()
+            .map(|&v| {
+                let op = ops[v as usize];
+                let mut args = [Arg::Var(0); 3];
+                let mut takes = [false; 3];
+                for (m, a) in op.args().enumerate() {
+                    let a = a.0 as usize;
+                    args[m] = if slot[a] == NONE {
+                        Arg::Uni(boundary_index[a])
+                    } else {
+                        Arg::Var(slot[a])
+                    };
+                    takes[m] = moves[a];
+                }
+                Step {
+                    op,
+                    moves: moves[v as usize] && !matches!(op, Op::Column(_)),
+                    args,
+                    takes,
+                }
+            })
+            .collect();
         Program {
+            steps,
             ops,
             uniform: uni,
             varying: var,
             slot,
             boundary,
-            boundary_index,
             event,
             uniform_term: uniform,
             columns,
@@ -187,7 +230,7 @@ impl Program {
         let mut s = Scratch::new(self.varying.len(), false);
         for start in (0..n).step_by(BLOCK) {
             let len = BLOCK.min(n - start);
-            self.forward_block(&uni, columns, start, len, &mut s);
+            self.forward_any(&uni, columns, start, len, &mut s);
             let o = self.slot[e] as usize * BLOCK;
             out.extend_from_slice(&s.vals[o..o + len]);
         }
@@ -233,7 +276,7 @@ impl Program {
                     col.extend(std::iter::repeat_n(ut[e], len));
                     continue;
                 }
-                self.forward_block(&uni, columns, start, len, &mut s);
+                self.forward_any(&uni, columns, start, len, &mut s);
                 for (k, &i) in self.varying.iter().enumerate() {
                     let op = self.ops[i as usize];
                     let vals = &s.vals;
@@ -322,6 +365,9 @@ impl Program {
         let nb = self.boundary.len();
         let task = |t: usize| -> Vec<(f64, Vec<f64>)> {
             let mut scratch = Scratch::new(self.varying.len(), grad);
+            if grad {
+                scratch.broadcast(&self.boundary, uni);
+            }
             let lo = t * BLOCKS_PER_TASK;
             let hi = ((t + 1) * BLOCKS_PER_TASK).min(n_blocks);
             (lo..hi)
@@ -359,22 +405,53 @@ impl Program {
     }
 
     /// One block (see [`block_body`](Self::block_body)), with AVX2's four-lane instructions
-    /// where the processor has them: the same operations in the same order, so the same bits
-    /// (Rust contracts no multiply-add into an FMA), only wider.
+    /// and fused multiply-adds where the processor has them: the same operations in the same
+    /// order, so the same bits (Rust contracts no multiply-add into an FMA by itself, and the
+    /// ones written as `mul_add` round once either way), only wider.
     fn block(&self, at: Block<'_>, s: &mut Scratch, badj: Option<&mut [f64]>) -> f64 {
         #[cfg(target_arch = "x86_64")]
-        if WIDE.load(std::sync::atomic::Ordering::Relaxed) && std::is_x86_feature_detected!("avx2")
-        {
-            // SAFETY: the processor has AVX2 (checked just above).
+        if wide() {
+            // SAFETY: the processor has AVX2 and FMA (checked just above).
             return unsafe { self.block_avx2(at, s, badj) };
         }
         self.block_body(at, s, badj)
     }
 
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
+    #[target_feature(enable = "avx2,fma")]
     unsafe fn block_avx2(&self, at: Block<'_>, s: &mut Scratch, badj: Option<&mut [f64]>) -> f64 {
         self.block_body(at, s, badj)
+    }
+
+    /// [`forward_block`](Self::forward_block) in the wide build where the processor has it
+    /// (for the callers outside a fit's evaluation: densities, per-event scores).
+    fn forward_any(
+        &self,
+        uni: &[f64],
+        columns: &[&[f64]],
+        start: usize,
+        len: usize,
+        s: &mut Scratch,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if wide() {
+            // SAFETY: the processor has AVX2 and FMA (checked just above).
+            return unsafe { self.forward_avx2(uni, columns, start, len, s) };
+        }
+        self.forward_block(uni, columns, start, len, s)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn forward_avx2(
+        &self,
+        uni: &[f64],
+        columns: &[&[f64]],
+        start: usize,
+        len: usize,
+        s: &mut Scratch,
+    ) {
+        self.forward_block(uni, columns, start, len, s)
     }
 
     /// One block: forward over the varying nodes, Σ w E, and the backward pass into `badj`.
@@ -397,139 +474,165 @@ impl Program {
         let Some(badj) = badj else {
             return sum;
         };
-        let Scratch { vals, adj, bcast } = s;
-        adj.iter_mut().for_each(|a| *a = 0.0);
+        let Scratch {
+            vals,
+            adj,
+            written,
+            ubuf,
+        } = s;
+        written.fill(false);
+        let e_slot = self.slot[self.event.0 as usize] as usize;
         match weights {
             Some(w) => adj[e_off..e_off + len].copy_from_slice(w),
             None => adj[e_off..e_off + len].fill(1.0),
         }
-        for (k, &i) in self.varying.iter().enumerate().rev() {
-            let op = self.ops[i as usize];
-            if matches!(op, Op::Column(_)) {
+        written[e_slot] = true;
+        for (k, step) in self.steps.iter().enumerate().rev() {
+            // A node no parameter moves, or one no later node read (adjoint 0), adds nothing.
+            if !step.moves || !written[k] {
                 continue;
             }
-            // Every argument as a slice over the block (a uniform one broadcast), so that the
-            // loops below hold no branch on where an argument lives and vectorise.
-            let mut args: [&[f64]; 3] = [&[]; 3];
-            let mut ids = [Id(0); 3];
-            for (m, a) in op.args().enumerate() {
-                ids[m] = a;
-                if self.slot[a.0 as usize] == NONE {
-                    bcast[m * BLOCK..m * BLOCK + len].fill(uni[a.0 as usize]);
-                }
-            }
-            for (m, &a) in ids.iter().enumerate().take(op.args().count()) {
-                let j = self.slot[a.0 as usize];
-                args[m] = if j == NONE {
-                    &bcast[m * BLOCK..m * BLOCK + len]
-                } else {
-                    &vals[j as usize * BLOCK..j as usize * BLOCK + len]
+            let n_args = step.op.args().count();
+            let mut x: [&[f64]; 3] = [&[]; 3];
+            for (m, arg) in step.args.iter().enumerate().take(n_args) {
+                x[m] = match *arg {
+                    Arg::Var(j) => &vals[j as usize * BLOCK..j as usize * BLOCK + len],
+                    Arg::Uni(b) => &ubuf[b as usize * BLOCK..b as usize * BLOCK + len],
                 };
             }
             let (before, rest) = adj.split_at_mut(k * BLOCK);
-            let a_v = &rest[..len];
-            let v = &vals[k * BLOCK..k * BLOCK + len];
-            let target = |a: Id| -> Target {
-                let j = self.slot[a.0 as usize];
-                if j == NONE {
-                    Target::S(self.boundary_index[a.0 as usize] as usize)
-                } else {
-                    Target::V(j as usize * BLOCK)
-                }
+            let node = Node {
+                v: &vals[k * BLOCK..k * BLOCK + len],
+                a: &rest[..len],
+                x,
             };
-            backward(op, v, a_v, args, &target, before, badj);
+            backward(step, node, before, written, badj);
         }
         sum
     }
 }
 
-/// Where an argument's adjoint goes: its buffer (at this offset in the block's adjoints) or
-/// the boundary node's sum (this index).
-#[derive(Clone, Copy)]
-enum Target {
-    V(usize),
-    S(usize),
+/// A varying node as the backward pass sees it: the operation, whether any parameter moves
+/// it, and where each argument lives and whether it takes an adjoint.
+#[derive(Debug, Clone, Copy)]
+struct Step {
+    op: Op,
+    moves: bool,
+    args: [Arg; 3],
+    takes: [bool; 3],
+}
+
+/// Where an argument of a varying node lives: a varying node's buffer slot, or a uniform
+/// node's index among the boundary nodes (its broadcast buffer, its adjoint's sum).
+#[derive(Debug, Clone, Copy)]
+enum Arg {
+    Var(u32),
+    Uni(u32),
+}
+
+/// One varying node over a block: its values, its adjoints, its arguments' values.
+struct Node<'a> {
+    v: &'a [f64],
+    a: &'a [f64],
+    x: [&'a [f64]; 3],
 }
 
 /// The backward step of one varying node over a block: adjoint `a` of the node (value `v`)
-/// times each partial derivative, added into each argument's adjoint — one loop per operation
-/// and argument, over the arguments' values `x` (each a slice over the block). An event whose
-/// adjoint is 0 here (a branch a Select did not take) adds nothing, even where that branch's
-/// derivative is not finite: the partial is computed for every event and discarded by a
-/// select, which vectorises where a branch would not.
+/// times each partial derivative, added into each argument's adjoint — its buffer (the first
+/// contribution a block makes assigns it, so no buffer is zeroed) or its boundary sum — one
+/// loop per operation and argument, over the arguments' values `x`. An event whose adjoint is
+/// 0 here (a branch a Select did not take) adds nothing, even where that branch's derivative is
+/// not finite: the partial is computed for every event and discarded by a select, which
+/// vectorises where a branch would not.
 // The partials are written as they are: −1 times the adjoint reads as the rule it is.
 #[allow(clippy::neg_multiply)]
 #[inline(always)]
-fn backward(
-    op: Op,
-    v: &[f64],
-    a: &[f64],
-    x: [&[f64]; 3],
-    target: &dyn Fn(Id) -> Target,
-    adj: &mut [f64],
-    badj: &mut [f64],
-) {
+fn backward(step: &Step, node: Node<'_>, adj: &mut [f64], written: &mut [bool], badj: &mut [f64]) {
+    let Node { v, a, x } = node;
     let n = a.len();
     let [x0, x1, _] = x;
     macro_rules! acc {
-        ($arg:expr, |$i:ident| $d:expr) => {{
-            match target($arg) {
-                Target::V(o) => {
-                    let t = &mut adj[o..o + n];
-                    for $i in 0..n {
-                        let d = a[$i] * ($d);
-                        t[$i] += if a[$i] != 0.0 { d } else { 0.0 };
+        ($m:expr, |$i:ident| $d:expr) => {{
+            if step.takes[$m] {
+                match step.args[$m] {
+                    Arg::Var(j) => {
+                        let o = j as usize * BLOCK;
+                        let t = &mut adj[o..o + n];
+                        if written[j as usize] {
+                            for $i in 0..n {
+                                let d = a[$i] * ($d);
+                                t[$i] += if a[$i] != 0.0 { d } else { 0.0 };
+                            }
+                        } else {
+                            for $i in 0..n {
+                                let d = a[$i] * ($d);
+                                t[$i] = if a[$i] != 0.0 { d } else { 0.0 };
+                            }
+                            written[j as usize] = true;
+                        }
                     }
-                }
-                Target::S(b) => {
-                    let mut acc = 0.0;
-                    for $i in 0..n {
-                        let d = a[$i] * ($d);
-                        acc += if a[$i] != 0.0 { d } else { 0.0 };
+                    Arg::Uni(b) => {
+                        // LANES partial sums, each over every LANES-th event, combined in a
+                        // fixed tree: the loop vectorises (one running sum would chain every
+                        // addition).
+                        let mut lanes = [0.0; LANES];
+                        let whole = n / LANES * LANES;
+                        for c in 0..n / LANES {
+                            for k in 0..LANES {
+                                let $i = c * LANES + k;
+                                let d = a[$i] * ($d);
+                                lanes[k] += if a[$i] != 0.0 { d } else { 0.0 };
+                            }
+                        }
+                        for (k, l) in lanes.iter_mut().enumerate().take(n - whole) {
+                            let $i = whole + k;
+                            let d = a[$i] * ($d);
+                            *l += if a[$i] != 0.0 { d } else { 0.0 };
+                        }
+                        badj[b as usize] += combine(&lanes);
                     }
-                    badj[b] += acc;
                 }
             }
         }};
     }
-    match op {
-        Op::Add(p, q) => {
-            acc!(p, |_i| 1.0);
-            acc!(q, |_i| 1.0);
+    match step.op {
+        Op::Add(_, _) => {
+            acc!(0, |_i| 1.0);
+            acc!(1, |_i| 1.0);
         }
-        Op::Sub(p, q) => {
-            acc!(p, |_i| 1.0);
-            acc!(q, |_i| -1.0);
+        Op::Sub(_, _) => {
+            acc!(0, |_i| 1.0);
+            acc!(1, |_i| -1.0);
         }
-        Op::Mul(p, q) => {
-            acc!(p, |i| x1[i]);
-            acc!(q, |i| x0[i]);
+        Op::Mul(_, _) => {
+            acc!(0, |i| x1[i]);
+            acc!(1, |i| x0[i]);
         }
-        Op::Div(p, q) => {
-            acc!(p, |i| 1.0 / x1[i]);
-            acc!(q, |i| -v[i] / x1[i]);
+        Op::Div(_, _) => {
+            acc!(0, |i| 1.0 / x1[i]);
+            acc!(1, |i| -v[i] / x1[i]);
         }
-        Op::Pow(p, q) => {
-            acc!(p, |i| x1[i] * x0[i].powf(x1[i] - 1.0));
-            acc!(q, |i| v[i] * crate::vmath::ln(x0[i]));
+        Op::Pow(_, _) => {
+            acc!(0, |i| x1[i] * x0[i].powf(x1[i] - 1.0));
+            acc!(1, |i| v[i] * crate::vmath::ln(x0[i]));
         }
-        Op::Powi(p, 2) => acc!(p, |i| 2.0 * x0[i]),
-        Op::Powi(p, k) => acc!(p, |i| k as f64 * x0[i].powi(k - 1)),
-        Op::Neg(p) => acc!(p, |_i| -1.0),
-        Op::Exp(p) => acc!(p, |i| v[i]),
-        Op::Log(p) => acc!(p, |i| 1.0 / x0[i]),
-        Op::Sqrt(p) => acc!(p, |i| 0.5 / v[i]),
-        Op::Abs(p) => acc!(p, |i| x0[i].signum()),
-        Op::Erf(p) => acc!(p, |i| {
+        Op::Powi(_, 2) => acc!(0, |i| 2.0 * x0[i]),
+        Op::Powi(_, k) => acc!(0, |i| k as f64 * x0[i].powi(k - 1)),
+        Op::Neg(_) => acc!(0, |_i| -1.0),
+        Op::Exp(_) => acc!(0, |i| v[i]),
+        Op::Log(_) => acc!(0, |i| 1.0 / x0[i]),
+        Op::Sqrt(_) => acc!(0, |i| 0.5 / v[i]),
+        Op::Abs(_) => acc!(0, |i| x0[i].signum()),
+        Op::Erf(_) => acc!(0, |i| {
             let t = x0[i];
             crate::graph::TWO_OVER_SQRT_PI * crate::vmath::exp(-t * t)
         }),
-        Op::Sin(p) => acc!(p, |i| x0[i].cos()),
-        Op::Cos(p) => acc!(p, |i| -x0[i].sin()),
-        Op::Exprel(p) => acc!(p, |i| crate::graph::exprel_prime(x0[i])),
-        Op::Select(_, p, q) => {
-            acc!(p, |i| if x0[i] >= 0.0 { 1.0 } else { 0.0 });
-            acc!(q, |i| if x0[i] >= 0.0 { 0.0 } else { 1.0 });
+        Op::Sin(_) => acc!(0, |i| x0[i].cos()),
+        Op::Cos(_) => acc!(0, |i| -x0[i].sin()),
+        Op::Exprel(_) => acc!(0, |i| crate::graph::exprel_prime(x0[i])),
+        Op::Select(..) => {
+            acc!(1, |i| if x0[i] >= 0.0 { 1.0 } else { 0.0 });
+            acc!(2, |i| if x0[i] >= 0.0 { 0.0 } else { 1.0 });
         }
         Op::Const(_) | Op::Param(_) | Op::Column(_) => {}
     }
@@ -550,8 +653,11 @@ struct Block<'a> {
 struct Scratch {
     vals: Vec<f64>,
     adj: Vec<f64>,
-    /// Uniform arguments of one operation broadcast over the block (up to three).
-    bcast: Vec<f64>,
+    /// Whether the block's backward pass has written each varying node's adjoint yet.
+    written: Vec<bool>,
+    /// Every boundary node's value broadcast over a block (filled once per evaluation), so
+    /// that the backward loops read every argument as a slice and hold no branch.
+    ubuf: Vec<f64>,
 }
 
 impl Scratch {
@@ -559,7 +665,17 @@ impl Scratch {
         Scratch {
             vals: vec![0.0; n * BLOCK],
             adj: vec![0.0; if grad { n * BLOCK } else { 0 }],
-            bcast: vec![0.0; if grad { 3 * BLOCK } else { 0 }],
+            written: vec![false; n],
+            ubuf: Vec::new(),
+        }
+    }
+
+    /// The boundary nodes' values broadcast, for a backward pass.
+    fn broadcast(&mut self, boundary: &[u32], uni: &[f64]) {
+        self.ubuf.clear();
+        for &b in boundary {
+            let v = uni[b as usize];
+            self.ubuf.extend(std::iter::repeat_n(v, BLOCK));
         }
     }
 }
@@ -638,40 +754,48 @@ fn forward<'a>(
     }
 }
 
-/// Σ x in a fixed order (four interleaved partial sums, then combined): the same bits however
-/// the caller is scheduled.
+/// Partial sums a reduction over a block keeps: two AVX2 registers' worth, enough to hide the
+/// addition's latency.
+const LANES: usize = 8;
+
+/// The partial sums of a reduction combined in one fixed tree.
+#[inline(always)]
+fn combine(l: &[f64; LANES]) -> f64 {
+    ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]))
+}
+
+/// Σ x in a fixed order ([`LANES`] interleaved partial sums, then [`combine`]d): the same bits
+/// however the caller is scheduled.
 #[inline(always)]
 pub fn fixed_sum(x: &[f64]) -> f64 {
-    let mut acc = [0.0; 4];
-    let chunks = x.chunks_exact(4);
+    let mut lanes = [0.0; LANES];
+    let chunks = x.chunks_exact(LANES);
     let rest = chunks.remainder();
     for c in chunks {
-        for k in 0..4 {
-            acc[k] += c[k];
+        for k in 0..LANES {
+            lanes[k] += c[k];
         }
     }
-    let mut s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-    for v in rest {
-        s += v;
+    for (l, v) in lanes.iter_mut().zip(rest) {
+        *l += v;
     }
-    s
+    combine(&lanes)
 }
 
 /// Σ x·w in the order of [`fixed_sum`].
 #[inline(always)]
 pub fn fixed_dot(x: &[f64], w: &[f64]) -> f64 {
-    let mut acc = [0.0; 4];
-    let n4 = x.len() / 4 * 4;
-    for i in (0..n4).step_by(4) {
-        for k in 0..4 {
-            acc[k] += x[i + k] * w[i + k];
+    let mut lanes = [0.0; LANES];
+    let whole = x.len() / LANES * LANES;
+    for c in 0..x.len() / LANES {
+        for k in 0..LANES {
+            lanes[k] += x[c * LANES + k] * w[c * LANES + k];
         }
     }
-    let mut s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-    for i in n4..x.len() {
-        s += x[i] * w[i];
+    for (k, l) in lanes.iter_mut().enumerate().take(x.len() - whole) {
+        *l += x[whole + k] * w[whole + k];
     }
-    s
+    combine(&lanes)
 }
 
 #[cfg(test)]
@@ -712,8 +836,8 @@ mod tests {
             )
         };
         #[cfg(target_arch = "x86_64")]
-        if !std::is_x86_feature_detected!("avx2") {
-            eprintln!("this processor has no AVX2: only the baseline build runs here");
+        if !wide() {
+            eprintln!("this processor has no AVX2 and FMA: only the baseline build runs here");
         }
         let wide = run();
         WIDE.store(false, std::sync::atomic::Ordering::Relaxed);
