@@ -627,3 +627,110 @@ fn event_level_fits_draw_their_distributions() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("histfit yields"));
 }
+
+/// A style file: sample colours and legend labels, stack order, labels with units, log-y, a
+/// region's overrides and the experiment label, all in what is drawn; one figure per region;
+/// a misspelt key named.
+#[test]
+fn a_style_file_sets_colours_order_labels_and_log_axes() {
+    let (doc, yields) = document(
+        "yields-style",
+        &["yields", &fixture("simple_workspace.json")],
+    );
+    let channel = yields["channels"][0]["name"].as_str().unwrap().to_string();
+    let samples: Vec<String> = yields["channels"][0]["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(samples.len() >= 2);
+    // The last sample of the model at the bottom of the stack.
+    let (first, last) = (&samples[0], &samples[samples.len() - 1]);
+    let style = serde_json::json!({
+        "experiment": "ATLAS", "status": "Internal", "text": "√s = 13 TeV, 139 fb⁻¹",
+        "x_label": "m_T2", "x_unit": "GeV", "y_label": "Events", "log_y": true,
+        "samples": {first.as_str(): {"color": "#ff0000", "label": "first sample"}},
+        "order": [last],
+        "regions": {channel.as_str(): {"title": "Signal region"}}
+    });
+    let path = dir().join("style.json");
+    std::fs::write(&path, style.to_string()).unwrap();
+    let drawn = plot("yields", &doc, &["--style", path.to_str().unwrap()]);
+    let panels = drawn["figure"]["panels"].as_array().unwrap();
+    let main = panels
+        .iter()
+        .find(|p| p["region"] == channel.as_str())
+        .expect("the channel's panel");
+    assert_eq!(main["title"], "Signal region");
+    assert_eq!(main["y"]["label"], "Events");
+    let ticks = main["y"]["ticks"].as_array().expect("log-y ticks");
+    assert!(
+        ticks.iter().any(|t| t[1] == "10" || t[1] == "100"),
+        "{ticks:?}"
+    );
+    let rects: Vec<&Value> = main["elements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "rects")
+        .collect();
+    // Stack order: the style's first, at the bottom (its bar starts at the axis floor).
+    assert_eq!(rects[0]["label"], last.as_str());
+    let mine = rects
+        .iter()
+        .find(|e| e["label"] == "first sample")
+        .expect("the relabelled sample");
+    assert_eq!(mine["color"]["rgb"], serde_json::json!([255, 0, 0]));
+    // Heights drawn as log10: the bottom bar's top is log10 of its yield in bin 0.
+    let y0 = yields["channels"][0]["samples"][samples.len() - 1]["yields"][0]
+        .as_f64()
+        .unwrap();
+    assert!((rects[0]["rects"][0][3].as_f64().unwrap() - y0.log10()).abs() < 1e-9);
+    let texts: Vec<&str> = main["elements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["text"].as_str())
+        .collect();
+    assert!(texts.contains(&"ATLAS Internal") && texts.contains(&"√s = 13 TeV, 139 fb⁻¹"));
+    // The x label on the ratio panel under it, with its unit.
+    let at = panels
+        .iter()
+        .position(|p| p["region"] == channel.as_str())
+        .unwrap();
+    assert_eq!(panels[at + 1]["x"]["label"], "m_T2 [GeV]");
+
+    // One figure per region, named after it.
+    let out = dir().join("per-region.svg");
+    let o = histfit(&[
+        "plot",
+        "yields",
+        &doc,
+        "-o",
+        out.to_str().unwrap(),
+        "--per-region",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let d: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let figures = d["figures"].as_array().unwrap();
+    assert_eq!(figures.len(), yields["channels"].as_array().unwrap().len());
+    assert!(dir().join(format!("per-region_{channel}.svg")).is_file());
+
+    // A misspelt key, and a category axis made logarithmic, are errors naming them.
+    let refused = |kind: &str, doc: &str, style: &str, needle: &str| {
+        std::fs::write(&path, style).unwrap();
+        let args = [kind, doc, "-o", out.to_str().unwrap(), "--style"];
+        let mut all = vec!["plot"];
+        all.extend(args);
+        all.push(path.to_str().unwrap());
+        let o = histfit(&all);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(needle), "{stderr}");
+    };
+    refused("yields", &doc, r#"{"logy": true}"#, "logy");
+    let (fit, _) = document("fit-style", &["fit", &fixture("simple_workspace.json")]);
+    refused("pulls", &fit, r#"{"log_y": true}"#, "log_y");
+}

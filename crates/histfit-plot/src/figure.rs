@@ -221,6 +221,10 @@ pub struct Panel {
     /// Drawn against the panel above it with no gap (a ratio panel under its distribution,
     /// sharing its x axis): no top margin and no title.
     pub attached: bool,
+    /// The region (channel) the panel shows, where it shows one: what a style's `regions`
+    /// entries match.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
 }
 
 impl Panel {
@@ -234,6 +238,7 @@ impl Panel {
             visible: true,
             axes: true,
             attached: false,
+            region: None,
         }
     }
 

@@ -505,7 +505,7 @@ fn colour_bar(longest_name: usize) -> Panel {
 
 /// Stacked yields per channel (`histfit yields [--postfit] --json`): samples stacked per bin, the
 /// total's uncertainty band, the data with √n bars, and a data / prediction ratio panel.
-pub fn yields(doc: &Value) -> Result<Figure, PlotError> {
+pub fn yields(doc: &Value, style: Option<&crate::Style>) -> Result<Figure, PlotError> {
     let channels = array(
         field(doc, "channels", "yields", "histfit yields")?,
         "channels",
@@ -540,10 +540,13 @@ pub fn yields(doc: &Value) -> Result<Figure, PlotError> {
         let samples = array(&ch["samples"], &format!("{place}.samples"))?;
         let mut stacked = vec![0.0; nb];
         let mut main = Vec::new();
-        // Backgrounds in the model's order from the bottom, the signal (the samples the POI
-        // scales) on top of them.
+        // The samples a style orders first, bottom up; then backgrounds in the model's order,
+        // the signal (the samples the POI scales) on top of them.
         let mut order: Vec<(usize, &Value)> = samples.iter().enumerate().collect();
-        order.sort_by_key(|(_, smp)| smp["signal"] == true);
+        order.sort_by_key(|(_, smp)| {
+            let rank = style.map_or(0, |st| st.rank(smp["name"].as_str().unwrap_or("")));
+            (rank, smp["signal"] == true)
+        });
         for (s, smp) in order {
             let y = numbers(&smp["yields"], &format!("{place}.samples[{s}].yields"))?;
             if y.len() != nb {
@@ -603,6 +606,7 @@ pub fn yields(doc: &Value) -> Result<Figure, PlotError> {
         );
         panel.elements = main;
         panel.legend = false;
+        panel.region = Some(name.clone());
         let ratio = |v: f64, b: usize| {
             if total[b] > 0.0 {
                 v / total[b]
@@ -827,6 +831,7 @@ pub fn distributions(doc: &Value) -> Result<Figure, PlotError> {
             Axis::new(format!("events / {}", bin_width(width)), (0.0, top * 1.3)),
         );
         panel.elements = main;
+        panel.region = Some(text(&ch["name"]));
         let reach = pulls
             .iter()
             .map(|p| p.abs())

@@ -20,8 +20,10 @@ pub mod figure;
 mod kinds;
 #[cfg(feature = "render")]
 pub mod render;
+pub mod style;
 
 pub use figure::Figure;
+pub use style::Style;
 
 use serde_json::Value;
 #[cfg(feature = "render")]
@@ -57,6 +59,8 @@ pub struct Options {
     pub top: Option<usize>,
     /// Pixel size; each kind picks one from its content when `None`.
     pub size: Option<(u32, u32)>,
+    /// Labels, units, log axes, sample colours and order, experiment label ([`style`]).
+    pub style: Option<Style>,
 }
 
 /// The figure of plot `kind` drawn from `doc`.
@@ -67,7 +71,7 @@ pub fn figure(kind: &str, doc: &Value, opts: &Options) -> Result<Figure, PlotErr
         "pulls" => kinds::pulls(doc, opts.top)?,
         "ranking" => kinds::ranking(doc, opts.top.unwrap_or(20))?,
         "correlation" => kinds::correlation(doc, opts.top.unwrap_or(25))?,
-        "yields" => kinds::yields(doc)?,
+        "yields" => kinds::yields(doc, opts.style.as_ref())?,
         "contour" => contour::figure(doc)?,
         "distributions" => kinds::distributions(doc)?,
         other => {
@@ -85,10 +89,41 @@ pub fn figure(kind: &str, doc: &Value, opts: &Options) -> Result<Figure, PlotErr
         fig.width = w;
         fig.height = h;
     }
+    if let Some(style) = &opts.style {
+        style.apply(&mut fig)?;
+    }
     // Sizes chosen from the content grow with it (a pull per row): keep them drawable.
     fig.width = fig.width.clamp(100, MAX_PIXELS);
     fig.height = fig.height.clamp(100, MAX_PIXELS);
     Ok(fig)
+}
+
+/// The kinds whose documents hold regions (channels) that can be drawn one figure each.
+pub const REGION_KINDS: [&str; 2] = ["yields", "distributions"];
+
+/// One document per region of a `yields` or `distributions` document (its channels, each
+/// alone), with the region's name: for one figure per region.
+pub fn regions(kind: &str, doc: &Value) -> Result<Vec<(String, Value)>, PlotError> {
+    if !REGION_KINDS.contains(&kind) {
+        return Err(PlotError::Document(format!(
+            "{kind} plots have no regions: one figure per region is drawn for {}",
+            REGION_KINDS.join(" and ")
+        )));
+    }
+    let command = format!("histfit {kind}");
+    let channels = list_field(doc, "channels", kind, &command)?;
+    Ok(channels
+        .iter()
+        .enumerate()
+        .map(|(i, ch)| {
+            let name = ch["name"]
+                .as_str()
+                .map_or_else(|| format!("region{i}"), str::to_string);
+            let mut one = doc.clone();
+            one["channels"] = Value::Array(vec![ch.clone()]);
+            (name, one)
+        })
+        .collect())
 }
 
 /// The largest picture drawn, in pixels per side (a PNG of 10⁴ × 10⁴ is 400 MB in memory).

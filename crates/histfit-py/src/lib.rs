@@ -1133,12 +1133,33 @@ fn xml2json(
 
 /// The figure of plot `kind` drawn from a result document (JSON text): JSON text of its panels,
 /// axes and elements, which `histfit.plot` draws with matplotlib.
+/// `style`: a style file's content (JSON text; `histfit_plot::style`).
 #[pyfunction]
-#[pyo3(signature = (kind, document, top = None))]
-fn plot_figure(kind: &str, document: &str, top: Option<usize>) -> PyResult<String> {
+#[pyo3(signature = (kind, document, top = None, style = None))]
+fn plot_figure(
+    kind: &str,
+    document: &str,
+    top: Option<usize>,
+    style: Option<&str>,
+) -> PyResult<String> {
     let doc: serde_json::Value = serde_json::from_str(document)
         .map_err(|e| HistfitError::new_err(format!("document: malformed JSON: {e}")))?;
-    let opts = histfit_plot::Options { top, size: None };
+    let style = match style {
+        None => None,
+        Some(text) => {
+            let v: serde_json::Value = serde_json::from_str(text)
+                .map_err(|e| HistfitError::new_err(format!("style: malformed JSON: {e}")))?;
+            Some(
+                histfit_plot::Style::from_value(&v)
+                    .map_err(|e| HistfitError::new_err(e.to_string()))?,
+            )
+        }
+    };
+    let opts = histfit_plot::Options {
+        top,
+        size: None,
+        style,
+    };
     let figure = histfit_plot::figure(kind, &doc, &opts)
         .map_err(|e| HistfitError::new_err(e.to_string()))?;
     to_json(&figure)

@@ -146,3 +146,30 @@ def test_plots_take_python_results(tmp_path):
     pars = poi_only.to_document()["parameters"]
     assert all(p["uncertainty"] is None for i, p in enumerate(pars) if i != model.poi_index and not p["fixed"])
     saved(hp.pulls(poi_only), tmp_path, "pulls_poi_only")
+
+
+def test_style_and_regions(tmp_path):
+    """A style (dict or file) recolours, relabels and restacks samples, sets labels, log-y and the
+    experiment label; region= draws one channel; a misspelt key is named."""
+    d = doc("yields_postfit_tHu")
+    ch = d["channels"][0]
+    names = [s["name"] for s in ch["samples"]]
+    style = {"experiment": "ATLAS", "status": "Internal", "log_y": True, "y_label": "Events",
+             "samples": {names[0]: {"color": "#00ff00", "label": "renamed"}}, "order": [names[-1]]}
+    path = tmp_path / "style.json"
+    path.write_text(json.dumps(style))
+    for s in (style, str(path)):
+        data = hp.figure_data("yields", d, style=s, region=ch["name"])
+        main = next(p for p in data["panels"] if p.get("region") == ch["name"])
+        assert len([p for p in data["panels"] if p.get("region")]) == 1
+        rects = [e for e in main["elements"] if e["type"] == "rects"]
+        assert rects[0]["label"] == names[-1]
+        mine = next(e for e in rects if e["label"] == "renamed")
+        assert mine["color"]["rgb"] == [0, 255, 0]
+        assert main["y"]["label"] == "Events" and main["y"]["ticks"]
+        assert any(e.get("text") == "ATLAS Internal" for e in main["elements"])
+    saved(hp.yields(d, style=style, region=ch["name"]), tmp_path, "styled")
+    with pytest.raises(histfit.HistfitError, match="logy"):
+        hp.figure_data("yields", d, style={"logy": True})
+    with pytest.raises(ValueError, match="no channel"):
+        hp.figure_data("yields", d, region="nowhere")

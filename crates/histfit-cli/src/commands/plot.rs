@@ -23,6 +23,13 @@ pub struct Args {
     /// Picture size in pixels, WIDTHxHEIGHT (default: chosen from the content).
     #[arg(long, value_name = "WxH")]
     size: Option<String>,
+    /// A style file (JSON): axis labels and units, log-y, sample colours, labels and stack
+    /// order, an experiment label, per-region overrides (docs/plots.md).
+    #[arg(long, value_name = "FILE")]
+    style: Option<String>,
+    /// One figure per region (yields, distributions): FILE_<region>.png for each channel.
+    #[arg(long)]
+    per_region: bool,
     /// Print what was drawn (each series and its values) as JSON.
     #[arg(long)]
     json: bool,
@@ -46,24 +53,79 @@ pub fn run(a: Args) -> Result<ExitCode> {
             }
         }
     };
-    let opts = histfit_plot::Options { top: a.top, size };
-    let figure = histfit_plot::figure(&a.kind, &doc, &opts)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", a.document))?;
-    histfit_plot::write(&figure, &a.output)?;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&drawn(&a, &figure))?);
+    let style = match &a.style {
+        None => None,
+        Some(path) => {
+            let v: Value = histfit_model::read_json(path)?;
+            Some(histfit_plot::Style::from_value(&v).map_err(|e| anyhow::anyhow!("{path}: {e}"))?)
+        }
+    };
+    let opts = histfit_plot::Options {
+        top: a.top,
+        size,
+        style,
+    };
+    let pictures = if a.per_region {
+        histfit_plot::regions(&a.kind, &doc)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", a.document))?
+            .into_iter()
+            .map(|(region, one)| (region_path(&a.output, &region), one))
+            .collect()
     } else {
-        eprintln!("wrote {}", a.output.display());
+        vec![(a.output.clone(), doc)]
+    };
+    // Two regions whose names differ only in characters a file name does not keep would
+    // write one file: refused rather than one figure lost.
+    for (i, (path, _)) in pictures.iter().enumerate() {
+        if pictures[..i].iter().any(|(p, _)| p == path) {
+            bail!(
+                "--per-region: two regions would both be written to {}",
+                path.display()
+            );
+        }
+    }
+    let mut drawn_figures = Vec::new();
+    for (path, doc) in &pictures {
+        let figure = histfit_plot::figure(&a.kind, doc, &opts)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", a.document))?;
+        histfit_plot::write(&figure, path)?;
+        drawn_figures.push(json!({"output": path, "figure": figure}));
+        if !a.json {
+            eprintln!("wrote {}", path.display());
+        }
+    }
+    if a.json {
+        let mut out = json!({"kind": a.kind, "document": a.document});
+        if a.per_region {
+            out["figures"] = Value::Array(drawn_figures);
+        } else if let Some(one) = drawn_figures.pop() {
+            out["output"] = one["output"].clone();
+            out["figure"] = one["figure"].clone();
+        }
+        println!("{}", serde_json::to_string_pretty(&out)?);
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// What was drawn: the figure (panels, axes, every element with its values) and where.
-fn drawn(a: &Args, figure: &histfit_plot::Figure) -> Value {
-    json!({
-        "kind": a.kind,
-        "document": a.document,
-        "output": a.output,
-        "figure": figure,
-    })
+/// FILE.png → FILE_<region>.png, the region's name kept to letters, digits, '-', '_' and '.'.
+fn region_path(output: &std::path::Path, region: &str) -> PathBuf {
+    let safe: String = region
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let stem = output
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let ext = output
+        .extension()
+        .map(|e| format!(".{}", e.to_string_lossy()))
+        .unwrap_or_default();
+    output.with_file_name(format!("{stem}_{safe}{ext}"))
 }

@@ -18,6 +18,11 @@ the same content, as ``histfit plot`` (the Rust side builds each figure; this mo
                 fit's events histogrammed, the fit and its components, pulls
 =============== ============================================================================
 
+Every function takes ``style=`` (a dict, or the path of a style file as ``histfit plot --style``
+reads: axis labels and units, ``log_y``, sample colours, labels and stack ``order``, an experiment
+label, per-region overrides); ``yields`` and ``distributions`` take ``region=`` to draw one channel
+(one figure per region, as ``histfit plot --per-region``).
+
 Each function returns a :class:`matplotlib.figure.Figure` (made without pyplot, so no display is
 needed); save it with ``fig.savefig("plot.pdf")``. :func:`figure_data` gives what is drawn (panels,
 axes and elements with their values) without matplotlib. Needs matplotlib (``pip install
@@ -52,14 +57,42 @@ def _load(doc: Document) -> Any:
     return doc
 
 
-def figure_data(kind: str, doc: Document, top: Optional[int] = None) -> Dict[str, Any]:
+Style = Union[Dict[str, Any], str, "os.PathLike[str]", None]
+
+
+def _style_text(style: Style) -> Optional[str]:
+    """A style file's content as JSON text: from a dict or a path (``histfit plot --style``'s
+    format: labels, units, ``log_y``, ``samples`` colours and labels, ``order``, the experiment
+    label, ``regions``)."""
+    if style is None:
+        return None
+    if isinstance(style, (str, os.PathLike)):
+        with open(style) as f:
+            return f.read()
+    if not isinstance(style, dict):
+        raise TypeError(f"style: expected a dict or the path of a style file, got a {type(style).__name__}")
+    return json.dumps(style)
+
+
+def figure_data(kind: str, doc: Document, top: Optional[int] = None, style: Style = None,
+                region: Optional[str] = None) -> Dict[str, Any]:
     """The figure of plot ``kind`` drawn from ``doc``, as data: ``panels`` (column by column, each
     column's rows top to bottom) with their ``x``/``y`` axes and ``elements`` (lines, bands,
-    rectangles, cells, points, polygons, segments, texts) in data coordinates."""
+    rectangles, cells, points, polygons, segments, texts) in data coordinates. ``style``: a style
+    (dict or file, as ``histfit plot --style``); ``region``: draw only that channel (``yields``,
+    ``distributions``: one figure per region)."""
     d = _load(doc)
     if kind == "yields" and isinstance(d, list):  # what histfit.yields returns
         d = {"channels": d}
-    return json.loads(_native.plot_figure(kind, json.dumps(d), top))
+    if region is not None:
+        if kind not in ("yields", "distributions"):
+            raise ValueError(f"region: {kind} plots have no regions (yields and distributions do)")
+        chosen = [c for c in d.get("channels", []) if c.get("name") == region]
+        if not chosen:
+            names = ", ".join(str(c.get("name")) for c in d.get("channels", []))
+            raise ValueError(f"region: no channel \"{region}\" (the document has {names})")
+        d = dict(d, channels=chosen)
+    return json.loads(_native.plot_figure(kind, json.dumps(d), top, _style_text(style)))
 
 
 def _colour(c: Dict[str, Any]):
@@ -175,50 +208,50 @@ def _draw_figure(data: Dict[str, Any], Figure):
     return fig
 
 
-def brazil(doc: Document):
+def brazil(doc: Document, style: Style = None):
     """CLs against the POI from a limit document: the ±2σ and ±1σ bands of the expected CLs, its
     median (dashed), the observed CLs, the line CLs = α and the limits marked."""
-    return _draw(figure_data("brazil", doc))
+    return _draw(figure_data("brazil", doc, style=style))
 
 
-def scan(doc: Document):
+def scan(doc: Document, style: Style = None):
     """2ΔNLL against the POI from a scan document, with the 1σ and 2σ lines and the best fit."""
-    return _draw(figure_data("scan", doc))
+    return _draw(figure_data("scan", doc, style=style))
 
 
-def pulls(doc: Document, top: Optional[int] = None):
+def pulls(doc: Document, top: Optional[int] = None, style: Style = None):
     """Pulls (θ̂ − θ₀)/σ₀ with their constraints σ̂/σ₀ from a fit document; ``top`` keeps the
     largest."""
-    return _draw(figure_data("pulls", doc, top))
+    return _draw(figure_data("pulls", doc, top, style))
 
 
-def ranking(doc: Document, top: int = 20):
+def ranking(doc: Document, top: int = 20, style: Style = None):
     """The ``top`` parameters by impact on the POI: pre-fit (light) and post-fit (dark) impacts
     of ±1σ, and each parameter's pull and constraint in a panel beside them."""
-    return _draw(figure_data("ranking", doc, top))
+    return _draw(figure_data("ranking", doc, top, style))
 
 
-def correlation(doc: Document, top: int = 25):
+def correlation(doc: Document, top: int = 25, style: Style = None):
     """The correlation matrix of a fit document, pruned to the ``top`` free parameters with the
     largest off-diagonal correlations (the POI always kept)."""
-    return _draw(figure_data("correlation", doc, top))
+    return _draw(figure_data("correlation", doc, top, style))
 
 
-def yields(doc: Document):
+def yields(doc: Document, style: Style = None, region: Optional[str] = None):
     """Stacked samples per channel with the total's uncertainty band, the data (√n bars) and a
     data / prediction panel, from a yields document (or the list :func:`histfit.yields` returns)."""
-    return _draw(figure_data("yields", doc))
+    return _draw(figure_data("yields", doc, style=style, region=region))
 
 
-def contour(doc: Document):
+def contour(doc: Document, style: Style = None):
     """The exclusion contour of a signal-grid limit document over its two patch values: where the
     observed and the median expected limits equal 1 (ln(limit) interpolated linearly on a Delaunay
     triangulation), and the ±1σ band of the expected one."""
-    return _draw(figure_data("contour", doc))
+    return _draw(figure_data("contour", doc, style=style))
 
 
-def distributions(doc: Document):
+def distributions(doc: Document, style: Style = None, region: Optional[str] = None):
     """An event-level fit: per channel the events histogrammed (points with √Σw² bars), the
     expected counts per bin of the fit (solid) and of each component (dashed), and the pulls
     (Σw − expected) / √(expected · Σw²/Σw) in the panel under it."""
-    return _draw(figure_data("distributions", doc))
+    return _draw(figure_data("distributions", doc, style=style, region=region))
