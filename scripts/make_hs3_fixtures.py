@@ -322,13 +322,13 @@ def _combined(w, data, catname="channelCat"):
     return w.data("obsData")
 
 
-def f_constrained():
-    w = _constrained_ws()
-    w.factory("PROD::full(model, cons)")
-    # ROOT 6.40's HS3 exporter only handles ModelConfigs whose pdf is a RooSimultaneous
-    # (otherwise it segfaults in exportSingleModelConfig), so wrap in a 1-channel RooSimultaneous.
-    w.factory("SIMUL::simPdf(channelCat[ch1=0], ch1=full)")
-    seed(1013)
+def _simultaneous_with_config(w, pdf, s, globs):
+    """pdf wrapped in a 1-channel RooSimultaneous "simPdf" (ROOT 6.40's HS3 exporter only handles
+    ModelConfigs whose pdf is a RooSimultaneous; otherwise it segfaults in
+    exportSingleModelConfig), 2000 events of "model" drawn with seed s, and a ModelConfig (POI
+    nsig, global observables globs). Returns the combined data and the global observables."""
+    w.factory(f"SIMUL::simPdf(channelCat[ch1=0], ch1={pdf})")
+    seed(s)
     raw = w.pdf("model").generate(ROOT.RooArgSet(w.var("x")), NEVT)
     keep(raw)
     d = _combined(w, raw)
@@ -336,12 +336,19 @@ def f_constrained():
     mc.SetPdf("simPdf")
     mc.SetParametersOfInterest("nsig")
     mc.SetObservables("x,channelCat")
-    mc.SetGlobalObservables("gmean")
+    mc.SetGlobalObservables(",".join(globs))
     mc.SetNuisanceParameters("mean,sigma,lambda,nbkg")
     w.Import(mc)
     keep(mc)
-    glob = ROOT.RooArgSet(w.var("gmean"))
+    glob = ROOT.RooArgSet(*[w.var(g) for g in globs])
     keep(glob)
+    return d, glob
+
+
+def f_constrained():
+    w = _constrained_ws()
+    w.factory("PROD::full(model, cons)")
+    d, glob = _simultaneous_with_config(w, "full", 1013, ["gmean"])
     finish("constrained", w, "simPdf", d, nll_opts=[RF.GlobalObservables(glob)],
            data_name="obsData (HS3: obsData_ch1)",
            notes="gauss_exp_ext x Gaussian constraint cons(gmean=91 const | mean, csig=0.5 const) via "
@@ -415,6 +422,35 @@ def f_weighted():
                  "fits.asymptotic = AsymptoticError(True). Central values identical; errors differ.")
 
 
+def f_constrained_pois_mvn():
+    """gauss_exp_ext with a Poisson constraint (a sideband count nobs_b of mean nbkg) and a
+    bivariate normal constraint on (mean, sigma) from global observables (gmean, gsig)."""
+    w = ROOT.RooWorkspace("w")
+    w.factory("Gaussian::sig(x[60,120], mean[91,80,100], sigma[2.5,0.5,10])")
+    w.factory("Exponential::bkg(x, lambda[-0.03,-1,0])")
+    w.factory("SUM::model(nsig[600,0,10000]*sig, nbkg[1400,0,10000]*bkg)")
+    w.factory("Poisson::pcons(nobs_b[1380], nbkg)")
+    w.var("nobs_b").setConstant(True)
+    gmean = ROOT.RooRealVar("gmean", "gmean", 91.2, 80, 100)
+    gsig = ROOT.RooRealVar("gsig", "gsig", 2.45, 0.5, 10)
+    gmean.setConstant(True)
+    gsig.setConstant(True)
+    cov = ROOT.TMatrixDSym(2)
+    cov[0][0], cov[1][1] = 0.25, 0.04
+    cov[0][1] = cov[1][0] = 0.05
+    mvn = ROOT.RooMultiVarGaussian("mvn", "mvn", ROOT.RooArgList(gmean, gsig),
+                                   ROOT.RooArgList(w.var("mean"), w.var("sigma")), cov)
+    w.Import(mvn, RF.RecycleConflictNodes())
+    keep(gmean, gsig, cov, mvn)
+    w.factory("PROD::full(model, pcons, mvn)")
+    d, glob = _simultaneous_with_config(w, "full", 1015, ["nobs_b", "gmean", "gsig"])
+    finish("constrained_pois_mvn", w, "simPdf", d, nll_opts=[RF.GlobalObservables(glob)],
+           data_name="obsData (HS3: obsData_ch1)",
+           notes="gauss_exp_ext x Poisson(nobs_b=1380 const | nbkg) x MultiVarGaussian((gmean=91.2, gsig=2.45) "
+                 "const | (mean, sigma), cov [[0.25,0.05],[0.05,0.04]]), in a 1-channel RooSimultaneous; "
+                 "NLL with GlobalObservables(nobs_b, gmean, gsig). Data: 2000 events of 'model', seed 1015.")
+
+
 FIXTURES = {
     "gauss_exp_ext": f_gauss_exp_ext,
     "cb_exp_ext": f_cb_exp_ext,
@@ -431,6 +467,7 @@ FIXTURES = {
     "constrained": f_constrained,
     "constrained_ext": f_constrained_ext,
     "weighted": f_weighted,
+    "constrained_pois_mvn": f_constrained_pois_mvn,
 }
 
 if __name__ == "__main__":

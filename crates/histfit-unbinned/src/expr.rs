@@ -1,7 +1,7 @@
 //! Expressions of HS3 `generic_dist` and `generic_function` — the TFormula subset ROOT writes:
 //! numbers, names, `+ - * /`, `^` and `**` (right-associative, above unary minus as in
 //! TFormula), parentheses, and the functions `exp`, `log`/`ln`, `log10`, `sqrt`, `abs`/`fabs`,
-//! `erf`, `erfc`, `sin`, `cos`, `tan`, `pow(a, b)`, `min`, `max` (with or without `TMath::` or
+//! `erf`, `erfc`, `lgamma`/`LnGamma`, `sin`, `cos`, `tan`, `pow(a, b)`, `min`, `max` (with or without `TMath::` or
 //! `std::`), the constants `pi` and `e` where no parameter has those names, and the comparisons
 //! `< <= > >= == !=` and logic `&& || !` (1 or 0, a number not 0 being true, as in TFormula;
 //! TTree selections use them) — parsed straight
@@ -420,6 +420,10 @@ impl Parser<'_, '_> {
                 let o = one(g);
                 g.sub(o, e)
             }
+            "lgamma" | "lngamma" => {
+                want(1)?;
+                g.lgamma(args[0])
+            }
             "sin" => {
                 want(1)?;
                 g.sin(args[0])
@@ -504,6 +508,7 @@ mod tests {
             0.3 + libm::erf(0.5) - std::f64::consts::PI,
         );
         close("(a)/(b)", 2.0 / 3.0);
+        close("TMath::LnGamma(b + 2) - lgamma(a)", 24f64.ln());
     }
 
     /// Comparisons and logic give 1 or 0 and bind looser than arithmetic: `||` loosest, then

@@ -10,7 +10,7 @@
 //! dataset, with a note saying so. `metadata` and `misc` are ignored.
 
 use crate::graph::{Graph, Id};
-use crate::model::{ChannelSpec, GlobalObservable, Observable, UnbinnedModel};
+use crate::model::{ChannelSpec, Correlated, Draw, GlobalObservable, Observable, UnbinnedModel};
 use crate::pdf::{self, Domain};
 use histfit_compute::{EventTable, Events, ParameterSpace, Prior};
 use serde_json::Value;
@@ -22,6 +22,72 @@ use std::collections::HashMap;
 pub struct Hs3Error {
     pub place: String,
     pub rule: String,
+}
+
+/// A multivariate normal's log-density, its means and the Cholesky factor of its covariance.
+struct Mvn {
+    log_density: Id,
+    means: Vec<Id>,
+    chol: Vec<f64>,
+}
+
+/// An n × n covariance matrix: finite numbers, symmetric to 1e-12 of its entries.
+fn covariance(v: Option<&Value>, n: usize, place: &str) -> Result<Vec<f64>> {
+    let rows = v
+        .and_then(Value::as_array)
+        .filter(|r| r.len() == n)
+        .ok_or_else(|| err(place, format!("expected {n} rows of {n} numbers")))?;
+    let mut m = Vec::with_capacity(n * n);
+    for (i, row) in rows.iter().enumerate() {
+        let row = row
+            .as_array()
+            .filter(|r| r.len() == n)
+            .ok_or_else(|| err(format!("{place}[{i}]"), format!("expected {n} numbers")))?;
+        for (j, x) in row.iter().enumerate() {
+            match x.as_f64() {
+                Some(x) if x.is_finite() => m.push(x),
+                _ => {
+                    return Err(err(
+                        format!("{place}[{i}][{j}]"),
+                        "expected a finite number",
+                    ))
+                }
+            }
+        }
+    }
+    for i in 0..n {
+        for j in 0..i {
+            let (a, b) = (m[i * n + j], m[j * n + i]);
+            if (a - b).abs() > 1e-12 * a.abs().max(b.abs()) {
+                return Err(err(
+                    format!("{place}[{i}][{j}]"),
+                    format!("not symmetric: {a} against [{j}][{i}] = {b}"),
+                ));
+            }
+        }
+    }
+    Ok(m)
+}
+
+/// The lower Cholesky factor of a symmetric n × n matrix (row-major), or `None` where it is not
+/// positive definite.
+fn cholesky(a: &[f64], n: usize) -> Option<Vec<f64>> {
+    let mut l = vec![0.0; n * n];
+    for i in 0..n {
+        for j in 0..=i {
+            let s: f64 = (0..j).map(|k| l[i * n + k] * l[j * n + k]).sum();
+            if i == j {
+                let d = a[i * n + i] - s;
+                if d.is_nan() || d <= 0.0 {
+                    return None;
+                }
+                l[i * n + i] = d.sqrt();
+            } else {
+                l[i * n + j] = (a[i * n + j] - s) / l[j * n + j];
+            }
+        }
+    }
+    Some(l)
 }
 
 fn err(place: impl Into<String>, rule: impl Into<String>) -> Hs3Error {
@@ -616,8 +682,10 @@ struct Builder<'a> {
     /// Functions being built (a cycle is an error, not a stack overflow).
     building: Vec<String>,
     notes: Vec<String>,
-    /// Global observables of Gaussian constraint terms, with their constraint's mean and width.
+    /// Global observables of constraint terms, with how toys draw them.
     globals: Vec<GlobalObservable>,
+    /// The multivariate normal constraints' Cholesky factors and members.
+    correlated: Vec<Correlated>,
 }
 
 /// How deeply distributions and functions may nest (a bound on recursion for hostile input).
@@ -696,6 +764,7 @@ impl<'a> Builder<'a> {
             building: Vec::new(),
             notes: plan.notes.clone(),
             globals: Vec::new(),
+            correlated: Vec::new(),
         })
     }
 
@@ -764,6 +833,7 @@ impl<'a> Builder<'a> {
         let constraint_term = self.g.sum(&constraints);
         let space = self.space(&plan.pois)?;
         let globals = std::mem::take(&mut self.globals);
+        let correlated = std::mem::take(&mut self.correlated);
         let mut model = UnbinnedModel::new(
             self.g,
             space,
@@ -773,7 +843,7 @@ impl<'a> Builder<'a> {
             Events { channels: tables },
             self.notes,
         );
-        model.set_global_observables(globals);
+        model.set_global_observables(globals, correlated);
         model.check_initial_point()?;
         model.set_curvature_scales();
         Ok(model)
@@ -1225,6 +1295,23 @@ impl<'a> Builder<'a> {
                 }
             }
             "mixture_dist" => self.mixture(d, p)?,
+            "poisson_dist" => {
+                // ln P(k | λ) = k ln λ − λ − ln Γ(k + 1), normalised over every count. ROOT's
+                // "integer" (k rounded down) changes nothing for the counts data and toys hold.
+                let (k, _) = self.observable(d, &["x"], p)?;
+                let lambda = self.param_of(d, &["mean"], p)?;
+                let ln_lambda = self.g.log(lambda);
+                let k_ln = self.g.mul(k, ln_lambda);
+                let one = self.g.constant(1.0);
+                let k1 = self.g.add(k, one);
+                let ln_fact = self.g.lgamma(k1);
+                let t = self.g.sub(k_ln, lambda);
+                Builder::simple(self.g.sub(t, ln_fact))
+            }
+            "multivariate_normal_dist" => {
+                let mvn = self.multivariate_normal(d, p)?;
+                Builder::simple(mvn.log_density)
+            }
             other => {
                 return Err(err(
                     format!("{p}.type"),
@@ -1249,7 +1336,17 @@ impl<'a> Builder<'a> {
                 _ => None,
             })
             .unwrap_or_default();
-        let global = self.info.get(&x).is_some_and(|p| p.constant);
+        let xs: Vec<String> = match d.get("x") {
+            Some(Value::Array(a)) => a
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect(),
+            _ => vec![x.clone()],
+        };
+        let global = xs
+            .iter()
+            .all(|x| self.info.get(x).is_some_and(|p| p.constant));
         if !global {
             return Err(err(
                 format!("distributions[{i}] (\"{name}\"), in {place}"),
@@ -1258,14 +1355,50 @@ impl<'a> Builder<'a> {
                 ),
             ));
         }
-        if matches!(d["type"].as_str(), Some("gaussian_dist" | "normal_dist")) {
-            let param = self.params.iter().position(|n| *n == x);
+        let param = |b: &Self, x: &str| {
+            b.params
+                .iter()
+                .position(|n| n == x)
+                .filter(|&i| !b.globals.iter().any(|g| g.param == i))
+        };
+        let kind = d["type"].as_str().unwrap_or("?");
+        if matches!(kind, "gaussian_dist" | "normal_dist") {
             let mean = self.param_of(d, &["mean", "mu"], place)?;
             let sigma = self.param_of(d, &["sigma"], place)?;
-            if let Some(param) = param {
-                if !self.globals.iter().any(|g| g.param == param) {
-                    self.globals.push(GlobalObservable { param, mean, sigma });
+            if let Some(param) = param(self, &x) {
+                self.globals.push(GlobalObservable {
+                    param,
+                    mean,
+                    draw: Draw::Gaussian { sigma },
+                });
+            }
+        } else if kind == "poisson_dist" {
+            let mean = self.param_of(d, &["mean"], place)?;
+            if let Some(param) = param(self, &x) {
+                self.globals.push(GlobalObservable {
+                    param,
+                    mean,
+                    draw: Draw::Poisson,
+                });
+            }
+        } else if kind == "multivariate_normal_dist" {
+            let mvn = self.multivariate_normal(d, place)?;
+            let members: Option<Vec<usize>> = xs.iter().map(|x| param(self, x)).collect();
+            // A global observable already drawn by another constraint keeps that one's draw.
+            if let Some(members) = members {
+                let group = self.correlated.len();
+                let first = self.globals.len();
+                for (row, (&param, &mean)) in members.iter().zip(&mvn.means).enumerate() {
+                    self.globals.push(GlobalObservable {
+                        param,
+                        mean,
+                        draw: Draw::Correlated { group, row },
+                    });
                 }
+                self.correlated.push(Correlated {
+                    chol: mvn.chol,
+                    members: (first..first + members.len()).collect(),
+                });
             }
         } else {
             self.notes.push(format!(
@@ -1274,6 +1407,69 @@ impl<'a> Builder<'a> {
             ));
         }
         Ok(self.g.neg(log_density))
+    }
+
+    /// A multivariate normal N(x | μ, Σ) over constants (a constraint's global observables):
+    /// −½ yᵀy − Σ ln L_ii − (n/2) ln 2π with L y = x − μ, L the Cholesky factor of Σ, which must
+    /// be symmetric and positive definite. Normalised over the whole space, as RooFit's
+    /// `RooMultiVarGaussian` is: a domain box that cuts off mass is not accounted for. Over
+    /// the data's observables it is not read yet.
+    fn multivariate_normal(&mut self, d: &Value, p: &str) -> Result<Mvn> {
+        let xs = names(d, "x", p)?;
+        let n = xs.len();
+        if n == 0 {
+            return Err(err(format!("{p}.x"), "no observables"));
+        }
+        if let Some(x) = xs.iter().find(|x| self.observables.contains_key(*x)) {
+            return Err(err(
+                format!("{p}.x"),
+                format!("\"{x}\" is an observable of the data: a multivariate normal over events is not read yet (as a constraint on global observables it is)"),
+            ));
+        }
+        let means: Vec<Id> = match d.get("mean") {
+            Some(Value::Array(a)) if a.len() == n => a
+                .iter()
+                .enumerate()
+                .map(|(i, v)| match v {
+                    Value::String(s) => self.value(s, p),
+                    Value::Number(x) => Ok(self.g.constant(x.as_f64().unwrap_or(f64::NAN))),
+                    _ => Err(err(format!("{p}.mean[{i}]"), "expected a name or a number")),
+                })
+                .collect::<Result<_>>()?,
+            _ => {
+                return Err(err(
+                    format!("{p}.mean"),
+                    format!("expected a list of {n} means"),
+                ))
+            }
+        };
+        let cov = covariance(d.get("covariances"), n, &format!("{p}.covariances"))?;
+        let chol = cholesky(&cov, n)
+            .ok_or_else(|| err(format!("{p}.covariances"), "not positive definite"))?;
+        let mut ys: Vec<Id> = Vec::with_capacity(n);
+        let mut log_density = self
+            .g
+            .constant(-0.5 * n as f64 * (2.0 * std::f64::consts::PI).ln());
+        for i in 0..n {
+            let x = self.value(&xs[i], p)?;
+            let mut r = self.g.sub(x, means[i]);
+            for (j, &y) in ys.iter().enumerate() {
+                let t = self.g.scale(y, chol[i * n + j]);
+                r = self.g.sub(r, t);
+            }
+            let y = self.g.scale(r, 1.0 / chol[i * n + i]);
+            ys.push(y);
+            let y2 = self.g.powi(y, 2);
+            let half = self.g.scale(y2, -0.5);
+            let c = self.g.constant(-chol[i * n + i].ln());
+            let term = self.g.add(half, c);
+            log_density = self.g.add(log_density, term);
+        }
+        Ok(Mvn {
+            log_density,
+            means,
+            chol,
+        })
     }
 
     fn double_cb(&mut self, d: &Value, p: &str) -> Result<Built> {
@@ -1456,6 +1652,7 @@ fn substitute(src: &Graph, dst: &mut Graph, root: Id, from: Id, to: Id) -> Id {
             Op::Sin(a) => dst.sin(m(a)),
             Op::Cos(a) => dst.cos(m(a)),
             Op::Exprel(a) => dst.exprel(m(a)),
+            Op::Lgamma(a) => dst.lgamma(m(a)),
             Op::Select(c, a, b) => dst.select(m(c), m(a), m(b)),
             Op::Const(_) | Op::Param(_) | Op::Column(_) => Id(i as u32),
         };

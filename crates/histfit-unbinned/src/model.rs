@@ -35,14 +35,36 @@ pub struct ChannelSpec {
     pub components: Vec<(String, Id)>,
 }
 
-/// The global observable of a Gaussian constraint term N(g | mean(θ), sigma(θ)): a constant
-/// parameter of the graph whose value a dataset carries (its auxiliary data), drawn in toys and
-/// set to the mean in the Asimov dataset.
+/// The global observable of a constraint term: a constant parameter of the graph whose value a
+/// dataset carries (its auxiliary data), drawn in toys from its constraint at θ and set to the
+/// constraint's mean in the Asimov dataset.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GlobalObservable {
     pub param: usize,
+    /// The constraint's mean at θ.
     pub mean: Id,
-    pub sigma: Id,
+    pub draw: Draw,
+}
+
+/// How a toy draws a global observable.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Draw {
+    /// N(mean(θ), sigma(θ)).
+    Gaussian { sigma: Id },
+    /// Poisson(mean(θ)).
+    Poisson,
+    /// Row `row` of a multivariate normal: mean(θ) + Σ_j L[row][j] z_j, L the Cholesky factor
+    /// of the covariance of group `group` ([`UnbinnedModel::correlated`]) and z_j the normal of
+    /// the group's j-th member.
+    Correlated { group: usize, row: usize },
+}
+
+/// The lower Cholesky factor (row-major, n × n) of a multivariate normal constraint's
+/// covariance, and its members' indices in [`UnbinnedModel::globals`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Correlated {
+    pub chol: Vec<f64>,
+    pub members: Vec<usize>,
 }
 
 /// One channel: a distribution fitted to one table of events.
@@ -83,6 +105,8 @@ pub struct UnbinnedModel {
     pub notes: Vec<String>,
     /// The global observables, in the order of a dataset's auxiliary data.
     pub globals: Vec<GlobalObservable>,
+    /// The multivariate normal constraints among them.
+    pub correlated: Vec<Correlated>,
 }
 
 impl UnbinnedModel {
@@ -122,12 +146,18 @@ impl UnbinnedModel {
             observed: Arc::new(observed),
             notes,
             globals: Vec::new(),
+            correlated: Vec::new(),
         }
     }
 
     /// Declares the global observables (their observed values are the parameters' initial ones).
-    pub fn set_global_observables(&mut self, globals: Vec<GlobalObservable>) {
+    pub fn set_global_observables(
+        &mut self,
+        globals: Vec<GlobalObservable>,
+        correlated: Vec<Correlated>,
+    ) {
         self.globals = globals;
+        self.correlated = correlated;
     }
 
     /// Refuses a model whose −ln L is not finite at its initial point on the observed data,
@@ -320,16 +350,35 @@ impl UnbinnedModel {
         )
     }
 
-    /// The global observables of a toy at `params`: each Gaussian constraint's draw
-    /// N(mean(θ), sigma(θ)), from stream 2^31 + k of (seed, toy).
+    /// The global observables of a toy at `params`, each drawn from its constraint at θ with
+    /// stream 2^31 + k of (seed, toy) for the k-th: a Gaussian's N(mean, sigma), a Poisson's
+    /// count, a multivariate normal's mean + L z with z_j from its j-th member's stream.
     fn toy_globals(&self, params: &[f64], seed: u64, toy: u64) -> Vec<f64> {
+        let stream = |k: usize| ToyStream::new(seed, toy, (1 << 31) + k as u32);
+        let normals: Vec<f64> = (0..self.globals.len())
+            .map(|k| match self.globals[k].draw {
+                Draw::Correlated { .. } => stream(k).normal(),
+                _ => 0.0,
+            })
+            .collect();
         self.globals
             .iter()
             .enumerate()
             .map(|(k, g)| {
                 let mean = self.graph.value(g.mean, params, &[]);
-                let sigma = self.graph.value(g.sigma, params, &[]);
-                mean + sigma * ToyStream::new(seed, toy, (1 << 31) + k as u32).normal()
+                match g.draw {
+                    Draw::Gaussian { sigma } => {
+                        mean + self.graph.value(sigma, params, &[]) * stream(k).normal()
+                    }
+                    Draw::Poisson => stream(k).poisson(mean.max(0.0)),
+                    Draw::Correlated { group, row } => {
+                        let c = &self.correlated[group];
+                        let n = c.members.len();
+                        mean + (0..=row)
+                            .map(|j| c.chol[row * n + j] * normals[c.members[j]])
+                            .sum::<f64>()
+                    }
+                }
             })
             .collect()
     }

@@ -630,6 +630,7 @@ fn backward(step: &Step, node: Node<'_>, adj: &mut [f64], written: &mut [bool], 
         Op::Sin(_) => acc!(0, |i| x0[i].cos()),
         Op::Cos(_) => acc!(0, |i| -x0[i].sin()),
         Op::Exprel(_) => acc!(0, |i| crate::graph::exprel_prime(x0[i])),
+        Op::Lgamma(_) => acc!(0, |i| crate::graph::digamma(x0[i])),
         Op::Select(..) => {
             acc!(1, |i| if x0[i] >= 0.0 { 1.0 } else { 0.0 });
             acc!(2, |i| if x0[i] >= 0.0 { 0.0 } else { 1.0 });
@@ -744,6 +745,7 @@ fn forward<'a>(
         Op::Sin(a) => unary!(a, f64::sin),
         Op::Cos(a) => unary!(a, f64::cos),
         Op::Exprel(a) => unary!(a, crate::graph::exprel),
+        Op::Lgamma(a) => unary!(a, libm::lgamma),
         Op::Select(c, a, b) => {
             let (c, a, b) = (src(c), src(a), src(b));
             for i in 0..n {

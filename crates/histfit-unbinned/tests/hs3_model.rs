@@ -535,3 +535,123 @@ fn sandwich_errors_cover_weighted_fits_and_naive_ones_do_not() {
         assert!(wn - 1.0 > 3.0 * se, "{name}: naive pull width {wn} covers");
     }
 }
+
+/// Poisson and multivariate normal constraints (as ROOT 6.40 writes RooPoisson and
+/// RooMultiVarGaussian): −ln L with them minus −ln L without them equals their closed forms,
+/// λ − k ln λ + ln k! and ½ rᵀΣ⁻¹r + ½ ln det(2πΣ); toys draw their global observables with
+/// the constraint's mean, variance and correlation, and the Asimov dataset sets them to the means.
+#[test]
+fn poisson_and_multivariate_normal_constraints() {
+    let doc = fixture_doc("constrained_pois_mvn.json");
+    let mut m = open(&doc, &Choice::default()).unwrap();
+    let mut bare_doc = doc.clone();
+    for d in bare_doc["distributions"].as_array_mut().unwrap() {
+        if d["name"] == "full" {
+            d["factors"] = serde_json::json!(["model"]);
+        }
+    }
+    let mut bare = open(&bare_doc, &Choice::default()).unwrap();
+    let at = |m: &histfit_unbinned::UnbinnedModel, vals: &[(&str, f64)]| {
+        let mut p = m.space.init.clone();
+        for (n, v) in vals {
+            p[m.space.index(n).unwrap()] = *v;
+        }
+        p
+    };
+    let point = [("nbkg", 1420.5), ("mean", 91.4), ("sigma", 2.3)];
+    let (p, pb) = (at(&m, &point), at(&bare, &point));
+    let diff = m.nll(&p, &m.observed_dataset()).unwrap()
+        - bare.nll(&pb, &bare.observed_dataset()).unwrap();
+    let (k, lam) = (1380.0, 1420.5);
+    let poisson = lam - k * f64::ln(lam) + libm::lgamma(k + 1.0);
+    let (r0, r1) = (91.2 - 91.4, 2.45 - 2.3);
+    let (a, b, c) = (0.25, 0.05, 0.04);
+    let det = a * c - b * b;
+    let quad = (c * r0 * r0 - 2.0 * b * r0 * r1 + a * r1 * r1) / det;
+    let mvn = 0.5 * quad + 0.5 * ((2.0 * std::f64::consts::PI).powi(2) * det).ln();
+    assert!(
+        (diff - (poisson + mvn)).abs() < 1e-9 * (poisson + mvn).abs(),
+        "{diff} vs {}",
+        poisson + mvn
+    );
+
+    assert_eq!(m.globals.len(), 3);
+    let idx = |name: &str| {
+        let i = m.space.index(name).unwrap();
+        m.globals.iter().position(|g| g.param == i).unwrap()
+    };
+    let (kb, gm, gs) = (idx("nobs_b"), idx("gmean"), idx("gsig"));
+    let toys = m.toys(&p, 7, 0..4000).unwrap();
+    let column = |j: usize| toys.iter().map(|t| t.aux[j]).collect::<Vec<f64>>();
+    let moments = |v: &[f64]| {
+        let n = v.len() as f64;
+        let mean = v.iter().sum::<f64>() / n;
+        (
+            mean,
+            v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0),
+        )
+    };
+    let counts = column(kb);
+    assert!(
+        counts.iter().all(|c| c.fract() == 0.0),
+        "Poisson draws are counts"
+    );
+    let (mk, vk) = moments(&counts);
+    // Mean within 4 standard errors; variance λ within 4 of its standard errors (≈ λ√(2/n)).
+    assert!((mk - lam).abs() < 4.0 * (lam / 4000.0).sqrt(), "{mk}");
+    assert!(
+        (vk - lam).abs() < 4.0 * lam * (2.0f64 / 4000.0).sqrt(),
+        "{vk}"
+    );
+    let (x0, x1) = (column(gm), column(gs));
+    let ((m0, v0), (m1, v1)) = (moments(&x0), moments(&x1));
+    assert!((m0 - 91.4).abs() < 4.0 * (0.25f64 / 4000.0).sqrt(), "{m0}");
+    assert!((m1 - 2.3).abs() < 4.0 * (0.04f64 / 4000.0).sqrt(), "{m1}");
+    assert!(
+        (v0 / 0.25 - 1.0).abs() < 0.1 && (v1 / 0.04 - 1.0).abs() < 0.1,
+        "{v0} {v1}"
+    );
+    let cov = x0
+        .iter()
+        .zip(&x1)
+        .map(|(a, b)| (a - m0) * (b - m1))
+        .sum::<f64>()
+        / 3999.0;
+    let rho = cov / (v0 * v1).sqrt();
+    assert!(
+        (rho - 0.05 / (0.25f64 * 0.04).sqrt()).abs() < 0.05,
+        "ρ = {rho}"
+    );
+    let asimov = m.asimov(&p).unwrap();
+    assert_eq!(asimov.aux[kb], lam);
+    assert_eq!((asimov.aux[gm], asimov.aux[gs]), (91.4, 2.3));
+}
+
+/// A multivariate normal's covariance that is not square, not symmetric or not positive
+/// definite, and one over the data's observables, are errors naming the place.
+#[test]
+fn bad_multivariate_normals_are_named() {
+    let doc = fixture_doc("constrained_pois_mvn.json");
+    let with = |f: &dyn Fn(&mut Value)| {
+        let mut d = doc.clone();
+        for x in d["distributions"].as_array_mut().unwrap() {
+            if x["name"] == "mvn" {
+                f(x);
+            }
+        }
+        open(&d, &Choice::default()).unwrap_err().to_string()
+    };
+    let e = with(&|x| x["covariances"] = serde_json::json!([[0.25, 0.05]]));
+    assert!(e.contains("covariances") && e.contains("2 rows"), "{e}");
+    let e = with(&|x| x["covariances"] = serde_json::json!([[0.25, 0.05], [0.06, 0.04]]));
+    assert!(
+        e.contains("covariances[1][0]") && e.contains("not symmetric"),
+        "{e}"
+    );
+    let e = with(&|x| x["covariances"] = serde_json::json!([[0.25, 0.5], [0.5, 0.04]]));
+    assert!(e.contains("not positive definite"), "{e}");
+    let e = with(&|x| x["mean"] = serde_json::json!(["mean"]));
+    assert!(e.contains("mvn") && e.contains("mean"), "{e}");
+    let e = with(&|x| x["x"] = serde_json::json!(["x", "gsig"]));
+    assert!(e.contains("observable of the data"), "{e}");
+}

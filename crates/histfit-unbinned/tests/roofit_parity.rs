@@ -113,6 +113,7 @@ const FIXTURES: &[&str] = &[
     "constrained",
     "constrained_ext",
     "weighted",
+    "constrained_pois_mvn",
 ];
 
 fn point(names: &[String], init: &[f64], values: &Value) -> Vec<f64> {
