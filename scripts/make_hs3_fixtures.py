@@ -9,6 +9,7 @@ For each fixture NAME:
 
 Run:  python scripts/make_hs3_fixtures.py [name ...]   (a venv with root installed)
 """
+import array
 import json
 import math
 import os
@@ -451,6 +452,26 @@ def f_constrained_pois_mvn():
                  "NLL with GlobalObservables(nobs_b, gmean, gsig). Data: 2000 events of 'model', seed 1015.")
 
 
+def f_histogram():
+    """A Gaussian over a histogram template (RooHistPdf, bins of different widths)."""
+    w = ROOT.RooWorkspace("w")
+    x = w.factory("x[0,10]")
+    edges = array.array("d", [0.0, 1.0, 3.0, 6.0, 10.0])
+    h = ROOT.TH1D("template", "template", 4, edges)
+    for b, c in enumerate([5.0, 20.0, 30.0, 12.0]):
+        h.SetBinContent(b + 1, c)
+    dh = ROOT.RooDataHist("template_hist", "template_hist", ROOT.RooArgList(x), h)
+    hp = ROOT.RooHistPdf("bkg", "bkg", ROOT.RooArgSet(x), dh)
+    w.Import(hp)
+    keep(h, dh, hp)
+    w.factory("Gaussian::sig(x, mean[4.5,2,8], sigma[0.6,0.1,3])")
+    w.factory("SUM::model(f[0.3,0,1]*sig, bkg)")
+    d = gen(w, "model", ["x"], s=1016)
+    finish("histogram", w, "model", d,
+           notes="f*Gaussian + (1-f)*RooHistPdf over a 4-bin template of different widths "
+                 "(edges 0,1,3,6,10; contents 5,20,30,12): exported as histogram_dist with 'edges'.")
+
+
 FIXTURES = {
     "gauss_exp_ext": f_gauss_exp_ext,
     "cb_exp_ext": f_cb_exp_ext,
@@ -468,6 +489,7 @@ FIXTURES = {
     "constrained_ext": f_constrained_ext,
     "weighted": f_weighted,
     "constrained_pois_mvn": f_constrained_pois_mvn,
+    "histogram": f_histogram,
 }
 
 if __name__ == "__main__":

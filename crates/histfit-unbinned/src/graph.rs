@@ -44,6 +44,9 @@ pub enum Op {
     Exprel(Id),
     /// ln Γ(x) for x > 0 (a Poisson term's ln k! = ln Γ(k + 1)).
     Lgamma(Id),
+    /// The value of the bin of table `t` ([`Graph::tables`]) holding x: a histogram's
+    /// piecewise-constant density; 0 outside its edges (and for NaN). Its derivative in x is 0.
+    Hist(Id, u32),
     /// `a` where `c ≥ 0`, else `b` (piecewise PDFs: tails, domain splits). The derivative flows
     /// to the branch taken; `c` itself gets none.
     Select(Id, Id, Id),
@@ -67,7 +70,8 @@ impl Op {
             | Op::Sin(a)
             | Op::Cos(a)
             | Op::Exprel(a)
-            | Op::Lgamma(a) => ([a, Id(0), Id(0)], 1),
+            | Op::Lgamma(a)
+            | Op::Hist(a, _) => ([a, Id(0), Id(0)], 1),
             Op::Select(c, a, b) => ([c, a, b], 3),
         };
         ArgIter { v, n, at: 0 }
@@ -96,6 +100,7 @@ impl Op {
             Op::Cos(a) => (16, id(a), 0, 0),
             Op::Exprel(a) => (17, id(a), 0, 0),
             Op::Lgamma(a) => (19, id(a), 0, 0),
+            Op::Hist(a, t) => (20, id(a), t as u64, 0),
             Op::Select(c, a, b) => (18, id(c), id(a), id(b)),
         }
     }
@@ -169,12 +174,73 @@ pub fn digamma(x: f64) -> f64 {
 /// 2/√π.
 pub const TWO_OVER_SQRT_PI: f64 = std::f64::consts::FRAC_2_SQRT_PI;
 
+/// A piecewise-constant function of one variable: `values[b]` on [edges[b], edges[b + 1])
+/// (the last bin closed), 0 outside.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Table {
+    edges: Vec<f64>,
+    values: Vec<f64>,
+    /// (first edge, 1 / width) where every bin has one width: the bin by a multiplication.
+    uniform: Option<(f64, f64)>,
+}
+
+impl Table {
+    /// A table of `values.len()` bins between increasing `edges` (one more than the values).
+    pub fn new(edges: Vec<f64>, values: Vec<f64>) -> Table {
+        assert_eq!(edges.len(), values.len() + 1, "one edge more than values");
+        let n = values.len();
+        let width = (edges[n] - edges[0]) / n as f64;
+        let uniform = edges
+            .iter()
+            .enumerate()
+            .all(|(b, &e)| (e - (edges[0] + b as f64 * width)).abs() <= 1e-12 * width)
+            .then_some((edges[0], 1.0 / width));
+        Table {
+            edges,
+            values,
+            uniform,
+        }
+    }
+
+    pub fn edges(&self) -> &[f64] {
+        &self.edges
+    }
+
+    pub fn values(&self) -> &[f64] {
+        &self.values
+    }
+
+    /// The value at x.
+    #[inline(always)]
+    pub fn at(&self, x: f64) -> f64 {
+        let n = self.values.len();
+        // NaN and points outside fail this test.
+        if !(x >= self.edges[0] && x <= self.edges[n]) {
+            return 0.0;
+        }
+        let b = match self.uniform {
+            Some((lo, inv)) => (((x - lo) * inv) as usize).min(n - 1),
+            None => (self.edges.partition_point(|&e| e <= x) - 1).min(n - 1),
+        };
+        // An edge rounded across x by the uniform formula: the neighbour holds it.
+        let b = if x < self.edges[b] {
+            b - 1
+        } else if b + 1 < n && x >= self.edges[b + 1] {
+            b + 1
+        } else {
+            b
+        };
+        self.values[b]
+    }
+}
+
 /// The expression graph: operations in topological order.
 #[derive(Debug, Clone, Default)]
 pub struct Graph {
     ops: Vec<Op>,
     varying: Vec<bool>,
     memo: HashMap<(u8, u64, u64, u64), Id>,
+    tables: Vec<Table>,
 }
 
 impl Graph {
@@ -196,6 +262,22 @@ impl Graph {
 
     pub fn ops(&self) -> &[Op] {
         &self.ops
+    }
+
+    /// The tables [`Op::Hist`] nodes read.
+    pub fn tables(&self) -> &[Table] {
+        &self.tables
+    }
+
+    /// The value of table `table`'s bin holding x (a new table: see [`Graph::table`]).
+    pub fn hist(&mut self, x: Id, table: u32) -> Id {
+        self.fold(Op::Hist(x, table))
+    }
+
+    /// Adds a table; its index for [`Graph::hist`].
+    pub fn table(&mut self, t: Table) -> u32 {
+        self.tables.push(t);
+        self.tables.len() as u32 - 1
     }
 
     /// Whether the node depends on the events.
@@ -231,7 +313,11 @@ impl Graph {
     fn fold(&mut self, op: Op) -> Id {
         let all_const = op.args().all(|a| self.constant_of(a).is_some());
         if all_const && !matches!(op, Op::Const(_) | Op::Param(_) | Op::Column(_)) {
-            let v = eval_scalar(op, &|a| self.constant_of(a).unwrap_or(f64::NAN));
+            let v = eval_scalar(
+                op,
+                &|a| self.constant_of(a).unwrap_or(f64::NAN),
+                &self.tables,
+            );
             return self.push(Op::Const(v));
         }
         self.push(op)
@@ -411,7 +497,7 @@ impl Graph {
             vals[i] = match self.ops[i] {
                 Op::Param(p) => params[p],
                 Op::Column(j) => columns.get(j).copied().unwrap_or(f64::NAN),
-                op => eval_scalar(op, &|a| vals[a.0 as usize]),
+                op => eval_scalar(op, &|a| vals[a.0 as usize], &self.tables),
             };
         }
         needed.last().map_or(f64::NAN, |&i| vals[i as usize])
@@ -429,7 +515,7 @@ impl Graph {
             vals[i] = match self.ops[i] {
                 Op::Param(p) => params[p],
                 Op::Column(j) => columns.get(j).copied().unwrap_or(f64::NAN),
-                op => eval_scalar(op, &|a| vals[a.0 as usize]),
+                op => eval_scalar(op, &|a| vals[a.0 as usize], &self.tables),
             };
         }
     }
@@ -437,7 +523,7 @@ impl Graph {
 
 /// One operation on scalar arguments (`arg` gives each argument's value).
 #[inline(always)]
-pub fn eval_scalar(op: Op, arg: &dyn Fn(Id) -> f64) -> f64 {
+pub fn eval_scalar(op: Op, arg: &dyn Fn(Id) -> f64, tables: &[Table]) -> f64 {
     match op {
         Op::Const(c) => c,
         Op::Param(_) | Op::Column(_) => f64::NAN,
@@ -457,6 +543,7 @@ pub fn eval_scalar(op: Op, arg: &dyn Fn(Id) -> f64) -> f64 {
         Op::Cos(a) => arg(a).cos(),
         Op::Exprel(a) => exprel(arg(a)),
         Op::Lgamma(a) => libm::lgamma(arg(a)),
+        Op::Hist(a, t) => tables[t as usize].at(arg(a)),
         Op::Select(c, a, b) => {
             if arg(c) >= 0.0 {
                 arg(a)
@@ -498,6 +585,7 @@ pub fn partials(op: Op, v: f64, arg: &dyn Fn(Id) -> f64) -> [f64; 3] {
         Op::Cos(a) => [-arg(a).sin(), 0.0, 0.0],
         Op::Exprel(a) => [exprel_prime(arg(a)), 0.0, 0.0],
         Op::Lgamma(a) => [digamma(arg(a)), 0.0, 0.0],
+        Op::Hist(..) => [0.0; 3],
         Op::Select(c, ..) => {
             if arg(c) >= 0.0 {
                 [0.0, 1.0, 0.0]
@@ -546,6 +634,30 @@ mod tests {
             assert!((digamma(x) - fd).abs() < 1e-7 * fd.abs().max(1.0), "ψ({x})");
         }
         assert!(digamma(0.0).is_nan() && digamma(-1.0).is_nan());
+    }
+
+    /// A table's bins by the uniform formula and by search agree at and around every edge;
+    /// outside, and NaN, give 0.
+    #[test]
+    fn tables_find_their_bins() {
+        let uniform = Table::new(
+            vec![0.0, 0.1, 0.2, 0.30000000000000004],
+            vec![1.0, 2.0, 3.0],
+        );
+        assert!(uniform.uniform.is_some());
+        let variable = Table::new(vec![0.0, 0.1, 0.25, 0.3], vec![1.0, 2.0, 3.0]);
+        assert!(variable.uniform.is_none());
+        for t in [&uniform, &variable] {
+            for (b, w) in t.edges.windows(2).enumerate() {
+                assert_eq!(t.at(w[0]), t.values[b]);
+                assert_eq!(t.at(0.5 * (w[0] + w[1])), t.values[b]);
+                assert_eq!(t.at(f64::from_bits(w[1].to_bits() - 1)), t.values[b]);
+            }
+            assert_eq!(t.at(t.edges[3]), 3.0, "the last edge is in the last bin");
+            for x in [-1e-300, -1.0, 0.31, f64::NAN, f64::INFINITY] {
+                assert_eq!(t.at(x), 0.0, "{x}");
+            }
+        }
     }
 
     #[test]

@@ -24,6 +24,57 @@ pub struct Hs3Error {
     pub rule: String,
 }
 
+/// A histogram axis's bin edges: `edges` (increasing, finite), or `nbins` equal bins between
+/// `min` and `max`.
+fn histogram_edges(axis: &Value, place: &str) -> Result<Vec<f64>> {
+    if let Some(e) = axis.get("edges") {
+        let edges: Vec<f64> = e
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_f64).collect())
+            .filter(|v: &Vec<f64>| v.len() == e.as_array().map_or(0, Vec::len))
+            .ok_or_else(|| err(format!("{place}.edges"), "expected a list of numbers"))?;
+        if edges.len() < 2
+            || edges.iter().any(|e| !e.is_finite())
+            || edges.windows(2).any(|w| w[1] <= w[0])
+        {
+            return Err(err(
+                format!("{place}.edges"),
+                "expected at least two finite edges, increasing",
+            ));
+        }
+        return Ok(edges);
+    }
+    let num = |k: &str| {
+        axis.get(k)
+            .and_then(Value::as_f64)
+            .filter(|v| v.is_finite())
+            .ok_or_else(|| err(format!("{place}.{k}"), "expected a finite number"))
+    };
+    let (lo, hi) = (num("min")?, num("max")?);
+    let n = axis
+        .get("nbins")
+        .and_then(Value::as_u64)
+        .filter(|&n| (1..=10_000_000).contains(&n))
+        .ok_or_else(|| {
+            err(
+                format!("{place}.nbins"),
+                "expected a number of bins from 1 to 10⁷",
+            )
+        })? as usize;
+    if hi <= lo {
+        return Err(err(place, format!("max {hi} is not above min {lo}")));
+    }
+    Ok((0..=n)
+        .map(|b| {
+            if b == n {
+                hi
+            } else {
+                lo + (hi - lo) * b as f64 / n as f64
+            }
+        })
+        .collect())
+}
+
 /// A multivariate normal's log-density, its means and the Cholesky factor of its covariance.
 struct Mvn {
     log_density: Id,
@@ -1308,6 +1359,7 @@ impl<'a> Builder<'a> {
                 let t = self.g.sub(k_ln, lambda);
                 Builder::simple(self.g.sub(t, ln_fact))
             }
+            "histogram_dist" => Builder::simple(self.histogram(d, p)?),
             "multivariate_normal_dist" => {
                 let mvn = self.multivariate_normal(d, p)?;
                 Builder::simple(mvn.log_density)
@@ -1470,6 +1522,77 @@ impl<'a> Builder<'a> {
             means,
             chol,
         })
+    }
+
+    /// A histogram's density over one observable of the data, as ROOT's `RooHistPdf`: each
+    /// bin's content spread evenly over its width, normalised over the observable's domain
+    /// (the overlap of each bin with it); 0 outside the histogram's edges. The axis has `edges`,
+    /// or `min`, `max` and `nbins`.
+    fn histogram(&mut self, d: &Value, p: &str) -> Result<Id> {
+        let data = d
+            .get("data")
+            .filter(|v| v.is_object())
+            .ok_or_else(|| err(p, "missing \"data\" (the histogram's axes and contents)"))?;
+        let axes = data
+            .get("axes")
+            .and_then(Value::as_array)
+            .ok_or_else(|| err(format!("{p}.data.axes"), "expected a list of axes"))?;
+        if axes.len() != 1 {
+            return Err(err(
+                format!("{p}.data.axes"),
+                format!(
+                    "a histogram over {} observables is not read yet (over one it is)",
+                    axes.len()
+                ),
+            ));
+        }
+        let ap = format!("{p}.data.axes[0]");
+        let axis = &axes[0];
+        let name = str_field(axis, "name", &ap)?.to_string();
+        let Some(&(j, dom)) = self.observables.get(&name) else {
+            return Err(err(
+                format!("{ap}.name"),
+                format!("\"{name}\" is not an observable of the data"),
+            ));
+        };
+        let edges = histogram_edges(axis, &ap)?;
+        let cp = format!("{p}.data.contents");
+        let contents = data
+            .get("contents")
+            .and_then(Value::as_array)
+            .filter(|c| c.len() + 1 == edges.len())
+            .ok_or_else(|| {
+                err(
+                    &cp,
+                    format!("expected {} numbers (one per bin)", edges.len() - 1),
+                )
+            })?;
+        let mut density = Vec::with_capacity(contents.len());
+        let mut mass = 0.0;
+        for (b, c) in contents.iter().enumerate() {
+            let c = c
+                .as_f64()
+                .filter(|c| c.is_finite() && *c >= 0.0)
+                .ok_or_else(|| err(format!("{cp}[{b}]"), "expected a finite number ≥ 0"))?;
+            let (e0, e1) = (edges[b], edges[b + 1]);
+            density.push(c / (e1 - e0));
+            mass += c / (e1 - e0) * (e1.min(dom.hi) - e0.max(dom.lo)).max(0.0);
+        }
+        if !(mass > 0.0 && mass.is_finite()) {
+            return Err(err(
+                cp,
+                format!(
+                    "no content within the domain of \"{name}\" [{}, {}]: the density would be 0",
+                    dom.lo, dom.hi
+                ),
+            ));
+        }
+        let x = self.g.column(j);
+        let t = self.g.table(crate::graph::Table::new(edges, density));
+        let h = self.g.hist(x, t);
+        let log_h = self.g.log(h);
+        let log_mass = self.g.constant(mass.ln());
+        Ok(self.g.sub(log_h, log_mass))
     }
 
     fn double_cb(&mut self, d: &Value, p: &str) -> Result<Built> {
@@ -1653,6 +1776,8 @@ fn substitute(src: &Graph, dst: &mut Graph, root: Id, from: Id, to: Id) -> Id {
             Op::Cos(a) => dst.cos(m(a)),
             Op::Exprel(a) => dst.exprel(m(a)),
             Op::Lgamma(a) => dst.lgamma(m(a)),
+            // `dst` extends `src`: its tables are the same.
+            Op::Hist(a, t) => dst.hist(m(a), t),
             Op::Select(c, a, b) => dst.select(m(c), m(a), m(b)),
             Op::Const(_) | Op::Param(_) | Op::Column(_) => Id(i as u32),
         };

@@ -8,7 +8,7 @@
 //! blocks of [`BLOCK`] events, each block's forward and backward pass in place. Blocks run in
 //! parallel and are summed in block order, so the result has the same bits on one thread or many.
 
-use crate::graph::{eval_scalar, partials, Graph, Id, Op};
+use crate::graph::{eval_scalar, partials, Graph, Id, Op, Table};
 use rayon::prelude::*;
 
 /// Events per block: the block's buffers (one per varying node) stay in the core's cache.
@@ -21,6 +21,8 @@ const BLOCKS_PER_TASK: usize = 16;
 #[derive(Debug, Clone)]
 pub struct Program {
     ops: Vec<Op>,
+    /// The graph's tables ([`Op::Hist`]).
+    tables: Vec<Table>,
     /// Needed nodes that do not depend on the events, in order.
     uniform: Vec<u32>,
     /// Needed nodes that depend on the events, in order, and each one's buffer slot.
@@ -72,6 +74,7 @@ impl Program {
     pub fn new(graph: &Graph, event: Id, uniform: Id) -> Program {
         let need = graph.reachable(&[event, uniform]);
         let ops = graph.ops().to_vec();
+        let tables = graph.tables().to_vec();
         let mut slot = vec![NONE; ops.len()];
         let (mut uni, mut var) = (Vec::new(), Vec::new());
         let mut columns = Vec::new();
@@ -138,6 +141,7 @@ impl Program {
         Program {
             steps,
             ops,
+            tables,
             uniform: uni,
             varying: var,
             slot,
@@ -154,7 +158,7 @@ impl Program {
             let i = i as usize;
             vals[i] = match self.ops[i] {
                 Op::Param(p) => params[p],
-                op => eval_scalar(op, &|a| vals[a.0 as usize]),
+                op => eval_scalar(op, &|a| vals[a.0 as usize], &self.tables),
             };
         }
         vals
@@ -331,7 +335,7 @@ impl Program {
             let (before, rest) = s.vals.split_at_mut(k * BLOCK);
             let out = &mut rest[..len];
             let src = |a: Id| self.source(a, uni, before, len);
-            forward(self.ops[i as usize], src, columns, start, out);
+            forward(self.ops[i as usize], src, columns, &self.tables, start, out);
         }
     }
 
@@ -631,6 +635,8 @@ fn backward(step: &Step, node: Node<'_>, adj: &mut [f64], written: &mut [bool], 
         Op::Cos(_) => acc!(0, |i| -x0[i].sin()),
         Op::Exprel(_) => acc!(0, |i| crate::graph::exprel_prime(x0[i])),
         Op::Lgamma(_) => acc!(0, |i| crate::graph::digamma(x0[i])),
+        // Piecewise constant: no derivative in x.
+        Op::Hist(..) => {}
         Op::Select(..) => {
             acc!(1, |i| if x0[i] >= 0.0 { 1.0 } else { 0.0 });
             acc!(2, |i| if x0[i] >= 0.0 { 0.0 } else { 1.0 });
@@ -687,6 +693,7 @@ fn forward<'a>(
     op: Op,
     src: impl Fn(Id) -> Src<'a>,
     columns: &[&[f64]],
+    tables: &[Table],
     start: usize,
     out: &mut [f64],
 ) {
@@ -746,6 +753,10 @@ fn forward<'a>(
         Op::Cos(a) => unary!(a, f64::cos),
         Op::Exprel(a) => unary!(a, crate::graph::exprel),
         Op::Lgamma(a) => unary!(a, libm::lgamma),
+        Op::Hist(a, t) => {
+            let t = &tables[t as usize];
+            unary!(a, |x: f64| t.at(x))
+        }
         Op::Select(c, a, b) => {
             let (c, a, b) = (src(c), src(a), src(b));
             for i in 0..n {

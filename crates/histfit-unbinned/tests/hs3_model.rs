@@ -655,3 +655,94 @@ fn bad_multivariate_normals_are_named() {
     let e = with(&|x| x["x"] = serde_json::json!(["x", "gsig"]));
     assert!(e.contains("observable of the data"), "{e}");
 }
+
+/// A histogram template (as ROOT 6.40 writes RooHistPdf, bins of different widths) on a
+/// domain narrower than its edges: −ln L against the closed form (each bin's content spread
+/// over its width, normalised over the bins' overlap with the domain; the Gaussian by erf);
+/// toys draw inside the domain; malformed histograms are named.
+#[test]
+fn histogram_templates() {
+    let mut doc = fixture_doc("histogram.json");
+    let (lo, hi) = (0.5, 8.0);
+    for d in doc["domains"].as_array_mut().unwrap() {
+        for a in d["axes"].as_array_mut().unwrap() {
+            if a["name"] == "x" {
+                a["min"] = lo.into();
+                a["max"] = hi.into();
+            }
+        }
+    }
+    let data = &mut doc["data"][0];
+    data["axes"][0]["min"] = lo.into();
+    data["axes"][0]["max"] = hi.into();
+    let kept: Vec<Value> = data["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| (lo..=hi).contains(&e[0].as_f64().unwrap()))
+        .cloned()
+        .collect();
+    let xs: Vec<f64> = kept.iter().map(|e| e[0].as_f64().unwrap()).collect();
+    data["entries"] = Value::Array(kept);
+    let mut m = open(&doc, &Choice::default()).unwrap();
+    let p = m.space.init.clone();
+    let (f, mean, sigma) = (
+        p[m.space.index("f").unwrap()],
+        p[m.space.index("mean").unwrap()],
+        p[m.space.index("sigma").unwrap()],
+    );
+    let edges = [0.0, 1.0, 3.0, 6.0, 10.0];
+    let contents = [5.0, 20.0, 30.0, 12.0];
+    let dens = |b: usize| contents[b] / (edges[b + 1] - edges[b]);
+    let mass: f64 = (0..4)
+        .map(|b| dens(b) * (f64::min(edges[b + 1], hi) - f64::max(edges[b], lo)).max(0.0))
+        .sum();
+    let cdf = |x: f64| 0.5 * (1.0 + libm::erf((x - mean) / (sigma * std::f64::consts::SQRT_2)));
+    let gmass = cdf(hi) - cdf(lo);
+    let want: f64 = xs
+        .iter()
+        .map(|&x| {
+            let b = edges.iter().rposition(|&e| e <= x).unwrap().min(3);
+            let g = (-0.5 * ((x - mean) / sigma).powi(2)).exp()
+                / (sigma * (2.0 * std::f64::consts::PI).sqrt())
+                / gmass;
+            -(f * g + (1.0 - f) * dens(b) / mass).ln()
+        })
+        .sum();
+    let got = m.nll(&p, &m.observed_dataset()).unwrap();
+    assert!((got - want).abs() < 1e-10 * want.abs(), "{got} vs {want}");
+    let toys = m.toys(&p, 1, 0..3).unwrap();
+    for t in &toys {
+        let x = &t.events.as_ref().unwrap().channels[0].columns[0];
+        assert_eq!(x.len(), xs.len());
+        assert!(x.iter().all(|v| (lo..=hi).contains(v)));
+    }
+
+    let bad = |f: &dyn Fn(&mut Value)| {
+        let mut d = fixture_doc("histogram.json");
+        for x in d["distributions"].as_array_mut().unwrap() {
+            if x["type"] == "histogram_dist" {
+                f(x);
+            }
+        }
+        open(&d, &Choice::default()).unwrap_err().to_string()
+    };
+    let e = bad(&|h| h["data"]["contents"] = serde_json::json!([1, 2, 3]));
+    assert!(
+        e.contains("data.contents") && e.contains("4 numbers"),
+        "{e}"
+    );
+    let e = bad(&|h| h["data"]["contents"][2] = serde_json::json!(-1.0));
+    assert!(e.contains("contents[2]"), "{e}");
+    let e = bad(&|h| h["data"]["axes"][0]["edges"] = serde_json::json!([0, 1, 1, 6, 10]));
+    assert!(e.contains("edges") && e.contains("increasing"), "{e}");
+    let e = bad(&|h| h["data"]["axes"][0]["name"] = "y".into());
+    assert!(e.contains("not an observable"), "{e}");
+    let e = bad(&|h| {
+        let a = h["data"]["axes"][0].clone();
+        h["data"]["axes"] = serde_json::json!([a.clone(), a]);
+    });
+    assert!(e.contains("over 2 observables"), "{e}");
+    let e = bad(&|h| h["data"]["contents"] = serde_json::json!([0, 0, 0, 0]));
+    assert!(e.contains("no content"), "{e}");
+}

@@ -114,6 +114,7 @@ const FIXTURES: &[&str] = &[
     "constrained_ext",
     "weighted",
     "constrained_pois_mvn",
+    "histogram",
 ];
 
 fn point(names: &[String], init: &[f64], values: &Value) -> Vec<f64> {
