@@ -1303,6 +1303,7 @@ impl<'a> Builder<'a> {
                     xid,
                     dom,
                     QUADRATURE_TOLERANCE,
+                    needed.len(),
                     &at_init,
                     &mut shape_at,
                 );

@@ -337,6 +337,9 @@ pub fn lognormal(g: &mut Graph, x: Id, mu: Id, sigma: Id, dom: Domain) -> Id {
     normalised(g, log_shape, log_norm)
 }
 
+/// The most graph nodes a quadrature builds (about 1 ms of each evaluation's uniform part).
+pub const QUADRATURE_NODES: usize = 1 << 18;
+
 /// Gauss–Legendre nodes and weights on [−1, 1], 8 points.
 #[allow(clippy::excessive_precision)]
 pub(crate) const GL8: [(f64, f64); 8] = [
@@ -393,18 +396,25 @@ fn quadrature_value(dom: Domain, pieces: usize, log_shape_at: &dyn Fn(f64) -> f6
 /// more pieces cannot help; a zero integral, a narrow peak the coarse rule misses, goes on being
 /// refined), the graph nodes built once for the pieces chosen, and the achieved accuracy
 /// returned (NaN where it could not be measured).
+///
+/// `cost` is the number of nodes one evaluation of the shape takes: the pieces stop where
+/// pieces × 8 × cost would pass [`QUADRATURE_NODES`] (a large expression on 4096 pieces would
+/// build tens of millions of nodes, and evaluate them at every point of a fit); the accuracy
+/// returned then says what was reached.
 pub fn normalised_by_quadrature(
     g: &mut Graph,
     x: Id,
     dom: Domain,
     tolerance: f64,
+    cost: usize,
     log_shape_at: &dyn Fn(f64) -> f64,
     log_shape: &mut dyn FnMut(&mut Graph, Id) -> Id,
 ) -> (Id, f64) {
-    let mut pieces = 16;
+    let most = (QUADRATURE_NODES / (8 * cost.max(1))).clamp(1, 4096);
+    let mut pieces = 16.min(most);
     let mut last = quadrature_value(dom, pieces, log_shape_at);
     let mut accuracy = f64::NAN;
-    while pieces < 4096 && last.is_finite() {
+    while pieces < 4096 && 2 * pieces <= most && last.is_finite() {
         let next = quadrature_value(dom, 2 * pieces, log_shape_at);
         accuracy = ((last - next) / next).abs();
         pieces *= 2;

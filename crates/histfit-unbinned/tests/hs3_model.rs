@@ -746,3 +746,22 @@ fn histogram_templates() {
     let e = bad(&|h| h["data"]["contents"] = serde_json::json!([0, 0, 0, 0]));
     assert!(e.contains("no content"), "{e}");
 }
+
+/// A generic distribution whose expression is large (here 2 000 terms) is normalised on as
+/// many quadrature pieces as the node budget allows — the graph stays within it rather than
+/// growing to tens of millions of nodes — and the accuracy reached is said.
+#[test]
+fn large_generic_expressions_stay_within_the_quadrature_budget() {
+    let mut doc = fixture_doc("generic.json");
+    let terms: Vec<String> = (0..2000).map(|k| format!("{}e-6*x*b", k % 7 + 1)).collect();
+    doc["distributions"][0]["expression"] =
+        format!("exp(-a*x)*(1+b*x*x) + {}", terms.join(" + ")).into();
+    let m = open(&doc, &Choice::default()).unwrap();
+    assert!(
+        m.graph.len() < histfit_unbinned::pdf::QUADRATURE_NODES + 50_000,
+        "{} nodes",
+        m.graph.len()
+    );
+    let v = m.clone().nll(&m.space.init, &m.observed_dataset()).unwrap();
+    assert!(v.is_finite());
+}
