@@ -714,9 +714,18 @@ struct NativeEvents {
     likelihood: Likelihood,
     /// A CPU evaluator kept between calls (likelihood evaluations in a loop).
     cpu: Mutex<Option<AnyEval>>,
+    /// The events fitted in place of the observed ones (the Asimov dataset: [`Self::asimov`]).
+    data: Option<Dataset>,
 }
 
 impl NativeEvents {
+    /// The events its requests fit: the observed, or the dataset it was made with.
+    fn observed(&self) -> Dataset {
+        self.data
+            .clone()
+            .unwrap_or_else(|| self.likelihood.observed())
+    }
+
     fn model(&self) -> &histfit_unbinned::UnbinnedModel {
         match &self.likelihood {
             Likelihood::Events(m) => m,
@@ -805,6 +814,7 @@ fn open_events(
     Ok(NativeEvents {
         likelihood: Likelihood::Events(Arc::new(model)),
         cpu: Mutex::new(None),
+        data: None,
     })
 }
 
@@ -836,8 +846,22 @@ impl NativeEvents {
     fn notes(&self) -> Vec<String> {
         self.model().notes.clone()
     }
-    /// The observed events: per channel (distribution, dataset), its axes' names, columns and
-    /// weights.
+    /// The same model holding its Asimov dataset at `pars` (the expected events on a fine grid
+    /// of each observable as weighted events, the global observables at their constraints'
+    /// means): what its requests then fit.
+    fn asimov(&self, py: Python<'_>, pars: PyReadonlyArray1<'_, f64>) -> PyResult<NativeEvents> {
+        let p = params_of(self.model().space.names.len(), &pars)?;
+        let data = py
+            .detach(|| self.with_cpu(|ev| ev.asimov(&p)))?
+            .map_err(compute_err)?;
+        Ok(NativeEvents {
+            likelihood: self.likelihood.clone(),
+            cpu: Mutex::new(None),
+            data: Some(data),
+        })
+    }
+    /// The events its requests fit (the observed, or the Asimov dataset it holds): per channel
+    /// (distribution, dataset), its axes' names, columns and weights.
     #[allow(clippy::type_complexity)]
     fn events<'py>(
         &self,
@@ -850,9 +874,11 @@ impl NativeEvents {
         Option<Bound<'py, PyArray1<f64>>>,
     )> {
         let m = self.model();
+        let data = self.observed();
+        let events = data.events.clone().unwrap_or_else(|| m.observed.clone());
         m.channels
             .iter()
-            .zip(&m.observed.channels)
+            .zip(&events.channels)
             .map(|(c, t)| {
                 (
                     c.name.clone(),
@@ -875,7 +901,7 @@ impl NativeEvents {
     ) -> PyResult<(f64, Bound<'py, PyArray1<f64>>)> {
         let space = &self.model().space;
         let p = params_of(space.names.len(), &pars)?;
-        let d = self.likelihood.observed();
+        let d = self.observed();
         let (v, g) = py
             .detach(|| self.with_cpu(|ev| twice_nll_grad(ev, &p, &d)))?
             .map_err(compute_err)?;
@@ -930,7 +956,7 @@ impl AnyModel<'_> {
     fn dataset(&self, data: Option<PyReadonlyArray1<'_, f64>>) -> PyResult<Dataset> {
         match (self, data) {
             (AnyModel::Binned(m), d) => m.dataset(d),
-            (AnyModel::Events(m), None) => Ok(m.likelihood.observed()),
+            (AnyModel::Events(m), None) => Ok(m.observed()),
             (AnyModel::Events(_), Some(_)) => Err(bad(
                 "data: an event-level model fits the events it was opened with (give NumPy events to histfit.open(..., events=...))",
             )),

@@ -162,3 +162,22 @@ def test_distributions_and_their_plot():
     assert len(fig.axes) >= 2
     with pytest.raises(histfit.HistfitError, match="histfit.yields"):
         histfit.distributions(histfit.open(fixture("simple_workspace.json")))
+
+
+def test_asimov_of_an_event_level_model():
+    """asimov=True fits the Asimov dataset at the pre-fit parameters: the fit returns them, the
+    hypotest's expected and observed CLs agree, and the observed events are left as they were."""
+    m = histfit.open(DOC)
+    init = m.suggested_init()
+    r = histfit.fit(m, asimov=True)
+    np.testing.assert_allclose(r.bestfit, init, rtol=1e-4, atol=1e-6)
+    moved = dict(zip(m.par_names, init))
+    moved["mean"] += 0.5
+    r2 = histfit.fit(m, asimov=True, init=moved)
+    assert r2.bestfit[m.par_names.index("mean")] == pytest.approx(moved["mean"], abs=1e-4)
+    # On the background-only Asimov dataset the observed CLs is the median expected one.
+    b = histfit.open(DOC, poi="nsig")
+    obs, exp = histfit.hypotest(60.0, b, asimov=True, init={"nsig": 0.0}, return_expected=True)
+    assert obs == pytest.approx(exp, rel=1e-3)
+    assert 0.0 < obs < 1.0
+    assert histfit.fit(m).twice_nll != pytest.approx(r.twice_nll)

@@ -523,12 +523,26 @@ def _dataset(model: Model, data: Any, asimov: bool, opts: Dict[str, Any]) -> Opt
     if data is not None:
         raise HistfitError("data= and asimov=True: give one")
     if isinstance(model, EventModel):
-        raise HistfitError("asimov=True: the Asimov dataset of an event-level model is the CLI's "
-                           "(histfit fit --asimov) for now")
+        return None  # the events are _native_for's
+    return np.asarray(model._native.expected_data(_prefit(model, opts), True), dtype=np.float64)
+
+
+def _prefit(model: Model, opts: Dict[str, Any]) -> np.ndarray:
+    """The pre-fit parameters: the initial ones with ``init`` and ``fixed`` applied."""
     pars = np.array(model.suggested_init() if opts["init"] is None else opts["init"], dtype=np.float64)
     for i, v in opts["fix"]:
         pars[i] = v
-    return np.asarray(model._native.expected_data(pars, True), dtype=np.float64)
+    return pars
+
+
+def _native_for(model: Model, asimov: bool, opts: Dict[str, Any]) -> Any:
+    """The native model a request runs on: the model's own, or for an event-level model with
+    ``asimov=True`` the same model holding its Asimov dataset at the pre-fit parameters (the
+    expected events on a fine grid of each observable as weighted events, and the constraints'
+    global observables at their means, as ``histfit fit --asimov``)."""
+    if asimov and isinstance(model, EventModel):
+        return model._native.asimov(_prefit(model, opts))
+    return model._native
 
 
 def _options(model: Model, init: Any, fixed: Any, bounds: Any) -> Dict[str, Any]:
@@ -584,7 +598,7 @@ def fit(data: Any = None, model: Optional[Model] = None, *, init: Any = None, fi
     init, fixed, bounds = _pyhf_names("fit", model, init, fixed, bounds, init_pars, par_bounds, fixed_params)
     o = _options(model, init, fixed, bounds)
     r = json.loads(
-        _native.fit(model._native, _dataset(model, data, asimov, o), o["init"], o["fix"], True, device,
+        _native.fit(_native_for(model, asimov, o), _dataset(model, data, asimov, o), o["init"], o["fix"], True, device,
                     None if starts is None else int(starts), o["bounds"],
                     None if max_hessian_parameters is None else int(max_hessian_parameters))
     )
@@ -630,7 +644,7 @@ def minos(model: Model, *, pars: Union[str, Sequence[str]] = "all", data: Any = 
         if unknown:
             raise HistfitError(f"minos: {unknown[0]!r} is not a parameter of the model")
         which = [names.index(p) for p in pars]
-    r = json.loads(_native.minos(model._native, which, _dataset(model, data, asimov, o), fixes, device, o["init"],
+    r = json.loads(_native.minos(_native_for(model, asimov, o), which, _dataset(model, data, asimov, o), fixes, device, o["init"],
                                  o["bounds"]))
     return {m["name"]: m for m in r}
 
@@ -646,7 +660,7 @@ def yields(model: Model, *, postfit: bool = False, data: Any = None, fixed: Any 
     above it the request is refused with one message (see :func:`fit`)."""
     model = _model(model, "yields")
     o = _options(model, init, fixed, bounds)
-    return json.loads(_native.yields(model._native, bool(postfit), _dataset(model, data, asimov, o), o["fix"], device,
+    return json.loads(_native.yields(_native_for(model, asimov, o), bool(postfit), _dataset(model, data, asimov, o), o["fix"], device,
                                      o["init"], o["bounds"],
                                      None if max_hessian_parameters is None else int(max_hessian_parameters)))
 
@@ -730,7 +744,7 @@ def goodness_of_fit(model: Model, *, data: Any = None, fixed: Any = None, device
     model = _model(model, "goodness_of_fit")
     _binned(model, "goodness of fit against the saturated model")
     o = _options(model, init, fixed, bounds)
-    return json.loads(_native.goodness_of_fit(model._native, _dataset(model, data, asimov, o), o["fix"], device,
+    return json.loads(_native.goodness_of_fit(_native_for(model, asimov, o), _dataset(model, data, asimov, o), o["fix"], device,
                                               o["init"], o["bounds"]))
 
 
@@ -759,7 +773,7 @@ def hypotest(
     data, model = _data_model(data, model, "hypotest")
     init, fixed, bounds = _pyhf_names("hypotest", model, init, fixed, bounds, init_pars, par_bounds, fixed_params)
     o = _options(model, init, fixed, bounds)
-    r = json.loads(_native.hypotest(model._native, float(poi_test), _dataset(model, data, asimov, o), test_stat,
+    r = json.loads(_native.hypotest(_native_for(model, asimov, o), float(poi_test), _dataset(model, data, asimov, o), test_stat,
                                     device, **o))
     for w in r.get("warnings", []):
         warnings.warn(f"histfit.hypotest: {w}", stacklevel=2)
@@ -787,7 +801,7 @@ def upper_limit(data: Any = None, model: Optional[Model] = None, *, alpha: Optio
         raise TypeError("histfit.upper_limit: alpha= and level= are the same option: give one")
     alpha = 0.05 if alpha is None and level is None else (alpha if level is None else level)
     o = _options(model, init, fixed, bounds)
-    r = json.loads(_native.upper_limit(model._native, _dataset(model, data, asimov, o), float(alpha), test_stat,
+    r = json.loads(_native.upper_limit(_native_for(model, asimov, o), _dataset(model, data, asimov, o), float(alpha), test_stat,
                                        device, **o))
     for w in r.get("warnings", []):
         warnings.warn(f"histfit.upper_limit: {w}", stacklevel=2)
@@ -806,7 +820,7 @@ def profile_scan(model: Model, values: Sequence[float], *, data: Any = None, dev
     model = _model(model, "profile_scan")
     o = _options(model, init, fixed, bounds)
     values = [float(v) for v in _array(values, "values")]
-    return json.loads(_native.profile_scan(model._native, values, _dataset(model, data, asimov, o), device, **o))
+    return json.loads(_native.profile_scan(_native_for(model, asimov, o), values, _dataset(model, data, asimov, o), device, **o))
 
 
 def significance(model: Model, *, data: Any = None, device: str = "cpu", init: Any = None, fixed: Any = None,
@@ -814,7 +828,7 @@ def significance(model: Model, *, data: Any = None, device: str = "cpu", init: A
     """Discovery significance (q0): observed and expected p0 and Z."""
     model = _model(model, "significance")
     o = _options(model, init, fixed, bounds)
-    return json.loads(_native.significance(model._native, _dataset(model, data, asimov, o), device, **o))
+    return json.loads(_native.significance(_native_for(model, asimov, o), _dataset(model, data, asimov, o), device, **o))
 
 
 def ranking(model: Model, *, data: Any = None, device: str = "cpu", init: Any = None, fixed: Any = None,
@@ -826,7 +840,7 @@ def ranking(model: Model, *, data: Any = None, device: str = "cpu", init: Any = 
     model = _model(model, "ranking")
     o = _options(model, init, fixed, bounds)
     limit = None if max_hessian_parameters is None else int(max_hessian_parameters)
-    return json.loads(_native.ranking(model._native, _dataset(model, data, asimov, o), device, **o,
+    return json.loads(_native.ranking(_native_for(model, asimov, o), _dataset(model, data, asimov, o), device, **o,
                                       max_hessian_parameters=limit))
 
 
@@ -851,7 +865,7 @@ def fit_toys(model: Model, *, n_toys: int, gen_params: Any = None, seed: int = 0
     model = _model(model, "fit_toys")
     gen = None if gen_params is None else _array(gen_params, "gen_params")
     o = _options(model, init, fixed, bounds)
-    doc = json.loads(_native.fit_toys(model._native, gen, int(n_toys), int(seed), device,
+    doc = json.loads(_native.fit_toys(_native_for(model, asimov, o), gen, int(n_toys), int(seed), device,
                                       _dataset(model, data, asimov, o), **o,
                                       starts=None if starts is None else int(starts)))
     toys = doc["toys"]
@@ -881,7 +895,7 @@ def hypotest_toys(poi_test: float, data: Any = None, model: Optional[Model] = No
     init, fixed, bounds = _pyhf_names("hypotest_toys", model, init, fixed, bounds, init_pars, par_bounds,
                                       fixed_params)
     o = _options(model, init, fixed, bounds)
-    return json.loads(_native.hypotest_toys(model._native, float(poi_test), int(n_toys),
+    return json.loads(_native.hypotest_toys(_native_for(model, asimov, o), float(poi_test), int(n_toys),
                                             _dataset(model, data, asimov, o), int(seed), test_stat, device, **o,
                                             starts=None if starts is None else int(starts)))
 
