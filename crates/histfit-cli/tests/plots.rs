@@ -731,6 +731,18 @@ fn a_style_file_sets_colours_order_labels_and_log_axes() {
         assert!(stderr.contains(needle), "{stderr}");
     };
     refused("yields", &doc, r#"{"logy": true}"#, "logy");
+    refused(
+        "yields",
+        &doc,
+        r#"{"regions": {"SRX": {}}}"#,
+        "regions: \"SRX\" is not in the document",
+    );
+    refused(
+        "yields",
+        &doc,
+        r#"{"order": ["ttbarr"]}"#,
+        "order: \"ttbarr\"",
+    );
     let (fit, _) = document("fit-style", &["fit", &fixture("simple_workspace.json")]);
     refused("pulls", &fit, r#"{"log_y": true}"#, "log_y");
 }

@@ -22,8 +22,10 @@ pub struct Options {
     /// Converged when (f_k − f_{k+1}) ≤ ftol · max(|f_k|, |f_{k+1}|, 1).
     pub ftol: f64,
     /// Converged when the decrease the quadratic model predicts for the next step,
-    /// EDM = −½ gᵀd, is at most this (Minuit's "estimated distance to minimum"). For f = −ln L,
-    /// 1e-9 moves every parameter by under 1e-4 of its uncertainty.
+    /// EDM = −½ gᵀd, is at most this (Minuit's "estimated distance to minimum"), or at most
+    /// 4 ulp of |f| where that is larger: a decrease below f's rounding cannot be found by a
+    /// line search (|f| of a million events is ≈ 10⁷; below |f| ≈ 10⁴ the default 1e-11 is the
+    /// larger). For f = −ln L, 1e-9 moves every parameter by under 1e-4 of its uncertainty.
     pub edm: f64,
     pub max_iterations: usize,
     pub max_evaluations: usize,
@@ -1099,6 +1101,37 @@ mod tests {
         for (a, b) in opt.x().iter().zip(want) {
             assert!((a - b).abs() < 1e-7, "{:?}", opt.x());
         }
+    }
+
+    /// A minimum under a large constant (f ≈ 10⁷, as −ln L of a million events) stops once
+    /// the predicted decrease is below f's rounding — at the minimum, without spending line
+    /// searches of 20 trials on decreases it cannot see.
+    #[test]
+    fn stops_at_the_rounding_of_a_large_f() {
+        let c = [3.0, -2.0, 0.5];
+        let fg = |x: &[f64], g: &mut [f64]| {
+            let mut f = -1.0e7;
+            for i in 0..3 {
+                f += 50.0 * (i as f64 + 1.0) * (x[i] - c[i]).powi(2);
+                g[i] = 100.0 * (i as f64 + 1.0) * (x[i] - c[i]);
+            }
+            f
+        };
+        let opts = Options {
+            pgtol: 0.0,
+            ..Options::default()
+        };
+        let opt = minimize(fg, &[0.0; 3], &[-10.0; 3], &[10.0; 3], opts);
+        assert!(opt.status().converged(), "{:?}", opt.status());
+        assert!(
+            opt.status().reason().contains("estimated distance"),
+            "{:?}",
+            opt.status()
+        );
+        for (a, b) in opt.x().iter().zip(c) {
+            assert!((a - b).abs() < 1e-5, "{:?}", opt.x());
+        }
+        assert!(opt.evaluations < 40, "{} evaluations", opt.evaluations);
     }
 
     /// The block-eliminated M equals the inverse of the middle matrix, and H·v (two-loop) is

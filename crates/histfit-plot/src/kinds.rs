@@ -505,15 +505,20 @@ fn colour_bar(longest_name: usize) -> Panel {
 
 /// Stacked yields per channel (`histfit yields [--postfit] --json`): samples stacked per bin, the
 /// total's uncertainty band, the data with √n bars, and a data / prediction ratio panel.
-pub fn yields(doc: &Value, style: Option<&crate::Style>) -> Result<Figure, PlotError> {
+pub fn yields(
+    doc: &Value,
+    full: &Value,
+    style: Option<&crate::Style>,
+) -> Result<Figure, PlotError> {
     let channels = array(
         field(doc, "channels", "yields", "histfit yields")?,
         "channels",
     )?;
     let postfit = doc.get("postfit").and_then(Value::as_bool).unwrap_or(false);
-    // A sample's colour goes by its name, in the order names first appear over the channels
-    // (the model's order, so pre- and post-fit figures agree), and one legend names them all.
-    let names = sample_names(channels)?;
+    // A sample's colour goes by its name, in the order names first appear over the channels of
+    // the whole document (the model's order, so pre- and post-fit figures agree, and so do the
+    // figures of its regions drawn one by one), and one legend names them all.
+    let names = sample_names(array(&full["channels"], "channels")?)?;
     let color_of = |name: &str| sample_color(names.iter().position(|n| n == name).unwrap_or(0));
     // Channels in a grid of up to four columns; each channel a main and a ratio panel; the
     // legend in a column of its own beside them.
@@ -727,7 +732,7 @@ pub fn yields(doc: &Value, style: Option<&crate::Style>) -> Result<Figure, PlotE
 
 /// The names of the samples over every channel of a yields document, each once, in the order
 /// they first appear.
-fn sample_names(channels: &[Value]) -> Result<Vec<String>, PlotError> {
+pub(crate) fn sample_names(channels: &[Value]) -> Result<Vec<String>, PlotError> {
     let mut names: Vec<String> = Vec::new();
     for (c, ch) in channels.iter().enumerate() {
         for smp in array(&ch["samples"], &format!("channels[{c}].samples"))? {

@@ -61,17 +61,32 @@ pub struct Options {
     pub size: Option<(u32, u32)>,
     /// Labels, units, log axes, sample colours and order, experiment label ([`style`]).
     pub style: Option<Style>,
+    /// Draw only this region (channel) of a `yields` or `distributions` document: one figure
+    /// per region, its samples in the colours the whole document gives them.
+    pub region: Option<String>,
 }
 
 /// The figure of plot `kind` drawn from `doc`.
 pub fn figure(kind: &str, doc: &Value, opts: &Options) -> Result<Figure, PlotError> {
+    if let Some(style) = &opts.style {
+        style.check_names(kind, doc)?;
+    }
+    let full = doc;
+    let one;
+    let doc = match &opts.region {
+        None => doc,
+        Some(r) => {
+            one = region(kind, doc, r)?;
+            &one
+        }
+    };
     let mut fig = match kind {
         "brazil" => kinds::brazil(doc)?,
         "scan" => kinds::scan(doc)?,
         "pulls" => kinds::pulls(doc, opts.top)?,
         "ranking" => kinds::ranking(doc, opts.top.unwrap_or(20))?,
         "correlation" => kinds::correlation(doc, opts.top.unwrap_or(25))?,
-        "yields" => kinds::yields(doc, opts.style.as_ref())?,
+        "yields" => kinds::yields(doc, full, opts.style.as_ref())?,
         "contour" => contour::figure(doc)?,
         "distributions" => kinds::distributions(doc)?,
         other => {
@@ -101,9 +116,8 @@ pub fn figure(kind: &str, doc: &Value, opts: &Options) -> Result<Figure, PlotErr
 /// The kinds whose documents hold regions (channels) that can be drawn one figure each.
 pub const REGION_KINDS: [&str; 2] = ["yields", "distributions"];
 
-/// One document per region of a `yields` or `distributions` document (its channels, each
-/// alone), with the region's name: for one figure per region.
-pub fn regions(kind: &str, doc: &Value) -> Result<Vec<(String, Value)>, PlotError> {
+/// The names of the regions (channels) of a `yields` or `distributions` document, in order.
+pub fn regions(kind: &str, doc: &Value) -> Result<Vec<String>, PlotError> {
     if !REGION_KINDS.contains(&kind) {
         return Err(PlotError::Document(format!(
             "{kind} plots have no regions: one figure per region is drawn for {}",
@@ -116,14 +130,25 @@ pub fn regions(kind: &str, doc: &Value) -> Result<Vec<(String, Value)>, PlotErro
         .iter()
         .enumerate()
         .map(|(i, ch)| {
-            let name = ch["name"]
+            ch["name"]
                 .as_str()
-                .map_or_else(|| format!("region{i}"), str::to_string);
-            let mut one = doc.clone();
-            one["channels"] = Value::Array(vec![ch.clone()]);
-            (name, one)
+                .map_or_else(|| format!("region{i}"), str::to_string)
         })
         .collect())
+}
+
+/// The document with only region `name`'s channel.
+fn region(kind: &str, doc: &Value, name: &str) -> Result<Value, PlotError> {
+    let names = regions(kind, doc)?;
+    let i = names.iter().position(|n| n == name).ok_or_else(|| {
+        PlotError::Document(format!(
+            "region \"{name}\": no such channel (the document has {})",
+            names.join(", ")
+        ))
+    })?;
+    let mut one = doc.clone();
+    one["channels"] = Value::Array(vec![doc["channels"][i].clone()]);
+    Ok(one)
 }
 
 /// The largest picture drawn, in pixels per side (a PNG of 10⁴ × 10⁴ is 400 MB in memory).

@@ -14,9 +14,9 @@
 //! }
 //! ```
 //!
-//! Every key is optional; an unknown key is an error naming it (a misspelt key silently ignored
-//! would leave a figure the user believes styled). `order` lists samples from the bottom of the
-//! stack up; samples it does not name follow in the model's order, the signal last. A region's
+//! Every key is optional; an unknown key, and a region or sample name the document does not
+//! have, is an error naming it (a misspelt key silently ignored would leave a figure the user
+//! believes styled). `order` lists the stacked samples of `yields` plots from the bottom up; samples it does not name follow in the model's order, the signal last. A region's
 //! keys override the figure's for that region's panels. A logarithmic axis draws log₁₀ of the
 //! values with ticks at powers of ten (so the SVG/PNG and matplotlib figures stay one figure);
 //! values ≤ 0 sit at the axis floor, half the smallest positive value drawn.
@@ -86,6 +86,56 @@ impl Style {
             }
         }
         Ok(style)
+    }
+
+    /// Every region, sample and `order` name the style gives is one the document has: a
+    /// misspelt name would otherwise change nothing, silently. Only `yields` and
+    /// `distributions` documents have regions and samples (a mixture's components); for the
+    /// other kinds those keys are not used (a style file is often shared between plots).
+    pub fn check_names(&self, kind: &str, doc: &serde_json::Value) -> Result<(), PlotError> {
+        if !crate::REGION_KINDS.contains(&kind) {
+            return Ok(());
+        }
+        let regions = crate::regions(kind, doc)?;
+        let channels = doc["channels"].as_array().map_or(&[][..], Vec::as_slice);
+        let samples: Vec<String> = channels
+            .iter()
+            .flat_map(|ch| {
+                let list = if kind == "yields" {
+                    &ch["samples"]
+                } else {
+                    &ch["components"]
+                };
+                list.as_array()
+                    .map_or(&[][..], Vec::as_slice)
+                    .iter()
+                    .filter_map(|s| s["name"].as_str().map(str::to_string))
+            })
+            .collect();
+        let unknown = |what: &str, name: &str, have: &[String]| {
+            style_error(format!(
+                "{what}: \"{name}\" is not in the document (it has {})",
+                if have.is_empty() {
+                    "none".into()
+                } else {
+                    have.join(", ")
+                }
+            ))
+        };
+        if let Some(r) = self.regions.keys().find(|r| !regions.contains(r)) {
+            return Err(unknown("regions", r, &regions));
+        }
+        let mut distinct = samples.clone();
+        distinct.dedup();
+        distinct.sort();
+        distinct.dedup();
+        if let Some(n) = self.samples.keys().find(|n| !samples.contains(n)) {
+            return Err(unknown("samples", n, &distinct));
+        }
+        if let Some(n) = self.order.iter().find(|n| !samples.contains(n)) {
+            return Err(unknown("order", n, &distinct));
+        }
+        Ok(())
     }
 
     /// The colour the style gives sample `name`, if any (checked when read).
@@ -270,6 +320,12 @@ fn log_axis(p: &mut Panel) -> Result<(), PlotError> {
                 see(r[2]);
                 see(r[3])
             }),
+            Element::Segments { segments, .. } => {
+                segments.iter().flatten().for_each(|&(_, y)| see(y))
+            }
+            Element::Polygons { polygons, .. } => {
+                polygons.iter().flatten().for_each(|&(_, y)| see(y))
+            }
             _ => {}
         }
     }
@@ -301,7 +357,15 @@ fn log_axis(p: &mut Panel) -> Result<(), PlotError> {
                 r[3] = log(r[3]);
             }),
             Element::Text { y, .. } => *y = log(*y),
-            _ => {}
+            Element::Segments { segments, .. } => segments
+                .iter_mut()
+                .flatten()
+                .for_each(|(_, y)| *y = log(*y)),
+            Element::Polygons { polygons, .. } => polygons
+                .iter_mut()
+                .flatten()
+                .for_each(|(_, y)| *y = log(*y)),
+            Element::Cells { .. } => {}
         }
     }
     // Half a decade of room above the highest value (as the linear axes keep a quarter).
@@ -401,6 +465,29 @@ mod tests {
         assert_eq!(ticks[0], (0.0, "1".into()));
         assert_eq!(ticks.last().unwrap().1, "100");
         assert_eq!(power_of_ten(4), "10⁴");
+        // Contour lines and bands move with the axis.
+        let mut c = Panel::new("", Axis::new("x", (0.0, 1.0)), Axis::new("y", (1.0, 100.0)));
+        c.elements.push(Element::Segments {
+            label: None,
+            segments: vec![[(0.0, 10.0), (1.0, 100.0)]],
+            color: BLACK,
+            width: 1,
+            dashed: false,
+        });
+        c.elements.push(Element::Polygons {
+            label: None,
+            polygons: vec![vec![(0.0, 1.0), (1.0, 10.0), (0.5, 100.0)]],
+            color: BLACK,
+        });
+        log_axis(&mut c).unwrap();
+        let Element::Segments { segments, .. } = &c.elements[0] else {
+            panic!()
+        };
+        assert_eq!(segments[0], [(0.0, 1.0), (1.0, 2.0)]);
+        let Element::Polygons { polygons, .. } = &c.elements[1] else {
+            panic!()
+        };
+        assert_eq!(polygons[0], vec![(0.0, 0.0), (1.0, 1.0), (0.5, 2.0)]);
         assert_eq!(power_of_ten(-3), "10⁻³");
     }
 }

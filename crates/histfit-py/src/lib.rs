@@ -1159,14 +1159,16 @@ fn xml2json(
 
 /// The figure of plot `kind` drawn from a result document (JSON text): JSON text of its panels,
 /// axes and elements, which `histfit.plot` draws with matplotlib.
-/// `style`: a style file's content (JSON text; `histfit_plot::style`).
+/// `style`: a style file's content (JSON text; `histfit_plot::style`); `region`: one channel of
+/// a yields or distributions document.
 #[pyfunction]
-#[pyo3(signature = (kind, document, top = None, style = None))]
+#[pyo3(signature = (kind, document, top = None, style = None, region = None))]
 fn plot_figure(
     kind: &str,
     document: &str,
     top: Option<usize>,
     style: Option<&str>,
+    region: Option<String>,
 ) -> PyResult<String> {
     let doc: serde_json::Value = serde_json::from_str(document)
         .map_err(|e| HistfitError::new_err(format!("document: malformed JSON: {e}")))?;
@@ -1185,6 +1187,7 @@ fn plot_figure(
         top,
         size: None,
         style,
+        region,
     };
     let figure = histfit_plot::figure(kind, &doc, &opts)
         .map_err(|e| HistfitError::new_err(e.to_string()))?;

@@ -171,5 +171,14 @@ def test_style_and_regions(tmp_path):
     saved(hp.yields(d, style=style, region=ch["name"]), tmp_path, "styled")
     with pytest.raises(histfit.HistfitError, match="logy"):
         hp.figure_data("yields", d, style={"logy": True})
-    with pytest.raises(ValueError, match="no channel"):
+    with pytest.raises(ValueError, match="no such channel"):
         hp.figure_data("yields", d, region="nowhere")
+    with pytest.raises(ValueError, match="samples: \"tbar\" is not in the document"):
+        hp.figure_data("yields", d, style={"samples": {"tbar": {"color": "#000000"}}})
+    # A sample keeps its colour in every region's figure (the whole document's order).
+    colours = {}
+    for c in d["channels"]:
+        for p in hp.figure_data("yields", d, region=c["name"])["panels"]:
+            for e in p["elements"]:
+                if e["type"] == "rects" and e.get("label"):
+                    assert colours.setdefault(e["label"], e["color"]["rgb"]) == e["color"]["rgb"], e["label"]

@@ -150,11 +150,17 @@ pub fn exprel_prime(t: f64) -> f64 {
     }
 }
 
-/// ψ(x) = d ln Γ(x)/dx for x > 0: the recurrence ψ(x) = ψ(x + 1) − 1/x up to x ≥ 10, then the
-/// asymptotic series ln x − 1/(2x) − Σ B₂ₖ/(2k x²ᵏ) to the x⁻¹⁴ term (below 1e-16 there).
+/// ψ(x) = d ln Γ(x)/dx (ln |Γ| below 0, as `lgamma` gives): the recurrence ψ(x) = ψ(x + 1) − 1/x
+/// up to x ≥ 10, then the asymptotic series ln x − 1/(2x) − Σ B₂ₖ/(2k x²ᵏ) to the x⁻¹⁴ term
+/// (below 1e-16 there); below 0 the reflection ψ(x) = ψ(1 − x) − π cot(πx); NaN at the poles
+/// (0, −1, −2, …).
 pub fn digamma(x: f64) -> f64 {
-    if x.is_nan() || x <= 0.0 || x.is_infinite() {
+    if x.is_nan() || x.is_infinite() || (x <= 0.0 && x.fract() == 0.0) {
         return f64::NAN;
+    }
+    if x < 0.0 {
+        let pi = std::f64::consts::PI;
+        return digamma(1.0 - x) - pi / (pi * x).tan();
     }
     let (mut x, mut shift) = (x, 0.0);
     while x < 10.0 {
@@ -634,6 +640,13 @@ mod tests {
             assert!((digamma(x) - fd).abs() < 1e-7 * fd.abs().max(1.0), "ψ({x})");
         }
         assert!(digamma(0.0).is_nan() && digamma(-1.0).is_nan());
+        // Below 0, the derivative of ln |Γ|: ψ(−1/2) = 2 − γ − 2 ln 2.
+        assert!((digamma(-0.5) - (2.0 - gamma - 2.0 * std::f64::consts::LN_2)).abs() < 1e-13);
+        for x in [-0.3, -2.7, -7.5] {
+            let h = 1e-6;
+            let fd = (libm::lgamma(x + h) - libm::lgamma(x - h)) / (2.0 * h);
+            assert!((digamma(x) - fd).abs() < 1e-6 * fd.abs().max(1.0), "ψ({x})");
+        }
     }
 
     /// A table's bins by the uniform formula and by search agree at and around every edge;

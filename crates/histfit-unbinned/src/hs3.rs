@@ -1350,6 +1350,13 @@ impl<'a> Builder<'a> {
             "poisson_dist" => {
                 // ln P(k | λ) = k ln λ − λ − ln Γ(k + 1), normalised over every count. ROOT's
                 // "integer" (k rounded down) changes nothing for the counts data and toys hold.
+                let name = d.get("x").and_then(Value::as_str).unwrap_or_default();
+                if self.observables.contains_key(name) {
+                    return Err(err(
+                        format!("{p}.x"),
+                        format!("\"{name}\" is an observable of the data: a Poisson distribution over events is not read yet (as a constraint on a global observable it is)"),
+                    ));
+                }
                 let (k, _) = self.observable(d, &["x"], p)?;
                 let lambda = self.param_of(d, &["mean"], p)?;
                 let ln_lambda = self.g.log(lambda);
@@ -1437,7 +1444,14 @@ impl<'a> Builder<'a> {
         } else if kind == "multivariate_normal_dist" {
             let mvn = self.multivariate_normal(d, place)?;
             let members: Option<Vec<usize>> = xs.iter().map(|x| param(self, x)).collect();
-            // A global observable already drawn by another constraint keeps that one's draw.
+            // A global observable already drawn by another constraint keeps that one's draw;
+            // the group is then not drawn at all, and says so.
+            if members.is_none() {
+                self.notes.push(format!(
+                    "{place}: the global observables of the multivariate normal constraint \"{name}\" ({}) are held at their observed values in toys and the Asimov dataset: one of them is also another constraint's",
+                    xs.join(", ")
+                ));
+            }
             if let Some(members) = members {
                 let group = self.correlated.len();
                 let first = self.globals.len();

@@ -301,7 +301,7 @@ impl UnbinnedModel {
                                 .into()
                         }
                         SampleError::Envelope => {
-                            "the density has a spike no sampling grid resolves".into()
+                            "the density has a spike (or a histogram's bins) narrower than any sampling grid resolves".into()
                         }
                     },
                 })?;
@@ -370,6 +370,9 @@ impl UnbinnedModel {
                     Draw::Gaussian { sigma } => {
                         mean + self.graph.value(sigma, params, &[]) * stream(k).normal()
                     }
+                    // A mean that is not a number makes a toy that is not one (a failed
+                    // toy, counted), not a count of 0.
+                    Draw::Poisson if mean.is_nan() => f64::NAN,
                     Draw::Poisson => stream(k).poisson(mean.max(0.0)),
                     Draw::Correlated { group, row } => {
                         let c = &self.correlated[group];

@@ -17,6 +17,9 @@ const MARGIN: f64 = 1.3;
 /// Points per cell and dimension at which the envelope looks for the largest density.
 const PROBES: usize = 5;
 
+/// The most cells an envelope has (a histogram's narrow bins ask for fine grids).
+const MAX_CELLS: usize = 1 << 22;
+
 /// Candidates evaluated together (the draw does not depend on it).
 const BATCH: usize = 4096;
 
@@ -41,13 +44,30 @@ pub fn draw(
     rng: &ToyStream,
 ) -> Result<Vec<Vec<f64>>, SampleError> {
     let d = domains.len();
-    let mut per_dim = match d {
+    let mut per_dim: usize = match d {
         1 => 1024,
         2 => 64,
         3 => 16,
         _ => 6,
     };
+    // A histogram's bin narrower than the probes' spacing could hold mass no probe sees (and
+    // no candidate would ever be proposed there): probes at most its narrowest bin apart, so
+    // that every bin holds one and every cell's height covers the bins it overlaps.
+    for (k, &(lo, hi)) in domains.iter().enumerate() {
+        if let Some(w) = program.narrowest_bin(columns[k], lo, hi) {
+            let need = ((hi - lo) / (w * (PROBES - 1) as f64)).ceil();
+            if need.is_finite() && need > per_dim as f64 {
+                per_dim = need.min(1e9) as usize;
+            }
+        }
+    }
+    if (per_dim as f64).powi(d as i32) > MAX_CELLS as f64 {
+        return Err(SampleError::Envelope);
+    }
     for _ in 0..3 {
+        if (per_dim as f64).powi(d as i32) > MAX_CELLS as f64 {
+            break;
+        }
         let env = Envelope::new(program, params, columns, domains, per_dim);
         match env.draw(program, params, columns, n, rng.clone()) {
             Err(SampleError::Envelope) => per_dim *= 4,

@@ -718,6 +718,38 @@ fn histogram_templates() {
         assert!(x.iter().all(|v| (lo..=hi).contains(v)));
     }
 
+    // A bin narrower than the sampler's default grid, holding half the template's mass: toys
+    // put their share of events there (the grid is refined to the narrowest bin).
+    let mut narrow = fixture_doc("histogram.json");
+    for x in narrow["distributions"].as_array_mut().unwrap() {
+        if x["type"] == "histogram_dist" {
+            let mut contents = vec![1.0; 8192];
+            contents[6001] = 8191.0;
+            x["data"] = serde_json::json!({
+                "axes": [{"name": "x", "min": 0.0, "max": 10.0, "nbins": 8192}],
+                "contents": contents,
+            });
+        }
+    }
+    let mut m = open(&narrow, &Choice::default()).unwrap();
+    let p = m.space.init.clone();
+    let f = p[m.space.index("f").unwrap()];
+    let (b0, b1) = (6001.0 * 10.0 / 8192.0, 6002.0 * 10.0 / 8192.0);
+    let toys = m.toys(&p, 5, 0..5).unwrap();
+    let (mut inside, mut all) = (0usize, 0usize);
+    for t in &toys {
+        let x = &t.events.as_ref().unwrap().channels[0].columns[0];
+        inside += x.iter().filter(|&&v| v >= b0 && v < b1).count();
+        all += x.len();
+    }
+    let share = inside as f64 / all as f64;
+    let want = (1.0 - f) * 0.5;
+    let se = (want * (1.0 - want) / all as f64).sqrt();
+    assert!(
+        (share - want).abs() < 4.0 * se,
+        "{share} of the events in the narrow bin, not {want}"
+    );
+
     let bad = |f: &dyn Fn(&mut Value)| {
         let mut d = fixture_doc("histogram.json");
         for x in d["distributions"].as_array_mut().unwrap() {
@@ -764,4 +796,21 @@ fn large_generic_expressions_stay_within_the_quadrature_budget() {
     );
     let v = m.clone().nll(&m.space.init, &m.observed_dataset()).unwrap();
     assert!(v.is_finite());
+}
+
+/// A Poisson distribution over an observable of the data (which would need a normalisation over
+/// the domain histfit does not build) is refused, naming the observable.
+#[test]
+fn a_poisson_over_events_is_refused() {
+    let mut doc = fixture_doc("histogram.json");
+    for x in doc["distributions"].as_array_mut().unwrap() {
+        if x["type"] == "histogram_dist" {
+            *x = serde_json::json!({"name": "bkg", "type": "poisson_dist", "x": "x", "mean": "f"});
+        }
+    }
+    let e = open(&doc, &Choice::default()).unwrap_err().to_string();
+    assert!(
+        e.contains("observable of the data") && e.contains("Poisson"),
+        "{e}"
+    );
 }

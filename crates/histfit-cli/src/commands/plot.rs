@@ -64,15 +64,16 @@ pub fn run(a: Args) -> Result<ExitCode> {
         top: a.top,
         size,
         style,
+        region: None,
     };
-    let pictures = if a.per_region {
+    let pictures: Vec<(PathBuf, Option<String>)> = if a.per_region {
         histfit_plot::regions(&a.kind, &doc)
             .map_err(|e| anyhow::anyhow!("{}: {e}", a.document))?
             .into_iter()
-            .map(|(region, one)| (region_path(&a.output, &region), one))
+            .map(|region| (region_path(&a.output, &region), Some(region)))
             .collect()
     } else {
-        vec![(a.output.clone(), doc)]
+        vec![(a.output.clone(), None)]
     };
     // Two regions whose names differ only in characters a file name does not keep would
     // write one file: refused rather than one figure lost.
@@ -85,8 +86,12 @@ pub fn run(a: Args) -> Result<ExitCode> {
         }
     }
     let mut drawn_figures = Vec::new();
-    for (path, doc) in &pictures {
-        let figure = histfit_plot::figure(&a.kind, doc, &opts)
+    for (path, region) in &pictures {
+        let opts = histfit_plot::Options {
+            region: region.clone(),
+            ..opts.clone()
+        };
+        let figure = histfit_plot::figure(&a.kind, &doc, &opts)
             .map_err(|e| anyhow::anyhow!("{}: {e}", a.document))?;
         histfit_plot::write(&figure, path)?;
         drawn_figures.push(json!({"output": path, "figure": figure}));

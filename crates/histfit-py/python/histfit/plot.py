@@ -84,15 +84,7 @@ def figure_data(kind: str, doc: Document, top: Optional[int] = None, style: Styl
     d = _load(doc)
     if kind == "yields" and isinstance(d, list):  # what histfit.yields returns
         d = {"channels": d}
-    if region is not None:
-        if kind not in ("yields", "distributions"):
-            raise ValueError(f"region: {kind} plots have no regions (yields and distributions do)")
-        chosen = [c for c in d.get("channels", []) if c.get("name") == region]
-        if not chosen:
-            names = ", ".join(str(c.get("name")) for c in d.get("channels", []))
-            raise ValueError(f"region: no channel \"{region}\" (the document has {names})")
-        d = dict(d, channels=chosen)
-    return json.loads(_native.plot_figure(kind, json.dumps(d), top, _style_text(style)))
+    return json.loads(_native.plot_figure(kind, json.dumps(d), top, _style_text(style), region))
 
 
 def _colour(c: Dict[str, Any]):
