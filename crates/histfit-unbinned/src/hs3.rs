@@ -1076,6 +1076,17 @@ impl<'a> Builder<'a> {
         let i = match self.params.iter().position(|p| p == name) {
             Some(i) => i,
             None => {
+                // Said here, where it is used, before anything is built on it (a generic
+                // PDF's quadrature, say).
+                let defined = self.info.get(name).is_some_and(|i| {
+                    i.value.is_some() || (i.bounds.0.is_finite() && i.bounds.1.is_finite())
+                });
+                if !defined {
+                    return Err(err(
+                        format!("parameter \"{name}\" (in {place})"),
+                        "used but never defined: no value in parameter_points and no bounded domain",
+                    ));
+                }
                 self.params.push(name.to_string());
                 self.params.len() - 1
             }

@@ -254,7 +254,7 @@ fn bad_documents_name_the_place_and_the_rule() {
                 d["parameter_points"][0]["parameters"][5]["name"] = json!("other");
                 d
             },
-            "parameter \"width\": used but never defined",
+            "parameter \"width\" (in distributions[2] (\"sig\")): used but never defined",
         ),
     ];
     for (doc, needle) in cases {
