@@ -27,6 +27,14 @@ struct Cli {
 fn main() -> ExitCode {
     timing::start();
     keep_freed_memory();
+    // A panic a third-party decoder throws on a malformed file is caught and said as an error
+    // naming the file; the default hook would print it first as if the program had failed.
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !histfit_events::panic_is_guarded() {
+            report(info)
+        }
+    }));
     histfit_device::skip_display_probe();
     match Cli::parse().command.run() {
         Ok(code) => code,

@@ -11,3 +11,26 @@ pub use self::parquet::{
     count_outside, read_parquet, read_parquet_bytes, ColumnRequest, Loaded, SourceError, SourceSpec,
 };
 pub use self::tree::{read_branches, TreeFile};
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Decoders of third-party crates running under [`guarded`] now.
+static GUARDED: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether a third-party decoder is running under [`guarded`]: a panic now is caught and
+/// becomes an error naming the file, so a panic hook (the CLI's, a fuzz harness's) should not
+/// report it.
+pub fn panic_is_guarded() -> bool {
+    GUARDED.load(Ordering::Relaxed) > 0
+}
+
+/// `f` with its panics caught: the parquet crate panics on some malformed files (a varint
+/// longer than ten bytes asserts in its bit reader, in release builds too; fuzz:
+/// parquet_events crash-f4b01be1), and a malformed file must be an error, never the end of the
+/// process.
+pub(crate) fn guarded<T>(f: impl FnOnce() -> T) -> std::thread::Result<T> {
+    GUARDED.fetch_add(1, Ordering::Relaxed);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    GUARDED.fetch_sub(1, Ordering::Relaxed);
+    r
+}

@@ -101,6 +101,20 @@ pub fn read_parquet_bytes(
 }
 
 fn read_from<R: ChunkReader + 'static>(input: R, spec: &SourceSpec) -> Result<Loaded, SourceError> {
+    crate::guarded(|| decode(input, spec)).unwrap_or_else(|panic| {
+        let why = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("malformed data");
+        Err(fail(
+            &spec.file,
+            format!("not a readable Parquet file: its decoder gave up ({why})"),
+        ))
+    })
+}
+
+fn decode<R: ChunkReader + 'static>(input: R, spec: &SourceSpec) -> Result<Loaded, SourceError> {
     let file = &spec.file;
     let reader = SerializedFileReader::new(input)
         .map_err(|e| fail(file, format!("not a readable Parquet file: {e}")))?;
