@@ -9,7 +9,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     HOOK.call_once(|| {
         let abort = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            if !histfit_events::panic_is_guarded() {
+            if !histfit_events::panic_is_guarded(info) {
                 abort(info)
             }
         }));

@@ -31,7 +31,7 @@ fn main() -> ExitCode {
     // naming the file; the default hook would print it first as if the program had failed.
     let report = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        if !histfit_events::panic_is_guarded() {
+        if !histfit_events::panic_is_guarded(info) {
             report(info)
         }
     }));

@@ -731,18 +731,29 @@ fn a_style_file_sets_colours_order_labels_and_log_axes() {
         assert!(stderr.contains(needle), "{stderr}");
     };
     refused("yields", &doc, r#"{"logy": true}"#, "logy");
-    refused(
-        "yields",
-        &doc,
-        r#"{"regions": {"SRX": {}}}"#,
-        "regions: \"SRX\" is not in the document",
-    );
-    refused(
-        "yields",
-        &doc,
-        r#"{"order": ["ttbarr"]}"#,
-        "order: \"ttbarr\"",
-    );
     let (fit, _) = document("fit-style", &["fit", &fixture("simple_workspace.json")]);
     refused("pulls", &fit, r#"{"log_y": true}"#, "log_y");
+    // A region or sample the document lacks is a warning (one style file serves every plot).
+    std::fs::write(
+        &path,
+        r#"{"regions": {"SRX": {}}, "order": ["ttbarr"], "samples": {"data": {"label": "Data"}}}"#,
+    )
+    .unwrap();
+    let o = histfit(&[
+        "plot",
+        "yields",
+        &doc,
+        "-o",
+        out.to_str().unwrap(),
+        "--style",
+        path.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("warning: style: region \"SRX\" matches nothing"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("order entry \"ttbarr\""), "{stderr}");
+    assert!(!stderr.contains("sample \"data\""), "{stderr}");
 }

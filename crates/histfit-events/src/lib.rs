@@ -17,11 +17,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// Decoders of third-party crates running under [`guarded`] now.
 static GUARDED: AtomicUsize = AtomicUsize::new(0);
 
-/// Whether a third-party decoder is running under [`guarded`]: a panic now is caught and
-/// becomes an error naming the file, so a panic hook (the CLI's, a fuzz harness's) should not
-/// report it.
-pub fn panic_is_guarded() -> bool {
+/// Whether the panic a hook sees is a third-party decoder's under [`guarded`] — one is running
+/// and the panic's place is the parquet crate's source: it is caught and becomes an error
+/// naming the file, so a panic hook (the CLI's, a fuzz harness's) should not report it. Any
+/// other panic, histfit's own included and on any thread, is reported as ever.
+pub fn panic_is_guarded(info: &std::panic::PanicHookInfo<'_>) -> bool {
     GUARDED.load(Ordering::Relaxed) > 0
+        && info
+            .location()
+            .is_some_and(|l| l.file().replace('\\', "/").contains("/parquet-"))
 }
 
 /// `f` with its panics caught: the parquet crate panics on some malformed files (a varint

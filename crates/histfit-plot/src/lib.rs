@@ -68,9 +68,6 @@ pub struct Options {
 
 /// The figure of plot `kind` drawn from `doc`.
 pub fn figure(kind: &str, doc: &Value, opts: &Options) -> Result<Figure, PlotError> {
-    if let Some(style) = &opts.style {
-        style.check_names(kind, doc)?;
-    }
     let full = doc;
     let one;
     let doc = match &opts.region {

@@ -14,9 +14,9 @@
 //! }
 //! ```
 //!
-//! Every key is optional; an unknown key, and a region or sample name the document does not
-//! have, is an error naming it (a misspelt key silently ignored would leave a figure the user
-//! believes styled). `order` lists the stacked samples of `yields` plots from the bottom up; samples it does not name follow in the model's order, the signal last. A region's
+//! Every key is optional; an unknown key is an error naming it (a misspelt key silently ignored
+//! would leave a figure the user believes styled), and a region or sample name the document
+//! does not have is a warning ([`Style::unmatched`]: one file serves every plot of an analysis). `order` lists the stacked samples of `yields` plots from the bottom up; samples it does not name follow in the model's order, the signal last. A region's
 //! keys override the figure's for that region's panels. A logarithmic axis draws log₁₀ of the
 //! values with ticks at powers of ten (so the SVG/PNG and matplotlib figures stay one figure);
 //! values ≤ 0 sit at the axis floor, half the smallest positive value drawn.
@@ -88,17 +88,19 @@ impl Style {
         Ok(style)
     }
 
-    /// Every region, sample and `order` name the style gives is one the document has: a
-    /// misspelt name would otherwise change nothing, silently. Only `yields` and
-    /// `distributions` documents have regions and samples (a mixture's components); for the
-    /// other kinds those keys are not used (a style file is often shared between plots).
-    pub fn check_names(&self, kind: &str, doc: &serde_json::Value) -> Result<(), PlotError> {
+    /// The region, sample and `order` names the style gives that the document does not have,
+    /// one warning each: a misspelt name changes nothing, which its user should hear about,
+    /// but one style file serves every plot of an analysis (sample names for `yields`,
+    /// components for `distributions`), so it is not an error. The labels every plot draws
+    /// (`data`, `fit`, `total uncertainty`) are names too. Only `yields` and `distributions`
+    /// documents have regions and samples.
+    pub fn unmatched(&self, kind: &str, doc: &serde_json::Value) -> Vec<String> {
         if !crate::REGION_KINDS.contains(&kind) {
-            return Ok(());
+            return Vec::new();
         }
-        let regions = crate::regions(kind, doc)?;
+        let regions = crate::regions(kind, doc).unwrap_or_default();
         let channels = doc["channels"].as_array().map_or(&[][..], Vec::as_slice);
-        let samples: Vec<String> = channels
+        let mut samples: Vec<String> = channels
             .iter()
             .flat_map(|ch| {
                 let list = if kind == "yields" {
@@ -112,30 +114,31 @@ impl Style {
                     .filter_map(|s| s["name"].as_str().map(str::to_string))
             })
             .collect();
-        let unknown = |what: &str, name: &str, have: &[String]| {
-            style_error(format!(
-                "{what}: \"{name}\" is not in the document (it has {})",
+        samples.sort();
+        samples.dedup();
+        let fixed = ["data", "fit", "total uncertainty"];
+        let known = |n: &String| samples.contains(n) || fixed.contains(&n.as_str());
+        let say = |what: &str, name: &str, have: &[String]| {
+            format!(
+                "style: {what} \"{name}\" matches nothing in this {kind} document (it has {})",
                 if have.is_empty() {
                     "none".into()
                 } else {
                     have.join(", ")
                 }
-            ))
+            )
         };
-        if let Some(r) = self.regions.keys().find(|r| !regions.contains(r)) {
-            return Err(unknown("regions", r, &regions));
+        let mut out = Vec::new();
+        for r in self.regions.keys().filter(|r| !regions.contains(r)) {
+            out.push(say("region", r, &regions));
         }
-        let mut distinct = samples.clone();
-        distinct.dedup();
-        distinct.sort();
-        distinct.dedup();
-        if let Some(n) = self.samples.keys().find(|n| !samples.contains(n)) {
-            return Err(unknown("samples", n, &distinct));
+        for n in self.samples.keys().filter(|n| !known(n)) {
+            out.push(say("sample", n, &samples));
         }
-        if let Some(n) = self.order.iter().find(|n| !samples.contains(n)) {
-            return Err(unknown("order", n, &distinct));
+        for n in self.order.iter().filter(|n| !known(n)) {
+            out.push(say("order entry", n, &samples));
         }
-        Ok(())
+        out
     }
 
     /// The colour the style gives sample `name`, if any (checked when read).

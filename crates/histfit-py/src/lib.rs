@@ -1183,6 +1183,9 @@ fn plot_figure(
             )
         }
     };
+    let warnings = style
+        .as_ref()
+        .map_or_else(Vec::new, |s| s.unmatched(kind, &doc));
     let opts = histfit_plot::Options {
         top,
         size: None,
@@ -1191,7 +1194,11 @@ fn plot_figure(
     };
     let figure = histfit_plot::figure(kind, &doc, &opts)
         .map_err(|e| HistfitError::new_err(e.to_string()))?;
-    to_json(&figure)
+    let mut v = serde_json::to_value(&figure).map_err(|e| HistfitError::new_err(e.to_string()))?;
+    if !warnings.is_empty() {
+        v["warnings"] = serde_json::json!(warnings);
+    }
+    to_json(&v)
 }
 
 /// The workspace (JSON text) sorted as pyhf sorts it; JSON text.

@@ -173,7 +173,7 @@ def test_style_and_regions(tmp_path):
         hp.figure_data("yields", d, style={"logy": True})
     with pytest.raises(ValueError, match="no such channel"):
         hp.figure_data("yields", d, region="nowhere")
-    with pytest.raises(ValueError, match="samples: \"tbar\" is not in the document"):
+    with pytest.warns(UserWarning, match="sample \"tbar\" matches nothing"):
         hp.figure_data("yields", d, style={"samples": {"tbar": {"color": "#000000"}}})
     # A sample keeps its colour in every region's figure (the whole document's order).
     colours = {}

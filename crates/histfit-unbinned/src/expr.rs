@@ -350,17 +350,11 @@ impl Parser<'_, '_> {
             self.at += 1;
             return self.call(&name, start);
         }
-        match (self.resolve)(self.g, &full) {
-            Ok(id) => Ok(id),
-            Err(why) => match name.as_str() {
-                "pi" | "Pi" => Ok(self.g.constant(std::f64::consts::PI)),
-                "e" | "E" => Ok(self.g.constant(std::f64::consts::E)),
-                _ => Err(ParseError {
-                    at: start,
-                    message: why,
-                }),
-            },
-        }
+        // (`pi` and `e` are the resolver's to give: a document may define them as parameters.)
+        (self.resolve)(self.g, &full).map_err(|why| ParseError {
+            at: start,
+            message: why,
+        })
     }
 
     fn call(&mut self, name: &str, start: usize) -> Result<Id, ParseError> {
@@ -474,13 +468,17 @@ mod tests {
     fn value(text: &str, params: &[f64]) -> Result<f64, ParseError> {
         let mut g = Graph::new();
         let names = ["a", "b", "x"];
-        let id = parse(&mut g, text, &mut |g, n| {
-            names
-                .iter()
-                .position(|m| *m == n)
-                .map(|i| g.param(i))
-                .ok_or_else(|| format!("\"{n}\" is not defined"))
-        })?;
+        // As the HS3 reader resolves names: parameters, then π and e where none is named so.
+        let id = parse(
+            &mut g,
+            text,
+            &mut |g, n| match names.iter().position(|m| *m == n) {
+                Some(i) => Ok(g.param(i)),
+                None if n == "pi" => Ok(g.constant(std::f64::consts::PI)),
+                None if n == "e" => Ok(g.constant(std::f64::consts::E)),
+                None => Err(format!("\"{n}\" is not defined")),
+            },
+        )?;
         Ok(g.value(id, params, &[]))
     }
 

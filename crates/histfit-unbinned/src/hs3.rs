@@ -1069,9 +1069,13 @@ impl<'a> Builder<'a> {
                 format!("\"{name}\" is a distribution where a value is expected"),
             ));
         }
-        // π where nothing of the document defines the name (TFormula's pi).
-        if matches!(name, "pi" | "Pi" | "TMath::Pi") && !self.info.contains_key(name) {
-            return Ok(self.g.constant(std::f64::consts::PI));
+        // π and e where nothing of the document defines the name (TFormula's pi and e).
+        if !self.info.contains_key(name) {
+            match name {
+                "pi" | "Pi" | "TMath::Pi" => return Ok(self.g.constant(std::f64::consts::PI)),
+                "e" | "E" | "TMath::E" => return Ok(self.g.constant(std::f64::consts::E)),
+                _ => {}
+            }
         }
         let i = match self.params.iter().position(|p| p == name) {
             Some(i) => i,

@@ -413,17 +413,19 @@ pub fn normalised_by_quadrature(
     let most = (QUADRATURE_NODES / (8 * cost.max(1))).clamp(1, 4096);
     let mut pieces = 16.min(most);
     let mut last = quadrature_value(dom, pieces, log_shape_at);
+    let mut all_zero = last == 0.0;
     let mut accuracy = f64::NAN;
     while pieces < 4096 && 2 * pieces <= most && last.is_finite() {
         let next = quadrature_value(dom, 2 * pieces, log_shape_at);
         accuracy = ((last - next) / next).abs();
         pieces *= 2;
         last = next;
+        all_zero &= last == 0.0;
         if accuracy < tolerance {
             break;
         }
     }
-    if last == 0.0 {
+    if all_zero {
         // Zero on every grid tried: the model is refused at its initial point whatever the
         // pieces, so build the fewest (a fuzzed input spent a second on the finest).
         pieces = 16.min(most);

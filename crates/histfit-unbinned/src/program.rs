@@ -170,7 +170,7 @@ impl Program {
         vals
     }
 
-    /// The narrowest bin overlapping [lo, hi] of the histograms ([`Op::Hist`]) the program
+    /// The narrowest non-empty bin overlapping [lo, hi] of the histograms ([`Op::Hist`]) the program
     /// reads over graph column `column`, if it reads any: what a sampler's grid must resolve.
     pub fn narrowest_bin(&self, column: usize, lo: f64, hi: f64) -> Option<f64> {
         self.varying
@@ -181,9 +181,10 @@ impl Program {
                 }
                 _ => None,
             })
-            .flat_map(|t| t.edges().windows(2))
-            .filter(|w| w[1] > lo && w[0] < hi)
-            .map(|w| w[1] - w[0])
+            .flat_map(|t| t.edges().windows(2).zip(t.values()))
+            // An empty bin holds no mass a grid could miss.
+            .filter(|(w, &v)| w[1] > lo && w[0] < hi && v > 0.0)
+            .map(|(w, _)| w[1] - w[0])
             .reduce(f64::min)
     }
 

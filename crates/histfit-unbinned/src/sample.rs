@@ -17,8 +17,9 @@ const MARGIN: f64 = 1.3;
 /// Points per cell and dimension at which the envelope looks for the largest density.
 const PROBES: usize = 5;
 
-/// The most cells an envelope has (a histogram's narrow bins ask for fine grids).
-const MAX_CELLS: usize = 1 << 22;
+/// The most probe points an envelope evaluates (cells × probes per cell: a histogram's narrow
+/// bins ask for fine grids; 2²⁴ points are 128 MB a column).
+const MAX_POINTS: f64 = (1u64 << 24) as f64;
 
 /// Candidates evaluated together (the draw does not depend on it).
 const BATCH: usize = 4096;
@@ -61,11 +62,12 @@ pub fn draw(
             }
         }
     }
-    if (per_dim as f64).powi(d as i32) > MAX_CELLS as f64 {
+    let points = |per_dim: usize| (per_dim as f64 * PROBES as f64).powi(d as i32);
+    if points(per_dim) > MAX_POINTS {
         return Err(SampleError::Envelope);
     }
     for _ in 0..3 {
-        if (per_dim as f64).powi(d as i32) > MAX_CELLS as f64 {
+        if points(per_dim) > MAX_POINTS {
             break;
         }
         let env = Envelope::new(program, params, columns, domains, per_dim);

@@ -85,6 +85,11 @@ pub fn run(a: Args) -> Result<ExitCode> {
             );
         }
     }
+    if let Some(style) = &opts.style {
+        for w in style.unmatched(&a.kind, &doc) {
+            eprintln!("warning: {w}");
+        }
+    }
     let mut drawn_figures = Vec::new();
     for (path, region) in &pictures {
         let opts = histfit_plot::Options {

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from typing import Any, Dict, List, Optional, Union
 
 from . import _native
@@ -84,7 +85,10 @@ def figure_data(kind: str, doc: Document, top: Optional[int] = None, style: Styl
     d = _load(doc)
     if kind == "yields" and isinstance(d, list):  # what histfit.yields returns
         d = {"channels": d}
-    return json.loads(_native.plot_figure(kind, json.dumps(d), top, _style_text(style), region))
+    data = json.loads(_native.plot_figure(kind, json.dumps(d), top, _style_text(style), region))
+    for w in data.pop("warnings", []):
+        warnings.warn(w, stacklevel=3)
+    return data
 
 
 def _colour(c: Dict[str, Any]):
