@@ -258,7 +258,14 @@ impl Program {
         let mut s = Scratch::new(self.varying.len(), false);
         for start in (0..n).step_by(BLOCK) {
             let len = BLOCK.min(n - start);
-            self.forward_any(&uni, columns, start, len, &mut s);
+            let at = Block {
+                uni: &uni,
+                columns,
+                weights: None,
+                start,
+                len,
+            };
+            self.forward_any(at, &mut s);
             let o = self.slot[e] as usize * BLOCK;
             out.extend_from_slice(&s.vals[o..o + len]);
         }
@@ -304,7 +311,14 @@ impl Program {
                     col.extend(std::iter::repeat_n(ut[e], len));
                     continue;
                 }
-                self.forward_any(&uni, columns, start, len, &mut s);
+                let at = Block {
+                    uni: &uni,
+                    columns,
+                    weights: None,
+                    start,
+                    len,
+                };
+                self.forward_any(at, &mut s);
                 for (k, &i) in self.varying.iter().enumerate() {
                     let op = self.ops[i as usize];
                     let vals = &s.vals;
@@ -347,14 +361,14 @@ impl Program {
 
     /// The forward pass of one block into the scratch buffers.
     #[inline(always)]
-    fn forward_block(
-        &self,
-        uni: &[f64],
-        columns: &[&[f64]],
-        start: usize,
-        len: usize,
-        s: &mut Scratch,
-    ) {
+    fn forward_block(&self, at: Block<'_>, s: &mut Scratch) {
+        let Block {
+            uni,
+            columns,
+            start,
+            len,
+            ..
+        } = at;
         for (k, &i) in self.varying.iter().enumerate() {
             let (before, rest) = s.vals.split_at_mut(k * BLOCK);
             let out = &mut rest[..len];
@@ -453,46 +467,26 @@ impl Program {
 
     /// [`forward_block`](Self::forward_block) in the wide build where the processor has it
     /// (for the callers outside a fit's evaluation: densities, per-event scores).
-    fn forward_any(
-        &self,
-        uni: &[f64],
-        columns: &[&[f64]],
-        start: usize,
-        len: usize,
-        s: &mut Scratch,
-    ) {
+    fn forward_any(&self, at: Block<'_>, s: &mut Scratch) {
         #[cfg(target_arch = "x86_64")]
         if wide() {
             // SAFETY: the processor has AVX2 and FMA (checked just above).
-            return unsafe { self.forward_avx2(uni, columns, start, len, s) };
+            return unsafe { self.forward_avx2(at, s) };
         }
-        self.forward_block(uni, columns, start, len, s)
+        self.forward_block(at, s)
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn forward_avx2(
-        &self,
-        uni: &[f64],
-        columns: &[&[f64]],
-        start: usize,
-        len: usize,
-        s: &mut Scratch,
-    ) {
-        self.forward_block(uni, columns, start, len, s)
+    unsafe fn forward_avx2(&self, at: Block<'_>, s: &mut Scratch) {
+        self.forward_block(at, s)
     }
 
     /// One block: forward over the varying nodes, Σ w E, and the backward pass into `badj`.
     #[inline(always)]
     fn block_body(&self, at: Block<'_>, s: &mut Scratch, badj: Option<&mut [f64]>) -> f64 {
-        let Block {
-            uni,
-            columns,
-            weights,
-            start,
-            len,
-        } = at;
-        self.forward_block(uni, columns, start, len, s);
+        let Block { weights, len, .. } = at;
+        self.forward_block(at, s);
         let e_off = self.slot[self.event.0 as usize] as usize * BLOCK;
         let e = &s.vals[e_off..e_off + len];
         let sum = match weights {
@@ -669,8 +663,8 @@ fn backward(step: &Step, node: Node<'_>, adj: &mut [f64], written: &mut [bool], 
     }
 }
 
-/// Where a block lies: the uniform values, the event columns, the weights of its events, its
-/// first event and its length.
+/// Where a block lies: the uniform values, the event columns, the weights of its events (the
+/// forward pass alone reads none), its first event and its length.
 #[derive(Clone, Copy)]
 struct Block<'a> {
     uni: &'a [f64],
