@@ -1280,6 +1280,38 @@ impl<'a> Builder<'a> {
                 let s = self.param_of(d, &["sigma"], p)?;
                 Builder::simple(pdf::lognormal(&mut self.g, x, mu, s, dom))
             }
+            "generalized_normal_dist" => {
+                let (x, dom) = self.observable(d, &["x"], p)?;
+                let mu = self.param_of(d, &["mean", "mu"], p)?;
+                let alpha = self.param_of(d, &["alpha"], p)?;
+                let beta = self.param_of(d, &["beta"], p)?;
+                Builder::simple(pdf::generalized_normal(
+                    &mut self.g,
+                    x,
+                    mu,
+                    alpha,
+                    beta,
+                    dom,
+                ))
+            }
+            "rate_extended_dist" => {
+                // HS3's Poisson point process: the underlying distribution with its global rate
+                // as the expected count.
+                let inner = str_field(d, "dist", p)?;
+                let rate = self.param_of(d, &["rate"], p)?;
+                let mut b = self.distribution(inner, p)?;
+                if b.expected.is_some() {
+                    return Err(err(
+                        format!("{p}.dist"),
+                        format!("\"{inner}\" is itself extended: its rate would be given twice"),
+                    ));
+                }
+                for (_, c) in b.components.iter_mut() {
+                    *c = self.g.mul(*c, rate);
+                }
+                b.expected = Some(rate);
+                b
+            }
             "ARGUS_dist" | "argus_dist" => {
                 let (m, dom) = self.observable(d, &["mass", "m", "x"], p)?;
                 let m0 = self.param_of(d, &["resonance", "m0"], p)?;
@@ -1454,6 +1486,17 @@ impl<'a> Builder<'a> {
                     param,
                     mean,
                     draw: Draw::Poisson,
+                });
+            }
+        } else if kind == "generalized_normal_dist" {
+            let mean = self.param_of(d, &["mean", "mu"], place)?;
+            let alpha = self.param_of(d, &["alpha"], place)?;
+            let beta = self.param_of(d, &["beta"], place)?;
+            if let Some(param) = param(self, &x) {
+                self.globals.push(GlobalObservable {
+                    param,
+                    mean,
+                    draw: Draw::GeneralizedNormal { alpha, beta },
                 });
             }
         } else if kind == "multivariate_normal_dist" {
@@ -1806,6 +1849,7 @@ fn substitute(src: &Graph, dst: &mut Graph, root: Id, from: Id, to: Id) -> Id {
             Op::Cos(a) => dst.cos(m(a)),
             Op::Exprel(a) => dst.exprel(m(a)),
             Op::Lgamma(a) => dst.lgamma(m(a)),
+            Op::GammaP(a, y) => dst.gamma_p(m(a), m(y)),
             // `dst` extends `src`: its tables are the same.
             Op::Hist(a, t) => dst.hist(m(a), t),
             Op::Select(c, a, b) => dst.select(m(c), m(a), m(b)),

@@ -53,6 +53,8 @@ pub enum Draw {
     Gaussian { sigma: Id },
     /// Poisson(mean(θ)).
     Poisson,
+    /// HS3's generalised normal about mean(θ): mean ± alpha · G^(1/beta), G ~ Gamma(1/beta).
+    GeneralizedNormal { alpha: Id, beta: Id },
     /// Row `row` of a multivariate normal: mean(θ) + Σ_j L[row][j] z_j, L the Cholesky factor
     /// of the covariance of group `group` ([`UnbinnedModel::correlated`]) and z_j the normal of
     /// the group's j-th member.
@@ -352,7 +354,7 @@ impl UnbinnedModel {
 
     /// The global observables of a toy at `params`, each drawn from its constraint at θ with
     /// stream 2^31 + k of (seed, toy) for the k-th: a Gaussian's N(mean, sigma), a Poisson's
-    /// count, a multivariate normal's mean + L z with z_j from its j-th member's stream.
+    /// count, a generalised normal's mean ± α G^(1/β), a multivariate normal's mean + L z with z_j from its j-th member's stream.
     fn toy_globals(&self, params: &[f64], seed: u64, toy: u64) -> Vec<f64> {
         let stream = |k: usize| ToyStream::new(seed, toy, (1 << 31) + k as u32);
         let normals: Vec<f64> = (0..self.globals.len())
@@ -374,6 +376,20 @@ impl UnbinnedModel {
                     // toy, counted), not a count of 0.
                     Draw::Poisson if mean.is_nan() => f64::NAN,
                     Draw::Poisson => stream(k).poisson(mean.max(0.0)),
+                    Draw::GeneralizedNormal { alpha, beta } => {
+                        let (a, b) = (
+                            self.graph.value(alpha, params, &[]),
+                            self.graph.value(beta, params, &[]),
+                        );
+                        let mut s = stream(k);
+                        let sign = if s.uniform() < 0.5 { -1.0 } else { 1.0 };
+                        let g = s.gamma(1.0 / b);
+                        mean + sign
+                            * a
+                            * histfit_compute::rng::portable_exp(
+                                histfit_compute::rng::portable_ln(g) / b,
+                            )
+                    }
                     Draw::Correlated { group, row } => {
                         let c = &self.correlated[group];
                         let n = c.members.len();

@@ -106,6 +106,46 @@ pub fn exponential(g: &mut Graph, x: Id, c: Id, dom: Domain) -> Id {
     normalised(g, log_shape, log_norm)
 }
 
+/// HS3's generalised normal e^(−(|x − μ|/α)^β) (β = 2: a Gaussian of σ = α/√2; β ≈ 8: a
+/// flat top with steep sides, HS3's suggestion for a constraint between two models).
+/// Normalised in closed form: ∫_μ^(μ+t) e^(−(u/α)^β) du = (α/β) Γ(1/β) P(1/β, (t/α)^β), P the
+/// regularised incomplete gamma function — so β may be fitted too. An infinite end of the
+/// domain contributes the whole tail.
+pub fn generalized_normal(g: &mut Graph, x: Id, mu: Id, alpha: Id, beta: Id, dom: Domain) -> Id {
+    let d = g.sub(x, mu);
+    let ad = g.abs(d);
+    let u = g.div(ad, alpha);
+    let ub = g.pow(u, beta);
+    let log_shape = g.neg(ub);
+    let one = g.constant(1.0);
+    let a = g.div(one, beta);
+    // sign(t) P(1/β, (|t|/α)^β) at each end t = bound − μ.
+    let side = |g: &mut Graph, bound: f64| -> Id {
+        if bound.is_infinite() {
+            return g.constant(bound.signum());
+        }
+        let b = g.constant(bound);
+        let t = g.sub(b, mu);
+        let at = g.abs(t);
+        let ut = g.div(at, alpha);
+        let y = g.pow(ut, beta);
+        let p = g.gamma_p(a, y);
+        let minus = g.neg(p);
+        g.select(t, p, minus)
+    };
+    let hi = side(g, dom.hi);
+    let lo = side(g, dom.lo);
+    let mass = g.sub(hi, lo);
+    // ln N = ln α − ln β + ln Γ(1/β) + ln(mass).
+    let (la, lb) = (g.log(alpha), g.log(beta));
+    let lg = g.lgamma(a);
+    let lm = g.log(mass);
+    let t1 = g.sub(la, lb);
+    let t2 = g.add(t1, lg);
+    let log_norm = g.add(t2, lm);
+    normalised(g, log_shape, log_norm)
+}
+
 /// Uniform over the domain.
 pub fn uniform(g: &mut Graph, dom: Domain) -> Id {
     g.constant(-dom.width().ln())

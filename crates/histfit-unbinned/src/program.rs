@@ -636,7 +636,12 @@ fn backward(step: &Step, node: Node<'_>, adj: &mut [f64], written: &mut [bool], 
         }
         Op::Pow(_, _) => {
             acc!(0, |i| x1[i] * x0[i].powf(x1[i] - 1.0));
-            acc!(1, |i| v[i] * crate::vmath::ln(x0[i]));
+            // x^y ln x → 0 as x → 0 (y > 0): 0 where the value is, not 0 · (−∞).
+            acc!(1, |i| if v[i] == 0.0 {
+                0.0
+            } else {
+                v[i] * crate::vmath::ln(x0[i])
+            });
         }
         Op::Powi(_, 2) => acc!(0, |i| 2.0 * x0[i]),
         Op::Powi(_, k) => acc!(0, |i| k as f64 * x0[i].powi(k - 1)),
@@ -653,6 +658,10 @@ fn backward(step: &Step, node: Node<'_>, adj: &mut [f64], written: &mut [bool], 
         Op::Cos(_) => acc!(0, |i| -x0[i].sin()),
         Op::Exprel(_) => acc!(0, |i| crate::graph::exprel_prime(x0[i])),
         Op::Lgamma(_) => acc!(0, |i| crate::graph::digamma(x0[i])),
+        Op::GammaP(_, _) => {
+            acc!(0, |i| crate::graph::gamma_p(x0[i], x1[i]).1);
+            acc!(1, |i| crate::graph::gamma_p_dy(x0[i], x1[i]));
+        }
         // Piecewise constant: no derivative in x.
         Op::Hist(..) => {}
         Op::Select(..) => {
@@ -759,6 +768,7 @@ fn forward<'a>(
         Op::Mul(a, b) => binary!(a, b, |x: f64, y: f64| x * y),
         Op::Div(a, b) => binary!(a, b, |x: f64, y: f64| x / y),
         Op::Pow(a, b) => binary!(a, b, |x: f64, y: f64| x.powf(y)),
+        Op::GammaP(a, b) => binary!(a, b, |x: f64, y: f64| crate::graph::gamma_p(x, y).0),
         Op::Powi(a, 2) => unary!(a, |x: f64| x * x),
         Op::Powi(a, k) => unary!(a, |x: f64| x.powi(k)),
         Op::Neg(a) => unary!(a, |x: f64| -x),

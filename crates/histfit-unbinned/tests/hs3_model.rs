@@ -814,3 +814,56 @@ fn a_poisson_over_events_is_refused() {
         "{e}"
     );
 }
+
+/// HS3's generalised normal as a constraint (α = 0.05, β = 8 about c): toys draw its global
+/// observable from it — the mean, the variance α² Γ(3/β)/Γ(1/β) and the share within α of the
+/// mean, P(1/β, 1), each within 4 standard errors over 4 000 toys — and the Asimov dataset sets
+/// it to the mean. A `rate_extended_dist` over a distribution that is already extended is refused.
+#[test]
+fn generalized_normal_constraints_and_rate_extended_distributions() {
+    let doc = fixture_doc("generalized_normal.json");
+    let mut m = open(&doc, &Choice::default()).unwrap();
+    let g = m.space.index("c_obs").unwrap();
+    let k = m.globals.iter().position(|x| x.param == g).unwrap();
+    let p = m.space.init.clone();
+    let c = p[m.space.index("c").unwrap()];
+    let toys = m.toys(&p, 11, 0..4000).unwrap();
+    let draws: Vec<f64> = toys.iter().map(|t| t.aux[k]).collect();
+    let n = draws.len() as f64;
+    let mean = draws.iter().sum::<f64>() / n;
+    let var = draws.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    let (alpha, beta) = (0.05_f64, 8.0_f64);
+    let gamma = |x: f64| libm::tgamma(x);
+    let v = alpha * alpha * gamma(3.0 / beta) / gamma(1.0 / beta);
+    let kurtosis = gamma(5.0 / beta) * gamma(1.0 / beta) / gamma(3.0 / beta).powi(2);
+    assert!((mean - c).abs() < 4.0 * (v / n).sqrt(), "mean {mean}");
+    assert!(
+        (var - v).abs() < 4.0 * v * ((kurtosis - 1.0) / n).sqrt(),
+        "variance {var} against {v}"
+    );
+    let inside = draws.iter().filter(|x| (*x - c).abs() < alpha).count() as f64 / n;
+    let share = histfit_unbinned::graph::gamma_p(1.0 / beta, 1.0).0;
+    assert!(
+        (inside - share).abs() < 4.0 * (share * (1.0 - share) / n).sqrt(),
+        "{inside} within α against {share}"
+    );
+    assert_eq!(m.asimov_globals(&p)[k], c);
+
+    let mut twice = doc.clone();
+    for d in twice["distributions"].as_array_mut().unwrap() {
+        if d["name"] == "shape" {
+            d["coefficients"] = json!(["n_sig", "n_bkg"]);
+            d["extended"] = json!(true);
+        }
+    }
+    let pars = twice["parameter_points"][0]["parameters"]
+        .as_array_mut()
+        .unwrap();
+    pars.push(json!({"name": "n_sig", "value": 900.0}));
+    pars.push(json!({"name": "n_bkg", "value": 2100.0}));
+    let e = open(&twice, &Choice::default()).unwrap_err().to_string();
+    assert!(
+        e.contains("\"extended\"") && e.contains("is itself extended"),
+        "{e}"
+    );
+}

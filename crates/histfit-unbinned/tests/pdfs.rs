@@ -131,6 +131,27 @@ fn cases() -> Vec<Case> {
             formula: |x, p| (-0.5 * ((x.ln() - p[0]) / p[1]).powi(2)).exp() / x,
         },
         Case {
+            name: "generalized normal, flat top (beta = 8)",
+            params: vec![88.0, 9.0, 8.0],
+            dom: d,
+            build: |g, x, p, dom, _| pdf::generalized_normal(g, x, p[0], p[1], p[2], dom),
+            formula: |x, p| (-((x - p[0]).abs() / p[1]).powf(p[2])).exp(),
+        },
+        Case {
+            name: "generalized normal, cusp (beta = 1.3), mean near an end",
+            params: vec![64.0, 7.0, 1.3],
+            dom: d,
+            build: |g, x, p, dom, _| pdf::generalized_normal(g, x, p[0], p[1], p[2], dom),
+            formula: |x, p| (-((x - p[0]).abs() / p[1]).powf(p[2])).exp(),
+        },
+        Case {
+            name: "generalized normal, mean outside the domain",
+            params: vec![55.0, 20.0, 2.6],
+            dom: d,
+            build: |g, x, p, dom, _| pdf::generalized_normal(g, x, p[0], p[1], p[2], dom),
+            formula: |x, p| (-((x - p[0]).abs() / p[1]).powf(p[2])).exp(),
+        },
+        Case {
             name: "argus",
             params: vec![125.0, -5.0, 0.5],
             dom: d,

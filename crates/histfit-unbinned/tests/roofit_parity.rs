@@ -7,7 +7,9 @@
 //! Where RooFit is not exact the reference is computed independently (`scripts/reference/`):
 //! ARGUS on a range ending below m0 (RooFit's −ln L is 1.9e-5 relative off SciPy's quad, which
 //! histfit matches to 1e-15), the generic PDF (RooFit integrates it numerically; the closed form
-//! is used instead, and iminuit's fit on it), and the two-sided Crystal Ball (RooFit's fit stops
+//! is used instead, and iminuit's fit on it), HS3's own types ROOT does not export
+//! (`generalized_normal`: a generalised normal signal and constraint and a `rate_extended_dist`,
+//! against SciPy's `gennorm` and iminuit), and the two-sided Crystal Ball (RooFit's fit stops
 //! 2.6e-4 above the minimum, its errors there up to 2.5 % larger than the Hessian's at the
 //! minimum, which SciPy and iminuit find).
 
@@ -39,6 +41,11 @@ fn reference(name: &str) -> Reference {
             json!({"a": 0.3, "b": 0.05}),
             &["a", "b"],
         )),
+        "generalized_normal" => Some((
+            "generalized_normal.scipy.json",
+            json!({"mu": 4.0, "alpha": 1.2, "beta": 3.0, "c": 0.3, "f": 0.3, "n": 3000.0}),
+            &["mu", "alpha", "beta", "c", "f", "n"],
+        )),
         "dcb" => Some((
             "dcb.independent.json",
             read("dcb.roofit.json")["initial_values"].clone(),
@@ -49,8 +56,12 @@ fn reference(name: &str) -> Reference {
     if let Some((file, init, names)) = independent {
         let r = read(file);
         let fit = &r["fit"];
+        let mut points = vec![(init, r["nll_at_initial"].as_f64().unwrap())];
+        if let Some(nll) = r["nll_at_point2"].as_f64() {
+            points.push((r["point2"].clone(), nll));
+        }
         return Reference {
-            points: vec![(init, r["nll_at_initial"].as_f64().unwrap())],
+            points,
             min_nll: fit["nll"].as_f64().unwrap(),
             params: names
                 .iter()
@@ -115,6 +126,7 @@ const FIXTURES: &[&str] = &[
     "weighted",
     "constrained_pois_mvn",
     "histogram",
+    "generalized_normal",
 ];
 
 fn point(names: &[String], init: &[f64], values: &Value) -> Vec<f64> {
