@@ -730,6 +730,9 @@ struct Builder<'a> {
     observables: HashMap<String, (usize, Domain)>,
     columns: Vec<String>,
     funcs: HashMap<String, Id>,
+    /// Templates of simulated events built in the channel: name → (ln f, total), shared by the
+    /// distribution and its yield function.
+    templates: HashMap<String, (Id, Id)>,
     /// Functions being built (a cycle is an error, not a stack overflow).
     building: Vec<String>,
     notes: Vec<String>,
@@ -812,6 +815,7 @@ impl<'a> Builder<'a> {
             observables: HashMap::new(),
             columns: Vec::new(),
             funcs: HashMap::new(),
+            templates: HashMap::new(),
             building: Vec::new(),
             notes: plan.notes.clone(),
             globals: Vec::new(),
@@ -829,6 +833,7 @@ impl<'a> Builder<'a> {
             // Functions are built anew per channel: what is an observable differs.
             self.observables.clear();
             self.funcs.clear();
+            self.templates.clear();
             for Observable { name, lo, hi } in &observables {
                 let j = match self.columns.iter().position(|c| c == name) {
                     Some(j) => j,
@@ -875,6 +880,7 @@ impl<'a> Builder<'a> {
         }
         self.observables.clear();
         self.funcs.clear();
+        self.templates.clear();
         for name in &plan.aux {
             let place = format!("aux distribution \"{name}\"");
             let b = self.distribution(name, &place)?;
@@ -882,7 +888,8 @@ impl<'a> Builder<'a> {
             constraints.extend(b.constraint);
         }
         let constraint_term = self.g.sum(&constraints);
-        let space = self.space(&plan.pois)?;
+        let mut space = self.space(&plan.pois)?;
+        self.set_priors(&mut space);
         let globals = std::mem::take(&mut self.globals);
         let correlated = std::mem::take(&mut self.correlated);
         let mut model = UnbinnedModel::new(
@@ -898,6 +905,48 @@ impl<'a> Builder<'a> {
         model.check_initial_point()?;
         model.set_curvature_scales();
         Ok(model)
+    }
+
+    /// A parameter that is itself the mean of a Gaussian constraint of fixed width (or a member
+    /// of a multivariate normal's) is a constrained nuisance parameter: centre its global
+    /// observable, width the constraint's σ — what the fit table's pulls, rankings and error
+    /// breakdowns read.
+    fn set_priors(&self, space: &mut ParameterSpace) {
+        for g in &self.globals {
+            let crate::graph::Op::Param(i) = self.g.op(g.mean) else {
+                continue;
+            };
+            // A width held fixed (a constant, or parameters ROOT marks constant) is known.
+            let held = |id: Id| {
+                self.g.needed(id).iter().all(|&k| match self.g.op(Id(k)) {
+                    crate::graph::Op::Param(j) => space.fixed[j],
+                    crate::graph::Op::Column(_) => false,
+                    _ => true,
+                })
+            };
+            let width = match g.draw {
+                Draw::Gaussian { sigma } if held(sigma) => {
+                    Some(self.g.value(sigma, &space.init, &[]))
+                }
+                Draw::Correlated { group, row } => {
+                    let c = &self.correlated[group];
+                    let n = c.members.len();
+                    Some(
+                        (0..=row)
+                            .map(|j| c.chol[row * n + j].powi(2))
+                            .sum::<f64>()
+                            .sqrt(),
+                    )
+                }
+                _ => None,
+            };
+            if let Some(width) = width.filter(|w| *w > 0.0 && w.is_finite()) {
+                space.priors[i] = Prior::Gauss {
+                    centre: space.init[g.param],
+                    width,
+                };
+            }
+        }
     }
 
     fn space(&self, pois: &[String]) -> Result<ParameterSpace> {
@@ -1124,6 +1173,26 @@ impl<'a> Builder<'a> {
                         |a, &b| self.g.mul(a, b),
                     )
                 })
+            }
+            "histfit_template_yield" => {
+                // The morphed sum of a template's weights: a process's yield that follows its
+                // simulated events through their weight systematics.
+                let t = str_field(f, "template", &place)?;
+                let &(j, d) = self.doc.dists.get(t).ok_or_else(|| {
+                    err(
+                        format!("{place}.template"),
+                        format!("no distribution named \"{t}\""),
+                    )
+                })?;
+                if d.get("type").and_then(Value::as_str) != Some("histfit_template_dist") {
+                    return Err(err(
+                        format!("{place}.template"),
+                        format!("\"{t}\" is not a histfit_template_dist"),
+                    ));
+                }
+                Ok(self
+                    .template(t, d, &format!("distributions[{j}] (\"{t}\")"))?
+                    .1)
             }
             other => Err(err(
                 format!("{place}.type"),
@@ -1415,6 +1484,10 @@ impl<'a> Builder<'a> {
                 Builder::simple(self.g.sub(t, ln_fact))
             }
             "histogram_dist" => Builder::simple(self.histogram(d, p)?),
+            "histfit_template_dist" => {
+                let name = str_field(d, "name", p)?.to_string();
+                Builder::simple(self.template(&name, d, p)?.0)
+            }
             "multivariate_normal_dist" => {
                 let mvn = self.multivariate_normal(d, p)?;
                 Builder::simple(mvn.log_density)
@@ -1666,6 +1739,136 @@ impl<'a> Builder<'a> {
         let log_h = self.g.log(h);
         let log_mass = self.g.constant(mass.ln());
         Ok(self.g.sub(log_h, log_mass))
+    }
+
+    /// A `histfit_template_dist` ([`crate::template`]): (ln f per event, the morphed total of its
+    /// weights), built once per channel.
+    fn template(&mut self, name: &str, d: &Value, p: &str) -> Result<(Id, Id)> {
+        if let Some(&built) = self.templates.get(name) {
+            return Ok(built);
+        }
+        let x_name = str_field(d, "x", p)?.to_string();
+        let Some(&(j, dom)) = self.observables.get(&x_name) else {
+            return Err(err(
+                format!("{p}.x"),
+                format!("\"{x_name}\" is not an observable of the data"),
+            ));
+        };
+        let source = str_field(d, "events", p)?;
+        let (table, _, note) = self
+            .events(source)
+            .map_err(|e| err(format!("{p}.events"), e.to_string()))?;
+        self.notes.extend(note);
+        let column = |key: &str, axis: &str| -> Result<&[f64]> {
+            table.column(axis).ok_or_else(|| {
+                err(
+                    format!("{p}.{key}"),
+                    format!(
+                        "the dataset \"{source}\" has no axis \"{axis}\" (its axes: {})",
+                        table.names.join(", ")
+                    ),
+                )
+            })
+        };
+        let x = column("x", &x_name)?;
+        let weights: Option<&[f64]> = match d.get("weight") {
+            Some(Value::String(axis)) => Some(column("weight", axis)?),
+            Some(_) => return Err(err(format!("{p}.weight"), "expected the name of an axis")),
+            None => table.weights.as_deref(),
+        };
+        let weight = |i: usize| weights.map_or(1.0, |w| w[i]);
+        let binning = d.get("binning").filter(|b| b.is_object()).ok_or_else(|| {
+            err(
+                p,
+                "missing \"binning\": {\"nbins\": N} or {\"edges\": [...]}",
+            )
+        })?;
+        let mut axis = binning.clone();
+        if axis.get("edges").is_none() {
+            axis["min"] = serde_json::json!(dom.lo);
+            axis["max"] = serde_json::json!(dom.hi);
+        }
+        let bp = format!("{p}.binning");
+        let edges = histogram_edges(&axis, &bp)?;
+        if edges[0] != dom.lo || edges[edges.len() - 1] != dom.hi {
+            return Err(err(
+                bp,
+                format!(
+                    "the edges span [{}, {}]: they must span the domain of \"{x_name}\", [{}, {}]",
+                    edges[0],
+                    edges[edges.len() - 1],
+                    dom.lo,
+                    dom.hi
+                ),
+            ));
+        }
+        let (nominal, outside) = crate::template::bin_sums(&edges, x, &weight);
+        if let Some(b) = nominal.iter().position(|s| *s < 0.0) {
+            return Err(err(
+                format!("{p}.events"),
+                format!(
+                    "the weights of bin {b} [{}, {}] sum to {}: a template's content must not be negative",
+                    edges[b],
+                    edges[b + 1],
+                    nominal[b]
+                ),
+            ));
+        }
+        if nominal.iter().sum::<f64>() <= 0.0 {
+            return Err(err(
+                format!("{p}.events"),
+                "no weight within the binning: the density would be 0",
+            ));
+        }
+        if outside > 0 {
+            self.notes.push(format!(
+                "{p}: {outside} of the {} simulated events of \"{source}\" lie outside the binning and are left out",
+                x.len()
+            ));
+        }
+        let mut systematics = Vec::new();
+        let sys = match d.get("weight_systematics") {
+            None => &[][..],
+            Some(Value::Array(a)) => &a[..],
+            Some(_) => return Err(err(format!("{p}.weight_systematics"), "expected a list")),
+        };
+        for (k, s) in sys.iter().enumerate() {
+            let sp = format!("{p}.weight_systematics[{k}]");
+            let param = str_field(s, "parameter", &sp)?;
+            let alpha = self.value(param, &sp)?;
+            let interpolation = match s.get("interpolation") {
+                None => crate::template::Interpolation::Code4p,
+                Some(v) => v
+                    .as_str()
+                    .and_then(crate::template::Interpolation::parse)
+                    .ok_or_else(|| {
+                        err(
+                            format!("{sp}.interpolation"),
+                            "expected \"code0\" or \"code4p\"",
+                        )
+                    })?,
+            };
+            let up = column(
+                &format!("weight_systematics[{k}].up"),
+                str_field(s, "up", &sp)?,
+            )?;
+            let down = column(
+                &format!("weight_systematics[{k}].down"),
+                str_field(s, "down", &sp)?,
+            )?;
+            systematics.push(crate::template::Systematic {
+                alpha,
+                interpolation,
+                up,
+                down,
+            });
+        }
+        let xid = self.g.column(j);
+        let t =
+            crate::template::build(&mut self.g, xid, x, &edges, &nominal, &weight, &systematics);
+        self.templates
+            .insert(name.to_string(), (t.log_density, t.total));
+        Ok((t.log_density, t.total))
     }
 
     fn double_cb(&mut self, d: &Value, p: &str) -> Result<Built> {

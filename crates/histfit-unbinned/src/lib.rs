@@ -2,7 +2,8 @@
 //! expression [`graph`] over event columns and parameters — named PDFs ([`pdf`]) and `generic_*`
 //! expressions ([`expr`]) alike — which the CPU evaluates over blocks of events with
 //! reverse-mode gradients ([`program`]); [`model`] is the likelihood (extended or not, weighted
-//! events, constraint terms, several channels) behind histfit's `Evaluator` seam. Events a dataset
+//! events, constraint terms, several channels) behind histfit's `Evaluator` seam; [`template`] makes
+//! densities from simulated events with per-event weight systematics. Events a dataset
 //! names in files (its `histfit_source`) are read by `histfit-events`: Parquet columns, and TTree
 //! branches through the expressions of [`tree_source`].
 
@@ -15,6 +16,7 @@ pub mod model;
 pub mod pdf;
 pub mod program;
 pub mod sample;
+pub mod template;
 pub mod tree_source;
 pub mod vmath;
 pub mod weighted;
