@@ -3,8 +3,9 @@
 histfit's HS3 extensions for simulated events with per-event weight systematics: a signal
 density `histfit_template_dist` made from 3 000 simulated events (dataset "mc_signal": mass,
 nominal weight w — some negative, as NLO generators write them —, and the weights under each
-systematic's ±1σ), 25 bins on [100, 150]; two systematics, alpha_jes (code 4p) and alpha_eff
-(code 0), each with a Gaussian constraint; the signal yield mu × the template's morphed total
+systematic's ±1σ), 25 bins on [100, 150]; two systematics, alpha_jes (code 0: its minimum lies
+well away from the kink at 0, where Hesse errors by differences are ill-defined) and alpha_eff
+(code 4p, smooth through 0: its minimum is near 0), each with a Gaussian constraint; the signal yield mu × the template's morphed total
 (`histfit_template_yield`), the background exponential with a free yield. Data: 1 500 events,
 NumPy, seed 29.
 
@@ -62,9 +63,9 @@ def write():
              "events": "mc_signal", "weight": "w", "binning": {"nbins": NBINS},
              "weight_systematics": [
                  {"parameter": "alpha_jes", "up": "w_jes_up", "down": "w_jes_down",
-                  "interpolation": "code4p"},
+                  "interpolation": "code0"},
                  {"parameter": "alpha_eff", "up": "w_eff_up", "down": "w_eff_down",
-                  "interpolation": "code0"}]},
+                  "interpolation": "code4p"}]},
             {"name": "background", "type": "exponential_dist", "x": "mass", "c": "c"},
             {"name": "jes_constraint", "type": "gaussian_dist", "x": "nom_jes",
              "mean": "alpha_jes", "sigma": "1"},
@@ -89,7 +90,7 @@ def write():
         "likelihoods": [{"name": "L", "distributions": ["model"], "data": ["observed"]}],
         "analyses": [{"name": "A", "likelihood": "L", "parameters_of_interest": ["mu"]}],
         "domains": [{"name": "default_domain", "type": "product_domain", "axes": [
-            {"name": "mu", "min": -5.0, "max": 10.0},
+            {"name": "mu", "min": -5.0, "max": 50.0},
             {"name": "alpha_jes", "min": -5.0, "max": 5.0},
             {"name": "alpha_eff", "min": -5.0, "max": 5.0},
             {"name": "nbkg", "min": 0.0, "max": 10000.0},
@@ -112,7 +113,7 @@ mc = np.array(d["data"][1]["entries"])
 edges = np.linspace(LO, HI, NBINS + 1)
 hist = lambda col: np.histogram(mc[:, 0], bins=edges, weights=mc[:, col])[0]
 nom = hist(1)
-deltas = [(hist(2) - nom, nom - hist(3), "4p"), (hist(4) - nom, nom - hist(5), "0")]
+deltas = [(hist(2) - nom, nom - hist(3), "0"), (hist(4) - nom, nom - hist(5), "4p")]
 which = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, NBINS - 1)
 width = edges[1] - edges[0]
 
@@ -137,7 +138,7 @@ def nll(mu, alpha_jes, alpha_eff, nbkg, c):
 
 
 m = Minuit(nll, **INIT)
-m.limits = [(-5, 10), (-5, 5), (-5, 5), (0, 10000), (0, 0.2)]
+m.limits = [(-5, 50), (-5, 5), (-5, 5), (0, 10000), (0, 0.2)]
 m.errordef = Minuit.LIKELIHOOD
 m.strategy = 2
 m.tol = 1e-7

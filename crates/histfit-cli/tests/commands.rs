@@ -1087,6 +1087,82 @@ fn hs3_documents_open_in_every_inference_command() {
     );
 }
 
+/// `histfit pulls`: each toy of the study is the ensemble's toy of the same index (the same
+/// minimum as `toys` finds for it), every free parameter summarised, and the summary the mean and
+/// width of the per-toy pulls (θ̂ − θ_gen)/σ̂ recomputed here.
+#[test]
+fn pull_studies_summarise_the_toys_pulls() {
+    let f = fixture("hs3/gauss_exp_ext.json");
+    let p = run_json(&["pulls", &f, "--n-toys", "40", "--seed", "3", "--json"]);
+    assert_eq!(p["kind"], "pulls");
+    assert_eq!(
+        p["used"].as_u64().unwrap() + p["left_out"].as_u64().unwrap(),
+        40
+    );
+    let toys = run_json(&[
+        "toys", &f, "--poi", "nsig", "--n-toys", "40", "--seed", "3", "--json",
+    ]);
+    let names: Vec<&str> = p["par_names"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    let k_nsig = names.iter().position(|n| *n == "nsig").unwrap();
+    for (a, b) in p["toys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(toys["toys"].as_array().unwrap())
+    {
+        assert_eq!(a["index"], b["index"]);
+        let (x, y) = (
+            a["twice_nll"].as_f64().unwrap(),
+            b["twice_nll"].as_f64().unwrap(),
+        );
+        assert!((x - y).abs() < 1e-6, "toy {}: {x} vs {y}", a["index"]);
+        let (m, n) = (
+            a["bestfit"][k_nsig].as_f64().unwrap(),
+            b["poi"].as_f64().unwrap(),
+        );
+        assert!(
+            (m - n).abs() < 1e-3 * n.abs(),
+            "toy {}: {m} vs {n}",
+            a["index"]
+        );
+    }
+    let gen: Vec<f64> = p["gen_params"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    let params = p["parameters"].as_array().unwrap();
+    assert_eq!(params.len(), 5);
+    for q in params {
+        let k = names
+            .iter()
+            .position(|n| *n == q["name"].as_str().unwrap())
+            .unwrap();
+        let pulls: Vec<f64> = p["toys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["used"] == true)
+            .map(|t| {
+                (t["bestfit"][k].as_f64().unwrap() - gen[k])
+                    / t["uncertainties"][k].as_f64().unwrap()
+            })
+            .collect();
+        let n = pulls.len() as f64;
+        let mean = pulls.iter().sum::<f64>() / n;
+        let width = (pulls.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+        assert!((q["mean"].as_f64().unwrap() - mean).abs() < 1e-12);
+        assert!((q["width"].as_f64().unwrap() - width).abs() < 1e-12);
+        assert!((q["mean_error"].as_f64().unwrap() - width / n.sqrt()).abs() < 1e-12);
+    }
+}
+
 /// Likelihoods as HEPData ships them (`.json.gz`) and on standard input (`-`) fit as the plain
 /// file does.
 #[test]

@@ -16,6 +16,7 @@ pub mod fit;
 pub mod gof;
 pub mod limits;
 pub mod minos;
+pub mod pulls;
 pub mod ranking;
 pub mod scan;
 pub mod toys;
@@ -27,6 +28,7 @@ pub use fit::{check_dense, fit, FitOptions, FitResult, KinkState, Starts, DENSE_
 pub use gof::{goodness_of_fit, GoodnessOfFit};
 pub use limits::{upper_limit, upper_limit_scan, UpperLimit};
 pub use minos::{minos, MinosInterval};
+pub use pulls::{pull_study, PullStudy};
 pub use ranking::{ranking, Ranking, RankingEntry};
 pub use scan::{linspace, profile_scan, ScanResult};
 pub use toys::{

@@ -47,6 +47,11 @@ pub enum Op {
     /// P(a, y) = γ(a, y) / Γ(a), the regularised lower incomplete gamma function, for a > 0
     /// (0 for y ≤ 0): the integral of a generalised normal density up to a point.
     GammaP(Id, Id),
+    /// ln φ(λ), φ the Landau density ([`crate::landau`]).
+    LandauLnPdf(Id),
+    /// The Landau distribution function Φ(λ) and its complement Q(λ) = 1 − Φ(λ).
+    LandauCdf(Id),
+    LandauSf(Id),
     /// The value of the bin of table `t` ([`Graph::tables`]) holding x: a histogram's
     /// piecewise-constant density; 0 outside its edges (and for NaN). Its derivative in x is 0.
     Hist(Id, u32),
@@ -77,6 +82,9 @@ impl Op {
             | Op::Cos(a)
             | Op::Exprel(a)
             | Op::Lgamma(a)
+            | Op::LandauLnPdf(a)
+            | Op::LandauCdf(a)
+            | Op::LandauSf(a)
             | Op::Hist(a, _) => ([a, Id(0), Id(0)], 1),
             Op::Select(c, a, b) => ([c, a, b], 3),
         };
@@ -108,6 +116,9 @@ impl Op {
             Op::Lgamma(a) => (19, id(a), 0, 0),
             Op::Hist(a, t) => (20, id(a), t as u64, 0),
             Op::GammaP(a, b) => (21, id(a), id(b), 0),
+            Op::LandauLnPdf(a) => (22, id(a), 0, 0),
+            Op::LandauCdf(a) => (23, id(a), 0, 0),
+            Op::LandauSf(a) => (24, id(a), 0, 0),
             Op::Select(c, a, b) => (18, id(c), id(a), id(b)),
         }
     }
@@ -497,6 +508,15 @@ impl Graph {
     pub fn lgamma(&mut self, a: Id) -> Id {
         self.fold(Op::Lgamma(a))
     }
+    pub fn landau_ln_pdf(&mut self, a: Id) -> Id {
+        self.fold(Op::LandauLnPdf(a))
+    }
+    pub fn landau_cdf(&mut self, a: Id) -> Id {
+        self.fold(Op::LandauCdf(a))
+    }
+    pub fn landau_sf(&mut self, a: Id) -> Id {
+        self.fold(Op::LandauSf(a))
+    }
     /// The regularised lower incomplete gamma function P(a, y).
     pub fn gamma_p(&mut self, a: Id, y: Id) -> Id {
         self.fold(Op::GammaP(a, y))
@@ -625,6 +645,9 @@ pub fn eval_scalar(op: Op, arg: &dyn Fn(Id) -> f64, tables: &[Table]) -> f64 {
         Op::Exprel(a) => exprel(arg(a)),
         Op::Lgamma(a) => libm::lgamma(arg(a)),
         Op::GammaP(a, y) => gamma_p(arg(a), arg(y)).0,
+        Op::LandauLnPdf(a) => crate::landau::ln_pdf(arg(a)).0,
+        Op::LandauCdf(a) => crate::landau::cdf(arg(a)),
+        Op::LandauSf(a) => crate::landau::sf(arg(a)),
         Op::Hist(a, t) => tables[t as usize].at(arg(a)),
         Op::Select(c, a, b) => {
             if arg(c) >= 0.0 {
@@ -676,6 +699,9 @@ pub fn partials(op: Op, v: f64, arg: &dyn Fn(Id) -> f64) -> [f64; 3] {
             let (a, y) = (arg(a), arg(y));
             [gamma_p(a, y).1, gamma_p_dy(a, y), 0.0]
         }
+        Op::LandauLnPdf(a) => [crate::landau::ln_pdf(arg(a)).1, 0.0, 0.0],
+        Op::LandauCdf(a) => [crate::landau::pdf(arg(a)), 0.0, 0.0],
+        Op::LandauSf(a) => [-crate::landau::pdf(arg(a)), 0.0, 0.0],
         Op::Hist(..) => [0.0; 3],
         Op::Select(c, ..) => {
             if arg(c) >= 0.0 {

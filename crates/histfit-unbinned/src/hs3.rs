@@ -1363,6 +1363,12 @@ impl<'a> Builder<'a> {
                     dom,
                 ))
             }
+            "landau_dist" => {
+                let (x, dom) = self.observable(d, &["x"], p)?;
+                let mu = self.param_of(d, &["mean", "mu"], p)?;
+                let s = self.param_of(d, &["sigma"], p)?;
+                Builder::simple(pdf::landau(&mut self.g, x, mu, s, dom))
+            }
             "rate_extended_dist" => {
                 // HS3's Poisson point process: the underlying distribution with its global rate
                 // as the expected count.
@@ -2053,6 +2059,9 @@ fn substitute(src: &Graph, dst: &mut Graph, root: Id, from: Id, to: Id) -> Id {
             Op::Exprel(a) => dst.exprel(m(a)),
             Op::Lgamma(a) => dst.lgamma(m(a)),
             Op::GammaP(a, y) => dst.gamma_p(m(a), m(y)),
+            Op::LandauLnPdf(a) => dst.landau_ln_pdf(m(a)),
+            Op::LandauCdf(a) => dst.landau_cdf(m(a)),
+            Op::LandauSf(a) => dst.landau_sf(m(a)),
             // `dst` extends `src`: its tables are the same.
             Op::Hist(a, t) => dst.hist(m(a), t),
             Op::Select(c, a, b) => dst.select(m(c), m(a), m(b)),

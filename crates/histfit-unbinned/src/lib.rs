@@ -12,6 +12,8 @@ pub mod expr;
 pub mod graph;
 pub mod histogram;
 pub mod hs3;
+pub mod landau;
+mod landau_tables;
 pub mod model;
 pub mod pdf;
 pub mod program;

@@ -146,6 +146,30 @@ pub fn generalized_normal(g: &mut Graph, x: Id, mu: Id, alpha: Id, beta: Id, dom
     normalised(g, log_shape, log_norm)
 }
 
+/// Landau φ((x − μ)/σ)/σ (RooLandau; φ as ROOT's `landau_pdf`, [`crate::landau`]), normalised
+/// over the domain by its distribution function: Φ(b) − Φ(a), or Q(a) − Q(b) where the whole
+/// domain lies above the peak's region (λ ≥ 0 at its low end), where Φ's difference would cancel.
+pub fn landau(g: &mut Graph, x: Id, mu: Id, sigma: Id, dom: Domain) -> Id {
+    let d = g.sub(x, mu);
+    let l = g.div(d, sigma);
+    let ln_phi = g.landau_ln_pdf(l);
+    let at = |g: &mut Graph, bound: f64| {
+        let b = g.constant(bound);
+        let t = g.sub(b, mu);
+        g.div(t, sigma)
+    };
+    let (a, b) = (at(g, dom.lo), at(g, dom.hi));
+    let (pa, pb) = (g.landau_cdf(a), g.landau_cdf(b));
+    let (qa, qb) = (g.landau_sf(a), g.landau_sf(b));
+    let below = g.sub(pb, pa);
+    let above = g.sub(qa, qb);
+    let mass = g.select(a, above, below);
+    let ln_sigma = g.log(sigma);
+    let ln_mass = g.log(mass);
+    let log_norm = g.add(ln_sigma, ln_mass);
+    normalised(g, ln_phi, log_norm)
+}
+
 /// Uniform over the domain.
 pub fn uniform(g: &mut Graph, dom: Domain) -> Id {
     g.constant(-dom.width().ln())

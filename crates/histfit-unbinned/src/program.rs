@@ -658,6 +658,9 @@ fn backward(step: &Step, node: Node<'_>, adj: &mut [f64], written: &mut [bool], 
         Op::Cos(_) => acc!(0, |i| -x0[i].sin()),
         Op::Exprel(_) => acc!(0, |i| crate::graph::exprel_prime(x0[i])),
         Op::Lgamma(_) => acc!(0, |i| crate::graph::digamma(x0[i])),
+        Op::LandauLnPdf(_) => acc!(0, |i| crate::landau::ln_pdf(x0[i]).1),
+        Op::LandauCdf(_) => acc!(0, |i| crate::landau::pdf(x0[i])),
+        Op::LandauSf(_) => acc!(0, |i| -crate::landau::pdf(x0[i])),
         Op::GammaP(_, _) => {
             acc!(0, |i| crate::graph::gamma_p(x0[i], x1[i]).1);
             acc!(1, |i| crate::graph::gamma_p_dy(x0[i], x1[i]));
@@ -781,6 +784,9 @@ fn forward<'a>(
         Op::Cos(a) => unary!(a, f64::cos),
         Op::Exprel(a) => unary!(a, crate::graph::exprel),
         Op::Lgamma(a) => unary!(a, libm::lgamma),
+        Op::LandauLnPdf(a) => unary!(a, |x: f64| crate::landau::ln_pdf(x).0),
+        Op::LandauCdf(a) => unary!(a, crate::landau::cdf),
+        Op::LandauSf(a) => unary!(a, crate::landau::sf),
         Op::Hist(a, t) => {
             let t = &tables[t as usize];
             unary!(a, |x: f64| t.at(x))

@@ -870,7 +870,7 @@ fn generalized_normal_constraints_and_rate_extended_distributions() {
 
 /// Simulated events with per-event weight systematics (`histfit_template_dist`, the fixture of
 /// `scripts/reference/template_weight_sys.py`): the gradient against central differences of
-/// −ln L with code 4p inside and outside ±1 and code 0 on either side; toys and the Asimov
+/// −ln L with code 0 on either side and code 4p inside and outside ±1; toys and the Asimov
 /// dataset drawn from the template; each malformed part named.
 #[test]
 fn templates_with_weight_systematics() {

@@ -152,6 +152,21 @@ fn cases() -> Vec<Case> {
             formula: |x, p| (-((x - p[0]).abs() / p[1]).powf(p[2])).exp(),
         },
         Case {
+            name: "landau",
+            params: vec![75.0, 3.0],
+            dom: d,
+            build: |g, x, p, dom, _| pdf::landau(g, x, p[0], p[1], dom),
+            // (Checked against its defining integral and SciPy in `landau_against_independent_values`.)
+            formula: |x, p| histfit_unbinned::landau::pdf((x - p[0]) / p[1]),
+        },
+        Case {
+            name: "landau, domain above the peak",
+            params: vec![50.0, 0.8],
+            dom: d,
+            build: |g, x, p, dom, _| pdf::landau(g, x, p[0], p[1], dom),
+            formula: |x, p| histfit_unbinned::landau::pdf((x - p[0]) / p[1]),
+        },
+        Case {
             name: "argus",
             params: vec![125.0, -5.0, 0.5],
             dom: d,
@@ -264,6 +279,85 @@ fn gradients_match_central_differences() {
                 "{}: parameter {k}: reverse mode {} vs differences {fd}",
                 c.name,
                 grad[k]
+            );
+        }
+    }
+}
+
+/// The Landau density against its defining integral φ(λ) = (1/π) ∫₀^∞ e^(−t ln t − λt) sin(πt)
+/// dt (composite Simpson's rule on [0, 60], well conditioned for λ ≥ −2.5), and φ, Φ and Q
+/// against SciPy 1.17's `scipy.stats.landau` (Boost; its standard form rescaled to ROOT's:
+/// φ(λ) = (2/π) p((2/π)(λ − ln(π/2)))) in both tails, all to 1e-10 relative.
+#[test]
+fn landau_against_independent_values() {
+    use histfit_unbinned::landau;
+    let integral = |l: f64| {
+        let (n, hi) = (600_000, 60.0);
+        let h = hi / n as f64;
+        let f = |t: f64| {
+            if t == 0.0 {
+                0.0
+            } else {
+                (-t * t.ln() - l * t).exp() * (std::f64::consts::PI * t).sin()
+            }
+        };
+        let mut s = f(0.0) + f(hi);
+        for i in 1..n {
+            s += f(i as f64 * h) * if i % 2 == 1 { 4.0 } else { 2.0 };
+        }
+        s * h / 3.0 / std::f64::consts::PI
+    };
+    for l in [-2.5, -1.3, -0.2228, 0.0, 0.7, 2.0, 5.5, 9.0, 17.0] {
+        let (want, got) = (integral(l), landau::pdf(l));
+        assert!(
+            ((got - want) / want).abs() < 1e-10,
+            "φ({l}) = {got} against {want}"
+        );
+    }
+    // (λ, φ, Φ, Q) from SciPy.
+    let scipy = [
+        (-6.5, 3.364633345781634e-106, 1.3722551000771943e-108, 1.0),
+        (-5.0, 5.729968270573027e-24, 1.0401083461973894e-25, 1.0),
+        (
+            -3.0,
+            0.0006737286139080643,
+            8.59212662520897e-05,
+            0.9999140787337479,
+        ),
+        (
+            30.0,
+            0.001298671406775338,
+            0.9632501729103133,
+            0.03674982708968668,
+        ),
+        (
+            1e3,
+            1.012057179716136e-06,
+            0.9989934819741508,
+            0.0010065180258491465,
+        ),
+        (
+            1e6,
+            1.0000257859166496e-12,
+            0.9999989999866071,
+            1.0000133928895521e-06,
+        ),
+        (
+            1e12,
+            1.000000000053416e-24,
+            0.999999999999,
+            1.0000000000272083e-12,
+        ),
+    ];
+    for (l, phi, cdf, sf) in scipy {
+        for (what, got, want) in [
+            ("φ", landau::pdf(l), phi),
+            ("Φ", landau::cdf(l), cdf),
+            ("Q", landau::sf(l), sf),
+        ] {
+            assert!(
+                ((got - want) / want).abs() < 1e-10,
+                "{what}({l}) = {got} against {want}"
             );
         }
     }

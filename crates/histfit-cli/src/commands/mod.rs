@@ -12,6 +12,7 @@ pub mod limit;
 pub mod merge_toys;
 pub mod patchset;
 pub mod plot;
+pub mod pulls;
 pub mod ranking;
 pub mod scan;
 pub mod significance;
@@ -42,6 +43,9 @@ pub enum Command {
     Toys(toys::Args),
     /// Toy-based CLs (signal+background and background-only ensembles).
     HypotestToys(hypotest_toys::Args),
+    /// Pull study: toys fitted with uncertainties, each parameter's pulls (θ̂ − θ_gen)/σ̂ with
+    /// their mean and width.
+    Pulls(pulls::Args),
     /// Merge the --json outputs of sharded `toys` or `hypotest-toys` runs into one result.
     MergeToys(merge_toys::Args),
     /// List the devices histfit can use (the CPU and CUDA GPUs), or why there is no GPU.
@@ -84,6 +88,7 @@ impl Command {
             Command::Ranking(a) => ranking::run(a),
             Command::Toys(a) => toys::run(a),
             Command::HypotestToys(a) => hypotest_toys::run(a),
+            Command::Pulls(a) => pulls::run(a),
             Command::MergeToys(a) => merge_toys::run(a),
             Command::Devices(a) => devices::run(a),
             Command::Inspect(a) => inspect::run(a),
