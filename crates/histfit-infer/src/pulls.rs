@@ -30,6 +30,9 @@ pub struct ParameterPulls {
     pub name: String,
     /// The value the toys were drawn at.
     pub generated: f64,
+    /// Toys whose pull counts: used, with a finite pull (a parameter fitted at its kink, or on a
+    /// bound, has no uncertainty, hence no pull).
+    pub n: usize,
     /// Mean of (θ̂ − θ_gen)/σ̂, and its standard error (width/√n).
     pub mean: f64,
     pub mean_error: f64,
@@ -156,6 +159,7 @@ fn summarise(
             ParameterPulls {
                 name: names[k].clone(),
                 generated: gen[k],
+                n: pulls.len(),
                 mean,
                 mean_error,
                 width,

@@ -195,7 +195,13 @@ pub fn digamma(x: f64) -> f64 {
     shift + x.ln() - 0.5 / x - series
 }
 
-/// P(a, y) = γ(a, y)/Γ(a) and ∂P/∂a, for a > 0.
+/// The most series terms [`gamma_p`] sums on either side of its peak: about 10√y + 40 are
+/// needed, so y up to 10^10 is summed whole (larger y with a far below it has Q under the
+/// smallest double and returns before the series); a bound on the work of hostile input, where a
+/// and y are both beyond 10^10.
+const MAX_TERMS: f64 = 1e6;
+
+/// P(a, y) = γ(a, y)/Γ(a) and ∂P/∂a, for a > 0 (NaN for a not finite).
 ///
 /// By the series P = Σ_n t_n, t_n = y^(a+n) e^(−y) / Γ(a + n + 1), summed outward from its
 /// largest term (n ≈ y − a, computed in logarithms, so that neither end under- or overflows);
@@ -204,7 +210,7 @@ pub fn digamma(x: f64) -> f64 {
 /// (y^(a−1) e^(−y)/Γ(a) < e^(−745)) P is 1 and its derivatives 0. The series needs about
 /// 2·(10√y + 20) terms: this serves normalisation integrals, evaluated once per point.
 pub fn gamma_p(a: f64, y: f64) -> (f64, f64) {
-    if a.is_nan() || y.is_nan() || a <= 0.0 {
+    if a.is_nan() || y.is_nan() || a <= 0.0 || a.is_infinite() {
         return (f64::NAN, f64::NAN);
     }
     if y <= 0.0 {
@@ -230,7 +236,8 @@ pub fn gamma_p(a: f64, y: f64) -> (f64, f64) {
         t *= y / z_n;
         psi += 1.0 / z_n;
         z_n += 1.0;
-        if t <= 1e-17 * sum && z_n > y {
+        // (Not finite — a hostile a or y — ends the sum too: its NaN is the answer.)
+        if (t <= 1e-17 * sum && z_n > y) || !t.is_finite() || z_n - z > MAX_TERMS {
             break;
         }
     }
@@ -244,7 +251,7 @@ pub fn gamma_p(a: f64, y: f64) -> (f64, f64) {
         n -= 1;
         sum += t;
         dsum += t * (ln_y - psi);
-        if t <= 1e-17 * sum {
+        if t <= 1e-17 * sum || !t.is_finite() || peak - n as f64 > MAX_TERMS {
             break;
         }
     }
@@ -792,6 +799,9 @@ mod tests {
         assert_eq!(gamma_p(0.5, 0.0), (0.0, 0.0));
         assert_eq!(gamma_p(0.5, f64::INFINITY), (1.0, 0.0));
         assert!(gamma_p(-1.0, 1.0).0.is_nan() && gamma_p(1.0, f64::NAN).0.is_nan());
+        // Hostile arguments end (a fuzzed β = 0 made a = ∞ and an endless NaN sum).
+        assert!(gamma_p(f64::INFINITY, 1.0).0.is_nan());
+        assert!(gamma_p(1e14, 1e14).0.is_finite());
     }
 
     /// exprel′ against the closed form where it does not cancel, and against a difference

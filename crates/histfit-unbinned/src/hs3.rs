@@ -733,6 +733,8 @@ struct Builder<'a> {
     /// Templates of simulated events built in the channel: name → (ln f, total), shared by the
     /// distribution and its yield function.
     templates: HashMap<String, (Id, Id)>,
+    /// Parameters a template interpolates by code 0: −ln L has a kink at 0 in them.
+    kinked: Vec<usize>,
     /// Functions being built (a cycle is an error, not a stack overflow).
     building: Vec<String>,
     notes: Vec<String>,
@@ -816,6 +818,7 @@ impl<'a> Builder<'a> {
             columns: Vec::new(),
             funcs: HashMap::new(),
             templates: HashMap::new(),
+            kinked: Vec::new(),
             building: Vec::new(),
             notes: plan.notes.clone(),
             globals: Vec::new(),
@@ -911,7 +914,12 @@ impl<'a> Builder<'a> {
     /// of a multivariate normal's) is a constrained nuisance parameter: centre its global
     /// observable, width the constraint's σ — what the fit table's pulls, rankings and error
     /// breakdowns read.
+    /// Parameters interpolated by code 0 are kinked (the fit treats a minimum at 0 as HistFactory
+    /// fits do, and reports no curvature there).
     fn set_priors(&self, space: &mut ParameterSpace) {
+        for &i in &self.kinked {
+            space.kinked[i] = true;
+        }
         for g in &self.globals {
             let crate::graph::Op::Param(i) = self.g.op(g.mean) else {
                 continue;
@@ -1862,6 +1870,11 @@ impl<'a> Builder<'a> {
                 &format!("weight_systematics[{k}].down"),
                 str_field(s, "down", &sp)?,
             )?;
+            if let (crate::template::Interpolation::Code0, crate::graph::Op::Param(i)) =
+                (interpolation, self.g.op(alpha))
+            {
+                self.kinked.push(i);
+            }
             systematics.push(crate::template::Systematic {
                 alpha,
                 interpolation,
