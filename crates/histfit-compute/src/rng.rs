@@ -96,16 +96,16 @@ impl ToyStream {
         }
     }
 
-    /// A Gamma(shape, 1) variate, shape > 0 (Marsaglia and Tsang's squeeze method, ACM TOMS
-    /// 26 (2000) 363; below shape 1 by Gamma(shape + 1) · U^(1/shape)). NaN for a shape that is
-    /// not positive.
-    pub fn gamma(&mut self, shape: f64) -> f64 {
+    /// The logarithm of a Gamma(shape, 1) variate, shape > 0 (Marsaglia and Tsang's method, ACM
+    /// TOMS 26 (2000) 363; below shape 1 as ln Gamma(shape + 1) + ln(U)/shape — in logarithms,
+    /// since U^(1/shape) underflows for small shapes). NaN for a shape that is not positive.
+    pub fn ln_gamma_variate(&mut self, shape: f64) -> f64 {
         if shape.is_nan() || shape <= 0.0 || shape.is_infinite() {
             return f64::NAN;
         }
         if shape < 1.0 {
-            let g = self.gamma(shape + 1.0);
-            return g * portable_exp(portable_ln(self.uniform()) / shape);
+            let g = self.ln_gamma_variate(shape + 1.0);
+            return g + portable_ln(self.uniform()) / shape;
         }
         let d = shape - 1.0 / 3.0;
         let c = 1.0 / (9.0 * d).sqrt();
@@ -118,7 +118,7 @@ impl ToyStream {
             let v = v * v * v;
             let u = self.uniform();
             if portable_ln(u) < 0.5 * x * x + d - d * v + d * portable_ln(v) {
-                return d * v;
+                return portable_ln(d * v);
             }
         }
     }

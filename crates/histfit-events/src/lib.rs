@@ -26,7 +26,6 @@ const DECODER_CRATES: &[&str] = &[
     "/snap-",
     "/lz4_flex-",
     "/zstd-",
-    "/zstd-safe-",
     "/half-",
 ];
 

@@ -2,9 +2,13 @@
 //! (θ̂ − θ_gen)/σ̂ summarised by its mean and width with their standard errors — the check that a
 //! model's fits are unbiased and its Hesse errors cover (mean 0, width 1).
 //!
-//! Toy `i` is the ensemble's toy `i` ([`crate::toys`]: the same bits on every device and in
-//! every shard); a toy whose fit fails or does not converge, or whose Hessian is not positive
-//! definite, is kept in the document with its reason and left out of the summary, counted.
+//! Toy `i` is the ensemble's toy `i` ([`crate::toys`]: the same data on every device and in
+//! every shard), fitted from the generating point with the fit options given — one fit a toy on
+//! the host's side of the runner, not the `toys` ensemble's basin probe or resident device fits
+//! (a study wants each toy's uncertainties, which those do not make). A toy whose fit fails or
+//! does not converge, or whose Hessian is not positive definite, is kept in the document with
+//! its reason and left out of the summary, counted; a parameter with fewer than two pulls has
+//! mean and width NaN (`null`).
 
 use crate::fit::{fit_async, FitOptions};
 use crate::toys::ToyRunner;
@@ -51,6 +55,9 @@ pub struct PullStudy {
     pub n_toys: u64,
     pub par_names: Vec<String>,
     pub gen_params: Vec<f64>,
+    /// The further starts asked of every toy's fit (absent: the fit's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starts: Option<usize>,
     /// Toys that count (converged, positive-definite Hessian), and those left out.
     pub used: usize,
     pub left_out: usize,
@@ -95,6 +102,7 @@ pub fn pull_study<R: ToyRunner>(
         n_toys: indices.end - indices.start,
         par_names: space.names.clone(),
         gen_params: gen.to_vec(),
+        starts: crate::toys::asked_starts(base.starts),
         used,
         left_out: toys.len() - used,
         parameters,

@@ -744,6 +744,9 @@ struct Builder<'a> {
     correlated: Vec<Correlated>,
 }
 
+/// The most bins a `histfit_template_dist` may have.
+const MAX_TEMPLATE_BINS: usize = 100_000;
+
 /// How deeply distributions and functions may nest (a bound on recursion for hostile input).
 const MAX_NESTING: usize = 200;
 
@@ -892,7 +895,7 @@ impl<'a> Builder<'a> {
         }
         let constraint_term = self.g.sum(&constraints);
         let mut space = self.space(&plan.pois)?;
-        self.set_priors(&mut space);
+        self.set_priors_and_kinks(&mut space);
         let globals = std::mem::take(&mut self.globals);
         let correlated = std::mem::take(&mut self.correlated);
         let mut model = UnbinnedModel::new(
@@ -910,13 +913,13 @@ impl<'a> Builder<'a> {
         Ok(model)
     }
 
-    /// A parameter that is itself the mean of a Gaussian constraint of fixed width (or a member
-    /// of a multivariate normal's) is a constrained nuisance parameter: centre its global
-    /// observable, width the constraint's σ — what the fit table's pulls, rankings and error
-    /// breakdowns read.
-    /// Parameters interpolated by code 0 are kinked (the fit treats a minimum at 0 as HistFactory
+    /// A parameter that is itself the mean of a Gaussian constraint of fixed width (a member of a
+    /// multivariate normal's, or a generalised normal's of fixed α and β) is a constrained
+    /// nuisance parameter: centre its global observable, width the constraint's standard
+    /// deviation — what the fit table's pulls, rankings and error breakdowns read. Parameters a
+    /// template interpolates by code 0 are kinked (the fit treats a minimum at 0 as HistFactory
     /// fits do, and reports no curvature there).
-    fn set_priors(&self, space: &mut ParameterSpace) {
+    fn set_priors_and_kinks(&self, space: &mut ParameterSpace) {
         for &i in &self.kinked {
             space.kinked[i] = true;
         }
@@ -945,6 +948,12 @@ impl<'a> Builder<'a> {
                             .sum::<f64>()
                             .sqrt(),
                     )
+                }
+                // Its standard deviation, α √(Γ(3/β)/Γ(1/β)).
+                Draw::GeneralizedNormal { alpha, beta } if held(alpha) && held(beta) => {
+                    let a = self.g.value(alpha, &space.init, &[]);
+                    let b = self.g.value(beta, &space.init, &[]);
+                    Some(a * (0.5 * (libm::lgamma(3.0 / b) - libm::lgamma(1.0 / b))).exp())
                 }
                 _ => None,
             };
@@ -1380,8 +1389,12 @@ impl<'a> Builder<'a> {
             "rate_extended_dist" => {
                 // HS3's Poisson point process: the underlying distribution with its global rate
                 // as the expected count.
-                let inner = str_field(d, "dist", p)?;
-                let rate = self.param_of(d, &["rate"], p)?;
+                // HS3's keys, and those ROOT's importer (pdf, norm) and others read.
+                let inner = ["dist", "pdf", "distribution"]
+                    .iter()
+                    .find_map(|k| d.get(*k).and_then(Value::as_str))
+                    .ok_or_else(|| err(p, "missing \"dist\" (the underlying distribution)"))?;
+                let rate = self.param_of(d, &["rate", "norm"], p)?;
                 let mut b = self.distribution(inner, p)?;
                 if b.expected.is_some() {
                     return Err(err(
@@ -1804,6 +1817,16 @@ impl<'a> Builder<'a> {
         }
         let bp = format!("{p}.binning");
         let edges = histogram_edges(&axis, &bp)?;
+        // Each bin's content is a few graph nodes per systematic, evaluated at every point.
+        if edges.len() - 1 > MAX_TEMPLATE_BINS {
+            return Err(err(
+                bp,
+                format!(
+                    "{} bins: a template has at most {MAX_TEMPLATE_BINS}",
+                    edges.len() - 1
+                ),
+            ));
+        }
         if edges[0] != dom.lo || edges[edges.len() - 1] != dom.hi {
             return Err(err(
                 bp,
@@ -1870,10 +1893,13 @@ impl<'a> Builder<'a> {
                 &format!("weight_systematics[{k}].down"),
                 str_field(s, "down", &sp)?,
             )?;
-            if let (crate::template::Interpolation::Code0, crate::graph::Op::Param(i)) =
-                (interpolation, self.g.op(alpha))
-            {
-                self.kinked.push(i);
+            if interpolation == crate::template::Interpolation::Code0 {
+                match self.g.op(alpha) {
+                    crate::graph::Op::Param(i) => self.kinked.push(i),
+                    _ => self.notes.push(format!(
+                        "{sp}: code 0 puts a kink in −ln L where \"{param}\" is 0, and \"{param}\" is not a parameter: the fit does not know where the kink lies in its parameters (code 4p has none)"
+                    )),
+                }
             }
             systematics.push(crate::template::Systematic {
                 alpha,

@@ -5,7 +5,8 @@
 //! - λ ≤ −4: the saddle-point forms ln φ = −ln √(2π) − ½ ln v − 1/v + G(v) and ln Φ = −ln √(2π)
 //!   + ½ ln v − 1/v + H(v), v = e^(λ+1), G and H smooth corrections vanishing at v = 0;
 //! - −4 ≤ λ ≤ 8: ln φ, ln Φ and ln Q in pieces of 0.4;
-//! - 8 ≤ λ ≤ 10^15: ln(λ² φ) and ln(λ Q) in pieces of 1 in ln λ; beyond, φ = 1/λ², Q = 1/λ.
+//! - 8 ≤ λ ≤ 8e^33 ≈ 1.7e15: ln(λ² φ) and ln(λ Q) in pieces of 1 in ln λ; beyond, φ = 1/λ² and
+//!   Q = 1/λ (to 1e-13 there).
 //!
 //! ROOT's own `landau_pdf` (CERNLIB's DENLAN) agrees to about 1e-9 near the peak and 5e-8 in the
 //! tail: RooFit's −ln L of a Landau fit differs from histfit's at that level.
@@ -112,12 +113,16 @@ pub fn sf(l: f64) -> f64 {
 mod tests {
     use super::*;
 
-    /// The regions meet: value and slope of ln φ, Φ and Q continuous at −4, 8 and 10^15 (to
+    /// The regions meet: value and slope of ln φ, Φ and Q continuous at −4, 8 and e^U_HI (to
     /// the series' accuracy), and Φ + Q = 1.
     #[test]
     fn regions_join() {
-        for edge in [t::LOWER, t::MID, 1e15] {
-            let (below, above) = (edge * (1.0 - 1e-15) - 1e-15, edge * (1.0 + 1e-15) + 1e-15);
+        for edge in [t::LOWER, t::MID, t::U_HI.exp()] {
+            // (Steps past the rounding of ln λ at the upper edge, so that each side takes its own
+            // branch.)
+            let step = 1e-13 * edge.abs();
+            let (below, above) = (edge - step, edge + step);
+            assert!(below < edge && above > edge && (edge < 1e3 || below.ln() < t::U_HI));
             let (a, b) = (ln_pdf(below), ln_pdf(above));
             assert!(
                 (a.0 - b.0).abs() < 1e-12 * a.0.abs().max(1.0),

@@ -383,12 +383,14 @@ impl UnbinnedModel {
                         );
                         let mut s = stream(k);
                         let sign = if s.uniform() < 0.5 { -1.0 } else { 1.0 };
-                        let g = s.gamma(1.0 / b);
-                        mean + sign
-                            * a
-                            * histfit_compute::rng::portable_exp(
-                                histfit_compute::rng::portable_ln(g) / b,
-                            )
+                        // |x − mean| = α G^(1/β), from ln G (G underflows for large β).
+                        let t = s.ln_gamma_variate(1.0 / b) / b;
+                        let g = if t < -700.0 {
+                            0.0
+                        } else {
+                            histfit_compute::rng::portable_exp(t)
+                        };
+                        mean + sign * a * g
                     }
                     Draw::Correlated { group, row } => {
                         let c = &self.correlated[group];

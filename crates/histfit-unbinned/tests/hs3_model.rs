@@ -848,6 +848,28 @@ fn generalized_normal_constraints_and_rate_extended_distributions() {
         "{inside} within α against {share}"
     );
     assert_eq!(m.asimov_globals(&p)[k], c);
+    // Its width is the constraint's standard deviation: c is a constrained nuisance parameter.
+    let ci = m.space.index("c").unwrap();
+    let (centre, width) = m.space.priors[ci].centre_width().unwrap();
+    assert!(
+        centre == 0.3 && (width - v.sqrt()).abs() < 1e-14,
+        "{centre} ± {width}"
+    );
+    // ROOT's importer's keys (pdf, norm) name the same distribution.
+    let mut root_keys = doc.clone();
+    for d in root_keys["distributions"].as_array_mut().unwrap() {
+        if d["type"] == "rate_extended_dist" {
+            let o = d.as_object_mut().unwrap();
+            let (dist, rate) = (o.remove("dist").unwrap(), o.remove("rate").unwrap());
+            o.insert("pdf".into(), dist);
+            o.insert("norm".into(), rate);
+        }
+    }
+    let mut r = open(&root_keys, &Choice::default()).unwrap();
+    assert_eq!(
+        r.nll(&p, &r.observed_dataset()).unwrap(),
+        m.nll(&p, &m.observed_dataset()).unwrap()
+    );
 
     let mut twice = doc.clone();
     for d in twice["distributions"].as_array_mut().unwrap() {
@@ -911,8 +933,14 @@ fn templates_with_weight_systematics() {
     // Far out, bins the extrapolation empties hold 0: −ln L is +∞ or finite, never NaN.
     for jes in [-4.0, 3.0, 4.5] {
         let v = m.nll(&at(&[("alpha_jes", jes)]), &data).unwrap();
-        assert!(!v.is_nan() && v > -1e30, "α = {jes}: {v}");
+        assert!(v.is_finite() || v == f64::INFINITY, "α = {jes}: {v}");
     }
+    // Code 0 puts a kink at 0: the fit knows (code 4p has none).
+    let kinked: Vec<&str> = (0..names.len())
+        .filter(|&i| m.space.kinked[i])
+        .map(|i| names[i].as_str())
+        .collect();
+    assert_eq!(kinked, ["alpha_jes"]);
     // The systematics' parameters are constrained nuisance parameters (pulls, rankings).
     for n in ["alpha_jes", "alpha_eff"] {
         let i = m.space.index(n).unwrap();

@@ -3,7 +3,7 @@
 
 use super::OutputArgs;
 use crate::model_args::{FitArgs, ModelArgs};
-use crate::{device, output, progress};
+use crate::{device, output, progress, timing};
 use anyhow::Result;
 use histfit_infer::toys::ToyRunner;
 use histfit_infer::{GenPoint, PullStudy, Starts};
@@ -37,6 +37,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let batcher = device::batcher(&eval);
     let runner = device::AnyRunner::new(&eval, batcher.as_ref());
     let gen = histfit_infer::generation_point(&mut *runner.single(), &data, &at, &base)?;
+    timing::mark("generation point fitted");
     let bar = progress::Bar::new("pulls", a.n_toys as usize);
     let opts = histfit_infer::FitOptions {
         starts: a.starts.map_or(base.starts, Starts::Count),
@@ -46,6 +47,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         bar.set(d)
     })?;
     bar.finish();
+    timing::mark("toys fitted");
     if study.left_out > 0 {
         eprintln!(
             "warning: {} of {} toys left out of the pulls (a fit that failed or did not converge, or a Hessian not positive definite; each toy says why)",
@@ -57,6 +59,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         || output::json(&source, &model, &Doc::from(study.clone())),
         || table(&study),
     )?;
+    timing::mark("output written");
     Ok(ExitCode::SUCCESS)
 }
 
