@@ -258,13 +258,7 @@ impl Program {
         let mut s = Scratch::new(self.varying.len(), false);
         for start in (0..n).step_by(BLOCK) {
             let len = BLOCK.min(n - start);
-            let at = Block {
-                uni: &uni,
-                columns,
-                weights: None,
-                start,
-                len,
-            };
+            let at = Block::forward_only(&uni, columns, start, len);
             self.forward_any(at, &mut s);
             let o = self.slot[e] as usize * BLOCK;
             out.extend_from_slice(&s.vals[o..o + len]);
@@ -311,13 +305,7 @@ impl Program {
                     col.extend(std::iter::repeat_n(ut[e], len));
                     continue;
                 }
-                let at = Block {
-                    uni: &uni,
-                    columns,
-                    weights: None,
-                    start,
-                    len,
-                };
+                let at = Block::forward_only(&uni, columns, start, len);
                 self.forward_any(at, &mut s);
                 for (k, &i) in self.varying.iter().enumerate() {
                     let op = self.ops[i as usize];
@@ -684,6 +672,19 @@ struct Block<'a> {
     weights: Option<&'a [f64]>,
     start: usize,
     len: usize,
+}
+
+impl<'a> Block<'a> {
+    /// A block for a forward pass alone (per-event values, tangents): no weights.
+    fn forward_only(uni: &'a [f64], columns: &'a [&'a [f64]], start: usize, len: usize) -> Self {
+        Block {
+            uni,
+            columns,
+            weights: None,
+            start,
+            len,
+        }
+    }
 }
 
 /// One block's buffers: values and adjoints of every varying node.
