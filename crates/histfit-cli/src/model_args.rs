@@ -145,23 +145,15 @@ impl ModelArgs {
             directory,
             events: Vec::new(),
         };
-        let mut model =
-            histfit_unbinned::open(doc, &choice).map_err(|e| anyhow!("{}: {e}", self.workspace))?;
+        let mut likelihood =
+            Likelihood::from_hs3(doc, &choice).map_err(|e| anyhow!("{}: {e}", self.workspace))?;
         if let Some(poi) = &self.poi {
-            model.space.poi = match poi.as_str() {
-                "none" => None,
-                name => Some(
-                    model
-                        .space
-                        .index(name)
-                        .ok_or_else(|| anyhow!("--poi {name}: not a parameter of the model"))?,
-                ),
-            };
+            likelihood.set_poi(poi).map_err(|e| anyhow!("--poi {e}"))?;
         }
-        for n in &model.notes {
+        for n in &likelihood.notes() {
             eprintln!("note: {}: {n}", self.workspace);
         }
-        Ok((Likelihood::Events(Arc::new(model)), self.workspace.clone()))
+        Ok((likelihood, self.workspace.clone()))
     }
 
     /// `--patch FILE:NAME` (a patch of a pyhf patchset, checked against the digest the patchset
@@ -224,12 +216,8 @@ impl ModelArgs {
         Ok((model, source, data, eval, options))
     }
 
-    /// Loads, patches, validates and compiles; returns the model and a description of the source.
-    pub fn load(&self) -> Result<(Arc<Model>, String)> {
-        self.load_text(None)
-    }
-
-    /// [`load`](Self::load), from the file's text where it was read already (a pipe).
+    /// Loads (from the file's text where it was read already: a pipe), patches, validates and
+    /// compiles a pyhf workspace; returns the model and a description of the source.
     fn load_text(&self, text: Option<String>) -> Result<(Arc<Model>, String)> {
         let mut ws = match (&self.patch, text) {
             (None, Some(text)) => histfit_model::workspace_from_text(&text, &self.workspace)?,

@@ -26,17 +26,44 @@ pub enum OpenError {
     Hs3(#[from] histfit_unbinned::Hs3Error),
     #[error("{what} needs a binned (HistFactory) model; this is an event-level model")]
     NotBinned { what: String },
+    /// A document's HistFactory channels that histfit's binned model refuses.
+    #[error("{0}")]
+    Binned(String),
 }
 
 impl Likelihood {
-    /// Opens the event-level likelihood an HS3 document describes.
+    /// Opens the likelihood an HS3 document describes: binned HistFactory channels
+    /// (`histfactory_dist`, as ROOT exports a HistFactory workspace) as histfit's binned model,
+    /// event-level distributions as an event-level model.
     pub fn from_hs3(
         doc: &Value,
         choice: &histfit_unbinned::Choice,
     ) -> Result<Likelihood, OpenError> {
-        Ok(Likelihood::Events(Arc::new(histfit_unbinned::open(
-            doc, choice,
-        )?)))
+        match histfit_unbinned::histfactory(doc, choice)? {
+            Some(binned) => Ok(Likelihood::HistFactory(Arc::new(binned_model(&binned)?))),
+            None => Ok(Likelihood::Events(Arc::new(histfit_unbinned::open(
+                doc, choice,
+            )?))),
+        }
+    }
+
+    /// Makes `name` (or none, for "none") the parameter of interest.
+    pub fn set_poi(&mut self, name: &str) -> Result<(), String> {
+        let space = self.space();
+        let poi = match name {
+            "none" => None,
+            n => Some(space.index(n).ok_or_else(|| {
+                format!(
+                    "\"{n}\": not a parameter of the model ({})",
+                    space.names.join(", ")
+                )
+            })?),
+        };
+        match self {
+            Likelihood::HistFactory(m) => Arc::make_mut(m).poi = poi,
+            Likelihood::Events(m) => Arc::make_mut(m).space.poi = poi,
+        }
+        Ok(())
     }
 
     pub fn space(&self) -> ParameterSpace {
@@ -107,6 +134,51 @@ impl Likelihood {
             },
         }
     }
+}
+
+/// The binned model of an HS3 document's HistFactory channels: its pyhf workspace compiled with
+/// the document's interpolation codes, each parameter renamed as the document names it and
+/// given the document's starting value, bounds and constancy.
+fn binned_model(binned: &histfit_unbinned::BinnedDoc) -> Result<Model, OpenError> {
+    let bad = |e: String| OpenError::Binned(e);
+    let ws = histfit_model::workspace_from_value(&binned.workspace, "histfactory_dist")
+        .map_err(|e| bad(e.to_string()))?;
+    let settings = histfit_model::Settings {
+        normsys: binned.normsys.parse().map_err(bad)?,
+        histosys: binned.histosys.parse().map_err(bad)?,
+        ..histfit_model::Settings::smooth()
+    };
+    let mut model = histfit_model::compile(&ws, None, &settings).map_err(|e| bad(e.to_string()))?;
+    for p in &mut model.parameters {
+        let Some(d) = binned.parameters.iter().find(|d| d.pyhf == p.name) else {
+            continue;
+        };
+        let known = d.value.is_some() || d.bounds.0.is_finite() || d.bounds.1.is_finite();
+        if p.fixed && known && !d.constant {
+            // pyhf holds a shapesys γ of zero uncertainty at 1; ROOT would float it unconstrained.
+            return Err(bad(format!(
+                "parameter \"{}\": a shapesys bin with no uncertainty that the document leaves free (histfit, as pyhf, has no unconstrained γ in a shapesys: give it const, or make the set a shapefactor)",
+                d.name
+            )));
+        }
+        let (lo, hi) = d.bounds;
+        if lo.is_finite() || hi.is_finite() {
+            (p.lower, p.upper) = (lo.max(f64::MIN), hi.min(f64::MAX));
+        }
+        if let Some(v) = d.value {
+            if !(p.lower..=p.upper).contains(&v) {
+                return Err(bad(format!(
+                    "parameter \"{}\": its value {v} lies outside its domain [{}, {}]",
+                    d.name, p.lower, p.upper
+                )));
+            }
+            p.init = v;
+        }
+        p.fixed |= d.constant;
+        p.name = d.name.clone();
+    }
+    model.warnings.extend(binned.notes.iter().cloned());
+    Ok(model)
 }
 
 /// Top-level keys of a JSON object, its values skipped unparsed.

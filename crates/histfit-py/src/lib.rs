@@ -178,13 +178,7 @@ impl NativeWorkspace {
             }
         }
         .map_err(bad)?;
-        Ok(NativeModel {
-            model: Arc::new(model),
-            cpu: Mutex::new(None),
-            yields_cpu: Mutex::new(None),
-            yields_cuda: Mutex::new(None),
-            yields_wgpu: Mutex::new(None),
-        })
+        Ok(NativeModel::new(Arc::new(model)))
     }
 }
 
@@ -280,6 +274,16 @@ struct NativeModel {
 }
 
 impl NativeModel {
+    fn new(model: Arc<Model>) -> NativeModel {
+        NativeModel {
+            model,
+            cpu: Mutex::new(None),
+            yields_cpu: Mutex::new(None),
+            yields_cuda: Mutex::new(None),
+            yields_wgpu: Mutex::new(None),
+        }
+    }
+
     fn dataset(&self, data: Option<PyReadonlyArray1<'_, f64>>) -> PyResult<Dataset> {
         match data {
             None => Ok(Dataset::observed(&self.model)),
@@ -743,6 +747,41 @@ impl NativeEvents {
             );
         }
         Ok(f(g.as_mut().expect("opened above")))
+    }
+}
+
+/// Opens the binned HistFactory likelihood of an HS3 document (`histfactory_dist` channels, as
+/// ROOT exports a HistFactory workspace) as a binned model; `None` where its likelihood is
+/// event-level.
+#[pyfunction]
+#[pyo3(signature = (text, source, likelihood = None, analysis = None, poi = None))]
+fn open_hs3_binned(
+    text: &str,
+    source: &str,
+    likelihood: Option<String>,
+    analysis: Option<String>,
+    poi: Option<String>,
+) -> PyResult<Option<NativeModel>> {
+    let doc: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| bad(format!("{source}: not JSON: {e}")))?;
+    let choice = histfit_unbinned::Choice {
+        analysis,
+        likelihood,
+        ..Default::default()
+    };
+    if histfit_unbinned::histfactory(&doc, &choice)
+        .map_err(|e| bad(format!("{source}: {e}")))?
+        .is_none()
+    {
+        return Ok(None);
+    }
+    let mut l = Likelihood::from_hs3(&doc, &choice).map_err(|e| bad(format!("{source}: {e}")))?;
+    if let Some(poi) = poi {
+        l.set_poi(&poi).map_err(|e| bad(format!("poi {e}")))?;
+    }
+    match l {
+        Likelihood::HistFactory(m) => Ok(Some(NativeModel::new(m))),
+        Likelihood::Events(_) => Ok(None),
     }
 }
 
@@ -1602,6 +1641,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeModel>()?;
     m.add_class::<NativeEvents>()?;
     m.add_function(wrap_pyfunction!(open_events, m)?)?;
+    m.add_function(wrap_pyfunction!(open_hs3_binned, m)?)?;
     m.add_class::<DeviceYields>()?;
     m.add_function(wrap_pyfunction!(fit, m)?)?;
     m.add_function(wrap_pyfunction!(minos, m)?)?;

@@ -181,3 +181,25 @@ def test_asimov_of_an_event_level_model():
     assert obs == pytest.approx(exp, rel=1e-3)
     assert 0.0 < obs < 1.0
     assert histfit.fit(m).twice_nll != pytest.approx(r.twice_nll)
+
+
+def test_root_exported_histfactory_workspace_opens_as_a_binned_model():
+    """ROOT's HS3 export of a HistFactory workspace is a binned Model under ROOT's parameter
+    names, fitted as RooFit fits it (scripts/make_hs3_histfactory.py)."""
+    path = fixture("hs3/histfactory/shapefactor.json")
+    with open(fixture("hs3/histfactory/shapefactor.roofit.json")) as f:
+        ref = json.load(f)
+    m = histfit.open(path)
+    assert isinstance(m, histfit.Model)
+    assert "gamma_stat_signalRegion_bin_0" in m.par_names
+    assert m.par_names[m.poi_index] == "SigXsecOverSM"
+    r = histfit.fit(m)
+    assert r.converged
+    for name, p in ref["fit"]["parameters"].items():
+        k = m.par_names.index(name)
+        assert abs(r.bestfit[k] - p["value"]) <= 0.05 * p["error"], name
+        assert r.uncertainties[k] == pytest.approx(p["error"], rel=0.02), name
+    asimov = histfit.open(path, analysis="simPdf_asimovData")
+    assert not np.array_equal(asimov._native.observed(), m._native.observed())
+    with pytest.raises(histfit.HistfitError, match="binned"):
+        histfit.open(path, events={"x": np.zeros(3)})

@@ -272,13 +272,27 @@ pub fn xml_bytes(dir: &Path, data: &[u8]) {
     }
 }
 
-/// An HS3 document's bytes: open it as an event-level likelihood; where it opens, −ln L at the
+/// An HS3 document's bytes: where its likelihood is binned (`histfactory_dist`), translate it
+/// and compile the pyhf workspace as [`workspace`] does; else open it as an event-level
+/// likelihood; where it opens, −ln L at the
 /// initial point is a number (finite, or +∞ where the density is 0 at an event) and the
 /// gradient has one entry per parameter; where it does not, the error names a place and a rule.
 pub fn hs3_bytes(data: &[u8]) {
     let Ok(doc) = serde_json::from_slice::<Value>(data) else {
         return;
     };
+    // Binned HistFactory channels: the translation is a pyhf workspace histfit's model reads
+    // (or refuses, naming the place), never a panic.
+    match histfit_unbinned::histfactory(&doc, &histfit_unbinned::Choice::default()) {
+        Err(e) => named(&e.place, &e.rule),
+        Ok(Some(binned)) => {
+            if let Ok(ws) = histfit_model::workspace_from_value(&binned.workspace, "hs3") {
+                workspace(&ws);
+            }
+            return;
+        }
+        Ok(None) => {}
+    }
     match histfit_unbinned::open(&doc, &histfit_unbinned::Choice::default()) {
         Err(e) => {
             named(&e.place, &e.rule);

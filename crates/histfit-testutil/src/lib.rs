@@ -60,6 +60,41 @@ pub fn rel(a: f64, b: f64) -> f64 {
     (a - b).abs() / b.abs()
 }
 
+/// A reference's fitted parameters, `{name: {"value", "error"}}`, as `(name, value, error)`.
+pub fn reference_params(v: &Value) -> Vec<(String, f64, f64)> {
+    let number = |p: &Value, k: &str| p[k].as_f64().unwrap_or_else(|| panic!("no {k} in {p}"));
+    v.as_object()
+        .expect("parameters by name")
+        .iter()
+        .map(|(n, p)| (n.clone(), number(p, "value"), number(p, "error")))
+        .collect()
+}
+
+/// A fit against a reference's `(name, value, error)` per parameter: each value within 0.05 of
+/// the reference's error, each error within 2 % (the tolerances of the RooFit and iminuit
+/// references); `index` finds a parameter by name, `label` names the case in a failure.
+pub fn assert_fit_near(
+    label: &str,
+    want: &[(String, f64, f64)],
+    index: impl Fn(&str) -> usize,
+    bestfit: &[f64],
+    errors: &[f64],
+) {
+    for (n, value, error) in want {
+        let k = index(n);
+        assert!(
+            (bestfit[k] - value).abs() <= 0.05 * error,
+            "{label}: {n} = {} vs {value} ± {error}",
+            bestfit[k]
+        );
+        assert!(
+            ((errors[k] - error) / error).abs() <= 0.02,
+            "{label}: σ({n}) = {} vs {error}",
+            errors[k]
+        );
+    }
+}
+
 /// "smooth" (code4/code4p) or "pyhf" (code1/code0).
 pub fn settings(name: &str) -> Settings {
     match name {

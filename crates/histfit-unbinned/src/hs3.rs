@@ -26,7 +26,7 @@ pub struct Hs3Error {
 
 /// A histogram axis's bin edges: `edges` (increasing, finite), or `nbins` equal bins between
 /// `min` and `max`.
-fn histogram_edges(axis: &Value, place: &str) -> Result<Vec<f64>> {
+pub(crate) fn histogram_edges(axis: &Value, place: &str) -> Result<Vec<f64>> {
     if let Some(e) = axis.get("edges") {
         let edges: Vec<f64> = e
             .as_array()
@@ -141,14 +141,14 @@ fn cholesky(a: &[f64], n: usize) -> Option<Vec<f64>> {
     Some(l)
 }
 
-fn err(place: impl Into<String>, rule: impl Into<String>) -> Hs3Error {
+pub(crate) fn err(place: impl Into<String>, rule: impl Into<String>) -> Hs3Error {
     Hs3Error {
         place: place.into(),
         rule: rule.into(),
     }
 }
 
-type Result<T> = std::result::Result<T, Hs3Error>;
+pub(crate) type Result<T> = std::result::Result<T, Hs3Error>;
 
 /// Which likelihood of a document to open.
 #[derive(Debug, Clone, Default)]
@@ -212,11 +212,11 @@ pub fn open(doc: &Value, choice: &Choice) -> Result<UnbinnedModel> {
 }
 
 /// A document's named objects.
-struct Doc<'a> {
-    root: &'a Value,
-    dists: HashMap<&'a str, (usize, &'a Value)>,
+pub(crate) struct Doc<'a> {
+    pub(crate) root: &'a Value,
+    pub(crate) dists: HashMap<&'a str, (usize, &'a Value)>,
     funcs: HashMap<&'a str, (usize, &'a Value)>,
-    data: HashMap<&'a str, (usize, &'a Value)>,
+    pub(crate) data: HashMap<&'a str, (usize, &'a Value)>,
     /// Where the files datasets name are found.
     directory: Option<std::path::PathBuf>,
     /// Events the caller gave, by dataset name.
@@ -224,20 +224,22 @@ struct Doc<'a> {
 }
 
 /// What to fit: (distribution, dataset) pairs, constraint distributions, the POIs.
-struct Plan {
-    pairs: Vec<(String, String)>,
-    aux: Vec<String>,
-    pois: Vec<String>,
-    notes: Vec<String>,
+pub(crate) struct Plan {
+    pub(crate) pairs: Vec<(String, String)>,
+    pub(crate) aux: Vec<String>,
+    pub(crate) pois: Vec<String>,
+    pub(crate) notes: Vec<String>,
+    /// The likelihood's name, where the document names one.
+    pub(crate) name: Option<String>,
 }
 
-fn str_field<'a>(v: &'a Value, key: &str, place: &str) -> Result<&'a str> {
+pub(crate) fn str_field<'a>(v: &'a Value, key: &str, place: &str) -> Result<&'a str> {
     v.get(key)
         .and_then(Value::as_str)
         .ok_or_else(|| err(place, format!("missing or non-text \"{key}\"")))
 }
 
-fn list<'a>(v: &'a Value, key: &str, place: &str) -> Result<&'a [Value]> {
+pub(crate) fn list<'a>(v: &'a Value, key: &str, place: &str) -> Result<&'a [Value]> {
     match v.get(key) {
         None => Ok(&[]),
         Some(Value::Array(a)) => Ok(a),
@@ -245,7 +247,7 @@ fn list<'a>(v: &'a Value, key: &str, place: &str) -> Result<&'a [Value]> {
     }
 }
 
-fn names(v: &Value, key: &str, place: &str) -> Result<Vec<String>> {
+pub(crate) fn names(v: &Value, key: &str, place: &str) -> Result<Vec<String>> {
     list(v, key, place)?
         .iter()
         .enumerate()
@@ -258,7 +260,7 @@ fn names(v: &Value, key: &str, place: &str) -> Result<Vec<String>> {
 }
 
 impl<'a> Doc<'a> {
-    fn index(root: &'a Value) -> Result<Doc<'a>> {
+    pub(crate) fn index(root: &'a Value) -> Result<Doc<'a>> {
         if !root.is_object() {
             return Err(err("document", "an HS3 document is a JSON object"));
         }
@@ -296,7 +298,7 @@ impl<'a> Doc<'a> {
         }
     }
 
-    fn plan(&self, choice: &Choice) -> Result<Plan> {
+    pub(crate) fn plan(&self, choice: &Choice) -> Result<Plan> {
         let analyses = list(self.root, "analyses", "document")?;
         let likelihoods = list(self.root, "likelihoods", "document")?;
         let pick = |items: &'a [Value], asked: &Option<String>, what: &str, flag: &str| {
@@ -326,8 +328,17 @@ impl<'a> Doc<'a> {
         let mut notes = Vec::new();
         let mut pois = Vec::new();
         let mut likelihood_name = choice.likelihood.clone();
+        let mut asked = choice.analysis.clone();
+        if choice.likelihood.is_none() && asked.is_none() {
+            if let Some(observed) = observed_of_pair(analyses, likelihoods) {
+                notes.push(format!(
+                    "opening analysis \"{observed}\" (the observed data; ROOT writes one analysis per dataset of a HistFactory workspace): --analysis names another"
+                ));
+                asked = Some(observed);
+            }
+        }
         if choice.likelihood.is_none() {
-            if let Some((i, a)) = pick(analyses, &choice.analysis, "analyses", "--analysis")? {
+            if let Some((i, a)) = pick(analyses, &asked, "analyses", "--analysis")? {
                 let place = format!("analyses[{i}]");
                 likelihood_name = Some(str_field(a, "likelihood", &place)?.to_string());
                 pois = names(a, "parameters_of_interest", &place)?;
@@ -353,6 +364,7 @@ impl<'a> Doc<'a> {
                 aux,
                 pois,
                 notes,
+                name: l["name"].as_str().map(str::to_string),
             });
         }
         // No likelihood: one top-level distribution and one dataset.
@@ -379,6 +391,7 @@ impl<'a> Doc<'a> {
                     aux: Vec::new(),
                     pois,
                     notes,
+                    name: None,
                 })
             }
             _ => Err(err(
@@ -392,6 +405,34 @@ impl<'a> Doc<'a> {
                 ),
             )),
         }
+    }
+}
+
+/// Where the analyses are the pair ROOT writes for a HistFactory workspace — one on the observed
+/// data (`obsData_<channel>` datasets), one on the Asimov data (`asimovData_<channel>`) — the
+/// observed one's name: what a physicist opening the file means.
+fn observed_of_pair(analyses: &[Value], likelihoods: &[Value]) -> Option<String> {
+    if analyses.len() != 2 {
+        return None;
+    }
+    let datasets = |a: &Value| -> Option<Vec<String>> {
+        let l = likelihoods.iter().find(|l| l["name"] == a["likelihood"])?;
+        Some(
+            l["data"]
+                .as_array()?
+                .iter()
+                .map(|d| d.as_str().unwrap_or("").to_string())
+                .collect(),
+        )
+    };
+    let all = |a: &Value, prefix: &str| {
+        datasets(a).is_some_and(|d| !d.is_empty() && d.iter().all(|n| n.starts_with(prefix)))
+    };
+    let observed: Vec<&Value> = analyses.iter().filter(|a| all(a, "obsData")).collect();
+    let asimov = analyses.iter().filter(|a| all(a, "asimovData")).count();
+    match (observed.as_slice(), asimov) {
+        ([one], 1) => one["name"].as_str().map(str::to_string),
+        _ => None,
     }
 }
 
@@ -693,7 +734,7 @@ fn source_spec(
     })
 }
 
-fn listing(items: &[Value]) -> String {
+pub(crate) fn listing(items: &[Value]) -> String {
     items
         .iter()
         .map(|v| v["name"].as_str().unwrap_or("?").to_string())
@@ -701,12 +742,77 @@ fn listing(items: &[Value]) -> String {
         .join(", ")
 }
 
+/// Every parameter the document describes, by name: bounds from the domains (every product
+/// domain's axes), values and `const` from the parameter points — the set named
+/// "default_values" where there is one, else the first.
+pub(crate) fn parameter_info(root: &Value) -> Result<HashMap<String, ParamInfo>> {
+    let mut info: HashMap<String, ParamInfo> = HashMap::new();
+    for (i, d) in list(root, "domains", "document")?.iter().enumerate() {
+        for (k, axis) in list(d, "axes", &format!("domains[{i}]"))?
+            .iter()
+            .enumerate()
+        {
+            let place = format!("domains[{i}].axes[{k}]");
+            let name = str_field(axis, "name", &place)?;
+            let lo = axis
+                .get("min")
+                .and_then(Value::as_f64)
+                .unwrap_or(f64::NEG_INFINITY);
+            let hi = axis
+                .get("max")
+                .and_then(Value::as_f64)
+                .unwrap_or(f64::INFINITY);
+            if lo > hi || lo.is_nan() || hi.is_nan() {
+                return Err(err(place, format!("min {lo} above max {hi}")));
+            }
+            info.entry(name.to_string())
+                .or_insert(ParamInfo {
+                    value: None,
+                    bounds: (lo, hi),
+                    constant: false,
+                })
+                .bounds = (lo, hi);
+        }
+    }
+    let points = list(root, "parameter_points", "document")?;
+    let chosen = points
+        .iter()
+        .position(|p| p["name"] == "default_values")
+        .or((!points.is_empty()).then_some(0));
+    if let Some(pi) = chosen {
+        let place = format!("parameter_points[{pi}]");
+        for (k, p) in list(&points[pi], "parameters", &place)?.iter().enumerate() {
+            let place = format!("{place}.parameters[{k}]");
+            let name = str_field(p, "name", &place)?;
+            let value = p
+                .get("value")
+                .and_then(Value::as_f64)
+                .ok_or_else(|| err(&place, "missing or non-numeric \"value\""))?;
+            let e = info.entry(name.to_string()).or_insert(ParamInfo {
+                value: None,
+                bounds: (
+                    p.get("min")
+                        .and_then(Value::as_f64)
+                        .unwrap_or(f64::NEG_INFINITY),
+                    p.get("max")
+                        .and_then(Value::as_f64)
+                        .unwrap_or(f64::INFINITY),
+                ),
+                constant: false,
+            });
+            e.value = Some(value);
+            e.constant = p.get("const").and_then(Value::as_bool).unwrap_or(false);
+        }
+    }
+    Ok(info)
+}
+
 /// A parameter as the document describes it.
 #[derive(Debug, Clone)]
-struct ParamInfo {
-    value: Option<f64>,
-    bounds: (f64, f64),
-    constant: bool,
+pub(crate) struct ParamInfo {
+    pub(crate) value: Option<f64>,
+    pub(crate) bounds: (f64, f64),
+    pub(crate) constant: bool,
 }
 
 /// What a distribution contributes: ln f per event (varying), −ln of its factors that do not
@@ -752,66 +858,7 @@ const MAX_NESTING: usize = 200;
 
 impl<'a> Builder<'a> {
     fn new(doc: &'a Doc<'a>, plan: &Plan) -> Result<Builder<'a>> {
-        let mut info: HashMap<String, ParamInfo> = HashMap::new();
-        // Bounds from the domains (every product domain's axes), values from the parameter
-        // points: the set named "default_values" where there is one, else the first.
-        for (i, d) in list(doc.root, "domains", "document")?.iter().enumerate() {
-            for (k, axis) in list(d, "axes", &format!("domains[{i}]"))?
-                .iter()
-                .enumerate()
-            {
-                let place = format!("domains[{i}].axes[{k}]");
-                let name = str_field(axis, "name", &place)?;
-                let lo = axis
-                    .get("min")
-                    .and_then(Value::as_f64)
-                    .unwrap_or(f64::NEG_INFINITY);
-                let hi = axis
-                    .get("max")
-                    .and_then(Value::as_f64)
-                    .unwrap_or(f64::INFINITY);
-                if lo > hi || lo.is_nan() || hi.is_nan() {
-                    return Err(err(place, format!("min {lo} above max {hi}")));
-                }
-                info.entry(name.to_string())
-                    .or_insert(ParamInfo {
-                        value: None,
-                        bounds: (lo, hi),
-                        constant: false,
-                    })
-                    .bounds = (lo, hi);
-            }
-        }
-        let points = list(doc.root, "parameter_points", "document")?;
-        let chosen = points
-            .iter()
-            .position(|p| p["name"] == "default_values")
-            .or((!points.is_empty()).then_some(0));
-        if let Some(pi) = chosen {
-            let place = format!("parameter_points[{pi}]");
-            for (k, p) in list(&points[pi], "parameters", &place)?.iter().enumerate() {
-                let place = format!("{place}.parameters[{k}]");
-                let name = str_field(p, "name", &place)?;
-                let value = p
-                    .get("value")
-                    .and_then(Value::as_f64)
-                    .ok_or_else(|| err(&place, "missing or non-numeric \"value\""))?;
-                let e = info.entry(name.to_string()).or_insert(ParamInfo {
-                    value: None,
-                    bounds: (
-                        p.get("min")
-                            .and_then(Value::as_f64)
-                            .unwrap_or(f64::NEG_INFINITY),
-                        p.get("max")
-                            .and_then(Value::as_f64)
-                            .unwrap_or(f64::INFINITY),
-                    ),
-                    constant: false,
-                });
-                e.value = Some(value);
-                e.constant = p.get("const").and_then(Value::as_bool).unwrap_or(false);
-            }
-        }
+        let info = parameter_info(doc.root)?;
         Ok(Builder {
             doc,
             g: Graph::new(),

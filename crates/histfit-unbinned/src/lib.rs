@@ -12,6 +12,7 @@ pub mod expr;
 pub mod graph;
 pub mod histogram;
 pub mod hs3;
+pub mod hs3_histfactory;
 pub mod landau;
 mod landau_tables;
 pub mod model;
@@ -24,4 +25,5 @@ pub mod vmath;
 pub mod weighted;
 
 pub use hs3::{is_hs3, open, Choice, Hs3Error};
+pub use hs3_histfactory::{histfactory, BinnedDoc, BinnedParameter};
 pub use model::UnbinnedModel;

@@ -109,18 +109,7 @@ fn reference(name: &str) -> Reference {
             ),
         ],
         min_nll: fit["minNll"].as_f64().unwrap(),
-        params: fit["parameters"]
-            .as_object()
-            .unwrap()
-            .iter()
-            .map(|(n, p)| {
-                (
-                    n.clone(),
-                    p["value"].as_f64().unwrap(),
-                    p["error"].as_f64().unwrap(),
-                )
-            })
-            .collect(),
+        params: histfit_testutil::reference_params(&fit["parameters"]),
     }
 }
 
@@ -216,19 +205,13 @@ fn fits_agree_with_the_references() {
         let errors = r.uncertainties.as_ref().unwrap();
         let free = m.space.fixed.iter().filter(|f| !**f).count();
         assert_eq!(free, want.params.len(), "{name}: free parameters");
-        for (n, value, error) in &want.params {
-            let k = m.space.index(n).unwrap_or_else(|| panic!("{name}: no {n}"));
-            assert!(
-                (r.bestfit[k] - value).abs() <= 0.05 * error,
-                "{name}: {n} = {} vs {value} ± {error}",
-                r.bestfit[k]
-            );
-            assert!(
-                ((errors[k] - error) / error).abs() <= 0.02,
-                "{name}: σ({n}) = {} vs {error}",
-                errors[k]
-            );
-        }
+        histfit_testutil::assert_fit_near(
+            name,
+            &want.params,
+            |n| m.space.index(n).unwrap_or_else(|| panic!("{name}: no {n}")),
+            &r.bestfit,
+            errors,
+        );
     }
 }
 

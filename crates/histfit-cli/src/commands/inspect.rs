@@ -2,6 +2,7 @@
 //! and the POI.
 
 use super::OutputArgs;
+use crate::device::Likelihood;
 use crate::model_args::ModelArgs;
 use crate::output::settings_json;
 use anyhow::Result;
@@ -18,16 +19,15 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
-    if matches!(
-        histfit_device::likelihood::sniff(&a.model.workspace),
-        histfit_device::likelihood::Sniffed::Hs3(_)
-    ) {
-        anyhow::bail!(
-            "{}: inspect lists a pyhf workspace's channels and modifiers; this is an HS3 document (fit shows its parameters)",
+    // A binned HS3 document (ROOT's export of a HistFactory workspace) is inspected as the
+    // model it opens as; an event-level one has no channels to list.
+    let (model, source) = match a.model.open()? {
+        (Likelihood::HistFactory(model), source) => (model, source),
+        (Likelihood::Events(_), _) => anyhow::bail!(
+            "{}: inspect lists a binned model's channels and modifiers; this HS3 document is an event-level model (fit shows its parameters)",
             a.model.workspace
-        );
-    }
-    let (model, source) = a.model.load()?;
+        ),
+    };
     a.out.emit(|| to_json(&model, &source), || table(&model))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -369,7 +369,9 @@ def open(source: Union[str, os.PathLike, dict], *, events: Optional[Dict[str, An
     """Opens a likelihood from a file (a path; ``.gz`` read as HEPData ships them), a JSON
     string or a dict, whatever its format: a pyhf workspace gives its :class:`Model` (the
     options of :meth:`Workspace.model` pass through: ``interp``, ``measurement``, ``poi``, …);
-    an HS3 document gives an :class:`EventModel`. For HS3:
+    an HS3 document gives an :class:`EventModel`, or a :class:`Model` where its likelihood is
+    binned HistFactory channels (``histfactory_dist``, as ROOT exports a HistFactory workspace:
+    the same model as its pyhf JSON, under ROOT's parameter names). For HS3:
 
     - ``events``: events from NumPy in place of the document's — ``{axis: array}`` for a
       document with one dataset, or ``{dataset: {axis: array}}``; ``weights``: an array (one
@@ -416,6 +418,14 @@ def open(source: Union[str, os.PathLike, dict], *, events: Optional[Dict[str, An
     if model_options:
         raise TypeError(f"histfit.open: {', '.join(sorted(model_options))}: options of pyhf workspaces, "
                         "not of an HS3 document")
+    if any(isinstance(d, dict) and d.get("type") == "histfactory_dist" for d in doc.get("distributions", [])):
+        if events is not None or weights is not None:
+            raise HistfitError("events= and weights= apply to event-level HS3 models; "
+                               "this document's likelihood is binned (histfactory_dist)")
+        binned = _native.open_hs3_binned(json.dumps(doc) if text is None else text, path or "the document",
+                                         likelihood, analysis, poi)
+        if binned is not None:
+            return Model(binned)
     names = [d.get("name") for d in doc.get("data", []) if isinstance(d, dict)]
     given = []
     if events is not None:
