@@ -472,6 +472,34 @@ def f_histogram():
                  "(edges 0,1,3,6,10; contents 5,20,30,12): exported as histogram_dist with 'edges'.")
 
 
+def f_histogram2d():
+    """A two-dimensional Gaussian peak over a two-dimensional histogram template (RooHistPdf
+    over x and y, x bins of different widths): the histogram is not a product of its axes."""
+    w = ROOT.RooWorkspace("w")
+    x = w.factory("x[0,10]")
+    y = w.factory("y[0,5]")
+    xe = array.array("d", [0.0, 1.0, 3.0, 6.0, 10.0])
+    ye = array.array("d", [0.0, 2.0, 3.5, 5.0])
+    h = ROOT.TH2D("template2d", "template2d", 4, xe, 3, ye)
+    contents = [[5.0, 1.0, 0.5], [20.0, 8.0, 2.0], [30.0, 25.0, 4.0], [12.0, 3.0, 9.0]]
+    for i, row in enumerate(contents):
+        for j, c in enumerate(row):
+            h.SetBinContent(i + 1, j + 1, c)
+    dh = ROOT.RooDataHist("template2d_hist", "template2d_hist", ROOT.RooArgList(x, y), h)
+    hp = ROOT.RooHistPdf("bkg", "bkg", ROOT.RooArgSet(x, y), dh)
+    w.Import(hp)
+    keep(h, dh, hp)
+    w.factory("Gaussian::sigx(x, mx[4.5,2,8], sx[0.6,0.1,3])")
+    w.factory("Gaussian::sigy(y, my[2.5,1,4], sy[0.5,0.1,3])")
+    w.factory("PROD::sig(sigx, sigy)")
+    w.factory("SUM::model(f[0.3,0,1]*sig, bkg)")
+    d = gen(w, "model", ["x", "y"], s=1017)
+    finish("histogram2d", w, "model", d,
+           notes="f*Gaussian(x)Gaussian(y) + (1-f)*RooHistPdf over a 4x3-bin template (x edges "
+                 "0,1,3,6,10; y edges 0,2,3.5,5; contents by x bin then y bin): histogram_dist "
+                 "with two axes.")
+
+
 FIXTURES = {
     "gauss_exp_ext": f_gauss_exp_ext,
     "cb_exp_ext": f_cb_exp_ext,
@@ -490,6 +518,7 @@ FIXTURES = {
     "weighted": f_weighted,
     "constrained_pois_mvn": f_constrained_pois_mvn,
     "histogram": f_histogram,
+    "histogram2d": f_histogram2d,
 }
 
 if __name__ == "__main__":

@@ -25,8 +25,8 @@ pub type Prepared = (
 );
 #[derive(Args, Debug, Clone)]
 pub struct ModelArgs {
-    /// The model: a pyhf JSON workspace, or an HS3 document (an event-level model, as ROOT
-    /// writes them); the format is read from the document.
+    /// The model: a pyhf JSON workspace, or an HS3 document as ROOT writes them (an event-level
+    /// model, or HistFactory channels: the binned model); the format is read from the document.
     #[arg(value_name = "MODEL")]
     pub workspace: String,
     /// HS3: the analysis to open (its likelihood and parameters of interest), where the

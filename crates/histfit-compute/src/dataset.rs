@@ -1,77 +1,46 @@
-//! A dataset the likelihood is evaluated against: main counts and auxiliary data, with the terms
-//! that depend only on the data (ln Γ(n+1), Gaussian normalisations) summed once up front.
+//! A HistFactory model's datasets: pyhf's flat layout (main bins, then one auxiliary datum per
+//! constrained parameter) checked against the model, with the constant of −ln L its constraint
+//! terms give ([`histfit_seam::Dataset::from_counts`]).
 
-use crate::{ComputeError, Result};
+pub use histfit_seam::dataset::*;
+
 use histfit_model::{Constraint, Model};
-use std::sync::Arc;
+use histfit_seam::{ComputeError, Result};
 
-/// The events of one event-level channel: one column per observable (structure of arrays, in
-/// the order of `names`) and optional per-event weights.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct EventTable {
-    pub names: Vec<String>,
-    pub columns: Vec<Vec<f64>>,
-    pub weights: Option<Vec<f64>>,
+/// The auxiliary data's terms of `model`: one per constrained parameter, in aux order.
+pub fn aux_terms(model: &Model) -> Vec<AuxTerm> {
+    model
+        .aux_params
+        .iter()
+        .map(|&p| match model.parameters[p].constraint {
+            Constraint::Gauss { sigma } => AuxTerm::Gauss { sigma },
+            Constraint::Poisson { .. } => AuxTerm::Poisson,
+            Constraint::None => unreachable!("aux data belong to constrained parameters"),
+        })
+        .collect()
 }
 
-impl EventTable {
-    /// The number of events.
-    pub fn len(&self) -> usize {
-        self.columns.first().map_or(0, Vec::len)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The column of an observable.
-    pub fn column(&self, name: &str) -> Option<&[f64]> {
-        self.names
-            .iter()
-            .position(|n| n == name)
-            .map(|i| &self.columns[i][..])
-    }
-
-    /// Σ w (the number of events where unweighted).
-    pub fn sum_of_weights(&self) -> f64 {
-        self.weights
-            .as_ref()
-            .map_or(self.len() as f64, |w| w.iter().sum())
-    }
-}
-
-/// The events of an event-level likelihood, one table per channel, shared (never copied) by
-/// every fit of the dataset.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Events {
-    pub channels: Vec<EventTable>,
-}
-
-/// Observed (or toy, or Asimov) data for one model.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Dataset {
-    pub main: Vec<f64>,
-    pub aux: Vec<f64>,
-    /// Σ [ln Γ(n+1) + n − n ln n] over main bins and Poisson aux, plus Σ (ln σ + ½ ln 2π) of
-    /// Gaussian constraints: everything in −ln L that does not depend on the parameters.
-    pub constant: f64,
-    /// Set when the main counts live only in the memory of the device evaluator that made the
-    /// dataset (the key it gave out, see [`Dataset::resident`]); `main` then holds NaN.
-    pub resident: Option<u64>,
-    /// How far below λ = 0 a main bin without events continues: the `w` of
-    /// [`crate::EMPTY_BIN_WALL`], which every dataset has. A fit's first descent uses copies with
-    /// wider walls ([`Dataset::with_empty_bin_wall`]) and ends on this one; it does not change
-    /// −ln L where every λ ≥ 0.
-    pub empty_bin_wall: f64,
-    /// For a dataset whose counts a device holds: whether one of them is 0 (the device says).
-    device_has_empty: bool,
-    /// The events of an event-level likelihood (its binned channels' counts stay in `main`).
-    pub events: Option<Arc<Events>>,
-}
-
-impl Dataset {
+/// Datasets of a HistFactory model (`Dataset::observed(&model)` with this trait in scope).
+pub trait HistFactoryData: Sized {
     /// From pyhf's flat layout: main bins followed by auxiliary data.
-    pub fn new(model: &Model, data: &[f64]) -> Result<Dataset> {
+    fn new(model: &Model, data: &[f64]) -> Result<Self>;
+    /// The workspace's observed data.
+    fn observed(model: &Model) -> Self;
+    /// Main counts and auxiliary data, each of the model's length.
+    fn from_parts(model: &Model, main: Vec<f64>, aux: Vec<f64>) -> Result<Self>;
+    /// A dataset whose main counts a device evaluator keeps in its own memory under `key`
+    /// ([`Dataset::on_device`]).
+    fn resident(
+        model: &Model,
+        aux: Vec<f64>,
+        main_constant: f64,
+        has_empty: bool,
+        key: u64,
+    ) -> Result<Self>;
+}
+
+impl HistFactoryData for Dataset {
+    fn new(model: &Model, data: &[f64]) -> Result<Dataset> {
         let expected = model.n_main + model.n_aux();
         if data.len() != expected {
             return Err(ComputeError::Length {
@@ -87,35 +56,12 @@ impl Dataset {
         )
     }
 
-    /// A dataset of another likelihood kind, which defines what its values mean and computes
-    /// its own constant (the part of −ln L that depends on the data alone).
-    pub fn raw(main: Vec<f64>, aux: Vec<f64>, constant: f64) -> Dataset {
-        Dataset {
-            main,
-            aux,
-            constant,
-            resident: None,
-            empty_bin_wall: crate::EMPTY_BIN_WALL,
-            device_has_empty: false,
-            events: None,
-        }
+    fn observed(model: &Model) -> Dataset {
+        <Dataset as HistFactoryData>::new(model, &model.observed)
+            .expect("observed data has the model's layout")
     }
 
-    /// A dataset of events (and the binned counts and auxiliary data of the same likelihood),
-    /// whose likelihood defines what its values mean and computes its own constant.
-    pub fn of_events(events: Arc<Events>, main: Vec<f64>, aux: Vec<f64>, constant: f64) -> Dataset {
-        Dataset {
-            events: Some(events),
-            ..Dataset::raw(main, aux, constant)
-        }
-    }
-
-    /// The workspace's observed data.
-    pub fn observed(model: &Model) -> Dataset {
-        Dataset::new(model, &model.observed).expect("observed data has the model's layout")
-    }
-
-    pub fn from_parts(model: &Model, main: Vec<f64>, aux: Vec<f64>) -> Result<Dataset> {
+    fn from_parts(model: &Model, main: Vec<f64>, aux: Vec<f64>) -> Result<Dataset> {
         if main.len() != model.n_main {
             return Err(ComputeError::Length {
                 what: "main data",
@@ -123,117 +69,23 @@ impl Dataset {
                 got: main.len(),
             });
         }
-        if aux.len() != model.n_aux() {
-            return Err(ComputeError::Length {
-                what: "auxiliary data",
-                expected: model.n_aux(),
-                got: aux.len(),
-            });
-        }
-        for (what, xs) in [("main data", &main), ("auxiliary data", &aux)] {
-            if let Some(i) = xs.iter().position(|x| !x.is_finite()) {
-                return Err(ComputeError::InvalidData {
-                    place: format!("{what}[{i}]"),
-                    rule: "must be finite".into(),
-                });
-            }
-        }
-        if let Some(i) = main.iter().position(|x| *x < 0.0) {
-            return Err(ComputeError::InvalidData {
-                place: format!("main data[{i}]"),
-                rule: "counts must not be negative".into(),
-            });
-        }
-        // Poisson terms are evaluated relative to their saturated value (λ = n), which keeps every
-        // per-bin term O(1) and f resolvable to ~1e-13; what that shifts lives in the constant:
-        // λ − n ln λ = [λ − n − n ln(λ/n)] + (n − n ln n).
-        let saturated = |n: f64| if n > 0.0 { n - n * n.ln() } else { 0.0 };
-        let mut constant: f64 = main
-            .iter()
-            .map(|&n| libm::lgamma(n + 1.0) + saturated(n))
-            .sum();
-        let half_ln_2pi = 0.5 * (2.0 * std::f64::consts::PI).ln();
-        for (k, &p) in model.aux_params.iter().enumerate() {
-            match model.parameters[p].constraint {
-                Constraint::Gauss { sigma } => constant += sigma.ln() + half_ln_2pi,
-                Constraint::Poisson { .. } => {
-                    constant += libm::lgamma(aux[k] + 1.0) + saturated(aux[k])
-                }
-                Constraint::None => {}
-            }
-        }
-        Ok(Dataset {
-            main,
-            aux,
-            constant,
-            resident: None,
-            empty_bin_wall: crate::EMPTY_BIN_WALL,
-            device_has_empty: false,
-            events: None,
-        })
+        Dataset::from_counts(main, aux, &aux_terms(model))
     }
 
-    /// A dataset whose main counts a device evaluator keeps in its own memory under `key` (an
-    /// Asimov dataset built from yields that live there). Only that evaluator can use it: the
-    /// host sees NaN counts. `main_constant`: the main counts' part of [`Dataset::constant`]
-    /// (Σ ln Γ(n+1) + n − n ln n), summed by the device; `has_empty`: whether a main count is 0
-    /// (see [`Dataset::has_empty_main_bin`]).
-    pub fn resident(
+    fn resident(
         model: &Model,
         aux: Vec<f64>,
         main_constant: f64,
         has_empty: bool,
         key: u64,
     ) -> Result<Dataset> {
-        let mut d = Dataset::from_parts(model, vec![0.0; model.n_main], aux)?;
-        d.main.fill(f64::NAN);
-        d.constant += main_constant;
-        d.resident = Some(key);
-        d.device_has_empty = has_empty;
-        Ok(d)
-    }
-
-    /// Whether a main bin has no events (as the device says for a dataset it holds): only then
-    /// does [`Dataset::empty_bin_wall`] matter, and only then do fits widen it first.
-    pub fn has_empty_main_bin(&self) -> bool {
-        if self.resident.is_some() {
-            self.device_has_empty
-        } else {
-            self.main.contains(&0.0)
-        }
-    }
-
-    /// The part of −ln L that depends on the data alone.
-    pub fn constant_term(&self) -> f64 {
-        self.constant
-    }
-
-    /// This dataset with its constant set to 0: what fits minimise, so the constant (≈ 166 for
-    /// tHu next to a varying part of ≈ 14) costs f no bits of resolution.
-    pub fn without_constant(&self) -> Dataset {
-        Dataset {
-            constant: 0.0,
-            ..self.clone()
-        }
-    }
-
-    /// This dataset with empty main bins continuing below λ = 0 over a width `wall` instead
-    /// (see [`Dataset::empty_bin_wall`]; a positive, finite width).
-    pub fn with_empty_bin_wall(&self, wall: f64) -> Dataset {
-        assert!(
-            wall > 0.0 && wall.is_finite(),
-            "an empty-bin wall is a positive width, not {wall}"
-        );
-        Dataset {
-            empty_bin_wall: wall,
-            ..self.clone()
-        }
-    }
-
-    /// pyhf's flat layout.
-    pub fn to_vec(&self) -> Vec<f64> {
-        let mut v = self.main.clone();
-        v.extend_from_slice(&self.aux);
-        v
+        Dataset::on_device(
+            model.n_main,
+            aux,
+            &aux_terms(model),
+            main_constant,
+            has_empty,
+            key,
+        )
     }
 }

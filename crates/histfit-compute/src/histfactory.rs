@@ -4,6 +4,7 @@
 //! answers the seam's questions with these functions, so they agree by construction.
 
 use crate::space::{ParameterSpace, Prior};
+use crate::HistFactoryData;
 use crate::{rng, ComputeError, Dataset, Evaluator, Result};
 use histfit_model::{Constraint, InterpCode, Model};
 

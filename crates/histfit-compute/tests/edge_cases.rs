@@ -3,6 +3,7 @@
 //! with zero nominal or uncertainty (fixed), and measurement-config overrides of inits, bounds,
 //! fixed, auxdata and sigmas.
 
+use histfit_compute::HistFactoryData;
 use histfit_compute::{expected_data, CpuEvaluator, Dataset, Evaluator};
 use histfit_model::{compile, Settings, Workspace};
 use histfit_testutil::floats;

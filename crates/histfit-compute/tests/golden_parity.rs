@@ -2,6 +2,7 @@
 //! `tests/fixtures/GOLDENS.md`): parameter table, data layout, twice_nll and expected data at the
 //! golden points, and the analytic gradient against central finite differences.
 
+use histfit_compute::HistFactoryData;
 use histfit_compute::{expected_data, CpuEvaluator, Dataset, Evaluator};
 use histfit_model::{compile, Settings, Workspace};
 use histfit_testutil::{fixture, floats, rel, WORKSPACES};

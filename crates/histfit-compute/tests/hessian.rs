@@ -1,6 +1,7 @@
 //! The Hessian that steps one-bin parameters together ([`ParameterSpace::local_term`]) against
 //! the one that steps every parameter alone, on every shipped workspace and both settings.
 
+use histfit_compute::HistFactoryData;
 use histfit_compute::{
     block_on, hessian_async, AsyncEvaluator, Blocking, CpuEvaluator, Dataset, EvalFuture,
     ParameterSpace,

@@ -2,6 +2,7 @@
 //! workspace is either rejected with an error or compiles to a model whose likelihood can be
 //! evaluated. (Deterministic: a fixed-seed generator picks the mutations.)
 
+use histfit_compute::HistFactoryData;
 use histfit_compute::{CpuEvaluator, Dataset, Evaluator};
 use histfit_model::{compile, Settings, Workspace};
 use histfit_testutil::json;

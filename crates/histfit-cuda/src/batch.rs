@@ -17,6 +17,7 @@ use crate::{driver, CudaError, Result};
 use cudarc::driver::{
     CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PinnedHostSlice, PushKernelArg,
 };
+use histfit_compute::HistFactoryData;
 use histfit_compute::{check_batch, BatchEvaluator, ComputeError, Dataset, ParameterSpace};
 use histfit_model::Model;
 use std::collections::HashMap;

@@ -252,7 +252,7 @@ pub fn shared_definitions() -> Vec<String> {
     for (name, bit) in crate::resident::RUN_CODES {
         d.push(format!("-D{name}={bit}"));
     }
-    // The orthant rounds that settle descents (histfit-compute's `Settle`).
+    // The orthant rounds that settle descents (histfit-seam's `Settle`).
     d.push(format!("-DAT_KINK={:e}", histfit_compute::AT_KINK));
     d.push(format!("-DORTHANT_PG={:e}", histfit_compute::ORTHANT_PG));
     d.push(format!(

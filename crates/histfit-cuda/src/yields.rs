@@ -14,6 +14,7 @@ use crate::batch::{CudaBatch, Outputs, Session};
 use crate::{driver, CudaError, Result};
 use cudarc::driver::{sys, CudaSlice, DevicePtr, LaunchConfig, PushKernelArg};
 use histfit_compute::yields::{check_inputs, input_sample, yields_place};
+use histfit_compute::HistFactoryData;
 use histfit_compute::{
     BatchEvaluator, ComputeError, Dataset, Evaluator, OneAtATime, ParameterSpace, YieldGradTerms,
     YieldGradient,

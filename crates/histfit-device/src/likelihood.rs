@@ -4,6 +4,7 @@
 //! a device — the same calls for every kind.
 
 use crate::{AnyEval, Device, DeviceError, HostEval};
+use histfit_compute::HistFactoryData;
 use histfit_compute::{Dataset, ParameterSpace};
 use histfit_model::Model;
 use histfit_unbinned::UnbinnedModel;

@@ -10,6 +10,7 @@
 //! checks that asking for the GPU is a clean error, not a panic.
 
 use histfit_compute::rng::generate_toy;
+use histfit_compute::HistFactoryData;
 use histfit_compute::{BatchEvaluator, CpuEvaluator, Dataset, Evaluator, OneAtATime};
 use histfit_cuda::split::SplitPlan;
 use histfit_cuda::CudaBatch;

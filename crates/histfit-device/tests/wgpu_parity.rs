@@ -5,6 +5,7 @@
 //! 1e-3; and a toy ensemble through the same toy code. Runs on whichever adapter wgpu finds
 //! (Mesa's lavapipe in CI); without one it says so and skips.
 
+use histfit_compute::HistFactoryData;
 use histfit_compute::{BatchEvaluator, CpuEvaluator, Dataset, Evaluator, OneAtATime};
 use histfit_device::{AnyEval, AnyRunner, Device};
 use histfit_infer::fit::{fit, FitOptions};

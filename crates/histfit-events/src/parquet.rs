@@ -19,7 +19,7 @@
 //! the columns named (projection), row groups in parallel; a null in a used column, a negative
 //! or non-finite weight, a missing column or one that holds no numbers is an error naming it.
 
-use histfit_compute::EventTable;
+use histfit_seam::EventTable;
 use parquet::basic::{ConvertedType, Encoding, LogicalType, Type as Physical};
 use parquet::column::page::Page;
 use parquet::column::reader::{ColumnReader, ColumnReaderImpl};

@@ -4,6 +4,7 @@
 //! measurement, in pyhf's order), the same likelihood at two points and a fit at least as good as
 //! pyhf's; configurations pyhf refuses are refused with a message naming the file.
 
+use histfit_compute::HistFactoryData;
 use histfit_compute::{CpuEvaluator, Dataset, Evaluator};
 use histfit_import::xml2json;
 use histfit_infer::{fit, FitOptions};

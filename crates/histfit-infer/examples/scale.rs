@@ -12,6 +12,7 @@
 //! (so each peak is its own) and prints a table with the growth exponent of each column: the
 //! slope of log(cost) against log(size) over the upper half of the sizes.
 
+use histfit_compute::HistFactoryData;
 use histfit_compute::{CpuEvaluator, Dataset, Evaluator};
 use histfit_infer::{fit, FitOptions, Starts};
 use histfit_model::{compile, workspace_from_text, Settings};

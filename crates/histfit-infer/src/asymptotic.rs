@@ -9,7 +9,7 @@
 
 use crate::fit::{fit, FitOptions, FitResult};
 use crate::{InferError, Result};
-use histfit_compute::{Dataset, Evaluator};
+use histfit_seam::{Dataset, Evaluator};
 use serde::{Deserialize, Serialize};
 
 /// Which test statistic (pyhf names in parentheses; documents write these names, and read the

@@ -18,7 +18,7 @@
 //! of descents lasts as long as its slowest one, and the other group need not wait for it.
 
 use crate::{InferError, Result};
-use histfit_compute::{
+use histfit_seam::{
     panic_message, AsyncEvaluator, BatchEvaluator, ComputeError, Dataset, Descent, DescentFuture,
     DescentRequest, EvalFuture, Evaluator, OneAtATime, ParameterSpace,
 };
@@ -232,7 +232,7 @@ struct Share {
     descents: Vec<DescentRequest>,
     descent_data: Vec<Arc<Dataset>>,
     descent_counts: Vec<usize>,
-    descent_out: histfit_compute::Result<Vec<Descent>>,
+    descent_out: histfit_seam::Result<Vec<Descent>>,
 }
 
 impl Default for Share {
@@ -258,11 +258,11 @@ struct SlotData {
     /// The dataset of the request (kept between requests: a fit evaluates one dataset many times).
     data: Option<Arc<Dataset>>,
     waiting: bool,
-    result: Option<histfit_compute::Result<f64>>,
+    result: Option<histfit_seam::Result<f64>>,
     grad: Vec<f64>,
     /// The datasets this fit has sent, each once: a fit moves among a few (its own and the
     /// copies with wider empty-bin walls of its first descents, see
-    /// `histfit_compute::SOFT_EMPTY_BIN_WALLS`); the same `Arc` again lets a device evaluator
+    /// `histfit_seam::SOFT_EMPTY_BIN_WALLS`); the same `Arc` again lets a device evaluator
     /// find its row by pointer instead of storing and uploading another.
     known: Vec<Arc<Dataset>>,
     /// The number of points of an evaluation at several ([`AsyncEvaluator::nll_grad_many`]:
@@ -271,7 +271,7 @@ struct SlotData {
     nlls: Vec<f64>,
     /// Descents asked for in place of an evaluation (`waiting` is set too), and their results.
     descents: Vec<DescentRequest>,
-    descent_result: Option<histfit_compute::Result<Vec<Descent>>>,
+    descent_result: Option<histfit_seam::Result<Vec<Descent>>>,
 }
 
 type Slot = Rc<RefCell<SlotData>>;
@@ -326,7 +326,7 @@ impl BatchClient {
         &self,
         reqs: &[DescentRequest],
         data: &Dataset,
-    ) -> histfit_compute::Result<Vec<Descent>> {
+    ) -> histfit_seam::Result<Vec<Descent>> {
         if reqs.is_empty() {
             return Ok(Vec::new());
         }
@@ -350,7 +350,7 @@ impl BatchClient {
         data: &Dataset,
         nll: &mut [f64],
         grad: Option<&mut [f64]>,
-    ) -> histfit_compute::Result<()> {
+    ) -> histfit_seam::Result<()> {
         {
             let mut s = self.slot.borrow_mut();
             s.params.clear();
@@ -383,7 +383,7 @@ impl BatchClient {
         params: &[f64],
         data: &Dataset,
         grad: Option<&mut [f64]>,
-    ) -> histfit_compute::Result<f64> {
+    ) -> histfit_seam::Result<f64> {
         {
             let mut s = self.slot.borrow_mut();
             s.params.clear();
@@ -431,7 +431,7 @@ impl AsyncEvaluator for BatchClient {
         data: &'a Dataset,
         nll: &'a mut [f64],
         grad: &'a mut [f64],
-    ) -> histfit_compute::ManyFuture<'a> {
+    ) -> histfit_seam::ManyFuture<'a> {
         if !self.pooled || nll.len() < 2 {
             return Box::pin(async move {
                 let n = self.space.len();
@@ -451,7 +451,7 @@ impl AsyncEvaluator for BatchClient {
         params: &'a [f64],
         data: &'a Dataset,
         nll: &'a mut [f64],
-    ) -> histfit_compute::ManyFuture<'a> {
+    ) -> histfit_seam::ManyFuture<'a> {
         if !self.pooled || nll.len() < 2 {
             return Box::pin(async move {
                 let n = self.space.len();
@@ -489,8 +489,8 @@ impl<B: BatchEvaluator> Solo<'_, B> {
     /// `f` on the batch evaluator; a panic there is an error, as in the lockstep executor.
     fn call<T>(
         &self,
-        f: impl FnOnce(&mut B) -> histfit_compute::Result<T>,
-    ) -> histfit_compute::Result<T> {
+        f: impl FnOnce(&mut B) -> histfit_seam::Result<T>,
+    ) -> histfit_seam::Result<T> {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.batcher.with_eval(f)))
             .unwrap_or_else(|e| {
                 Err(ComputeError::Device(format!(
@@ -505,7 +505,7 @@ impl<B: BatchEvaluator> Evaluator for Solo<'_, B> {
     fn space(&self) -> &ParameterSpace {
         &self.batcher.space
     }
-    fn nll(&mut self, params: &[f64], data: &Dataset) -> histfit_compute::Result<f64> {
+    fn nll(&mut self, params: &[f64], data: &Dataset) -> histfit_seam::Result<f64> {
         let mut g = vec![0.0; params.len()];
         self.nll_grad(params, data, &mut g)
     }
@@ -514,12 +514,12 @@ impl<B: BatchEvaluator> Evaluator for Solo<'_, B> {
         params: &[f64],
         data: &Dataset,
         grad: &mut [f64],
-    ) -> histfit_compute::Result<f64> {
+    ) -> histfit_seam::Result<f64> {
         let mut v = [0.0];
         self.call(|b| b.nll_grad_batch(params, &[data], &mut v, grad))?;
         Ok(v[0])
     }
-    fn asimov(&mut self, params: &[f64]) -> histfit_compute::Result<Dataset> {
+    fn asimov(&mut self, params: &[f64]) -> histfit_seam::Result<Dataset> {
         self.call(|b| b.asimov(params))
     }
     fn toys(
@@ -527,10 +527,10 @@ impl<B: BatchEvaluator> Evaluator for Solo<'_, B> {
         params: &[f64],
         seed: u64,
         indices: std::ops::Range<u64>,
-    ) -> histfit_compute::Result<Vec<Dataset>> {
+    ) -> histfit_seam::Result<Vec<Dataset>> {
         self.call(|b| b.toys(params, seed, indices))
     }
-    fn expected_main(&mut self, params: &[f64], out: &mut [f64]) -> histfit_compute::Result<()> {
+    fn expected_main(&mut self, params: &[f64], out: &mut [f64]) -> histfit_seam::Result<()> {
         self.call(|b| b.expected_main_batch(params, out))
     }
 }
@@ -924,10 +924,10 @@ impl<B: BatchEvaluator> BatchEvaluator for HostDescents<B> {
         data: &[&Dataset],
         nll: &mut [f64],
         grad: &mut [f64],
-    ) -> histfit_compute::Result<()> {
+    ) -> histfit_seam::Result<()> {
         self.0.batch.nll_grad_batch(params, data, nll, grad)
     }
-    fn asimov(&mut self, params: &[f64]) -> histfit_compute::Result<Dataset> {
+    fn asimov(&mut self, params: &[f64]) -> histfit_seam::Result<Dataset> {
         self.0.batch.asimov(params)
     }
     fn toys(
@@ -935,14 +935,10 @@ impl<B: BatchEvaluator> BatchEvaluator for HostDescents<B> {
         params: &[f64],
         seed: u64,
         indices: std::ops::Range<u64>,
-    ) -> histfit_compute::Result<Vec<Dataset>> {
+    ) -> histfit_seam::Result<Vec<Dataset>> {
         self.0.batch.toys(params, seed, indices)
     }
-    fn expected_main_batch(
-        &mut self,
-        params: &[f64],
-        out: &mut [f64],
-    ) -> histfit_compute::Result<()> {
+    fn expected_main_batch(&mut self, params: &[f64], out: &mut [f64]) -> histfit_seam::Result<()> {
         self.0.batch.expected_main_batch(params, out)
     }
     fn host_evaluator(&self) -> Option<Box<dyn Evaluator + Send>> {
@@ -955,17 +951,17 @@ impl<B: BatchEvaluator> BatchEvaluator for HostDescents<B> {
         &mut self,
         reqs: &[DescentRequest],
         data: &[Arc<Dataset>],
-    ) -> histfit_compute::Result<Vec<Descent>> {
-        let mut one = histfit_compute::Blocking(&mut self.0);
+    ) -> histfit_seam::Result<Vec<Descent>> {
+        let mut one = histfit_seam::Blocking(&mut self.0);
         reqs.iter()
             .zip(data)
             .map(|(r, d)| {
-                histfit_compute::block_on(crate::fit::descent_on_host(&mut one, d, r)).map_err(
-                    |e| match e {
+                histfit_seam::block_on(crate::fit::descent_on_host(&mut one, d, r)).map_err(|e| {
+                    match e {
                         InferError::Compute(c) => c,
                         other => ComputeError::Device(other.to_string()),
-                    },
-                )
+                    }
+                })
             })
             .collect()
     }

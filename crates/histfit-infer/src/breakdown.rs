@@ -10,7 +10,7 @@
 
 use crate::fit::{fit, FitOptions, FitResult, Starts};
 use crate::{InferError, Result};
-use histfit_compute::{Dataset, Evaluator};
+use histfit_seam::{Dataset, Evaluator};
 use serde::Serialize;
 
 /// A named set of parameters (indices into the parameter vector).

@@ -14,9 +14,7 @@
 use crate::batch::fit_together;
 use crate::fit::{fit, polish_minimum, FitOptions};
 use crate::{InferError, Result};
-use histfit_compute::{
-    AsimovTerm, Dataset, Evaluator, YieldEvaluator, YieldGradTerms, YieldGradient,
-};
+use histfit_seam::{AsimovTerm, Dataset, Evaluator, YieldEvaluator, YieldGradTerms, YieldGradient};
 use serde::Serialize;
 
 /// A profiled statistic, its gradient with respect to the yields (inputs in the order given,

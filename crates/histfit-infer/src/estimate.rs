@@ -4,7 +4,7 @@
 
 use crate::fit::{fit, FitOptions, FitResult};
 use crate::{InferError, Result};
-use histfit_compute::{Dataset, Evaluator};
+use histfit_seam::{Dataset, Evaluator};
 
 /// A parameter point with its covariance (row-major n×n).
 #[derive(Debug, Clone, PartialEq)]

@@ -6,7 +6,7 @@
 
 use crate::fit::FitResult;
 use crate::{InferError, Result};
-use histfit_compute::{Dataset, Evaluator, Prior};
+use histfit_seam::{Dataset, Evaluator, Prior};
 use serde::Serialize;
 
 /// A goodness-of-fit test.

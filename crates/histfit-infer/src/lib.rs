@@ -1,8 +1,8 @@
 //! `histfit-infer`: statistics on a likelihood, written once against the seam of
-//! [`histfit_compute`] — a [`ParameterSpace`](histfit_compute::ParameterSpace) and an
-//! [`Evaluator`](histfit_compute::Evaluator) that gives −ln L, its gradient and generated data —
+//! [`histfit_seam`] — a [`ParameterSpace`](histfit_seam::ParameterSpace) and an
+//! [`Evaluator`](histfit_seam::Evaluator) that gives −ln L, its gradient and generated data —
 //! so every likelihood kind and every device runs the same code. Nothing here knows how a
-//! likelihood is built; a [`Dataset`](histfit_compute::Dataset) is opaque. It holds maximum
+//! likelihood is built; a [`Dataset`](histfit_seam::Dataset) is opaque. It holds maximum
 //! likelihood fits ([`fit`]), profile scans, test statistics and asymptotic CLs ([`asymptotic`]),
 //! limits, toys and toy CLs with their summaries and shard merges, ranking and differentiable
 //! statistics.
@@ -38,7 +38,7 @@ pub use toys::{
 
 /// Refuses to hold parameter `i` of `space` at `v` outside its bounds or at a non-finite value:
 /// the one message of every front end (the CLI's `--fix`, Python's `fixed=`).
-pub fn check_fixed_value(space: &histfit_compute::ParameterSpace, i: usize, v: f64) -> Result<()> {
+pub fn check_fixed_value(space: &histfit_seam::ParameterSpace, i: usize, v: f64) -> Result<()> {
     let (lower, upper) = space.bounds[i];
     if !v.is_finite() || v < lower || v > upper {
         return Err(InferError::Request(format!(
@@ -53,7 +53,7 @@ pub fn check_fixed_value(space: &histfit_compute::ParameterSpace, i: usize, v: f
 /// the POI itself, so a fixed one would make its "free" fit a conditional one and every number
 /// after it wrong.
 pub fn check_poi_not_fixed(
-    space: &histfit_compute::ParameterSpace,
+    space: &histfit_seam::ParameterSpace,
     base: &FitOptions,
     poi: usize,
 ) -> Result<()> {
@@ -83,7 +83,7 @@ pub enum InferError {
     )]
     AboveBound { bound: f64 },
     #[error(transparent)]
-    Compute(#[from] histfit_compute::ComputeError),
+    Compute(#[from] histfit_seam::ComputeError),
 }
 
 pub type Result<T> = std::result::Result<T, InferError>;

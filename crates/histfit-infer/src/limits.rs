@@ -10,7 +10,7 @@
 use crate::asymptotic::{normal_sf, AsymptoticCalculator, HypotestResult, TestStat, BAND};
 use crate::fit::FitOptions;
 use crate::{InferError, Result};
-use histfit_compute::{Dataset, Evaluator};
+use histfit_seam::{Dataset, Evaluator};
 use serde::Serialize;
 
 /// Observed and expected upper limits.

@@ -7,7 +7,7 @@
 use crate::fit::{fit, FitOptions, FitResult};
 use crate::limits::brent;
 use crate::{InferError, Result};
-use histfit_compute::{Dataset, Evaluator};
+use histfit_seam::{Dataset, Evaluator};
 use serde::Serialize;
 
 /// One parameter's interval: `value + lower_error` … `value + upper_error`.

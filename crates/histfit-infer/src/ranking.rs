@@ -6,7 +6,7 @@
 
 use crate::fit::{fit, FitOptions, FitResult};
 use crate::{InferError, Result};
-use histfit_compute::{Dataset, Evaluator, ParameterSpace};
+use histfit_seam::{Dataset, Evaluator, ParameterSpace};
 use rayon::prelude::*;
 use serde::Serialize;
 use std::sync::atomic::{AtomicUsize, Ordering};

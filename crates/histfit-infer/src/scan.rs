@@ -3,7 +3,7 @@
 
 use crate::fit::{fit, FitOptions, FitResult};
 use crate::Result;
-use histfit_compute::{Dataset, Evaluator};
+use histfit_seam::{Dataset, Evaluator};
 use serde::Serialize;
 
 /// One scan point.
@@ -70,11 +70,7 @@ pub fn range_around_best_fit<E: Evaluator + ?Sized>(
 }
 
 /// The POI's bounds in a request: the request's own, else the model's.
-fn poi_bounds(
-    space: &histfit_compute::ParameterSpace,
-    base: &FitOptions,
-    poi: usize,
-) -> (f64, f64) {
+fn poi_bounds(space: &histfit_seam::ParameterSpace, base: &FitOptions, poi: usize) -> (f64, f64) {
     base.bounds
         .as_ref()
         .map(|b| b[poi])

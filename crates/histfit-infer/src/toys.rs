@@ -14,7 +14,7 @@ use crate::asymptotic::TestStat;
 use crate::batch::{drive, BatchClient, Batcher, EvalBox, Job};
 use crate::fit::{fit, fit_async, FitOptions, FitResult};
 use crate::{InferError, Result};
-use histfit_compute::{
+use histfit_seam::{
     block_on, AsyncEvaluator, BatchEvaluator, Blocking, Dataset, Evaluator, ParameterSpace,
     Progress, ResidentFit, ResidentRequest,
 };
@@ -93,7 +93,7 @@ pub trait ToyRunner: Sync {
         self.run_toys(params, seed, indices, work)
     }
     /// Generates and fits toys whole on the device where it does that
-    /// ([`histfit_compute::ResidentFits`]); `None` where it does not (the CPU, or a device whose
+    /// ([`histfit_seam::ResidentFits`]); `None` where it does not (the CPU, or a device whose
     /// resident fits are switched off).
     fn resident(&self, _req: &ResidentRequest<'_>) -> Option<Result<Vec<ResidentFit>>> {
         None
@@ -814,7 +814,7 @@ impl<R: ToyRunner> Pass<'_, R> {
         let n = self.runner.space().names.len();
         let per_pass = one.len() * n;
         if starts.len() != passes * per_pass {
-            return Err(InferError::Compute(histfit_compute::ComputeError::Length {
+            return Err(InferError::Compute(histfit_seam::ComputeError::Length {
                 what: "further starts",
                 expected: passes * per_pass,
                 got: starts.len(),
@@ -878,7 +878,7 @@ impl<R: ToyRunner> Pass<'_, R> {
     fn host_passes(&self, one: &[u64], starts: &[f64], passes: usize) -> Result<Passes> {
         let (n, m) = (self.runner.space().names.len(), one.len());
         if starts.len() != passes * m * n {
-            return Err(InferError::Compute(histfit_compute::ComputeError::Length {
+            return Err(InferError::Compute(histfit_seam::ComputeError::Length {
                 what: "further starts",
                 expected: passes * m * n,
                 got: starts.len(),
@@ -1134,7 +1134,7 @@ fn device_fits<R: ToyRunner>(
         progress: Some(progress),
     };
     let results = match runner.resident(&req) {
-        None | Some(Err(InferError::Compute(histfit_compute::ComputeError::Unsupported(_)))) => {
+        None | Some(Err(InferError::Compute(histfit_seam::ComputeError::Unsupported(_)))) => {
             return Ok(None)
         }
         Some(r) => r?,
@@ -1146,7 +1146,7 @@ fn device_fits<R: ToyRunner>(
             .zip(indices)
             .any(|(r, i)| r.index != req.toy(i))
     {
-        return Err(InferError::Compute(histfit_compute::ComputeError::Device(
+        return Err(InferError::Compute(histfit_seam::ComputeError::Device(
             format!(
                 "the device returned {} resident fits for {} toys, or out of order",
                 results.len(),
@@ -1162,7 +1162,7 @@ fn device_fits<R: ToyRunner>(
             .iter()
             .filter(|r| !crate::fit::device_fit_certified(r))
         {
-            let rule = if r.status != histfit_compute::ResidentStatus::Converged {
+            let rule = if r.status != histfit_seam::ResidentStatus::Converged {
                 format!("{:?}", r.status)
             } else if !r.nll.is_finite() {
                 "not finite".into()

@@ -1,6 +1,7 @@
 //! Asymptotic CLs against pyhf: pyhf's own validation suite (ROOT-checked cases,
 //! `pyhf_validation.json`) and `hypotest_mu1` of every shipped workspace and setting.
 
+use histfit_compute::HistFactoryData;
 use histfit_compute::{CpuEvaluator, Dataset};
 use histfit_infer::{AsymptoticCalculator, FitOptions, TestStat};
 use histfit_model::{compile, InterpCode, Settings, Workspace};

@@ -4,6 +4,7 @@
 //! definitions (relative, absolute).
 
 use histfit_compute::Dataset;
+use histfit_compute::HistFactoryData;
 use histfit_compute::{CpuEvaluator, Evaluator, YieldEvaluator};
 use histfit_infer::differentiable::{set_yields, ProfiledStatistic};
 

@@ -4,6 +4,7 @@
 //! 0.7.6 and the best of 40 or more single-start fits as references), the one-sided certificate at kinks, a start
 //! that is not finite, and an empty bin pressed against λ = 0.
 
+use histfit_compute::HistFactoryData;
 use histfit_compute::{CpuEvaluator, Dataset, Evaluator};
 use histfit_infer::{fit, FitOptions, Starts};
 use histfit_model::{compile, Settings, Workspace};

@@ -2,6 +2,7 @@
 //! gradients equals the dense one, the others are reported as not computed with a word, and
 //! what needs the whole covariance refuses with one message instead of allocating n².
 
+use histfit_compute::HistFactoryData;
 use histfit_compute::{CpuEvaluator, Dataset};
 use histfit_infer::{fit, parameter_estimate, ranking, FitOptions};
 use histfit_model::{compile, Settings, Workspace};

@@ -1,6 +1,7 @@
 //! Ranking: impacts equal independent refits, results do not depend on the thread count, and
 //! entries come sorted by post-fit impact.
 
+use histfit_compute::HistFactoryData;
 use histfit_compute::{CpuEvaluator, Dataset};
 use histfit_infer::{fit, ranking, FitOptions};
 use histfit_model::{compile, Settings, Workspace};

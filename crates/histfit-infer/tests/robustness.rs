@@ -1,5 +1,6 @@
 //! Requests that cannot be answered get an error, never a panic or a meaningless number.
 
+use histfit_compute::HistFactoryData;
 use histfit_compute::{CpuEvaluator, Dataset};
 use histfit_infer::{fit, ranking, upper_limit, AsymptoticCalculator, FitOptions, TestStat};
 use histfit_model::{compile, Settings, Workspace};

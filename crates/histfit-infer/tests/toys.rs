@@ -1,6 +1,7 @@
 //! Toys: reproducible for any thread count, shards merge bit-identically, and toy-based p-values
 //! agree with pyhf's toys and with the asymptotic formulae within their statistical errors.
 
+use histfit_compute::HistFactoryData;
 use histfit_compute::{CpuEvaluator, Dataset};
 use histfit_infer::{
     fit_toys, hypotest_toys, merge_hypotest_toys, shard_range, AsymptoticCalculator, FitOptions,

@@ -34,7 +34,8 @@ impl Settings {
             yield_variations: YieldVariations::Relative,
         }
     }
-    /// ROOT HistFactory's (and pyhf's per-modifier) defaults: code1 / code0.
+    /// pyhf's per-modifier defaults (and older ROOT HistFactory's): code1 / code0. ROOT 6.40's
+    /// HistFactory builds code 4 / code 4p ([`Settings::smooth`]), which its HS3 export writes.
     pub fn pyhf_defaults() -> Settings {
         Settings {
             normsys: InterpCode::Code1,

@@ -3,6 +3,7 @@
 //! arrays or the result documents the CLI writes (JSON), which `python/histfit` turns into
 //! objects. No statistics live here.
 
+use histfit_compute::HistFactoryData;
 use histfit_compute::ParameterSpace;
 use histfit_compute::{CpuEvaluator, Dataset, Evaluator};
 use histfit_cuda::CudaYields;

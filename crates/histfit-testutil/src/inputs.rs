@@ -4,6 +4,7 @@
 //! Each panics when an invariant breaks: an input that parses either gives a finite −ln L and
 //! gradient at its initial point or an error that names the place and the rule.
 
+use histfit_compute::HistFactoryData;
 use histfit_compute::{CpuEvaluator, Dataset, Evaluator};
 use histfit_import::RootFile;
 use histfit_model::{compile, Settings, Workspace};

@@ -5,6 +5,7 @@ pub mod inputs;
 pub mod synthetic;
 
 use histfit_compute::Dataset;
+use histfit_compute::HistFactoryData;
 use histfit_model::{compile, Model, Settings, Workspace};
 use serde_json::Value;
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! `cargo bench -p histfit-unbinned --bench nll`.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use histfit_compute::{Dataset, Evaluator, EventTable, Events};
+use histfit_seam::{Dataset, Evaluator, EventTable, Events};
 use histfit_unbinned::{open, Choice};
 use std::sync::Arc;
 

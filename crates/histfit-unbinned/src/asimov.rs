@@ -8,7 +8,7 @@
 //! observables of Gaussian constraints are set to their means at θ.
 
 use crate::model::UnbinnedModel;
-use histfit_compute::{Dataset, EventTable, Events};
+use histfit_seam::{Dataset, EventTable, Events};
 use std::sync::Arc;
 
 /// Cells per observable for a channel of `d` observables (about 2·10⁵ cells at most).
@@ -22,8 +22,8 @@ pub fn cells_per_observable(d: usize) -> usize {
 }
 
 /// The Asimov dataset at `params`.
-pub fn asimov(model: &UnbinnedModel, params: &[f64]) -> histfit_compute::Result<Dataset> {
-    histfit_compute::rng::check_generation_params(params)?;
+pub fn asimov(model: &UnbinnedModel, params: &[f64]) -> histfit_seam::Result<Dataset> {
+    histfit_seam::rng::check_generation_params(params)?;
     let mut tables = Vec::with_capacity(model.channels.len());
     for (c, ch) in model.channels.iter().enumerate() {
         let d = ch.observables.len();

@@ -12,7 +12,7 @@
 use crate::graph::{Graph, Id};
 use crate::model::{ChannelSpec, Correlated, Draw, GlobalObservable, Observable, UnbinnedModel};
 use crate::pdf::{self, Domain};
-use histfit_compute::{EventTable, Events, ParameterSpace, Prior};
+use histfit_seam::{EventTable, Events, ParameterSpace, Prior};
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -1756,63 +1756,118 @@ impl<'a> Builder<'a> {
         let axes = data
             .get("axes")
             .and_then(Value::as_array)
+            .filter(|a| !a.is_empty())
             .ok_or_else(|| err(format!("{p}.data.axes"), "expected a list of axes"))?;
-        if axes.len() != 1 {
-            return Err(err(
-                format!("{p}.data.axes"),
-                format!(
-                    "a histogram over {} observables is not read yet (over one it is)",
-                    axes.len()
-                ),
-            ));
+        // Per axis: the observable's column and domain, and the bin edges.
+        let mut dims: Vec<(usize, Domain, Vec<f64>)> = Vec::new();
+        let mut bins = 1usize;
+        for (k, axis) in axes.iter().enumerate() {
+            let ap = format!("{p}.data.axes[{k}]");
+            let name = str_field(axis, "name", &ap)?.to_string();
+            let Some(&(j, dom)) = self.observables.get(&name) else {
+                return Err(err(
+                    format!("{ap}.name"),
+                    format!("\"{name}\" is not an observable of the data"),
+                ));
+            };
+            if dims.iter().any(|(i, ..)| *i == j) {
+                return Err(err(
+                    format!("{ap}.name"),
+                    format!("\"{name}\" is a second axis of the same observable"),
+                ));
+            }
+            let edges = histogram_edges(axis, &ap)?;
+            bins = bins
+                .checked_mul(edges.len() - 1)
+                .filter(|&n| n <= MAX_TEMPLATE_BINS)
+                .ok_or_else(|| {
+                    err(
+                        format!("{p}.data.axes"),
+                        format!("more than {MAX_TEMPLATE_BINS} bins"),
+                    )
+                })?;
+            dims.push((j, dom, edges));
         }
-        let ap = format!("{p}.data.axes[0]");
-        let axis = &axes[0];
-        let name = str_field(axis, "name", &ap)?.to_string();
-        let Some(&(j, dom)) = self.observables.get(&name) else {
-            return Err(err(
-                format!("{ap}.name"),
-                format!("\"{name}\" is not an observable of the data"),
-            ));
-        };
-        let edges = histogram_edges(axis, &ap)?;
         let cp = format!("{p}.data.contents");
         let contents = data
             .get("contents")
             .and_then(Value::as_array)
-            .filter(|c| c.len() + 1 == edges.len())
+            .filter(|c| c.len() == bins)
             .ok_or_else(|| {
                 err(
                     &cp,
-                    format!("expected {} numbers (one per bin)", edges.len() - 1),
+                    format!("expected {bins} numbers (one per bin, the last axis fastest)"),
                 )
             })?;
-        let mut density = Vec::with_capacity(contents.len());
+        // Each bin's content spread over its box, and the mass inside the domains' box.
+        let mut density = Vec::with_capacity(bins);
         let mut mass = 0.0;
         for (b, c) in contents.iter().enumerate() {
             let c = c
                 .as_f64()
                 .filter(|c| c.is_finite() && *c >= 0.0)
                 .ok_or_else(|| err(format!("{cp}[{b}]"), "expected a finite number ≥ 0"))?;
-            let (e0, e1) = (edges[b], edges[b + 1]);
-            density.push(c / (e1 - e0));
-            mass += c / (e1 - e0) * (e1.min(dom.hi) - e0.max(dom.lo)).max(0.0);
+            let (mut volume, mut inside, mut rest) = (1.0, 1.0, b);
+            for (_, dom, edges) in dims.iter().rev() {
+                let n = edges.len() - 1;
+                let (e0, e1) = (edges[rest % n], edges[rest % n + 1]);
+                rest /= n;
+                volume *= e1 - e0;
+                inside *= (e1.min(dom.hi) - e0.max(dom.lo)).max(0.0);
+            }
+            density.push(c / volume);
+            mass += c / volume * inside;
         }
         if !(mass > 0.0 && mass.is_finite()) {
             return Err(err(
                 cp,
-                format!(
-                    "no content within the domain of \"{name}\" [{}, {}]: the density would be 0",
-                    dom.lo, dom.hi
-                ),
+                "no content within the observables' domains: the density would be 0",
             ));
         }
-        let x = self.g.column(j);
-        let t = self.g.table(crate::graph::Table::new(edges, density));
-        let h = self.g.hist(x, t);
+        let h = self.histogram_lookup(&dims, density);
         let log_h = self.g.log(h);
         let log_mass = self.g.constant(mass.ln());
         Ok(self.g.sub(log_h, log_mass))
+    }
+
+    /// The density of a histogram at each event: one table over one observable; over several, per
+    /// axis the event's bin (a table of bin numbers) and whether it lies inside the edges (a
+    /// table of ones), the flat bin number — the last axis fastest — made of them, and the
+    /// densities as a table over flat bin numbers. Tables are piecewise constant: no parameter
+    /// moves them, so no gradient flows through them.
+    fn histogram_lookup(&mut self, dims: &[(usize, Domain, Vec<f64>)], density: Vec<f64>) -> Id {
+        if let [(j, _, edges)] = dims {
+            let x = self.g.column(*j);
+            let t = self
+                .g
+                .table(crate::graph::Table::new(edges.clone(), density));
+            return self.g.hist(x, t);
+        }
+        let mut flat = self.g.constant(0.0);
+        let mut inside = self.g.constant(1.0);
+        let mut stride = 1.0;
+        for (j, _, edges) in dims.iter().rev() {
+            let n = edges.len() - 1;
+            let x = self.g.column(*j);
+            let numbers = self.g.table(crate::graph::Table::new(
+                edges.clone(),
+                (0..n).map(|b| b as f64).collect(),
+            ));
+            let ones = self
+                .g
+                .table(crate::graph::Table::new(edges.clone(), vec![1.0; n]));
+            let (bin, one) = (self.g.hist(x, numbers), self.g.hist(x, ones));
+            let s = self.g.constant(stride);
+            let term = self.g.mul(bin, s);
+            flat = self.g.add(flat, term);
+            inside = self.g.mul(inside, one);
+            stride *= n as f64;
+        }
+        let n = density.len();
+        let centres = (0..=n).map(|b| b as f64 - 0.5).collect();
+        let t = self.g.table(crate::graph::Table::new(centres, density));
+        let h = self.g.hist(flat, t);
+        self.g.mul(h, inside)
     }
 
     /// A `histfit_template_dist` ([`crate::template`]): (ln f per event, the morphed total of its

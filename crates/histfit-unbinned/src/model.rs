@@ -10,8 +10,8 @@
 use crate::graph::{Graph, Id};
 use crate::program::Program;
 use crate::sample::SampleError;
-use histfit_compute::rng::ToyStream;
-use histfit_compute::{ComputeError, Dataset, Evaluator, EventTable, Events, ParameterSpace};
+use histfit_seam::rng::ToyStream;
+use histfit_seam::{ComputeError, Dataset, Evaluator, EventTable, Events, ParameterSpace};
 use std::sync::Arc;
 
 /// An observable of a channel, with its domain (the PDFs' normalisation range).
@@ -200,7 +200,7 @@ impl UnbinnedModel {
         &self,
         params: &'a [f64],
         data: &Dataset,
-    ) -> histfit_compute::Result<std::borrow::Cow<'a, [f64]>> {
+    ) -> histfit_seam::Result<std::borrow::Cow<'a, [f64]>> {
         if self.globals.is_empty() {
             return Ok(std::borrow::Cow::Borrowed(params));
         }
@@ -273,7 +273,7 @@ impl UnbinnedModel {
     /// Channel c's count uses stream 2c of (seed, toy) and its events stream 2c + 1, so a toy
     /// is a pure function of (model, params, seed, toy). The global observables of Gaussian
     /// constraints are drawn too ([`GlobalObservable`]).
-    pub fn toy(&self, params: &[f64], seed: u64, toy: u64) -> histfit_compute::Result<Dataset> {
+    pub fn toy(&self, params: &[f64], seed: u64, toy: u64) -> histfit_seam::Result<Dataset> {
         let mut tables = Vec::with_capacity(self.channels.len());
         for (c, ch) in self.channels.iter().enumerate() {
             let n = if ch.extended {
@@ -388,7 +388,7 @@ impl UnbinnedModel {
                         let g = if t < -700.0 {
                             0.0
                         } else {
-                            histfit_compute::rng::portable_exp(t)
+                            histfit_seam::rng::portable_exp(t)
                         };
                         mean + sign * a * g
                     }
@@ -420,7 +420,7 @@ impl UnbinnedModel {
             .collect()
     }
 
-    fn events_of<'a>(&self, data: &'a Dataset) -> histfit_compute::Result<&'a Events> {
+    fn events_of<'a>(&self, data: &'a Dataset) -> histfit_seam::Result<&'a Events> {
         let events = data.events.as_deref().ok_or(ComputeError::InvalidData {
             place: "dataset".into(),
             rule: "an event-level likelihood needs events".into(),
@@ -443,7 +443,7 @@ impl UnbinnedModel {
         params: &[f64],
         data: &Dataset,
         mut grad: Option<&mut [f64]>,
-    ) -> histfit_compute::Result<f64> {
+    ) -> histfit_seam::Result<f64> {
         let n = self.space.len();
         if params.len() != n {
             return Err(ComputeError::Length {
@@ -486,7 +486,7 @@ impl Evaluator for UnbinnedModel {
         &self.space
     }
 
-    fn nll(&mut self, params: &[f64], data: &Dataset) -> histfit_compute::Result<f64> {
+    fn nll(&mut self, params: &[f64], data: &Dataset) -> histfit_seam::Result<f64> {
         self.evaluate(params, data, None)
     }
 
@@ -495,11 +495,11 @@ impl Evaluator for UnbinnedModel {
         params: &[f64],
         data: &Dataset,
         grad: &mut [f64],
-    ) -> histfit_compute::Result<f64> {
+    ) -> histfit_seam::Result<f64> {
         self.evaluate(params, data, Some(grad))
     }
 
-    fn asimov(&mut self, params: &[f64]) -> histfit_compute::Result<Dataset> {
+    fn asimov(&mut self, params: &[f64]) -> histfit_seam::Result<Dataset> {
         crate::asimov::asimov(self, params)
     }
 
@@ -508,8 +508,8 @@ impl Evaluator for UnbinnedModel {
         params: &[f64],
         seed: u64,
         indices: std::ops::Range<u64>,
-    ) -> histfit_compute::Result<Vec<Dataset>> {
-        histfit_compute::rng::check_generation_params(params)?;
+    ) -> histfit_seam::Result<Vec<Dataset>> {
+        histfit_seam::rng::check_generation_params(params)?;
         indices.map(|i| self.toy(params, seed, i)).collect()
     }
 
@@ -517,7 +517,7 @@ impl Evaluator for UnbinnedModel {
         &mut self,
         _params: &[f64],
         _data: &Dataset,
-    ) -> histfit_compute::Result<(f64, usize)> {
+    ) -> histfit_seam::Result<(f64, usize)> {
         Err(ComputeError::Unsupported(
             "a saturated model of unbinned data",
         ))

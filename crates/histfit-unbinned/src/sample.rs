@@ -9,7 +9,7 @@
 //! still a pure function of (θ, seed, toy, channel).
 
 use crate::program::Program;
-use histfit_compute::rng::ToyStream;
+use histfit_seam::rng::ToyStream;
 
 /// The margin over the largest density found in a cell.
 const MARGIN: f64 = 1.3;

@@ -19,7 +19,7 @@
 use crate::expr;
 use crate::graph::{Graph, Id};
 use crate::model::Observable;
-use histfit_compute::EventTable;
+use histfit_seam::EventTable;
 use std::path::PathBuf;
 
 /// What to read from a tree, as the document says it.

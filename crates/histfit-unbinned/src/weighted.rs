@@ -11,7 +11,7 @@
 //! For unweighted events all three agree asymptotically (D → H at the minimum).
 
 use crate::model::UnbinnedModel;
-use histfit_compute::{hessian, ComputeError, Dataset, EventTable, Events};
+use histfit_seam::{hessian, ComputeError, Dataset, EventTable, Events};
 use std::sync::Arc;
 
 /// The three covariances' standard deviations, per free parameter.
@@ -26,7 +26,7 @@ pub struct WeightedUncertainties {
     pub sandwich_covariance: Vec<f64>,
 }
 
-fn invert(h: &[f64], k: usize) -> histfit_compute::Result<Vec<f64>> {
+fn invert(h: &[f64], k: usize) -> histfit_seam::Result<Vec<f64>> {
     histfit_optim::linalg::invert_symmetric(h, k)
         .filter(|(_, pd)| *pd)
         .map(|(inv, _)| inv)
@@ -65,7 +65,7 @@ pub fn weighted_uncertainties(
     data: &Dataset,
     at: &[f64],
     free: &[usize],
-) -> histfit_compute::Result<WeightedUncertainties> {
+) -> histfit_seam::Result<WeightedUncertainties> {
     let k = free.len();
     let events = data.events.as_deref().ok_or(ComputeError::InvalidData {
         place: "dataset".into(),

@@ -56,7 +56,7 @@ fn weighted_events_are_counted_by_their_weights() {
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let plain = open(&doc, &Choice::default()).unwrap();
     let x = plain.observed.channels[0].columns[0].clone();
-    let table = histfit_compute::EventTable {
+    let table = histfit_seam::EventTable {
         names: vec!["x".into()],
         weights: Some(vec![2.0; x.len()]),
         columns: vec![x],

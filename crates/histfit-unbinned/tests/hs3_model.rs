@@ -2,7 +2,7 @@
 //! the formula written out here, the extended mixture's yields, a constraint term, weighted
 //! events, and bad input named by its place.
 
-use histfit_compute::Evaluator;
+use histfit_seam::Evaluator;
 use histfit_unbinned::{open, Choice};
 use serde_json::{json, Value};
 
@@ -475,8 +475,8 @@ fn a_zero_normalisation_is_refused_at_open() {
 /// 1 within 3 standard errors, the naive pulls' is not.
 #[test]
 fn sandwich_errors_cover_weighted_fits_and_naive_ones_do_not() {
-    use histfit_compute::rng::ToyStream;
-    use histfit_compute::{Dataset, EventTable, Events};
+    use histfit_seam::rng::ToyStream;
+    use histfit_seam::{Dataset, EventTable, Events};
     let mut m = open(&fixture_doc("weighted.json"), &Choice::default()).unwrap();
     let options = histfit_infer::FitOptions {
         uncertainties: true,
@@ -656,6 +656,37 @@ fn bad_multivariate_normals_are_named() {
     assert!(e.contains("observable of the data"), "{e}");
 }
 
+/// `doc` with observable `name`'s domain (in the domains and the first dataset's axes) narrowed
+/// to [lo, hi] and the events outside dropped; the events kept.
+fn narrow_domain(doc: &mut Value, name: &str, lo: f64, hi: f64) -> Vec<Value> {
+    for d in doc["domains"].as_array_mut().unwrap() {
+        for a in d["axes"].as_array_mut().unwrap() {
+            if a["name"] == name {
+                a["min"] = lo.into();
+                a["max"] = hi.into();
+            }
+        }
+    }
+    let data = &mut doc["data"][0];
+    let k = data["axes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|a| a["name"] == name)
+        .unwrap();
+    data["axes"][k]["min"] = lo.into();
+    data["axes"][k]["max"] = hi.into();
+    let kept: Vec<Value> = data["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| (lo..=hi).contains(&e[k].as_f64().unwrap()))
+        .cloned()
+        .collect();
+    data["entries"] = Value::Array(kept.clone());
+    kept
+}
+
 /// A histogram template (as ROOT 6.40 writes RooHistPdf, bins of different widths) on a
 /// domain narrower than its edges: −ln L against the closed form (each bin's content spread
 /// over its width, normalised over the bins' overlap with the domain; the Gaussian by erf);
@@ -664,26 +695,8 @@ fn bad_multivariate_normals_are_named() {
 fn histogram_templates() {
     let mut doc = fixture_doc("histogram.json");
     let (lo, hi) = (0.5, 8.0);
-    for d in doc["domains"].as_array_mut().unwrap() {
-        for a in d["axes"].as_array_mut().unwrap() {
-            if a["name"] == "x" {
-                a["min"] = lo.into();
-                a["max"] = hi.into();
-            }
-        }
-    }
-    let data = &mut doc["data"][0];
-    data["axes"][0]["min"] = lo.into();
-    data["axes"][0]["max"] = hi.into();
-    let kept: Vec<Value> = data["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| (lo..=hi).contains(&e[0].as_f64().unwrap()))
-        .cloned()
-        .collect();
+    let kept = narrow_domain(&mut doc, "x", lo, hi);
     let xs: Vec<f64> = kept.iter().map(|e| e[0].as_f64().unwrap()).collect();
-    data["entries"] = Value::Array(kept);
     let mut m = open(&doc, &Choice::default()).unwrap();
     let p = m.space.init.clone();
     let (f, mean, sigma) = (
@@ -774,9 +787,133 @@ fn histogram_templates() {
         let a = h["data"]["axes"][0].clone();
         h["data"]["axes"] = serde_json::json!([a.clone(), a]);
     });
-    assert!(e.contains("over 2 observables"), "{e}");
+    assert!(e.contains("second axis of the same observable"), "{e}");
     let e = bad(&|h| h["data"]["contents"] = serde_json::json!([0, 0, 0, 0]));
     assert!(e.contains("no content"), "{e}");
+}
+
+/// A histogram over two observables (as ROOT 6.40 writes a two-dimensional RooHistPdf: the
+/// contents with the last axis fastest) on a box narrower than its edges in y: −ln L against
+/// the closed form (each bin's content spread over its box, normalised over the boxes' overlap
+/// with the domain); no gradient through the template; toys draw inside the domain with the
+/// template's share in each bin; malformed histograms named.
+#[test]
+fn histograms_over_two_observables() {
+    let mut doc = fixture_doc("histogram2d.json");
+    let (ylo, yhi) = (0.5, 4.5);
+    let kept = narrow_domain(&mut doc, "y", ylo, yhi);
+    let yaxis = doc["data"][0]["axes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|a| a["name"] == "y")
+        .unwrap();
+    let events: Vec<(f64, f64)> = kept
+        .iter()
+        .map(|e| (e[1 - yaxis].as_f64().unwrap(), e[yaxis].as_f64().unwrap()))
+        .collect();
+    let mut m = open(&doc, &Choice::default()).unwrap();
+    let p = m.space.init.clone();
+    let v = |n: &str| p[m.space.index(n).unwrap()];
+    let (f, mx, sx, my, sy) = (v("f"), v("mx"), v("sx"), v("my"), v("sy"));
+    let xe = [0.0, 1.0, 3.0, 6.0, 10.0];
+    let ye = [0.0, 2.0, 3.5, 5.0];
+    let c = [
+        [5.0, 1.0, 0.5],
+        [20.0, 8.0, 2.0],
+        [30.0, 25.0, 4.0],
+        [12.0, 3.0, 9.0],
+    ];
+    let dens = |i: usize, j: usize| c[i][j] / ((xe[i + 1] - xe[i]) * (ye[j + 1] - ye[j]));
+    let mut mass = 0.0;
+    for i in 0..4 {
+        for j in 0..3 {
+            let overlap = (f64::min(ye[j + 1], yhi) - f64::max(ye[j], ylo)).max(0.0);
+            mass += dens(i, j) * (xe[i + 1] - xe[i]) * overlap;
+        }
+    }
+    let gauss = |x: f64, m: f64, s: f64, lo: f64, hi: f64| {
+        let cdf = |t: f64| 0.5 * (1.0 + libm::erf((t - m) / (s * std::f64::consts::SQRT_2)));
+        (-0.5 * ((x - m) / s).powi(2)).exp()
+            / (s * (2.0 * std::f64::consts::PI).sqrt())
+            / (cdf(hi) - cdf(lo))
+    };
+    let bin = |e: &[f64], x: f64| e.iter().rposition(|&b| b <= x).unwrap().min(e.len() - 2);
+    let want: f64 = events
+        .iter()
+        .map(|&(x, y)| {
+            let s = gauss(x, mx, sx, 0.0, 10.0) * gauss(y, my, sy, ylo, yhi);
+            -(f * s + (1.0 - f) * dens(bin(&xe, x), bin(&ye, y)) / mass).ln()
+        })
+        .sum();
+    let data = m.observed_dataset();
+    let got = m.nll(&p, &data).unwrap();
+    assert!((got - want).abs() < 1e-10 * want.abs(), "{got} vs {want}");
+    let mut g = vec![0.0; p.len()];
+    m.nll_grad(&p, &data, &mut g).unwrap();
+    for (k, n) in m.space.names.clone().iter().enumerate() {
+        let h = 1e-6 * p[k].abs().max(1.0);
+        let (mut up, mut dn) = (p.clone(), p.clone());
+        up[k] += h;
+        dn[k] -= h;
+        let fd = (m.nll(&up, &data).unwrap() - m.nll(&dn, &data).unwrap()) / (2.0 * h);
+        assert!(
+            (g[k] - fd).abs() < 1e-5 * fd.abs().max(1.0),
+            "∂/∂{n}: {} vs {fd}",
+            g[k]
+        );
+    }
+    // Toys at f = 0: the template alone; each bin's share of the events as its mass says.
+    let mut q = p.clone();
+    q[m.space.index("f").unwrap()] = 0.0;
+    let toys = m.toys(&q, 3, 0..20).unwrap();
+    let mut counts = [[0usize; 3]; 4];
+    let mut all = 0usize;
+    for t in &toys {
+        let cols = &t.events.as_ref().unwrap().channels[0].columns;
+        let (xs, ys) = (&cols[1 - yaxis], &cols[yaxis]);
+        for (&x, &y) in xs.iter().zip(ys) {
+            assert!((0.0..=10.0).contains(&x) && (ylo..=yhi).contains(&y));
+            counts[bin(&xe, x)][bin(&ye, y)] += 1;
+            all += 1;
+        }
+    }
+    for i in 0..4 {
+        for j in 0..3 {
+            let overlap = (f64::min(ye[j + 1], yhi) - f64::max(ye[j], ylo)).max(0.0);
+            let want = dens(i, j) * (xe[i + 1] - xe[i]) * overlap / mass;
+            let share = counts[i][j] as f64 / all as f64;
+            let se = (want * (1.0 - want) / all as f64).sqrt();
+            assert!(
+                (share - want).abs() < 4.0 * se + 1e-12,
+                "bin ({i}, {j}): {share} vs {want}"
+            );
+        }
+    }
+    let bad = |f: &dyn Fn(&mut Value)| {
+        let mut d = fixture_doc("histogram2d.json");
+        for x in d["distributions"].as_array_mut().unwrap() {
+            if x["type"] == "histogram_dist" {
+                f(x);
+            }
+        }
+        open(&d, &Choice::default()).unwrap_err().to_string()
+    };
+    let e = bad(&|h| h["data"]["contents"] = serde_json::json!([1, 2, 3, 4]));
+    assert!(
+        e.contains("data.contents") && e.contains("12 numbers"),
+        "{e}"
+    );
+    let e = bad(&|h| h["data"]["axes"][1]["name"] = "z".into());
+    assert!(
+        e.contains("axes[1].name") && e.contains("not an observable"),
+        "{e}"
+    );
+    let e = bad(&|h| {
+        h["data"]["axes"][0] = serde_json::json!({"name": "x", "min": 0, "max": 10, "nbins": 400});
+        h["data"]["axes"][1] = serde_json::json!({"name": "y", "min": 0, "max": 5, "nbins": 400});
+    });
+    assert!(e.contains("more than 100000 bins"), "{e}");
 }
 
 /// A generic distribution whose expression is large (here 2 000 terms) is normalised on as
@@ -946,7 +1083,7 @@ fn templates_with_weight_systematics() {
         let i = m.space.index(n).unwrap();
         assert_eq!(
             m.space.priors[i],
-            histfit_compute::Prior::Gauss {
+            histfit_seam::Prior::Gauss {
                 centre: 0.0,
                 width: 1.0
             }
@@ -955,7 +1092,7 @@ fn templates_with_weight_systematics() {
     let p = m.space.init.clone();
     let toys = m.toys(&p, 3, 0..5).unwrap();
     let events =
-        |d: &histfit_compute::Dataset| d.events.as_ref().unwrap().channels[0].sum_of_weights();
+        |d: &histfit_seam::Dataset| d.events.as_ref().unwrap().channels[0].sum_of_weights();
     // ≈ 285 signal (μ = 1 × the simulated total) and 1 200 background events each.
     assert!(toys.iter().all(|t| (events(t) - 1485.0).abs() < 200.0));
     let asimov = m.asimov(&p).unwrap();

@@ -4,8 +4,8 @@
 //! domains as a fit range (row groups skipped by their statistics, rows filtered), and bad input
 //! named by its place.
 
-use histfit_compute::Evaluator;
 use histfit_events::{read_parquet, read_parquet_bytes, ColumnRequest, SourceSpec};
+use histfit_seam::Evaluator;
 use histfit_unbinned::{open, Choice};
 use serde_json::Value;
 use std::path::PathBuf;

@@ -16,7 +16,7 @@
 //! 2.6e-4 above the minimum, its errors there up to 2.5 % larger than the Hessian's at the
 //! minimum, which SciPy and iminuit find).
 
-use histfit_compute::Evaluator;
+use histfit_seam::Evaluator;
 use histfit_unbinned::{open, Choice};
 use serde_json::{json, Value};
 
@@ -130,6 +130,7 @@ const FIXTURES: &[&str] = &[
     "weighted",
     "constrained_pois_mvn",
     "histogram",
+    "histogram2d",
     "generalized_normal",
     "template_weight_sys",
     "landau",

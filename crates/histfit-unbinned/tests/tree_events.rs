@@ -3,8 +3,8 @@
 //! over branches give the same −ln L bits as the same events written inline; bad input is named
 //! by its place.
 
-use histfit_compute::Evaluator;
 use histfit_events::{read_parquet, ColumnRequest, SourceSpec};
+use histfit_seam::Evaluator;
 use histfit_unbinned::{open, Choice};
 use serde_json::{json, Value};
 use std::path::PathBuf;

@@ -8,6 +8,7 @@ use crate::model_args::{FitArgs, ModelArgs};
 use crate::progress;
 use anyhow::{bail, Result};
 use histfit_compute::Dataset;
+use histfit_compute::HistFactoryData;
 use histfit_device::{AnyEval, Device};
 use histfit_infer::FitOptions;
 use histfit_model::patch::{apply_patch_point, patch_points, PatchPoint};

@@ -7,6 +7,7 @@
 //! additive histosys coefficients (per sample: bin-major, entry-minor), so the per-bin sums over a
 //! sample's many histosys entries are long contiguous dot products rather than many 3–6-bin loops.
 
+use crate::HistFactoryData;
 use crate::{ComputeError, Dataset, Evaluator, ParameterSpace, Result};
 use histfit_model::interp::{additive_weights, multiplicative_value};
 use histfit_model::{Constraint, InterpCode, Model, YieldVariations};

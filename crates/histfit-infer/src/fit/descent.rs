@@ -8,8 +8,8 @@
 
 use super::kinks::TINY;
 use crate::Result;
-use histfit_compute::{AsyncEvaluator, Dataset, Descent, DescentRequest, DescentSpace, Watch};
 use histfit_optim::{Ask, Lbfgsb, Options};
+use histfit_seam::{AsyncEvaluator, Dataset, Descent, DescentRequest, DescentSpace, Watch};
 
 /// The optimizer's options of a descent.
 pub(crate) fn options(space: &DescentSpace) -> Options {

@@ -1,5 +1,5 @@
 //! Minima at and near kinks: the parameters a likelihood declares kinked
-//! ([`histfit_compute::ParameterSpace::kinked`], e.g. those of piecewise-linear or piecewise-
+//! ([`histfit_seam::ParameterSpace::kinked`], e.g. those of piecewise-linear or piecewise-
 //! exponential interpolations).
 //!
 //! At a kink α = 0 the slopes of −ln L on the two sides differ. Four things follow, each handled here:
@@ -43,7 +43,7 @@
 use super::index_mask;
 use super::search::{Local, Search};
 use crate::Result;
-use histfit_compute::{AsyncEvaluator, Descent, DescentRequest};
+use histfit_seam::{AsyncEvaluator, Descent, DescentRequest};
 
 /// A search of the other side of a kink: the bounds that keep the coordinate on the side
 /// searched, the coordinates held at their kink, and the request of its first descent.
@@ -67,18 +67,18 @@ pub(crate) const TINY: f64 = 1e-150;
 
 /// Coordinates within this of 0 sit at their kink (shared with the devices that settle
 /// descents).
-pub(crate) use histfit_compute::AT_KINK;
+pub(crate) use histfit_seam::AT_KINK;
 
 // One-sided slopes (per unit of z) below this do not start a search of the other side: the most
 // such a basin can gain is of order slope²/2, far below the 1e-6 in twice_nll fits are held to.
-use histfit_compute::kink_rules::SIDE_SLOPE;
+use histfit_seam::kink_rules::SIDE_SLOPE;
 
 /// When a point gets orthant descents, and how many rounds at most (shared with the devices
 /// that settle descents).
-use histfit_compute::{ORTHANT_PG, ORTHANT_ROUNDS};
+use histfit_seam::{ORTHANT_PG, ORTHANT_ROUNDS};
 
 // Refits of other kink basins per round.
-pub(crate) use histfit_compute::kink_rules::MAX_SIDE_REFITS;
+pub(crate) use histfit_seam::kink_rules::MAX_SIDE_REFITS;
 
 // Kinked coordinates that end within this of their kink (in their own units, α for a
 // normsys or histosys) have the other side searched whatever the slice through the minimum
@@ -88,19 +88,19 @@ pub(crate) use histfit_compute::kink_rules::MAX_SIDE_REFITS;
 // twice_nll, a cross section at −0.088 against +0.144) and on none with this search up to 0.1
 // (BENCHMARKS.md, issue 21, session 23); on 10 000 toys 4 were still apart, two of them with
 // that cross section 0.11–0.18 from its kink (session 24).
-use histfit_compute::kink_rules::NEAR_KINK;
+use histfit_seam::kink_rules::NEAR_KINK;
 
 // Closer than this to its kink a parameter is at its kink for the search (its one-sided slopes
 // and [`Search::settle_kinks`]'s slice test judge it). From 1e-3 down the slice can still
 // mislead: in tHu's toy CLs under pyhf's codes (b ensemble, toy 2534, the conditional fit) the
 // GPU's path ended with a b-tagging parameter at −3.9e-4, the CPU's at +4.5e-3 with 28 others
 // moved by 2–6e-4, 2.5e-5 lower in twice_nll (BENCHMARKS.md, issue 23, session 25).
-use histfit_compute::kink_rules::NEAR_KINK_FROM;
+use histfit_seam::kink_rules::NEAR_KINK_FROM;
 
 // Searches of the other side near kinks per fit, the nearest first (a note says when more
 // were due). tHu's toys often have more kinked parameters 1e-6 to 0.3 from their kink; most
 // searches are given up after 4–8 evaluations.
-use histfit_compute::kink_rules::MAX_NEAR_SEARCHES;
+use histfit_seam::kink_rules::MAX_NEAR_SEARCHES;
 
 /// The end of the note that says the near-kink searches were capped.
 const NEAR_CAPPED: &str = " (the cap on searches near kinks)";
@@ -111,11 +111,11 @@ const NEAR_CAPPED: &str = " (the cap on searches near kinks)";
 // (L-BFGS-B's steps stop there): on random workspace 51/1181 the winning search stood 15 times
 // its estimate above the best minimum at its fourth iteration, so a factor of 4 gave it up.
 // Most of these searches still cost 4–8 evaluations (BENCHMARKS.md, issue 21, session 23).
-use histfit_compute::kink_rules::NEAR_ABANDON;
+use histfit_seam::kink_rules::NEAR_ABANDON;
 
 // Iterations in a row a searched parameter must sit at its kink, held there by the slope of
 // the side searched, before the search is given up: it can leave as the others move.
-pub(crate) use histfit_compute::kink_rules::NEAR_HELD;
+pub(crate) use histfit_seam::kink_rules::NEAR_HELD;
 
 /// The first-order check of a point: the largest projected gradient component, with one-sided
 /// slopes at kinked coordinates that sit at their kink.

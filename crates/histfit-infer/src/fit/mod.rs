@@ -37,8 +37,8 @@ pub(crate) use starts::{SecondStart, FURTHER_STARTS, PROBE_AROUND};
 mod uncertainty;
 
 use crate::Result;
-use histfit_compute::{block_on, AsyncEvaluator, Blocking, Dataset, Evaluator};
 use histfit_optim::Options;
+use histfit_seam::{block_on, AsyncEvaluator, Blocking, Dataset, Evaluator};
 use problem::Problem;
 use search::{Local, Search};
 use serde::Serialize;
@@ -98,7 +98,7 @@ pub struct FitOptions {
     /// matrix (conjugate gradients on Hessian–vector products).
     pub max_dense_parameters: Option<usize>,
     /// The optimizer's unit of each parameter, one per parameter (`None`: the likelihood's,
-    /// [`ParameterSpace::scales`](histfit_compute::ParameterSpace::scales)): the fit works in
+    /// [`ParameterSpace::scales`](histfit_seam::ParameterSpace::scales)): the fit works in
     /// θ/scale, and its certificate ([`CERTIFY_PG`]) and further starts' spread are per unit of
     /// it; each free parameter's must be positive and finite (a held one's is not used).
     /// Ensembles of toys pass [`curvature_scales`] at their generating point.
@@ -304,7 +304,7 @@ pub fn curvature_scales<E: Evaluator + ?Sized>(
     let mut scales = eval.space().scales.clone();
     let asimov = eval.asimov(&p.start)?.without_constant();
     let bounds = p.x_bounds();
-    let h = block_on(histfit_compute::hessian_within(
+    let h = block_on(histfit_seam::hessian_within(
         &mut Blocking(eval),
         &p.start,
         &asimov,
@@ -324,7 +324,7 @@ pub fn curvature_scales<E: Evaluator + ?Sized>(
     Ok(scales)
 }
 
-/// A fit a device may run whole ([`histfit_compute::ResidentFits`]): the request's parameters
+/// A fit a device may run whole ([`histfit_seam::ResidentFits`]): the request's parameters
 /// in the fitting code's terms. Given only where the fit starts from one point (after those on
 /// the wider empty-bin walls, which the device makes too) — no further starts; with kinks, the
 /// device runs their rules as `kinks` and `search` do — so the device's end point, once
@@ -338,7 +338,7 @@ pub(crate) struct DevicePlan {
     pub upper: Vec<f64>,
     pub scales: Vec<f64>,
     pub kinks: Vec<bool>,
-    pub settings: histfit_compute::ResidentSettings,
+    pub settings: histfit_seam::ResidentSettings,
 }
 
 /// The device plan of a fit with `opts` on `space`, or `None` where the fit needs further
@@ -346,7 +346,7 @@ pub(crate) struct DevicePlan {
 /// `HISTFIT_GPU_KINKED=hybrid` leaves them to the host, the device making its descents, for
 /// comparisons.
 pub(crate) fn device_plan(
-    space: &histfit_compute::ParameterSpace,
+    space: &histfit_seam::ParameterSpace,
     opts: &FitOptions,
 ) -> Result<Option<DevicePlan>> {
     let p = Problem::new(space, opts)?;
@@ -380,8 +380,8 @@ pub(crate) fn device_plan(
 
 /// A device fit's settings: the optimizer's options, the fit's certificate and the threshold of
 /// its last round of Newton steps.
-pub fn resident_settings(o: &Options) -> histfit_compute::ResidentSettings {
-    histfit_compute::ResidentSettings {
+pub fn resident_settings(o: &Options) -> histfit_seam::ResidentSettings {
+    histfit_seam::ResidentSettings {
         memory: o.memory,
         pgtol: o.pgtol,
         ftol: o.ftol,
@@ -403,8 +403,8 @@ pub fn resident_settings(o: &Options) -> histfit_compute::ResidentSettings {
 /// a saddle; the kinked kernel makes that probe itself and reports none). Anything else is
 /// fitted again on the host, so the fit's rules — its polish, saddle probe and failure
 /// reasons — hold.
-pub fn device_fit_certified(r: &histfit_compute::ResidentFit) -> bool {
-    r.status == histfit_compute::ResidentStatus::Converged
+pub fn device_fit_certified(r: &histfit_seam::ResidentFit) -> bool {
+    r.status == histfit_seam::ResidentStatus::Converged
         && r.nll.is_finite()
         && r.projected_gradient <= POLISH_PG
         && r.unmoved == 0

@@ -3,7 +3,7 @@
 //! L-BFGS-B's line search compares values of f, which are exact to about 1e-12 on a likelihood
 //! of a few hundred; along a direction of curvature c it can then place the minimum only to a
 //! gradient of about √(2c·1e-12). In stiff directions — an empty bin held at λ = 0 by
-//! [`histfit_compute::EMPTY_BIN_WALL`], a normalisation of thousands of events — that leaves
+//! [`histfit_seam::EMPTY_BIN_WALL`], a normalisation of thousands of events — that leaves
 //! gradients of 1e-3–1e-2 at a point whose f is within 1e-12 of the minimum. Newton steps work
 //! on the gradient alone: the system H v = −g solved by conjugate gradients, each Hessian-vector
 //! product a forward difference of the analytic gradient (a step of 1e-8, small against the
@@ -19,7 +19,7 @@ use super::kinks::Certificate;
 use super::search::{Local, Search};
 use super::{CERTIFY_PG, POLISH_PG};
 use crate::Result;
-use histfit_compute::AsyncEvaluator;
+use histfit_seam::AsyncEvaluator;
 
 /// A search whose line search found no decrease (see [`Search::finish`]).
 pub(crate) fn stalled(b: &Local) -> bool {
@@ -139,7 +139,7 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
 
     /// Up to six Newton steps from `at` over the coordinates off their bounds, kinks and pins
     /// (those pinned are at their kink): made whole by an evaluator that finishes descents
-    /// ([`histfit_compute::DescentRequest::polish`]), else here, one evaluation after another.
+    /// ([`histfit_seam::DescentRequest::polish`]), else here, one evaluation after another.
     pub async fn polish(&mut self, at: &mut Local) -> Result<()> {
         let p = self.p;
         if self.eval.finishes_descents() {

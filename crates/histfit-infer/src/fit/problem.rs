@@ -8,8 +8,8 @@
 
 use super::FitOptions;
 use crate::{InferError, Result};
-use histfit_compute::{ParameterSpace, Prior};
 use histfit_optim::Options;
+use histfit_seam::{ParameterSpace, Prior};
 
 /// One fit request, checked and put into scaled coordinates.
 pub(crate) struct Problem {

@@ -1,5 +1,5 @@
 //! The search for a minimum from one start: L-BFGS-B in scaled coordinates — first on the data's
-//! empty bins continued over wider walls (`histfit_compute::SOFT_EMPTY_BIN_WALLS`, where a main
+//! empty bins continued over wider walls (`histfit_seam::SOFT_EMPTY_BIN_WALLS`, where a main
 //! bin is empty), then on the data's own —, restarted with fresh curvature memory where kinks
 //! can stall it, a probe of the saddles it cannot see (coordinates
 //! with an exactly zero gradient it never moved), then the kink checks of [`super::kinks`]. Every
@@ -7,7 +7,7 @@
 
 use super::problem::Problem;
 use crate::Result;
-use histfit_compute::{
+use histfit_seam::{
     AsyncEvaluator, Dataset, Descent, DescentRequest, DescentSpace, Settle, Watch,
     SOFT_EMPTY_BIN_WALLS as SOFT_WALLS,
 };
@@ -16,7 +16,7 @@ use std::sync::Arc;
 // The probe of [`Search::leave_saddle`], in units of a coordinate's prior width: small enough
 // to stay inside the basin a saddle falls into, large enough that f's fall there (of order
 // curvature·step²/2) stands far above its rounding.
-use histfit_compute::kink_rules::SADDLE_STEP;
+use histfit_seam::kink_rules::SADDLE_STEP;
 
 /// The dataset a search evaluates now: `data`, or its copy `soft[k]` with a wider empty-bin wall
 /// during the first descents (a free function, so that the evaluator can be borrowed beside it).

@@ -111,7 +111,7 @@ impl SecondStart {
     /// becomes that many [`SecondStart::around_all`] starts per toy. `None` otherwise (a model
     /// whose fits make their own further starts, or `Starts::Count(0)`: one start only).
     pub fn new(
-        space: &histfit_compute::ParameterSpace,
+        space: &histfit_seam::ParameterSpace,
         opts: &super::FitOptions,
     ) -> crate::Result<Option<Self>> {
         let asked = match opts.starts {
@@ -238,7 +238,7 @@ mod tests {
 
     /// The second start of `workspace_tHu`'s fits (smooth codes) under `opts`.
     fn thu_second(opts: &crate::fit::FitOptions) -> Option<SecondStart> {
-        use histfit_compute::Evaluator;
+        use histfit_seam::Evaluator;
         let (model, _) =
             histfit_testutil::load("workspace_tHu", histfit_testutil::settings("smooth"));
         let ev = histfit_compute::CpuEvaluator::new(model);
@@ -249,7 +249,7 @@ mod tests {
     /// value, inside their bounds, and nothing else; none where that moves nothing.
     #[test]
     fn the_low_start_moves_only_free_normalisations() {
-        use histfit_compute::Evaluator;
+        use histfit_seam::Evaluator;
         let (model, _) =
             histfit_testutil::load("simple_workspace", histfit_testutil::settings("smooth"));
         let ev = histfit_compute::CpuEvaluator::new(model.clone());

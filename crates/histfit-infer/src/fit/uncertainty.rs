@@ -10,8 +10,8 @@ use super::index_mask;
 use super::problem::Problem;
 use super::FitResult;
 use crate::{InferError, Result};
-use histfit_compute::{hessian_within, AsyncEvaluator, Dataset};
 use histfit_optim::linalg;
+use histfit_seam::{hessian_within, AsyncEvaluator, Dataset};
 
 /// Free parameters above which no dense Hessian is built by default: 4096² doubles are 128 MiB
 /// per matrix (the Hessian, its factor, its inverse, the covariance and the correlations make

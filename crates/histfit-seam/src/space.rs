@@ -5,7 +5,7 @@
 //! parameters enter through one term only (what lets a Hessian step several at once).
 //!
 //! Every likelihood describes itself with one [`ParameterSpace`]; a binned HistFactory model
-//! builds its own in [`crate::histfactory::parameter_space`].
+//! builds its own in `histfit_compute::histfactory::parameter_space`.
 
 /// How a parameter is constrained by auxiliary data, with the constraint's centre (the observed
 /// auxiliary value in the parameter's units) and width (its prior standard deviation).

@@ -1,0 +1,218 @@
+//! A dataset the likelihood is evaluated against: main counts and auxiliary data, with the terms
+//! that depend only on the data (ln Γ(n+1), Gaussian normalisations) summed once up front.
+
+use crate::{ComputeError, Result};
+use std::sync::Arc;
+
+/// What an auxiliary datum is the observation of, for the constant of −ln L: a Gaussian
+/// constraint of width `sigma`, or a Poisson one (a count).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum AuxTerm {
+    Gauss { sigma: f64 },
+    Poisson,
+}
+
+/// The events of one event-level channel: one column per observable (structure of arrays, in
+/// the order of `names`) and optional per-event weights.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct EventTable {
+    pub names: Vec<String>,
+    pub columns: Vec<Vec<f64>>,
+    pub weights: Option<Vec<f64>>,
+}
+
+impl EventTable {
+    /// The number of events.
+    pub fn len(&self) -> usize {
+        self.columns.first().map_or(0, Vec::len)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The column of an observable.
+    pub fn column(&self, name: &str) -> Option<&[f64]> {
+        self.names
+            .iter()
+            .position(|n| n == name)
+            .map(|i| &self.columns[i][..])
+    }
+
+    /// Σ w (the number of events where unweighted).
+    pub fn sum_of_weights(&self) -> f64 {
+        self.weights
+            .as_ref()
+            .map_or(self.len() as f64, |w| w.iter().sum())
+    }
+}
+
+/// The events of an event-level likelihood, one table per channel, shared (never copied) by
+/// every fit of the dataset.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Events {
+    pub channels: Vec<EventTable>,
+}
+
+/// Observed (or toy, or Asimov) data for one model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dataset {
+    pub main: Vec<f64>,
+    pub aux: Vec<f64>,
+    /// Σ [ln Γ(n+1) + n − n ln n] over main bins and Poisson aux, plus Σ (ln σ + ½ ln 2π) of
+    /// Gaussian constraints: everything in −ln L that does not depend on the parameters.
+    pub constant: f64,
+    /// Set when the main counts live only in the memory of the device evaluator that made the
+    /// dataset (the key it gave out, see [`Dataset::on_device`]); `main` then holds NaN.
+    pub resident: Option<u64>,
+    /// How far below λ = 0 a main bin without events continues: the `w` of
+    /// [`crate::EMPTY_BIN_WALL`], which every dataset has. A fit's first descent uses copies with
+    /// wider walls ([`Dataset::with_empty_bin_wall`]) and ends on this one; it does not change
+    /// −ln L where every λ ≥ 0.
+    pub empty_bin_wall: f64,
+    /// For a dataset whose counts a device holds: whether one of them is 0 (the device says).
+    device_has_empty: bool,
+    /// The events of an event-level likelihood (its binned channels' counts stay in `main`).
+    pub events: Option<Arc<Events>>,
+}
+
+impl Dataset {
+    /// A dataset of another likelihood kind, which defines what its values mean and computes
+    /// its own constant (the part of −ln L that depends on the data alone).
+    pub fn raw(main: Vec<f64>, aux: Vec<f64>, constant: f64) -> Dataset {
+        Dataset {
+            main,
+            aux,
+            constant,
+            resident: None,
+            empty_bin_wall: crate::EMPTY_BIN_WALL,
+            device_has_empty: false,
+            events: None,
+        }
+    }
+
+    /// A dataset of events (and the binned counts and auxiliary data of the same likelihood),
+    /// whose likelihood defines what its values mean and computes its own constant.
+    pub fn of_events(events: Arc<Events>, main: Vec<f64>, aux: Vec<f64>, constant: f64) -> Dataset {
+        Dataset {
+            events: Some(events),
+            ..Dataset::raw(main, aux, constant)
+        }
+    }
+
+    /// Counts in `main` bins (Poisson) and auxiliary data, one per `aux_terms` entry, checked
+    /// (finite, counts not negative) and with the part of −ln L that depends on them alone
+    /// summed once.
+    pub fn from_counts(main: Vec<f64>, aux: Vec<f64>, aux_terms: &[AuxTerm]) -> Result<Dataset> {
+        if aux.len() != aux_terms.len() {
+            return Err(ComputeError::Length {
+                what: "auxiliary data",
+                expected: aux_terms.len(),
+                got: aux.len(),
+            });
+        }
+        for (what, xs) in [("main data", &main), ("auxiliary data", &aux)] {
+            if let Some(i) = xs.iter().position(|x| !x.is_finite()) {
+                return Err(ComputeError::InvalidData {
+                    place: format!("{what}[{i}]"),
+                    rule: "must be finite".into(),
+                });
+            }
+        }
+        if let Some(i) = main.iter().position(|x| *x < 0.0) {
+            return Err(ComputeError::InvalidData {
+                place: format!("main data[{i}]"),
+                rule: "counts must not be negative".into(),
+            });
+        }
+        // Poisson terms are evaluated relative to their saturated value (λ = n), which keeps every
+        // per-bin term O(1) and f resolvable to ~1e-13; what that shifts lives in the constant:
+        // λ − n ln λ = [λ − n − n ln(λ/n)] + (n − n ln n).
+        let saturated = |n: f64| if n > 0.0 { n - n * n.ln() } else { 0.0 };
+        let mut constant: f64 = main
+            .iter()
+            .map(|&n| libm::lgamma(n + 1.0) + saturated(n))
+            .sum();
+        let half_ln_2pi = 0.5 * (2.0 * std::f64::consts::PI).ln();
+        for (term, &a) in aux_terms.iter().zip(&aux) {
+            match *term {
+                AuxTerm::Gauss { sigma } => constant += sigma.ln() + half_ln_2pi,
+                AuxTerm::Poisson => constant += libm::lgamma(a + 1.0) + saturated(a),
+            }
+        }
+        Ok(Dataset {
+            main,
+            aux,
+            constant,
+            resident: None,
+            empty_bin_wall: crate::EMPTY_BIN_WALL,
+            device_has_empty: false,
+            events: None,
+        })
+    }
+
+    /// A dataset whose main counts a device evaluator keeps in its own memory under `key` (an
+    /// Asimov dataset built from yields that live there). Only that evaluator can use it: the
+    /// host sees NaN counts. `main_constant`: the main counts' part of [`Dataset::constant`]
+    /// (Σ ln Γ(n+1) + n − n ln n), summed by the device; `has_empty`: whether a main count is 0
+    /// (see [`Dataset::has_empty_main_bin`]).
+    pub fn on_device(
+        n_main: usize,
+        aux: Vec<f64>,
+        aux_terms: &[AuxTerm],
+        main_constant: f64,
+        has_empty: bool,
+        key: u64,
+    ) -> Result<Dataset> {
+        let mut d = Dataset::from_counts(vec![0.0; n_main], aux, aux_terms)?;
+        d.main.fill(f64::NAN);
+        d.constant += main_constant;
+        d.resident = Some(key);
+        d.device_has_empty = has_empty;
+        Ok(d)
+    }
+
+    /// Whether a main bin has no events (as the device says for a dataset it holds): only then
+    /// does [`Dataset::empty_bin_wall`] matter, and only then do fits widen it first.
+    pub fn has_empty_main_bin(&self) -> bool {
+        if self.resident.is_some() {
+            self.device_has_empty
+        } else {
+            self.main.contains(&0.0)
+        }
+    }
+
+    /// The part of −ln L that depends on the data alone.
+    pub fn constant_term(&self) -> f64 {
+        self.constant
+    }
+
+    /// This dataset with its constant set to 0: what fits minimise, so the constant (≈ 166 for
+    /// tHu next to a varying part of ≈ 14) costs f no bits of resolution.
+    pub fn without_constant(&self) -> Dataset {
+        Dataset {
+            constant: 0.0,
+            ..self.clone()
+        }
+    }
+
+    /// This dataset with empty main bins continuing below λ = 0 over a width `wall` instead
+    /// (see [`Dataset::empty_bin_wall`]; a positive, finite width).
+    pub fn with_empty_bin_wall(&self, wall: f64) -> Dataset {
+        assert!(
+            wall > 0.0 && wall.is_finite(),
+            "an empty-bin wall is a positive width, not {wall}"
+        );
+        Dataset {
+            empty_bin_wall: wall,
+            ..self.clone()
+        }
+    }
+
+    /// pyhf's flat layout.
+    pub fn to_vec(&self) -> Vec<f64> {
+        let mut v = self.main.clone();
+        v.extend_from_slice(&self.aux);
+        v
+    }
+}
