@@ -53,7 +53,12 @@ MODELS = {
     "shapefactor": "xmlimport_input/config/examples/example_DataDriven.xml",
     "shapesys_normsys": "xmlimport_input/config/examples/example_ShapeSys.xml",
     "shared_nuisance": "shared_nuispar_across_types/config/example.xml",
+    # the same measurement with the luminosity free (its Gaussian constraint in the likelihood)
+    "lumi_free": "multichan_coupledoverall_histfactory/config/example.xml",
 }
+
+# per fixture, changes to the measurement's parameter settings before building
+TWEAKS = {"lumi_free": {"lumi": {"fixed": False}}}
 
 
 def th1(name, vals, errs=None):
@@ -212,6 +217,16 @@ def reference(w, fit=True):
     for p in params:
         p.setVal(second[p.GetName()])
     nll_second = nll.getVal()
+    # a third point far out: every free parameter 1.5 units (or a quarter of its range) away,
+    # where the interpolation codes extrapolate
+    third = {}
+    for i, p in enumerate(params):
+        step = min(1.5, 0.25 * (p.getMax() - p.getMin()))
+        v = init[p.GetName()] + (step if i % 2 == 0 else -step)
+        third[p.GetName()] = min(max(v, p.getMin()), p.getMax())
+    for p in params:
+        p.setVal(third[p.GetName()])
+    nll_third = nll.getVal()
     for p in params:
         p.setVal(init[p.GetName()])
     fitted = minimum(nll, params) if fit else None
@@ -225,6 +240,8 @@ def reference(w, fit=True):
         "nll_initial": nll_init,
         "second": second,
         "nll_second": nll_second,
+        "third": third,
+        "nll_third": nll_third,
         "fit": fitted,
         "conventions": "the workspace HistFactory built and ROOT exported (not the document read back: "
                        "see 'reimported'); "
@@ -243,7 +260,10 @@ def main(names):
     goldens = json.load(open(GOLDENS))
     os.makedirs(OUT, exist_ok=True)
     for name in names:
-        w = build(goldens[MODELS[name]]["workspace"])
+        ws = json.loads(json.dumps(goldens[MODELS[name]]["workspace"]))
+        for p in ws["measurements"][0]["config"]["parameters"]:
+            p.update(TWEAKS.get(name, {}).get(p["name"], {}))
+        w = build(ws)
         path = os.path.join(OUT, name + ".json")
         with open(path, "w") as f:
             f.write(ROOT.RooJSONFactoryWSTool(w).exportJSONtoString())

@@ -1366,3 +1366,65 @@ fn toy_limits_are_hypotest_toys_at_each_point() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "--seed needs --toys");
 }
+
+/// A HistFactory workspace as ROOT exports it (HS3 `histfactory_dist`) opens as the binned
+/// model in every command: `inspect` lists its channels and the document's set names, `fit`
+/// uses ROOT's parameter names and codes and opens the observed analysis (saying so), `--poi`
+/// picks another scalar parameter and refuses a per-bin γ, pyhf-only flags are refused.
+#[test]
+fn root_exported_histfactory_workspaces_open_as_binned_models() {
+    let f = fixture("hs3/histfactory/shapefactor.json");
+    let inspect = run_json(&["inspect", &f, "--json"]);
+    let channels: Vec<&str> = inspect["channels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(channels, ["controlRegion", "signalRegion"]);
+    let text = inspect.to_string();
+    assert!(
+        text.contains("gamma_stat_signalRegion_bin_0") && text.contains("\"Bkg2Shape\""),
+        "{text}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_histfit"))
+        .args(["fit", &f, "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("simPdf_obsData"));
+    let fit: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(fit["poi"], "SigXsecOverSM");
+    assert_eq!(fit["interpolation"]["normsys"], "code4");
+    let names: Vec<&str> = fit["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"alpha_syst_signal") && names.contains(&"gamma_Bkg2Shape_bin_1"));
+    let other = run_json(&["fit", &f, "--poi", "alpha_syst_signal", "--json"]);
+    assert_eq!(other["poi"], "alpha_syst_signal");
+    for (args, says) in [
+        (
+            vec!["fit", &f, "--poi", "gamma_Bkg2Shape_bin_0"],
+            "per-bin set",
+        ),
+        (
+            vec!["fit", &f, "--interp", "normsys=code1"],
+            "applies to pyhf workspaces",
+        ),
+        (
+            vec!["fit", &f, "--analysis", "nope"],
+            "no analyses of that name",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_histfit"))
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert!(e.contains(says), "{args:?}: {e}");
+    }
+}

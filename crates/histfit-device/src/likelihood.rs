@@ -27,9 +27,6 @@ pub enum OpenError {
     Hs3(#[from] histfit_unbinned::Hs3Error),
     #[error("{what} needs a binned (HistFactory) model; this is an event-level model")]
     NotBinned { what: String },
-    /// A document's HistFactory channels that histfit's binned model refuses.
-    #[error("{0}")]
-    Binned(String),
 }
 
 impl Likelihood {
@@ -40,28 +37,54 @@ impl Likelihood {
         doc: &Value,
         choice: &histfit_unbinned::Choice,
     ) -> Result<Likelihood, OpenError> {
-        match histfit_unbinned::histfactory(doc, choice)? {
-            Some(binned) => Ok(Likelihood::HistFactory(Arc::new(binned_model(&binned)?))),
+        match Likelihood::binned_from_hs3(doc, choice)? {
+            Some(binned) => Ok(binned),
             None => Ok(Likelihood::Events(Arc::new(histfit_unbinned::open(
                 doc, choice,
             )?))),
         }
     }
 
-    /// Makes `name` (or none, for "none") the parameter of interest.
+    /// The binned model of an HS3 document's likelihood where its distributions are
+    /// `histfactory_dist` channels; `None` (nothing opened, no event read) where they are not.
+    pub fn binned_from_hs3(
+        doc: &Value,
+        choice: &histfit_unbinned::Choice,
+    ) -> Result<Option<Likelihood>, OpenError> {
+        Ok(histfit_unbinned::hs3_histfactory::open_binned(doc, choice)?
+            .map(|m| Likelihood::HistFactory(Arc::new(m))))
+    }
+
+    /// Makes `name` (or none, for "none") the parameter of interest: a scalar parameter (not a
+    /// component of a binned model's per-bin set).
     pub fn set_poi(&mut self, name: &str) -> Result<(), String> {
         let space = self.space();
         let poi = match name {
             "none" => None,
             n => Some(space.index(n).ok_or_else(|| {
+                let some: Vec<&str> = space.names.iter().take(12).map(String::as_str).collect();
+                let more = space.names.len().saturating_sub(some.len());
+                let more = if more > 0 {
+                    format!(", and {more} more")
+                } else {
+                    String::new()
+                };
                 format!(
-                    "\"{n}\": not a parameter of the model ({})",
-                    space.names.join(", ")
+                    "\"{n}\": not a parameter of the model ({}{more})",
+                    some.join(", ")
                 )
             })?),
         };
         match self {
-            Likelihood::HistFactory(m) => Arc::make_mut(m).poi = poi,
+            Likelihood::HistFactory(m) => {
+                if let Some(k) = poi.filter(|&k| m.sets[m.parameters[k].set].len > 1) {
+                    return Err(format!(
+                        "\"{name}\": a component of the per-bin set \"{}\", not a scalar parameter",
+                        m.sets[m.parameters[k].set].name
+                    ));
+                }
+                Arc::make_mut(m).poi = poi
+            }
             Likelihood::Events(m) => Arc::make_mut(m).space.poi = poi,
         }
         Ok(())
@@ -135,51 +158,6 @@ impl Likelihood {
             },
         }
     }
-}
-
-/// The binned model of an HS3 document's HistFactory channels: its pyhf workspace compiled with
-/// the document's interpolation codes, each parameter renamed as the document names it and
-/// given the document's starting value, bounds and constancy.
-fn binned_model(binned: &histfit_unbinned::BinnedDoc) -> Result<Model, OpenError> {
-    let bad = |e: String| OpenError::Binned(e);
-    let ws = histfit_model::workspace_from_value(&binned.workspace, "histfactory_dist")
-        .map_err(|e| bad(e.to_string()))?;
-    let settings = histfit_model::Settings {
-        normsys: binned.normsys.parse().map_err(bad)?,
-        histosys: binned.histosys.parse().map_err(bad)?,
-        ..histfit_model::Settings::smooth()
-    };
-    let mut model = histfit_model::compile(&ws, None, &settings).map_err(|e| bad(e.to_string()))?;
-    for p in &mut model.parameters {
-        let Some(d) = binned.parameters.iter().find(|d| d.pyhf == p.name) else {
-            continue;
-        };
-        let known = d.value.is_some() || d.bounds.0.is_finite() || d.bounds.1.is_finite();
-        if p.fixed && known && !d.constant {
-            // pyhf holds a shapesys γ of zero uncertainty at 1; ROOT would float it unconstrained.
-            return Err(bad(format!(
-                "parameter \"{}\": a shapesys bin with no uncertainty that the document leaves free (histfit, as pyhf, has no unconstrained γ in a shapesys: give it const, or make the set a shapefactor)",
-                d.name
-            )));
-        }
-        let (lo, hi) = d.bounds;
-        if lo.is_finite() || hi.is_finite() {
-            (p.lower, p.upper) = (lo.max(f64::MIN), hi.min(f64::MAX));
-        }
-        if let Some(v) = d.value {
-            if !(p.lower..=p.upper).contains(&v) {
-                return Err(bad(format!(
-                    "parameter \"{}\": its value {v} lies outside its domain [{}, {}]",
-                    d.name, p.lower, p.upper
-                )));
-            }
-            p.init = v;
-        }
-        p.fixed |= d.constant;
-        p.name = d.name.clone();
-    }
-    model.warnings.extend(binned.notes.iter().cloned());
-    Ok(model)
 }
 
 /// Top-level keys of a JSON object, its values skipped unparsed.

@@ -10,7 +10,7 @@ use histfit_device::{Device, Likelihood};
 use histfit_unbinned::Choice;
 use serde_json::{json, Value};
 
-const FIXTURES: [&str; 7] = [
+const FIXTURES: [&str; 8] = [
     "shapesys",
     "histosys_2chan",
     "normsys_2chan",
@@ -18,6 +18,7 @@ const FIXTURES: [&str; 7] = [
     "shapefactor",
     "shapesys_normsys",
     "shared_nuisance",
+    "lumi_free",
 ];
 
 fn read(name: &str) -> Value {
@@ -74,13 +75,20 @@ fn root_exported_histfactory_workspaces_agree_with_roofit() {
         let data = l.observed();
         let mut e = l.evaluator(Device::Cpu, false).unwrap();
         let at = |e: &mut histfit_device::AnyEval, v: &Value| e.nll(&point(&l, v), &data).unwrap();
-        let (a, b) = (at(&mut e, &want["initial"]), at(&mut e, &want["second"]));
-        let delta = want["nll_second"].as_f64().unwrap() - want["nll_initial"].as_f64().unwrap();
-        assert!(
-            ((b - a) - delta).abs() <= 1e-9 * a.abs().max(1.0),
-            "{name}: −ln L moves by {} between the points, RooFit's by {delta}",
-            b - a
-        );
+        let a = at(&mut e, &want["initial"]);
+        // a point near the start, and one 1.5 units out where the interpolations extrapolate;
+        // RooFit holds a staterror's relative width in single precision (its domain ends at
+        // 1 + 5σ = 1.2500000037 for σ = 0.05), which the far point's (γ − 1)²/2σ² shows at 1e-7
+        for (other, of_move) in [("second", 0.0), ("third", 1e-7)] {
+            let b = at(&mut e, &want[other]);
+            let delta = want[format!("nll_{other}")].as_f64().unwrap()
+                - want["nll_initial"].as_f64().unwrap();
+            assert!(
+                ((b - a) - delta).abs() <= 1e-9 * a.abs().max(1.0) + of_move * delta.abs(),
+                "{name}: −ln L moves by {} to the {other} point, RooFit's by {delta}",
+                b - a
+            );
+        }
         let options = histfit_infer::FitOptions {
             uncertainties: true,
             ..Default::default()
@@ -120,6 +128,16 @@ fn roots_interpolation_codes_and_the_observed_analysis() {
     let asimov = Likelihood::from_hs3(&doc, &choice).unwrap();
     let observed = open(&doc).unwrap();
     assert_ne!(asimov.observed().main, observed.observed().main);
+    // ROOT writes a channel's Asimov data as weighted entries at the centres of its non-empty
+    // bins: counted into the bins (shapesys.json: 60 events in bin 0, none in bin 1)
+    let doc = read("shapesys.json");
+    let asimov = Likelihood::from_hs3(&doc, &choice).unwrap();
+    assert_eq!(asimov.observed().main, vec![60.0, 0.0]);
+    // the POI may be any scalar parameter, not a γ of a per-bin set
+    let mut l = open(&doc).unwrap();
+    l.set_poi("Lumi").unwrap();
+    let e = l.set_poi("gamma_uncorrshape_bin_0").unwrap_err();
+    assert!(e.contains("per-bin set \"uncorrshape\""), "{e}");
 }
 
 /// `doc` with the JSON pointer `path` set to `value`.
@@ -175,7 +193,51 @@ fn bad_histfactory_documents_are_refused_with_their_place() {
             "unit ones centred on 0",
         ),
     ];
-    for (bad, says) in cases {
+    let two = read("normsys_2chan.json");
+    let more = [
+        // one channel fitted twice
+        (
+            with(
+                &with(
+                    &two,
+                    "/likelihoods/0/distributions/1",
+                    json!("model_channel1"),
+                ),
+                "/likelihoods/1/distributions/1",
+                json!("model_channel1"),
+            ),
+            "a second channel \"channel1\"",
+        ),
+        // a per-bin γ named as a scalar parameter (in both samples carrying the staterror)
+        (
+            with(
+                &with(
+                    &doc,
+                    &format!("{sample}/modifiers/2/parameters/0"),
+                    json!("SigXsecOverSM"),
+                ),
+                "/distributions/0/samples/1/modifiers/2/parameters/0",
+                json!("SigXsecOverSM"),
+            ),
+            "names two parameters",
+        ),
+        // data over other axes than the channel's
+        (
+            with(&doc, "/data/1/axes/0/name", json!("obs_y")),
+            "where the channel's are",
+        ),
+        // a negative count
+        (
+            with(&doc, "/data/1/contents/0", json!(-3)),
+            "data[1].contents[0]",
+        ),
+        // a starting value outside the document's domain
+        (
+            with(&doc, "/parameter_points/0/parameters/1/value", json!(7.0)),
+            "outside its domain",
+        ),
+    ];
+    for (bad, says) in cases.into_iter().chain(more) {
         let e = open(&bad)
             .err()
             .unwrap_or_else(|| panic!("accepted: {says}"));

@@ -502,6 +502,12 @@ impl NativeModel {
 
 #[pymethods]
 impl NativeModel {
+    /// What the compiler or reader warned of or chose (empty bins, the analysis an HS3
+    /// document opened, …).
+    fn notes(&self) -> Vec<String> {
+        self.model.warnings.clone()
+    }
+
     #[getter]
     fn par_names(&self) -> Vec<String> {
         self.model.par_names()
@@ -770,13 +776,11 @@ fn open_hs3_binned(
         likelihood,
         ..Default::default()
     };
-    if histfit_unbinned::histfactory(&doc, &choice)
-        .map_err(|e| bad(format!("{source}: {e}")))?
-        .is_none()
-    {
+    let Some(mut l) =
+        Likelihood::binned_from_hs3(&doc, &choice).map_err(|e| bad(format!("{source}: {e}")))?
+    else {
         return Ok(None);
-    }
-    let mut l = Likelihood::from_hs3(&doc, &choice).map_err(|e| bad(format!("{source}: {e}")))?;
+    };
     if let Some(poi) = poi {
         l.set_poi(&poi).map_err(|e| bad(format!("poi {e}")))?;
     }

@@ -7,7 +7,7 @@
 use histfit_compute::HistFactoryData;
 use histfit_compute::{CpuEvaluator, Dataset, Evaluator};
 use histfit_import::RootFile;
-use histfit_model::{compile, Settings, Workspace};
+use histfit_model::{compile, Model, Settings, Workspace};
 use serde_json::Value;
 use std::path::Path;
 use std::sync::Arc;
@@ -86,41 +86,43 @@ fn typed_agrees(text: &str, walked: &histfit_model::Result<Workspace>) {
 /// A parsed workspace: compile under both settings and evaluate at the initial point.
 pub fn workspace(ws: &Workspace) {
     for settings in [Settings::smooth(), Settings::pyhf_defaults()] {
-        let model = match compile(ws, None, &settings) {
-            Err(e) => {
-                named(&e.place, &e.rule);
-                continue;
-            }
-            Ok(m) => Arc::new(m),
-        };
-        let data = Dataset::observed(&model);
-        let mut eval = CpuEvaluator::new(model.clone());
-        let init = model.init();
-        let mut grad = vec![0.0; init.len()];
-        match eval.nll_grad(&init, &data, &mut grad) {
-            Err(e) => named("evaluation", &e.to_string()),
-            // +∞ is a likelihood of 0 (a factor 0 at the start, a yield only a variation makes):
-            // then the bins that make it so must be nameable, as the fit's report names them.
-            Ok(v) if v == f64::INFINITY => {
-                let bins = histfit_compute::histfactory::zero_likelihood_bins(
-                    &mut eval, &model, &data, &init,
-                )
-                .expect("expected counts at the initial point");
-                assert!(
-                    !bins.is_empty(),
-                    "−ln L is +∞ at the initial point, no bin says why"
-                );
-            }
-            Ok(v) => {
-                assert!(
-                    v.is_finite(),
-                    "−ln L at the initial point is {v} ({settings:?})"
-                );
-                assert!(
-                    grad.iter().all(|g| g.is_finite()),
-                    "a non-finite gradient at the initial point ({settings:?})"
-                );
-            }
+        match compile(ws, None, &settings) {
+            Err(e) => named(&e.place, &e.rule),
+            Ok(m) => binned_model(Arc::new(m)),
+        }
+    }
+}
+
+/// A compiled model: at its initial point −ln L is finite with a finite gradient, or +∞ with
+/// the bins that make it so nameable.
+pub fn binned_model(model: Arc<Model>) {
+    let settings = model.settings;
+    let data = Dataset::observed(&model);
+    let mut eval = CpuEvaluator::new(model.clone());
+    let init = model.init();
+    let mut grad = vec![0.0; init.len()];
+    match eval.nll_grad(&init, &data, &mut grad) {
+        Err(e) => named("evaluation", &e.to_string()),
+        // +∞ is a likelihood of 0 (a factor 0 at the start, a yield only a variation makes):
+        // then the bins that make it so must be nameable, as the fit's report names them.
+        Ok(v) if v == f64::INFINITY => {
+            let bins =
+                histfit_compute::histfactory::zero_likelihood_bins(&mut eval, &model, &data, &init)
+                    .expect("expected counts at the initial point");
+            assert!(
+                !bins.is_empty(),
+                "−ln L is +∞ at the initial point, no bin says why"
+            );
+        }
+        Ok(v) => {
+            assert!(
+                v.is_finite(),
+                "−ln L at the initial point is {v} ({settings:?})"
+            );
+            assert!(
+                grad.iter().all(|g| g.is_finite()),
+                "a non-finite gradient at the initial point ({settings:?})"
+            );
         }
     }
 }
@@ -282,14 +284,13 @@ pub fn hs3_bytes(data: &[u8]) {
     let Ok(doc) = serde_json::from_slice::<Value>(data) else {
         return;
     };
-    // Binned HistFactory channels: the translation is a pyhf workspace histfit's model reads
-    // (or refuses, naming the place), never a panic.
-    match histfit_unbinned::histfactory(&doc, &histfit_unbinned::Choice::default()) {
+    // Binned HistFactory channels: the translation, compiled and renamed as the document says
+    // (or refused, naming the place), never a panic; the model evaluates as any workspace's.
+    match histfit_unbinned::hs3_histfactory::open_binned(&doc, &histfit_unbinned::Choice::default())
+    {
         Err(e) => named(&e.place, &e.rule),
-        Ok(Some(binned)) => {
-            if let Ok(ws) = histfit_model::workspace_from_value(&binned.workspace, "hs3") {
-                workspace(&ws);
-            }
+        Ok(Some(model)) => {
+            binned_model(Arc::new(model));
             return;
         }
         Ok(None) => {}

@@ -14,12 +14,19 @@
 //!   inside |α| < 1: ROOT 6.40's default for normsys), 4 is code 4p (linear outside, polynomial
 //!   inside: its default for histosys, written by omitting the key), 0, 1 and 2 as pyhf's;
 //!   their constraint a unit Gaussian centred on 0;
-//! - `staterror`: per bin one γ (the names in `parameters`), Gaussian with the relative width
-//!   √Σ errors² / Σ contents over the channel's samples that carry it (pyhf's definition);
-//! - `shapesys`: `data.vals` are relative uncertainties, each bin's γ Poisson-constrained with
-//!   τ = 1/val²; a bin whose val is 0 has no constraint (ROOT writes a `ShapeFactor` as a
-//!   shapesys whose vals are all 0: a free γ per bin, pyhf's `shapefactor`);
+//! - `staterror`: per bin one γ (the names in `parameters`; ROOT's `gamma_stat_<channel>_bin_<i>`
+//!   where it gives none), Gaussian with the relative width √Σ errors² / Σ contents over the
+//!   channel's samples that carry it (pyhf's definition);
+//! - `shapesys`: `data.vals` are relative uncertainties, each bin's γ (`gamma_<name>_bin_<i>`
+//!   by default) Poisson-constrained with τ = 1/val²; a bin whose val is 0 has no constraint and
+//!   ROOT holds its γ const (histfit, as pyhf, at 1; a document leaving it free is refused,
+//!   unless the bin's nominal content is 0 too, where the γ multiplies nothing); all vals 0 is
+//!   how ROOT writes a `ShapeFactor`: a free γ per bin, pyhf's `shapefactor`;
 //! - `shapefactor`: a free γ per bin;
+//! - a modifier without `parameter` gets ROOT's name for it (`alpha_<name>` for normsys and
+//!   histosys); global observables the document gives values must be the nominal ones;
+//! - the data: `binned` contents, or — as ROOT writes the Asimov data — `unbinned` weighted
+//!   entries, counted into the channel's bins;
 //! - parameters' starting values, bounds and `const` flags from `parameter_points` and
 //!   `domains`, as for every HS3 model (ROOT holds γs whose relative error is below its
 //!   threshold `const`).
@@ -44,6 +51,8 @@ pub struct BinnedDoc {
     /// Every parameter of the compiled model, by its pyhf name, with its name in the document
     /// and what the document says of it.
     pub parameters: Vec<BinnedParameter>,
+    /// Per-bin sets: their name in the workspace, and the name results show.
+    pub sets: Vec<(String, String)>,
     /// What the reader assumed or chose, for the user to see.
     pub notes: Vec<String>,
 }
@@ -57,6 +66,9 @@ pub struct BinnedParameter {
     pub value: Option<f64>,
     pub bounds: (f64, f64),
     pub constant: bool,
+    /// A γ that multiplies no yield (a shapesys bin of nominal content 0), which pyhf holds at
+    /// 1 whatever the document says: nothing the likelihood means depends on it.
+    pub inert: bool,
 }
 
 /// The likelihood `choice` names as a pyhf workspace, where its distributions are
@@ -96,6 +108,7 @@ pub fn histfactory(doc: &Value, choice: &Choice) -> Result<Option<BinnedDoc>> {
         normsys: None,
         histosys: None,
         per_bin: HashMap::new(),
+        inert: Vec::new(),
         used_constraints: Vec::new(),
     };
     for (dist, data) in &plan.pairs {
@@ -126,10 +139,17 @@ struct Translation<'a> {
     /// The interpolation code seen first, and where.
     normsys: Option<(&'static str, String)>,
     histosys: Option<(&'static str, String)>,
-    /// Per-bin sets by pyhf name: the document's names of their components.
-    per_bin: HashMap<String, Vec<String>>,
+    /// Per-bin sets by pyhf name: the name results show, and the document's names of their
+    /// components.
+    per_bin: HashMap<String, (String, Vec<String>)>,
+    /// γs that multiply no yield (a shapesys bin whose nominal content is 0): pyhf holds them
+    /// at 1, which changes nothing the document means.
+    inert: Vec<String>,
     used_constraints: Vec<String>,
 }
+
+/// The most bins a channel may have (a bound for hostile input; real channels have tens).
+const MAX_BINS: usize = 1_000_000;
 
 /// A list of `n` finite numbers at `v`.
 fn numbers(v: Option<&Value>, n: usize, place: &str) -> Result<Vec<f64>> {
@@ -279,11 +299,20 @@ impl Translation<'_> {
         }
     }
 
-    /// A per-bin set's component names: the document's `parameters`, one per bin, the same
-    /// wherever the set appears.
-    fn per_bin_names(&mut self, m: &Value, set: &str, n: usize, place: &str) -> Result<()> {
+    /// A per-bin set's component names — the document's `parameters`, one per bin, or where it
+    /// names none ROOT's (`prefix` and the bin: `gamma_stat_SR_bin_0`, `gamma_NAME_bin_0`) —
+    /// the same wherever the set appears. `set` is the pyhf workspace's name for it (kind and
+    /// name: it cannot meet a scalar parameter's), `display` the name results show.
+    fn per_bin_names(
+        &mut self,
+        m: &Value,
+        set: &str,
+        (display, prefix): (&str, &str),
+        n: usize,
+        place: &str,
+    ) -> Result<()> {
         let names: Vec<String> = match m.get("parameters") {
-            None => (0..n).map(|b| format!("{set}[{b}]")).collect(),
+            None => (0..n).map(|b| format!("{prefix}_bin_{b}")).collect(),
             Some(v) => {
                 let a = v
                     .as_array()
@@ -300,16 +329,38 @@ impl Translation<'_> {
             }
         };
         match self.per_bin.get(set) {
-            Some(before) if *before != names => Err(err(
+            Some((_, before)) if *before != names => Err(err(
                 format!("{place}.parameters"),
-                format!("\"{set}\" has other parameters where it appears before"),
+                format!("\"{display}\" has other parameters where it appears before"),
             )),
             Some(_) => Ok(()),
             None => {
-                self.per_bin.insert(set.to_string(), names);
+                self.per_bin
+                    .insert(set.to_string(), (display.to_string(), names));
                 Ok(())
             }
         }
+    }
+
+    /// Checks a per-bin γ's global observable where the document gives it a value
+    /// (`nom_<γ>`): histfit's constraint terms are at the nominal ones — 1 for a Gaussian
+    /// staterror, τ = 1/val² for a Poisson shapesys.
+    fn nominal_global(&self, set: &str, nominal: &[f64], place: &str) -> Result<()> {
+        let Some((_, names)) = self.per_bin.get(set) else {
+            return Ok(());
+        };
+        for (g, want) in names.iter().zip(nominal) {
+            let key = format!("nom_{g}");
+            if let Some(v) = self.info.get(&key).and_then(|i| i.value) {
+                if (v - want).abs() > 1e-9 * want.abs().max(1.0) {
+                    return Err(err(
+                        place,
+                        format!("the global observable \"{key}\" is {v}: histfit reads HistFactory channels at their nominal global observables ({want} here)"),
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// One modifier of a sample as pyhf's.
@@ -323,17 +374,17 @@ impl Translation<'_> {
     ) -> Result<Value> {
         let kind = str_field(m, "type", place)?;
         let n = nominal.len();
-        let parameter = m
-            .get("parameter")
-            .or(m.get("name"))
-            .and_then(Value::as_str)
-            .ok_or_else(|| err(place, "missing or non-text \"parameter\" (or \"name\")"))?
-            .to_string();
-        let name = m
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or(&parameter)
-            .to_string();
+        let name = str_field(m, "name", place)?.to_string();
+        // Where a modifier names no parameter, ROOT's reader makes it so: `alpha_<name>` for
+        // normsys and histosys, the name itself for a normfactor.
+        let parameter = match m.get("parameter") {
+            None if matches!(kind, "normsys" | "histosys") => format!("alpha_{name}"),
+            None => name.clone(),
+            Some(v) => v
+                .as_str()
+                .ok_or_else(|| err(format!("{place}.parameter"), "expected a name"))?
+                .to_string(),
+        };
         Ok(match kind {
             "normfactor" => match self.gaussian(m, &parameter, place)? {
                 None => json!({"type": "normfactor", "name": parameter, "data": null}),
@@ -373,8 +424,11 @@ impl Translation<'_> {
             }
             "staterror" => {
                 constraint_is(m, "Gauss", "staterror", place)?;
-                let set = format!("staterror_{channel}");
-                self.per_bin_names(m, &set, n, place)?;
+                let set = format!("staterror:{channel}");
+                let display = format!("staterror_{channel}");
+                let prefix = format!("gamma_stat_{channel}");
+                self.per_bin_names(m, &set, (&display, &prefix), n, place)?;
+                self.nominal_global(&set, &vec![1.0; n], place)?;
                 let data = errors.map_or_else(|| vec![0.0; n], <[f64]>::to_vec);
                 json!({"type": "staterror", "name": set, "data": data})
             }
@@ -383,18 +437,32 @@ impl Translation<'_> {
                 if vals.iter().any(|v| *v < 0.0) {
                     return Err(err(format!("{place}.data.vals"), "relative uncertainties are not negative"));
                 }
-                self.per_bin_names(m, &name, n, place)?;
+                let prefix = format!("gamma_{name}");
                 if vals.iter().all(|v| *v == 0.0) {
                     // ROOT's export of a ShapeFactor: unconstrained γs.
-                    return Ok(json!({"type": "shapefactor", "name": name, "data": null}));
+                    let set = format!("shapefactor:{name}");
+                    self.per_bin_names(m, &set, (&name, &prefix), n, place)?;
+                    return Ok(json!({"type": "shapefactor", "name": set, "data": null}));
                 }
                 constraint_is(m, "Poisson", "shapesys", place)?;
+                let set = format!("shapesys:{name}");
+                self.per_bin_names(m, &set, (&name, &prefix), n, place)?;
+                let tau: Vec<f64> = vals.iter().map(|v| if *v > 0.0 { 1.0 / (v * v) } else { 1.0 }).collect();
+                self.nominal_global(&set, &tau, place)?;
+                let names = &self.per_bin[&set].1;
+                for (b, (v, x)) in vals.iter().zip(nominal).enumerate() {
+                    if *v > 0.0 && *x == 0.0 {
+                        self.inert.push(names[b].clone());
+                    }
+                }
                 let absolute: Vec<f64> = vals.iter().zip(nominal).map(|(v, x)| v * x).collect();
-                json!({"type": "shapesys", "name": name, "data": absolute})
+                json!({"type": "shapesys", "name": set, "data": absolute})
             }
             "shapefactor" => {
-                self.per_bin_names(m, &name, n, place)?;
-                json!({"type": "shapefactor", "name": name, "data": null})
+                let set = format!("shapefactor:{name}");
+                let prefix = format!("gamma_{name}");
+                self.per_bin_names(m, &set, (&name, &prefix), n, place)?;
+                json!({"type": "shapefactor", "name": set, "data": null})
             }
             other => {
                 return Err(err(
@@ -407,45 +475,48 @@ impl Translation<'_> {
 
     /// One channel: a `histfactory_dist` and its binned dataset.
     fn channel(&mut self, dist: &str, data: &str) -> Result<()> {
-        let (di, dv) = self.doc.dists[dist];
+        let (di, dv) = *self.doc.dists.get(dist).ok_or_else(|| {
+            err(
+                format!("likelihoods: distributions \"{dist}\""),
+                "no distribution of that name",
+            )
+        })?;
         let place = format!("distributions[{di}]");
         let samples = list(dv, "samples", &place)?;
-        let axes = list(dv, "axes", &place)?;
-        let mut n = 1usize;
-        for (k, axis) in axes.iter().enumerate() {
-            n = n.saturating_mul(histogram_edges(axis, &format!("{place}.axes[{k}]"))?.len() - 1);
+        let mut axes = Vec::new();
+        for (k, axis) in list(dv, "axes", &place)?.iter().enumerate() {
+            let ap = format!("{place}.axes[{k}]");
+            axes.push((
+                str_field(axis, "name", &ap)?.to_string(),
+                histogram_edges(axis, &ap)?,
+            ));
         }
-        if axes.is_empty() {
-            n = samples
+        let n = match axes.is_empty() {
+            true => samples
                 .first()
                 .and_then(|s| s["data"]["contents"].as_array())
-                .map_or(0, Vec::len);
-        }
+                .map_or(0, Vec::len),
+            false => axes
+                .iter()
+                .try_fold(1usize, |n, (_, e)| n.checked_mul(e.len() - 1))
+                .filter(|&n| n <= MAX_BINS)
+                .ok_or_else(|| err(&place, format!("more than {MAX_BINS} bins")))?,
+        };
         if samples.is_empty() || n == 0 {
             return Err(err(&place, "a histfactory_dist needs samples and bins"));
         }
-        let (xi, xv) = self.doc.data.get(data).copied().ok_or_else(|| {
-            err(
-                format!("likelihoods: data \"{data}\""),
-                "no dataset of that name",
-            )
-        })?;
-        let xplace = format!("data[{xi}]");
-        if xv.get("type").is_some_and(|t| t != "binned") {
-            return Err(err(
-                format!("{xplace}.type"),
-                format!(
-                    "a histfactory_dist is fitted to binned data, not {}",
-                    xv["type"]
-                ),
-            ));
-        }
-        let observed = numbers(xv.get("contents"), n, &format!("{xplace}.contents"))?;
         let channel = dist
             .strip_prefix("model_")
             .filter(|c| !c.is_empty())
             .unwrap_or(dist)
             .to_string();
+        if self.channels.iter().any(|c| c["name"] == channel.as_str()) {
+            return Err(err(
+                &place,
+                format!("a second channel \"{channel}\" in the likelihood (a distribution fitted twice, or both \"{channel}\" and \"model_{channel}\")"),
+            ));
+        }
+        let observed = self.observed(data, &axes, n)?;
         let mut out = Vec::new();
         for (s, sample) in samples.iter().enumerate() {
             let sp = format!("{place}.samples[{s}]");
@@ -472,6 +543,97 @@ impl Translation<'_> {
         Ok(())
     }
 
+    /// The counts of dataset `data` in a channel of `n` bins over `axes` (name, edges): a
+    /// `binned` dataset's `contents`, or an `unbinned` one's (weighted) entries counted into the
+    /// bins — ROOT writes the Asimov data of a HistFactory workspace so, one weighted entry at
+    /// each non-empty bin's centre. Its axes, where it states them, must be the channel's.
+    fn observed(&self, data: &str, axes: &[(String, Vec<f64>)], n: usize) -> Result<Vec<f64>> {
+        let (xi, xv) = self.doc.data.get(data).copied().ok_or_else(|| {
+            err(
+                format!("likelihoods: data \"{data}\""),
+                "no dataset of that name",
+            )
+        })?;
+        let xplace = format!("data[{xi}]");
+        let stated = list(xv, "axes", &xplace)?;
+        if !stated.is_empty() {
+            let names: Vec<&str> = stated
+                .iter()
+                .map(|a| a["name"].as_str().unwrap_or(""))
+                .collect();
+            let want: Vec<&str> = axes.iter().map(|(a, _)| a.as_str()).collect();
+            if names != want {
+                return Err(err(
+                    format!("{xplace}.axes"),
+                    format!("axes {names:?} where the channel's are {want:?}"),
+                ));
+            }
+        }
+        let counts = match xv.get("type").and_then(Value::as_str).unwrap_or("binned") {
+            "binned" => {
+                for (k, a) in stated.iter().enumerate() {
+                    let edges = histogram_edges(a, &format!("{xplace}.axes[{k}]"))?;
+                    if edges != axes[k].1 {
+                        return Err(err(
+                            format!("{xplace}.axes[{k}]"),
+                            "bin edges other than the channel's",
+                        ));
+                    }
+                }
+                numbers(xv.get("contents"), n, &format!("{xplace}.contents"))?
+            }
+            "unbinned" if !axes.is_empty() => self.counted(xv, &xplace, axes, n)?,
+            other => {
+                return Err(err(
+                    format!("{xplace}.type"),
+                    format!("a histfactory_dist is fitted to binned data (or unbinned entries over its axes), not \"{other}\""),
+                ))
+            }
+        };
+        if let Some(b) = counts.iter().position(|c| *c < 0.0) {
+            return Err(err(
+                format!("{xplace}.contents[{b}]"),
+                "a count is not negative",
+            ));
+        }
+        Ok(counts)
+    }
+
+    /// An unbinned dataset's entries (one value per axis) and weights counted into the bins of
+    /// `axes`, the last axis fastest; an entry outside the edges is an error naming it.
+    fn counted(
+        &self,
+        xv: &Value,
+        xplace: &str,
+        axes: &[(String, Vec<f64>)],
+        n: usize,
+    ) -> Result<Vec<f64>> {
+        let entries = list(xv, "entries", xplace)?;
+        let weights = match xv.get("weights") {
+            None => vec![1.0; entries.len()],
+            w => numbers(w, entries.len(), &format!("{xplace}.weights"))?,
+        };
+        let mut counts = vec![0.0; n];
+        for (i, e) in entries.iter().enumerate() {
+            let ep = format!("{xplace}.entries[{i}]");
+            let values = numbers(Some(e), axes.len(), &ep)?;
+            let mut flat = 0usize;
+            for ((name, edges), x) in axes.iter().zip(&values) {
+                let inside = *x >= edges[0] && *x <= edges[edges.len() - 1];
+                if !inside {
+                    return Err(err(
+                        &ep,
+                        format!("{x} lies outside the edges of \"{name}\""),
+                    ));
+                }
+                let b = (edges.partition_point(|e| e <= x) - 1).min(edges.len() - 2);
+                flat = flat * (edges.len() - 1) + b;
+            }
+            counts[flat] += weights[i];
+        }
+        Ok(counts)
+    }
+
     /// What the document says of the parameter it calls `name`.
     fn parameter(&self, pyhf: String, name: String) -> BinnedParameter {
         let i = self.info.get(&name);
@@ -480,6 +642,7 @@ impl Translation<'_> {
             value: i.and_then(|i| i.value),
             bounds: i.map_or((f64::NEG_INFINITY, f64::INFINITY), |i| i.bounds),
             constant: i.is_some_and(|i| i.constant),
+            inert: self.inert.contains(&name),
             name,
         }
     }
@@ -513,13 +676,30 @@ impl Translation<'_> {
             .iter()
             .map(|s| self.parameter(s.clone(), s.clone()))
             .collect();
-        let mut sets: Vec<(&String, &Vec<String>)> = self.per_bin.iter().collect();
+        let mut sets: Vec<(&String, &(String, Vec<String>))> = self.per_bin.iter().collect();
         sets.sort();
-        for (set, names) in sets {
+        for (set, (_, names)) in &sets {
+            // A constrained γ's −ln L is infinite at 0, where ROOT's domains start: pyhf's 1e-10.
+            let constrained = !set.starts_with("shapefactor:");
             for (b, n) in names.iter().enumerate() {
-                parameters.push(self.parameter(format!("{set}[{b}]"), n.clone()));
+                let mut p = self.parameter(format!("{set}[{b}]"), n.clone());
+                if constrained {
+                    p.bounds.0 = p.bounds.0.max(1e-10);
+                }
+                parameters.push(p);
             }
         }
+        let mut seen = std::collections::HashSet::new();
+        if let Some(twice) = parameters.iter().find(|p| !seen.insert(p.name.as_str())) {
+            return Err(err(
+                format!("parameter \"{}\"", twice.name),
+                "names two parameters of the channels (a γ of two per-bin sets, or a γ and a scalar parameter): histfit's HistFactory model shares no γ between sets",
+            ));
+        }
+        let sets = sets
+            .into_iter()
+            .map(|(set, (display, _))| (set.clone(), display.clone()))
+            .collect();
         let mut m = Map::new();
         m.insert("name".into(), json!(measurement));
         m.insert("config".into(), json!({"poi": poi, "parameters": config}));
@@ -534,7 +714,80 @@ impl Translation<'_> {
             normsys: self.normsys.map_or("code4", |c| c.0),
             histosys: self.histosys.map_or("code4p", |c| c.0),
             parameters,
+            sets,
             notes,
         })
     }
+}
+
+/// The binned model of the likelihood `choice` names in an HS3 document, where its
+/// distributions are `histfactory_dist` channels; `None` (nothing opened, no event read) where
+/// they are not.
+pub fn open_binned(doc: &Value, choice: &Choice) -> Result<Option<histfit_model::Model>> {
+    histfactory(doc, choice)?
+        .map(|b| binned_model(&b))
+        .transpose()
+}
+
+/// The binned model of an HS3 document's HistFactory channels: its pyhf workspace compiled with
+/// the document's interpolation codes, each parameter renamed as the document names it and
+/// given the document's starting value, bounds and constancy.
+fn binned_model(binned: &BinnedDoc) -> Result<histfit_model::Model> {
+    // What the model's compiler refuses names the translated workspace's places: say whose.
+    let translated = |e: histfit_model::ModelError| {
+        err(
+            "the histfactory_dist channels (read as a pyhf workspace)",
+            e.to_string(),
+        )
+    };
+    let code = |e: String| err("histfactory_dist", e);
+    let ws = histfit_model::workspace_from_value(&binned.workspace, "histfactory_dist")
+        .map_err(translated)?;
+    let settings = histfit_model::Settings {
+        normsys: binned.normsys.parse().map_err(code)?,
+        histosys: binned.histosys.parse().map_err(code)?,
+        ..histfit_model::Settings::smooth()
+    };
+    let mut model = histfit_model::compile(&ws, None, &settings).map_err(translated)?;
+    for p in &mut model.parameters {
+        let Some(d) = binned.parameters.iter().find(|d| d.pyhf == p.name) else {
+            continue;
+        };
+        let known = d.value.is_some() || d.bounds.0.is_finite() || d.bounds.1.is_finite();
+        if p.fixed && known && !d.constant && !d.inert {
+            // pyhf holds a shapesys γ of zero uncertainty at 1; ROOT would float it unconstrained.
+            return Err(err(
+                format!("parameter \"{}\"", d.name),
+                "a shapesys bin with no uncertainty that the document leaves free (histfit, as pyhf, has no unconstrained γ in a shapesys: give it const, or make the set a shapefactor)",
+            ));
+        }
+        let (lo, hi) = d.bounds;
+        if lo.is_finite() || hi.is_finite() {
+            (p.lower, p.upper) = (lo.max(f64::MIN), hi.min(f64::MAX));
+        }
+        let start = d.value.unwrap_or(p.init);
+        if !(p.lower..=p.upper).contains(&start) {
+            let whose = match d.value {
+                Some(_) => "its value",
+                None => "with no value in parameter_points, its default start",
+            };
+            return Err(err(
+                format!("parameter \"{}\"", d.name),
+                format!(
+                    "{whose} {start} lies outside its domain [{}, {}]",
+                    p.lower, p.upper
+                ),
+            ));
+        }
+        p.init = start;
+        p.fixed |= d.constant;
+        p.name = d.name.clone();
+    }
+    for set in &mut model.sets {
+        if let Some((_, display)) = binned.sets.iter().find(|(s, _)| *s == set.name) {
+            set.name = display.clone();
+        }
+    }
+    model.warnings.extend(binned.notes.iter().cloned());
+    Ok(model)
 }

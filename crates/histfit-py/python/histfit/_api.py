@@ -241,6 +241,12 @@ class Model:
         return self._config
 
     @property
+    def notes(self) -> List[str]:
+        """What the compiler or reader warned of or chose (empty bins; for an HS3 document, the
+        analysis it opened, …)."""
+        return list(self._native.notes())
+
+    @property
     def par_names(self) -> List[str]:
         return list(self._native.par_names)
 
@@ -418,13 +424,14 @@ def open(source: Union[str, os.PathLike, dict], *, events: Optional[Dict[str, An
     if model_options:
         raise TypeError(f"histfit.open: {', '.join(sorted(model_options))}: options of pyhf workspaces, "
                         "not of an HS3 document")
-    if any(isinstance(d, dict) and d.get("type") == "histfactory_dist" for d in doc.get("distributions", [])):
-        if events is not None or weights is not None:
-            raise HistfitError("events= and weights= apply to event-level HS3 models; "
-                               "this document's likelihood is binned (histfactory_dist)")
+    dists = doc.get("distributions")
+    if isinstance(dists, list) and any(isinstance(d, dict) and d.get("type") == "histfactory_dist" for d in dists):
         binned = _native.open_hs3_binned(json.dumps(doc) if text is None else text, path or "the document",
                                          likelihood, analysis, poi)
         if binned is not None:
+            if events is not None or weights is not None:
+                raise HistfitError("events= and weights= apply to event-level HS3 models; "
+                                   "this document's likelihood is binned (histfactory_dist)")
             return Model(binned)
     names = [d.get("name") for d in doc.get("data", []) if isinstance(d, dict)]
     given = []
