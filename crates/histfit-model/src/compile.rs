@@ -96,7 +96,8 @@ pub enum Constraint {
 /// One scalar parameter.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Parameter {
-    /// pyhf's name: `mu`, or `staterror_SR[3]` for a component of a per-bin set.
+    /// pyhf's name: `mu`, or `staterror_SR[3]` for a component of a per-bin set (an HS3
+    /// document's HistFactory channels rename each to the document's: `gamma_stat_SR_bin_3`).
     pub name: String,
     /// Index into [`Model::sets`].
     pub set: usize,

@@ -4,9 +4,11 @@
 //! [`ParameterSpace`] describing the parameters, −ln L and its gradient for a parameter vector and
 //! a [`Dataset`], and data generation (Asimov data at θ, toys at θ keyed by (seed, toy index)).
 //! Inference (`histfit-infer`) is written against this crate only and treats a `Dataset` as
-//! opaque; this crate knows no likelihood kind — the HistFactory model's CPU evaluator lives in
+//! opaque; this crate links no model crate — the HistFactory model's CPU evaluator lives in
 //! `histfit-compute`, event-level models in `histfit-unbinned`, device evaluators in their
-//! crates. Helpers built purely on the trait (Hessian) live here too, the [`BatchEvaluator`]
+//! crates. Binned notions that the fits of every device share still live here (a dataset's
+//! counts and empty-bin walls, the Poisson term, the yield-input traits) until they move behind
+//! a capability of the likelihood. Helpers built purely on the trait (Hessian) live here too, the [`BatchEvaluator`]
 //! trait through which a device evaluates many problems per launch, [`resident`]: the seam
 //! through which a device fits whole toy ensembles itself, and [`rng`]: the counter-based
 //! streams every device draws toys from.
