@@ -6,8 +6,10 @@
 //! Gauss–Legendre on pieces of each bin, on the same graph the likelihood evaluates): ν f(x) for an
 //! extended channel; N f(x) for one that is not, N the events' Σw (the fit fixes only the shape
 //! there). The components are the mixture's summands c·f, scaled alike. A channel of several
-//! observables (a product) is left out and said: its projections need integrals over the other
-//! observables, not drawn yet. The pulls are (Σw − ν)/√(ν r), r = Σw²/Σw of the bin: the
+//! observables (a product, a histogram over several) gives one histogram per observable: the
+//! projection, the density integrated over the other observables' domains too (8-point
+//! Gauss–Legendre on 32 pieces of each other axis for two observables, 8 for three; more than
+//! three are left out and said). The pulls are (Σw − ν)/√(ν r), r = Σw²/Σw of the bin: the
 //! Poisson spread of the expectation, scaled for weighted events (r = 1 without weights). Each
 //! bin is integrated on at least 512 / bins pieces, so that a narrow peak in a wide bin is not
 //! missed; an expectation that is not finite or negative is an error naming the bin.
@@ -53,8 +55,9 @@ impl ChannelHistogram {
     }
 }
 
-/// The histograms of `model`'s one-observable channels with `bins` equal bins, at `params`;
-/// notes name the channels left out.
+/// The histograms of `model`'s channels with `bins` equal bins, at `params`: one per channel
+/// and observable (the projections of a channel over several); notes name the channels left
+/// out (over more than three observables).
 pub fn histograms(
     model: &UnbinnedModel,
     params: &[f64],
@@ -65,105 +68,199 @@ pub fn histograms(
     let mut out = Vec::new();
     let mut notes = Vec::new();
     for (c, table) in model.channels.iter().zip(&model.observed.channels) {
-        let [obs] = c.observables.as_slice() else {
+        let dims = c.observables.len();
+        if dims > 3 {
             notes.push(format!(
-                "channel \"{}\" has {} observables: its projections are not drawn yet",
-                c.name,
-                c.observables.len()
+                "channel \"{}\" has {dims} observables: projections are drawn for up to three",
+                c.name
             ));
             continue;
-        };
-        let Some(column) = model.columns.iter().position(|n| n == &obs.name) else {
-            notes.push(format!(
-                "channel \"{}\": its observable \"{}\" is no column of the events",
-                c.name, obs.name
-            ));
+        }
+        let mut axes = Vec::with_capacity(dims);
+        for obs in &c.observables {
+            let Some(column) = model.columns.iter().position(|n| n == &obs.name) else {
+                notes.push(format!(
+                    "channel \"{}\": its observable \"{}\" is no column of the events",
+                    c.name, obs.name
+                ));
+                break;
+            };
+            axes.push((column, obs.lo, obs.hi));
+        }
+        if axes.len() != dims {
             continue;
-        };
-        let bins = bins.max(1);
-        let width = (obs.hi - obs.lo) / bins as f64;
-        let edges: Vec<f64> = (0..=bins).map(|i| obs.lo + width * i as f64).collect();
-        // The events histogrammed: Σw and Σw² per bin (the last bin closed at the domain's top).
-        let (mut counts, mut sumw2) = (vec![0.0; bins], vec![0.0; bins]);
-        let xs = &table.columns[0];
-        for (i, &x) in xs.iter().enumerate() {
-            // (By the edges themselves, so that an event on an edge is in the bin it opens.)
-            let k = edges.partition_point(|e| *e <= x).clamp(1, bins) - 1;
-            let w = table.weights.as_ref().map_or(1.0, |w| w[i]);
-            counts[k] += w;
-            sumw2[k] += w * w;
         }
-        let scale = match c.extended {
-            true => 1.0,
-            false => table.sum_of_weights(),
-        };
-        let mut columns = vec![f64::NAN; model.columns.len()];
-        // Each bin integrated on pieces small enough for a narrow peak: at least 512 pieces of
-        // 8 points over the domain.
-        let pieces = 512usize.div_ceil(bins);
-        let h = width / pieces as f64;
-        let mut integrate = |node, log: bool| -> Vec<f64> {
-            let needed = g.needed(node);
-            (0..bins)
-                .map(|k| {
-                    let sum: f64 = (0..pieces)
-                        .flat_map(|q| GL8.iter().map(move |gl| (q, gl)))
-                        .map(|(q, (u, w))| {
-                            let mid = edges[k] + (q as f64 + 0.5) * h;
-                            columns[column] = mid + 0.5 * h * u;
-                            let v = g.value_of(&needed, params, &columns, &mut vals);
-                            w * if log { v.exp() } else { v }
-                        })
-                        .sum();
-                    scale * 0.5 * h * sum
-                })
-                .collect()
-        };
-        let expected = integrate(c.event_term, true);
-        if let Some(k) = expected.iter().position(|e| !(e.is_finite() && *e >= 0.0)) {
-            return Err(format!(
-                "channel \"{}\": the expected count of bin {k} ([{}, {}]) is {} (the density is not defined or not finite there at these parameters)",
-                c.name,
-                edges[k],
-                edges[k + 1],
-                expected[k]
-            ));
+        for (k, obs) in c.observables.iter().enumerate() {
+            let xs = table
+                .column(&obs.name)
+                .unwrap_or(&table.columns[k.min(table.columns.len() - 1)]);
+            out.push(projection(
+                model, c, table, xs, &axes, k, params, bins, &mut vals,
+            )?);
         }
-        let components = c
-            .components
-            .iter()
-            .map(|(name, id)| (name.clone(), integrate(*id, false)))
-            .collect();
-        // The expected spread of a bin's Σw: ν r_k with r_k = Σw²/Σw of the bin (the
-        // channel's where the bin is empty; 1 for unweighted events: Poisson's √ν).
-        let (sw, sw2): (f64, f64) = (counts.iter().sum(), sumw2.iter().sum());
-        let r = if sw > 0.0 { sw2 / sw } else { 1.0 };
-        let pulls = (0..bins)
-            .map(|k| {
-                let rk = if counts[k] > 0.0 {
-                    sumw2[k] / counts[k]
-                } else {
-                    r
-                };
-                let e = expected[k];
-                if e > 0.0 {
-                    (counts[k] - e) / (e * rk).sqrt()
-                } else {
-                    0.0
-                }
-            })
-            .collect();
-        out.push(ChannelHistogram {
-            channel: c.name.clone(),
-            data: c.data.clone(),
-            observable: obs.name.clone(),
-            edges,
-            counts,
-            errors: sumw2.iter().map(|s| s.sqrt()).collect(),
-            expected,
-            components,
-            pulls,
-        });
     }
     Ok((out, notes))
+}
+
+/// The histogram of one channel's events in its observable `k` (`xs`: that column) against the
+/// expected counts of the channel's density integrated over the other observables' domains.
+#[allow(clippy::too_many_arguments)]
+fn projection(
+    model: &UnbinnedModel,
+    c: &crate::model::Channel,
+    table: &histfit_seam::EventTable,
+    xs: &[f64],
+    axes: &[(usize, f64, f64)],
+    k: usize,
+    params: &[f64],
+    bins: usize,
+    vals: &mut [f64],
+) -> Result<ChannelHistogram, String> {
+    let g = &model.graph;
+    let obs = &c.observables[k];
+    let bins = bins.max(1);
+    let width = (obs.hi - obs.lo) / bins as f64;
+    let edges: Vec<f64> = (0..=bins).map(|i| obs.lo + width * i as f64).collect();
+    // The events histogrammed: Σw and Σw² per bin (the last bin closed at the domain's top).
+    let (mut counts, mut sumw2) = (vec![0.0; bins], vec![0.0; bins]);
+    for (i, &x) in xs.iter().enumerate() {
+        // (By the edges themselves, so that an event on an edge is in the bin it opens.)
+        let b = edges.partition_point(|e| *e <= x).clamp(1, bins) - 1;
+        let w = table.weights.as_ref().map_or(1.0, |w| w[i]);
+        counts[b] += w;
+        sumw2[b] += w * w;
+    }
+    let scale = match c.extended {
+        true => 1.0,
+        false => table.sum_of_weights(),
+    };
+    // Each bin integrated on pieces small enough for a narrow peak (at least 512 pieces of 8
+    // points over the domain for one observable, 128 for several), the other observables on a
+    // fixed grid of pieces over their domains.
+    let dims = axes.len();
+    let pieces = (if dims == 1 { 512usize } else { 128 }).div_ceil(bins);
+    let other_pieces = match dims {
+        1 => 0,
+        2 => 32,
+        _ => 8,
+    };
+    // The other observables' quadrature points: (values, weight) over the box of their domains.
+    let mut others: Vec<(Vec<f64>, f64)> = vec![(Vec::new(), 1.0)];
+    for (j, &(col, lo, hi)) in axes.iter().enumerate() {
+        if j == k {
+            continue;
+        }
+        let line = nodes(g, col, lo, hi, other_pieces);
+        others = others
+            .iter()
+            .flat_map(|(point, weight)| {
+                line.iter().map(move |(x, w)| {
+                    let mut p = point.clone();
+                    p.push(*x);
+                    (p, weight * w)
+                })
+            })
+            .collect();
+    }
+    let other_columns: Vec<usize> = axes
+        .iter()
+        .enumerate()
+        .filter(|(j, _)| *j != k)
+        .map(|(_, a)| a.0)
+        .collect();
+    let mut columns = vec![f64::NAN; model.columns.len()];
+    let mut integrate = |node, log: bool| -> Vec<f64> {
+        let needed = g.needed(node);
+        (0..bins)
+            .map(|b| {
+                let mut sum = 0.0;
+                for (x, w) in nodes(g, axes[k].0, edges[b], edges[b + 1], pieces) {
+                    columns[axes[k].0] = x;
+                    for (point, weight) in &others {
+                        for (&col, &v) in other_columns.iter().zip(point) {
+                            columns[col] = v;
+                        }
+                        let v = g.value_of(&needed, params, &columns, vals);
+                        sum += w * weight * if log { v.exp() } else { v };
+                    }
+                }
+                scale * sum
+            })
+            .collect()
+    };
+    let expected = integrate(c.event_term, true);
+    if let Some(b) = expected.iter().position(|e| !(e.is_finite() && *e >= 0.0)) {
+        return Err(format!(
+            "channel \"{}\": the expected count of bin {b} of \"{}\" ([{}, {}]) is {} (the density is not defined or not finite there at these parameters)",
+            c.name,
+            obs.name,
+            edges[b],
+            edges[b + 1],
+            expected[b]
+        ));
+    }
+    let components = c
+        .components
+        .iter()
+        .map(|(name, id)| (name.clone(), integrate(*id, false)))
+        .collect();
+    // The expected spread of a bin's Σw: ν r_b with r_b = Σw²/Σw of the bin (the channel's
+    // where the bin is empty; 1 for unweighted events: Poisson's √ν).
+    let (sw, sw2): (f64, f64) = (counts.iter().sum(), sumw2.iter().sum());
+    let r = if sw > 0.0 { sw2 / sw } else { 1.0 };
+    let pulls = (0..bins)
+        .map(|b| {
+            let rb = if counts[b] > 0.0 {
+                sumw2[b] / counts[b]
+            } else {
+                r
+            };
+            let e = expected[b];
+            if e > 0.0 {
+                (counts[b] - e) / (e * rb).sqrt()
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    Ok(ChannelHistogram {
+        channel: c.name.clone(),
+        data: c.data.clone(),
+        observable: obs.name.clone(),
+        edges,
+        counts,
+        errors: sumw2.iter().map(|s| s.sqrt()).collect(),
+        expected,
+        components,
+        pulls,
+    })
+}
+
+/// Gauss–Legendre nodes and weights (8 a piece) over [lo, hi] cut into `pieces` equal pieces and
+/// at every edge of a histogram the graph reads column `col` through, so that each piece's
+/// integrand is smooth (a histogram's steps integrate exactly).
+fn nodes(g: &crate::graph::Graph, col: usize, lo: f64, hi: f64, pieces: usize) -> Vec<(f64, f64)> {
+    let mut cuts: Vec<f64> = (0..=pieces)
+        .map(|q| lo + (hi - lo) * q as f64 / pieces as f64)
+        .collect();
+    for op in g.ops() {
+        if let crate::graph::Op::Hist(a, t) = *op {
+            if g.op(a) == crate::graph::Op::Column(col) {
+                cuts.extend(
+                    g.tables()[t as usize]
+                        .edges()
+                        .iter()
+                        .filter(|e| **e > lo && **e < hi),
+                );
+            }
+        }
+    }
+    cuts.sort_by(f64::total_cmp);
+    cuts.dedup();
+    cuts.windows(2)
+        .flat_map(|p| {
+            let (mid, half) = (0.5 * (p[0] + p[1]), 0.5 * (p[1] - p[0]));
+            GL8.iter().map(move |(u, w)| (mid + half * u, half * w))
+        })
+        .collect()
 }

@@ -113,3 +113,86 @@ fn wide_bins_and_mixtures_that_are_not_extended() {
     assert!((shares[0] - 750.0).abs() < 1e-9 * 750.0, "{shares:?}");
     assert!((shares[1] - 2250.0).abs() < 1e-9 * 2250.0, "{shares:?}");
 }
+
+fn fixture_model(name: &str) -> histfit_unbinned::UnbinnedModel {
+    let path = histfit_testutil::fixture(&format!("hs3/{name}"));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    open(&doc, &Choice::default()).unwrap()
+}
+
+/// A channel of two observables gives one histogram per observable: the density integrated over
+/// the other's domain. For a product of a Gaussian in x and an exponential in y each projection
+/// is the other factor's integral (1) times the factor's own, against erf and e^x in closed form.
+#[test]
+fn products_project_onto_each_observable() {
+    let m = fixture_model("prod2d.json");
+    let p = m.space.init.clone();
+    let v = |n: &str| p[m.space.index(n).unwrap()];
+    let (mx, sx, ly) = (v("mx"), v("sx"), v("ly"));
+    let (h, notes) = histograms(&m, &p, 20).unwrap();
+    assert!(notes.is_empty(), "{notes:?}");
+    let observables: Vec<&str> = h.iter().map(|c| c.observable.as_str()).collect();
+    assert_eq!(observables, ["x", "y"]);
+    let n = h[0].counts.iter().sum::<f64>();
+    assert_eq!(n, h[1].counts.iter().sum::<f64>());
+    let gauss = |a: f64, b: f64| {
+        let z = |x: f64| erf((x - mx) / (sx * std::f64::consts::SQRT_2));
+        (z(b) - z(a)) / (z(10.0) - z(0.0))
+    };
+    // HS3's e^(−c·y) with c = −ly: e^(ly·y)
+    let expo = |a: f64, b: f64| {
+        let e = |y: f64| (ly * y).exp();
+        (e(b) - e(a)) / (e(5.0) - e(0.0))
+    };
+    for (c, f) in h.iter().zip([&gauss as &dyn Fn(f64, f64) -> f64, &expo]) {
+        for k in 0..20 {
+            let want = n * f(c.edges[k], c.edges[k + 1]);
+            assert!(
+                (c.expected[k] - want).abs() <= 1e-9 * want.max(1e-3),
+                "{} bin {k}: {} vs {want}",
+                c.observable,
+                c.expected[k]
+            );
+        }
+    }
+}
+
+/// A histogram over two observables projects exactly (the quadrature is cut at its edges): at
+/// f = 0, each x bin's expectation is N times the template's mass in that column of bins.
+#[test]
+fn two_dimensional_histograms_project_exactly() {
+    let m = fixture_model("histogram2d.json");
+    let mut p = m.space.init.clone();
+    p[m.space.index("f").unwrap()] = 0.0;
+    let (h, _) = histograms(&m, &p, 10).unwrap();
+    let x = h.iter().find(|c| c.observable == "x").unwrap();
+    let y = h.iter().find(|c| c.observable == "y").unwrap();
+    let n = x.counts.iter().sum::<f64>();
+    let xe = [0.0, 1.0, 3.0, 6.0, 10.0];
+    let column = [6.5, 30.0, 59.0, 24.0]; // each x bin's contents summed over y
+    let total: f64 = column.iter().sum();
+    for k in 0..10 {
+        let (a, b) = (x.edges[k], x.edges[k + 1]);
+        let i = xe.iter().rposition(|&e| e <= a).unwrap().min(3);
+        let want = n * column[i] / total * (b - a) / (xe[i + 1] - xe[i]);
+        assert!(
+            (x.expected[k] - want).abs() <= 1e-10 * want,
+            "x bin {k}: {} vs {want}",
+            x.expected[k]
+        );
+    }
+    // y: bins of 0.5 over [0, 5]; the template's y edges 2 and 3.5 fall on bin edges
+    let ye = [0.0, 2.0, 3.5, 5.0];
+    let row = [67.0, 37.0, 15.5]; // each y bin's contents summed over x
+    for k in 0..10 {
+        let (a, b) = (y.edges[k], y.edges[k + 1]);
+        let j = ye.iter().rposition(|&e| e <= a).unwrap().min(2);
+        let want = n * row[j] / total * (b - a) / (ye[j + 1] - ye[j]);
+        assert!(
+            (y.expected[k] - want).abs() <= 1e-10 * want,
+            "y bin {k}: {} vs {want}",
+            y.expected[k]
+        );
+    }
+}
