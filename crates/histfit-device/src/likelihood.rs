@@ -77,7 +77,11 @@ impl Likelihood {
         };
         match self {
             Likelihood::HistFactory(m) => {
-                if let Some(k) = poi.filter(|&k| m.sets[m.parameters[k].set].len > 1) {
+                let per_bin = |k: usize| {
+                    let set = &m.sets[m.parameters[k].set];
+                    set.len > 1 || matches!(set.kind, "staterror" | "shapesys" | "shapefactor")
+                };
+                if let Some(k) = poi.filter(|&k| per_bin(k)) {
                     return Err(format!(
                         "\"{name}\": a component of the per-bin set \"{}\", not a scalar parameter",
                         m.sets[m.parameters[k].set].name

@@ -299,3 +299,41 @@ fn a_real_analysis_exported_by_root_is_its_pyhf_model() {
     );
     assert_eq!(l.space().names.len(), pyhf.space().names.len());
 }
+
+/// A γ that multiplies no yield (shapesys bin 1 of `shapesys.json`: no uncertainty, no nominal
+/// content) opens whether the document holds it const or leaves it free, and a γ the document
+/// does not mention keeps histfit's (pyhf's) treatment: held at 1 with its bounds.
+#[test]
+fn gammas_of_empty_bins_and_gammas_the_document_leaves_out() {
+    let doc = read("shapesys.json");
+    let free = with(
+        &doc,
+        "/parameter_points/0/parameters/3",
+        json!({"name": "gamma_uncorrshape_bin_1", "value": 1.0}),
+    );
+    let l = open(&free).unwrap_or_else(|e| panic!("{e}"));
+    let space = l.space();
+    let k = space.index("gamma_uncorrshape_bin_1").unwrap();
+    assert!(space.fixed[k]);
+    let mut silent = doc.clone();
+    for points in silent["parameter_points"].as_array_mut().unwrap() {
+        points["parameters"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|p| p["name"] != "gamma_uncorrshape_bin_1");
+    }
+    for domain in silent["domains"].as_array_mut().unwrap() {
+        domain["axes"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|a| a["name"] != "gamma_uncorrshape_bin_1");
+    }
+    let l = open(&silent).unwrap_or_else(|e| panic!("{e}"));
+    let space = l.space();
+    let k = space.index("gamma_uncorrshape_bin_1").unwrap();
+    assert!(space.fixed[k]);
+    assert_eq!((space.init[k], space.bounds[k]), (1.0, (1e-10, 10.0)));
+    // the constrained γ's lower bound is pyhf's 1e-10 where ROOT's domain says 0
+    let k = space.index("gamma_uncorrshape_bin_0").unwrap();
+    assert_eq!(space.bounds[k].0, 1e-10);
+}

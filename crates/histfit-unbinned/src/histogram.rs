@@ -8,14 +8,23 @@
 //! there). The components are the mixture's summands c·f, scaled alike. A channel of several
 //! observables (a product, a histogram over several) gives one histogram per observable: the
 //! projection, the density integrated over the other observables' domains too (8-point
-//! Gauss–Legendre on 32 pieces of each other axis for two observables, 8 for three; more than
-//! three are left out and said). The pulls are (Σw − ν)/√(ν r), r = Σw²/Σw of the bin: the
+//! Gauss–Legendre on 128 pieces of each other axis for two observables, 32 for three, cut at
+//! histogram edges; more than three observables, or more evaluations than a bound, are left
+//! out and said). The pulls are (Σw − ν)/√(ν r), r = Σw²/Σw of the bin: the
 //! Poisson spread of the expectation, scaled for weighted events (r = 1 without weights). Each
 //! bin is integrated on at least 512 / bins pieces, so that a narrow peak in a wide bin is not
 //! missed; an expectation that is not finite or negative is an error naming the bin.
 
 use crate::model::UnbinnedModel;
 use crate::pdf::GL8;
+
+/// Pieces of each other observable's domain a projection integrates over (by the channel's
+/// number of observables): as many as the one-observable plot gives a bin's pieces for two, a
+/// quarter of that for three.
+const OTHER_PIECES: [usize; 3] = [0, 128, 32];
+
+/// The most density evaluations a channel's projection may make (about a minute on one core).
+const MAX_PROJECTION_POINTS: usize = 200_000_000;
 
 /// One channel's histogram and expectations.
 #[derive(Debug, Clone, PartialEq)]
@@ -90,10 +99,23 @@ pub fn histograms(
         if axes.len() != dims {
             continue;
         }
+        // Each projection's quadrature points over the other observables: bounded, so that a
+        // fine binning of three observables does not run for hours.
+        let points = bins.max(128) * 8 * (OTHER_PIECES[dims - 1] * 8).pow(dims as u32 - 1);
+        if points > MAX_PROJECTION_POINTS {
+            notes.push(format!(
+                "channel \"{}\": its projections at {bins} bins would take {points} evaluations of the density; fewer bins draw them",
+                c.name
+            ));
+            continue;
+        }
         for (k, obs) in c.observables.iter().enumerate() {
-            let xs = table
-                .column(&obs.name)
-                .unwrap_or(&table.columns[k.min(table.columns.len() - 1)]);
+            let Some(xs) = table.column(&obs.name) else {
+                return Err(format!(
+                    "channel \"{}\": the events have no column \"{}\"",
+                    c.name, obs.name
+                ));
+            };
             out.push(projection(
                 model, c, table, xs, &axes, k, params, bins, &mut vals,
             )?);
@@ -139,11 +161,7 @@ fn projection(
     // fixed grid of pieces over their domains.
     let dims = axes.len();
     let pieces = (if dims == 1 { 512usize } else { 128 }).div_ceil(bins);
-    let other_pieces = match dims {
-        1 => 0,
-        2 => 32,
-        _ => 8,
-    };
+    let other_pieces = OTHER_PIECES[dims - 1];
     // The other observables' quadrature points: (values, weight) over the box of their domains.
     let mut others: Vec<(Vec<f64>, f64)> = vec![(Vec::new(), 1.0)];
     for (j, &(col, lo, hi)) in axes.iter().enumerate() {

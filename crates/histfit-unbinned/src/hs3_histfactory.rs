@@ -20,7 +20,8 @@
 //! - `shapesys`: `data.vals` are relative uncertainties, each bin's γ (`gamma_<name>_bin_<i>`
 //!   by default) Poisson-constrained with τ = 1/val²; a bin whose val is 0 has no constraint and
 //!   ROOT holds its γ const (histfit, as pyhf, at 1; a document leaving it free is refused,
-//!   unless the bin's nominal content is 0 too, where the γ multiplies nothing); all vals 0 is
+//!   unless no sample carrying the set has a yield in that bin, where the γ multiplies
+//!   nothing); all vals 0 is
 //!   how ROOT writes a `ShapeFactor`: a free γ per bin, pyhf's `shapefactor`;
 //! - `shapefactor`: a free γ per bin;
 //! - a modifier without `parameter` gets ROOT's name for it (`alpha_<name>` for normsys and
@@ -108,7 +109,7 @@ pub fn histfactory(doc: &Value, choice: &Choice) -> Result<Option<BinnedDoc>> {
         normsys: None,
         histosys: None,
         per_bin: HashMap::new(),
-        inert: Vec::new(),
+        live: HashMap::new(),
         used_constraints: Vec::new(),
     };
     for (dist, data) in &plan.pairs {
@@ -142,9 +143,9 @@ struct Translation<'a> {
     /// Per-bin sets by pyhf name: the name results show, and the document's names of their
     /// components.
     per_bin: HashMap<String, (String, Vec<String>)>,
-    /// γs that multiply no yield (a shapesys bin whose nominal content is 0): pyhf holds them
-    /// at 1, which changes nothing the document means.
-    inert: Vec<String>,
+    /// Per shapesys set, per bin: whether a sample carrying it has a yield there (a γ of a bin
+    /// where none has multiplies nothing: pyhf holds it at 1, which changes nothing).
+    live: HashMap<String, Vec<bool>>,
     used_constraints: Vec<String>,
 }
 
@@ -345,11 +346,13 @@ impl Translation<'_> {
     /// Checks a per-bin γ's global observable where the document gives it a value
     /// (`nom_<γ>`): histfit's constraint terms are at the nominal ones — 1 for a Gaussian
     /// staterror, τ = 1/val² for a Poisson shapesys.
-    fn nominal_global(&self, set: &str, nominal: &[f64], place: &str) -> Result<()> {
+    fn nominal_global(&self, set: &str, nominal: &[Option<f64>], place: &str) -> Result<()> {
         let Some((_, names)) = self.per_bin.get(set) else {
             return Ok(());
         };
+        // (A bin without a constraint has no global observable to check.)
         for (g, want) in names.iter().zip(nominal) {
+            let Some(want) = want else { continue };
             let key = format!("nom_{g}");
             if let Some(v) = self.info.get(&key).and_then(|i| i.value) {
                 if (v - want).abs() > 1e-9 * want.abs().max(1.0) {
@@ -374,7 +377,13 @@ impl Translation<'_> {
     ) -> Result<Value> {
         let kind = str_field(m, "type", place)?;
         let n = nominal.len();
-        let name = str_field(m, "name", place)?.to_string();
+        let name = match (m.get("name"), m.get("parameter")) {
+            (Some(n), _) | (None, Some(n)) => n
+                .as_str()
+                .ok_or_else(|| err(place, "a modifier's \"name\" (or \"parameter\") is text"))?
+                .to_string(),
+            (None, None) => return Err(err(place, "missing \"name\" (or \"parameter\")")),
+        };
         // Where a modifier names no parameter, ROOT's reader makes it so: `alpha_<name>` for
         // normsys and histosys, the name itself for a normfactor.
         let parameter = match m.get("parameter") {
@@ -428,7 +437,7 @@ impl Translation<'_> {
                 let display = format!("staterror_{channel}");
                 let prefix = format!("gamma_stat_{channel}");
                 self.per_bin_names(m, &set, (&display, &prefix), n, place)?;
-                self.nominal_global(&set, &vec![1.0; n], place)?;
+                self.nominal_global(&set, &vec![Some(1.0); n], place)?;
                 let data = errors.map_or_else(|| vec![0.0; n], <[f64]>::to_vec);
                 json!({"type": "staterror", "name": set, "data": data})
             }
@@ -447,13 +456,11 @@ impl Translation<'_> {
                 constraint_is(m, "Poisson", "shapesys", place)?;
                 let set = format!("shapesys:{name}");
                 self.per_bin_names(m, &set, (&name, &prefix), n, place)?;
-                let tau: Vec<f64> = vals.iter().map(|v| if *v > 0.0 { 1.0 / (v * v) } else { 1.0 }).collect();
+                let tau: Vec<Option<f64>> = vals.iter().map(|v| (*v > 0.0).then(|| 1.0 / (v * v))).collect();
                 self.nominal_global(&set, &tau, place)?;
-                let names = &self.per_bin[&set].1;
-                for (b, (v, x)) in vals.iter().zip(nominal).enumerate() {
-                    if *v > 0.0 && *x == 0.0 {
-                        self.inert.push(names[b].clone());
-                    }
+                let live = self.live.entry(set.clone()).or_insert_with(|| vec![false; n]);
+                for (l, x) in live.iter_mut().zip(nominal) {
+                    *l |= *x != 0.0;
                 }
                 let absolute: Vec<f64> = vals.iter().zip(nominal).map(|(v, x)| v * x).collect();
                 json!({"type": "shapesys", "name": set, "data": absolute})
@@ -642,7 +649,7 @@ impl Translation<'_> {
             value: i.and_then(|i| i.value),
             bounds: i.map_or((f64::NEG_INFINITY, f64::INFINITY), |i| i.bounds),
             constant: i.is_some_and(|i| i.constant),
-            inert: self.inert.contains(&name),
+            inert: false,
             name,
         }
     }
@@ -679,13 +686,10 @@ impl Translation<'_> {
         let mut sets: Vec<(&String, &(String, Vec<String>))> = self.per_bin.iter().collect();
         sets.sort();
         for (set, (_, names)) in &sets {
-            // A constrained γ's −ln L is infinite at 0, where ROOT's domains start: pyhf's 1e-10.
-            let constrained = !set.starts_with("shapefactor:");
+            let live = self.live.get(*set);
             for (b, n) in names.iter().enumerate() {
                 let mut p = self.parameter(format!("{set}[{b}]"), n.clone());
-                if constrained {
-                    p.bounds.0 = p.bounds.0.max(1e-10);
-                }
+                p.inert = live.is_some_and(|l| !l[b]);
                 parameters.push(p);
             }
         }
@@ -696,9 +700,14 @@ impl Translation<'_> {
                 "names two parameters of the channels (a γ of two per-bin sets, or a γ and a scalar parameter): histfit's HistFactory model shares no γ between sets",
             ));
         }
+        // Sets are shown by the document's modifier names where those name nothing else.
+        let shown = |d: &String| {
+            sets.iter().filter(|(_, (x, _))| x == d).count() == 1 && !scalars.contains(d)
+        };
         let sets = sets
-            .into_iter()
-            .map(|(set, (display, _))| (set.clone(), display.clone()))
+            .iter()
+            .filter(|(_, (display, _))| shown(display))
+            .map(|(set, (display, _))| ((*set).clone(), display.clone()))
             .collect();
         let mut m = Map::new();
         m.insert("name".into(), json!(measurement));
@@ -761,9 +770,18 @@ fn binned_model(binned: &BinnedDoc) -> Result<histfit_model::Model> {
                 "a shapesys bin with no uncertainty that the document leaves free (histfit, as pyhf, has no unconstrained γ in a shapesys: give it const, or make the set a shapefactor)",
             ));
         }
+        // The document's bounds where it gives them; a constrained γ's −ln L is infinite at 0,
+        // where ROOT's domains start: there pyhf's 1e-10.
         let (lo, hi) = d.bounds;
-        if lo.is_finite() || hi.is_finite() {
-            (p.lower, p.upper) = (lo.max(f64::MIN), hi.min(f64::MAX));
+        if lo.is_finite() {
+            p.lower = match p.constraint {
+                histfit_model::Constraint::None => lo,
+                _ if d.pyhf.contains(':') => lo.max(1e-10),
+                _ => lo,
+            };
+        }
+        if hi.is_finite() {
+            p.upper = hi;
         }
         let start = d.value.unwrap_or(p.init);
         if !(p.lower..=p.upper).contains(&start) {
