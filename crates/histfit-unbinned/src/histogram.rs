@@ -187,8 +187,14 @@ fn projection(
         .map(|(_, a)| a.0)
         .collect();
     let mut columns = vec![f64::NAN; model.columns.len()];
-    let mut integrate = |node, log: bool| -> Vec<f64> {
-        let needed = g.needed(node);
+    let mut integrate = |node: crate::graph::Id, log: bool| -> Vec<f64> {
+        // The nodes no event moves (normalisations: up to 2¹⁸ quadrature nodes for a generic
+        // PDF) once; only the varying ones at each of the many points.
+        let (uniform, varying): (Vec<u32>, Vec<u32>) = g
+            .needed(node)
+            .into_iter()
+            .partition(|&i| !g.varying(crate::graph::Id(i)));
+        g.value_of(&uniform, params, &columns, vals);
         (0..bins)
             .map(|b| {
                 let mut sum = 0.0;
@@ -198,7 +204,10 @@ fn projection(
                         for (&col, &v) in other_columns.iter().zip(point) {
                             columns[col] = v;
                         }
-                        let v = g.value_of(&needed, params, &columns, vals);
+                        let v = match varying.is_empty() {
+                            true => vals[node.0 as usize],
+                            false => g.value_of(&varying, params, &columns, vals),
+                        };
                         sum += w * weight * if log { v.exp() } else { v };
                     }
                 }
