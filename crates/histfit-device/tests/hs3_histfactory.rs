@@ -237,6 +237,14 @@ fn bad_histfactory_documents_are_refused_with_their_place() {
             "outside its domain",
         ),
     ];
+    // the data's axes may give the channel's binning as edges rather than min/max/nbins
+    let edges = json!({"name": "obs_x_channel1", "edges": [0.0, 1.0, 2.0]});
+    assert!(open(&with(&doc, "/data/1/axes/0", edges)).is_ok());
+    let other = json!({"name": "obs_x_channel1", "edges": [0.0, 0.5, 2.0]});
+    let more = more.into_iter().chain([(
+        with(&doc, "/data/1/axes/0", other),
+        "bin edges other than the channel's",
+    )]);
     for (bad, says) in cases.into_iter().chain(more) {
         let e = open(&bad)
             .err()
