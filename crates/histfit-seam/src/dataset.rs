@@ -140,15 +140,7 @@ impl Dataset {
                 AuxTerm::Poisson => constant += libm::lgamma(a + 1.0) + saturated(a),
             }
         }
-        Ok(Dataset {
-            main,
-            aux,
-            constant,
-            resident: None,
-            empty_bin_wall: crate::EMPTY_BIN_WALL,
-            device_has_empty: false,
-            events: None,
-        })
+        Ok(Dataset::raw(main, aux, constant))
     }
 
     /// A dataset whose main counts a device evaluator keeps in its own memory under `key` (an
