@@ -23,6 +23,12 @@ Run: python scripts/make_hs3_histfactory.py [NAME ...]   (a venv with `pip insta
          exports it, and OUT.roofit.json with RooFit's -ln L at two points (no fit: for large
          models; tests/fixtures/hs3/histfactory/tHu.json.gz is `--export
          tests/fixtures/workspace_tHu.json tests/fixtures/hs3/histfactory/tHu` and `gzip -9`)
+     python scripts/make_hs3_histfactory.py --mixed   mixed.json: the lumi_free measurement's two
+         HistFactory channels and an event-level channel (extended Gaussian + exponential in
+         `mass` whose signal yield is 20·SigXsecOverSM·Lumi and whose background yield moves with
+         alpha_coupled_overall as a 10 % normsys would, linearly) in one RooSimultaneous, exported
+         by ROOT, with RooFit's numbers as for the others (one likelihood: binned and unbinned
+         channels sharing the POI, the luminosity and a nuisance parameter)
 """
 import json
 import os
@@ -197,10 +203,16 @@ def minimum(nll, params):
 
 def reference(w, fit=True):
     """RooFit's numbers on workspace `w` (the fit only where `fit`)."""
-    mc = w.obj("ModelConfig")
+    return reference_of(w, "ModelConfig", "obsData", fit)
+
+
+def reference_of(w, config, dataset, fit=True):
+    """RooFit's numbers on model configuration `config` of workspace `w` and its dataset
+    `dataset` (the fit only where `fit`)."""
+    mc = w.obj(config)
     for g in mc.GetGlobalObservables():
         g.setRange(-1e3, 1e3)
-    pdf, data = mc.GetPdf(), w.data("obsData")
+    pdf, data = mc.GetPdf(), w.data(dataset)
     glob = mc.GetGlobalObservables()
     opts = [RF.GlobalObservables(glob), RF.EvalBackend("cpu")]
     nll = pdf.createNLL(data, *opts)
@@ -234,7 +246,7 @@ def reference(w, fit=True):
         p.setVal(init[p.GetName()])
     return {
         "root_version": ROOT.gROOT.GetVersion(),
-        "data": "obsData",
+        "data": dataset,
         "free_parameters": [p.GetName() for p in params],
         "initial": init,
         "nll_initial": nll_init,
@@ -293,8 +305,95 @@ def export(workspace, out):
           f"{ref['nll_second'] - ref['nll_initial']!r} between the two points")
 
 
+def mixed():
+    """The lumi_free measurement plus an event-level channel, in one RooSimultaneous."""
+    import numpy as np
+
+    goldens = json.load(open(GOLDENS))
+    ws = json.loads(json.dumps(goldens[MODELS["lumi_free"]]["workspace"]))
+    for p in ws["measurements"][0]["config"]["parameters"]:
+        p.update(TWEAKS["lumi_free"].get(p["name"], {}))
+    w = build(ws)
+    mc = w.obj("ModelConfig")
+    sim = w.pdf("simPdf")
+    cat = w.cat("channelCat")
+    mass = ROOT.RooRealVar("mass", "mass", 100.0, 150.0)
+    w.factory("Gaussian::sig_mass(mass[100,150], mean[125, 120, 130], width[2.5, 0.5, 10])")
+    w.factory("Exponential::bkg_mass(mass, slope[-0.03, -1, 1])")
+    w.factory("expr::nsig('20*SigXsecOverSM*Lumi', SigXsecOverSM, Lumi)")
+    w.factory("expr::nbkg('nbkg0*(1 + 0.1*alpha_coupled_overall)', nbkg0[300, 0, 2000], alpha_coupled_overall)")
+    w.factory("SUM::model_events(nsig*sig_mass, nbkg*bkg_mass)")
+    mass = w.var("mass")
+    # the events: 20 signal and 300 background drawn with NumPy (seed 1) inside [100, 150]
+    rng = np.random.default_rng(1)
+    sig = rng.normal(125.0, 2.5, 40)
+    bkg = 100.0 + rng.exponential(1 / 0.03, 2000)
+    x = np.concatenate([sig[(sig > 100) & (sig < 150)][:20], bkg[bkg < 150][:300]])
+    events = ROOT.RooDataSet("events", "events", ROOT.RooArgSet(mass))
+    for v in x:
+        mass.setVal(float(v))
+        events.add(ROOT.RooArgSet(mass))
+    KEEP.append(events)
+    allcat = ROOT.RooCategory("allCat", "allCat")
+    labels = [s.first for s in cat]
+    for l in labels + ["events"]:
+        allcat.defineType(l)
+    pdfs = {l: sim.getPdf(l) for l in labels}
+    pdfs["events"] = w.pdf("model_events")
+    cmap = ROOT.std.map("std::string, RooAbsPdf*")()
+    for k, v in pdfs.items():
+        cmap[k] = v
+    combined = ROOT.RooSimultaneous("combPdf", "combPdf", cmap, allcat)
+    KEEP.append(combined)
+    obs = w.data("obsData")
+    weight = ROOT.RooRealVar("weightVar", "weightVar", 1.0)
+    parts = ROOT.std.map("std::string, RooDataSet*")()
+    keep = ROOT.RooArgSet(obs.get())
+    keep.remove(cat, True, True)
+    for l in labels:
+        d = obs.reduce(RF.SelectVars(keep), RF.Cut(f"channelCat==channelCat::{l}"))
+        KEEP.append(d)
+        parts[l] = d
+    wev = ROOT.RooDataSet("events_w", "events_w", ROOT.RooArgSet(mass, weight), RF.WeightVar(weight))
+    for v in x:
+        mass.setVal(float(v))
+        wev.add(ROOT.RooArgSet(mass), 1.0)
+    KEEP.append(wev)
+    parts["events"] = wev
+    vars_ = ROOT.RooArgSet(keep)
+    vars_.add(mass)
+    vars_.add(weight)
+    data = ROOT.RooDataSet("obsData_all", "obsData_all", vars_, RF.Index(allcat), RF.Import(parts), RF.WeightVar(weight))
+    KEEP.append(data)
+    w.Import(combined, RF.RecycleConflictNodes(), RF.Silence())
+    w.Import(data, RF.Silence())
+    m2 = ROOT.RooStats.ModelConfig("ModelConfigAll", w)
+    m2.SetPdf("combPdf")
+    m2.SetParametersOfInterest(mc.GetParametersOfInterest())
+    nps = ROOT.RooArgSet(mc.GetNuisanceParameters())
+    for n in ("mean", "width", "slope", "nbkg0"):
+        nps.add(w.var(n))
+    m2.SetNuisanceParameters(nps)
+    m2.SetGlobalObservables(mc.GetGlobalObservables())
+    m2.SetObservables(ROOT.RooArgSet(mc.GetObservables(), ROOT.RooArgSet(mass, allcat)))
+    w.Import(m2)
+    text = ROOT.RooJSONFactoryWSTool(w).exportJSONtoString()
+    path = os.path.join(OUT, "mixed.json")
+    with open(path, "w") as f:
+        f.write(text)
+    ref = reference_of(w, "ModelConfigAll", "obsData_all")
+    ref["configuration"] = "lumi_free + an extended Gaussian + exponential channel in mass"
+    ref["events"] = len(x)
+    with open(os.path.join(OUT, "mixed.roofit.json"), "w") as f:
+        json.dump(ref, f, indent=1)
+    print(f"mixed: valid {ref['fit']['valid']}, minNll {ref['fit']['minNll']:.6f}, "
+          + ", ".join(f"{k} = {v['value']:.4f} ± {v['error']:.4f}" for k, v in ref["fit"]["parameters"].items()))
+
+
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--export"]:
+    if sys.argv[1:2] == ["--mixed"]:
+        mixed()
+    elif sys.argv[1:2] == ["--export"]:
         export(sys.argv[2], sys.argv[3])
     else:
         main(sys.argv[1:] or list(MODELS))

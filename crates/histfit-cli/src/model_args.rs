@@ -207,11 +207,8 @@ impl ModelArgs {
     fn prepare_fit_for(&self, fit: &FitArgs, ensembles: bool) -> Result<Prepared> {
         let (model, source, observed, mut eval) = self.prepare(ensembles)?;
         let mut options = fit.options(histfit_compute::Evaluator::space(&eval))?;
-        if let Likelihood::Events(_) = model {
-            // One start, as RooFit and iminuit fit event-level models: the further starts of the
-            // basin search are for HistFactory's multimodal likelihoods (`--starts N` asks).
-            options.starts = histfit_infer::Starts::Count(0);
-        }
+        // The kind's default; commands with `--starts N` replace it.
+        options.starts = model.default_starts();
         let data = fit.data(&mut eval, observed, &options)?;
         Ok((model, source, data, eval, options))
     }

@@ -1428,3 +1428,46 @@ fn root_exported_histfactory_workspaces_open_as_binned_models() {
         assert!(e.contains(says), "{args:?}: {e}");
     }
 }
+
+/// A likelihood of binned and event-level channels (ROOT's export of a RooSimultaneous of two
+/// HistFactory channels and a Gaussian + exponential one): the commands fit it whole, tables of
+/// its binned channels come from the whole fit, plots of its event-level channel too.
+#[test]
+fn mixed_likelihoods_run_every_command() {
+    let f = fixture("hs3/histfactory/mixed.json");
+    let a = ["--analysis", "combPdf_obsData_all"];
+    let want: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("hs3/histfactory/mixed.roofit.json")).unwrap(),
+    )
+    .unwrap();
+    let fit = run_json(&[&["fit", &f, "--json"][..], &a].concat());
+    assert_eq!(fit["poi"], "SigXsecOverSM");
+    assert_eq!(
+        fit["binned"]["channels"],
+        serde_json::json!(["channel1", "channel2"])
+    );
+    assert_eq!(fit["likelihood"][0]["distribution"], "model_events");
+    for p in fit["parameters"].as_array().unwrap() {
+        let name = p["name"].as_str().unwrap();
+        let r = &want["fit"]["parameters"][name];
+        let (v, e) = (r["value"].as_f64().unwrap(), r["error"].as_f64().unwrap());
+        assert!(
+            (p["value"].as_f64().unwrap() - v).abs() <= 0.01 * e,
+            "{name}: {p} against RooFit's {r}"
+        );
+    }
+    let scan = run_json(&[&["scan", &f, "--points", "3", "--json"][..], &a].concat());
+    assert_eq!(scan["points"].as_array().map(Vec::len), Some(3), "{scan}");
+    let limit = run_json(&[&["limit", &f, "--json"][..], &a].concat());
+    assert!(limit["obs"].as_f64().unwrap() > 0.8, "{limit}");
+    let toys = run_json(&[&["toys", &f, "--n-toys", "8", "--json"][..], &a].concat());
+    assert_eq!(toys["summary"]["converged"], 8, "{toys}");
+    let yields = run_json(&[&["yields", &f, "--postfit", "--json"][..], &a].concat());
+    assert_eq!(yields["channels"].as_array().map(Vec::len), Some(2));
+    let d = run_json(&[&["distributions", &f, "--bins", "10", "--json"][..], &a].concat());
+    assert_eq!(d["channels"][0]["name"], "model_events", "{d}");
+    assert_eq!(
+        d["par_names"].as_array().map(Vec::len),
+        fit["parameters"].as_array().map(Vec::len)
+    );
+}

@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 pub mod host;
 pub mod likelihood;
+pub mod mixed;
 pub use histfit_wgpu::skip_display_probe;
 pub use host::HostEval;
 pub use likelihood::{Likelihood, OpenError};

@@ -3,9 +3,10 @@
 //! its parameter space, its observed data, the header of result documents, and an evaluator on
 //! a device — the same calls for every kind.
 
+use crate::mixed::Mixed;
 use crate::{AnyEval, Device, DeviceError, HostEval};
 use histfit_compute::HistFactoryData;
-use histfit_compute::{Dataset, ParameterSpace};
+use histfit_compute::{Dataset, Evaluator, ParameterSpace};
 use histfit_model::Model;
 use histfit_unbinned::UnbinnedModel;
 use serde_json::{json, Map, Value};
@@ -18,6 +19,8 @@ pub enum Likelihood {
     HistFactory(Arc<Model>),
     /// An event-level model (HS3).
     Events(Arc<UnbinnedModel>),
+    /// Binned and event-level channels in one likelihood (HS3).
+    Mixed(Arc<Mixed>),
 }
 
 /// Why a document could not be opened.
@@ -25,8 +28,10 @@ pub enum Likelihood {
 pub enum OpenError {
     #[error("{0}")]
     Hs3(#[from] histfit_unbinned::Hs3Error),
-    #[error("{what} needs a binned (HistFactory) model; this is an event-level model")]
-    NotBinned { what: String },
+    #[error("{what} needs a binned (HistFactory) model; this is {kind}")]
+    NotBinned { what: String, kind: &'static str },
+    #[error("{0}")]
+    Mixed(String),
 }
 
 impl Likelihood {
@@ -37,15 +42,21 @@ impl Likelihood {
         doc: &Value,
         choice: &histfit_unbinned::Choice,
     ) -> Result<Likelihood, OpenError> {
-        match Likelihood::binned_from_hs3(doc, choice)? {
-            Some(binned) => Ok(binned),
-            None => Ok(Likelihood::Events(Arc::new(histfit_unbinned::open(
-                doc, choice,
-            )?))),
-        }
+        use histfit_unbinned::hs3_histfactory::{open_document, Opened};
+        Ok(match open_document(doc, choice)? {
+            Opened::Binned(m) => Likelihood::HistFactory(Arc::new(m)),
+            Opened::Events(m) => Likelihood::Events(Arc::new(m)),
+            Opened::Mixed {
+                binned,
+                events,
+                poi,
+            } => Likelihood::Mixed(Arc::new(
+                Mixed::new(Arc::new(binned), events, poi.as_deref()).map_err(OpenError::Mixed)?,
+            )),
+        })
     }
 
-    /// The binned model of an HS3 document's likelihood where its distributions are
+    /// The binned model of an HS3 document's likelihood where its distributions are all
     /// `histfactory_dist` channels; `None` (nothing opened, no event read) where they are not.
     pub fn binned_from_hs3(
         doc: &Value,
@@ -90,6 +101,7 @@ impl Likelihood {
                 Arc::make_mut(m).poi = poi
             }
             Likelihood::Events(m) => Arc::make_mut(m).space.poi = poi,
+            Likelihood::Mixed(m) => Arc::make_mut(m).set_poi(poi),
         }
         Ok(())
     }
@@ -98,6 +110,7 @@ impl Likelihood {
         match self {
             Likelihood::HistFactory(m) => histfit_compute::histfactory::parameter_space(m),
             Likelihood::Events(m) => m.space.clone(),
+            Likelihood::Mixed(m) => m.space().clone(),
         }
     }
 
@@ -106,6 +119,7 @@ impl Likelihood {
         match self {
             Likelihood::HistFactory(m) => Dataset::observed(m),
             Likelihood::Events(m) => m.observed_dataset(),
+            Likelihood::Mixed(m) => m.observed(),
         }
     }
 
@@ -114,6 +128,25 @@ impl Likelihood {
         match self {
             Likelihood::HistFactory(m) => m.warnings.clone(),
             Likelihood::Events(m) => m.notes.clone(),
+            Likelihood::Mixed(m) => {
+                let mut notes = m.binned_model().warnings.clone();
+                for n in &m.events_model().notes {
+                    if !notes.contains(n) {
+                        notes.push(n.clone());
+                    }
+                }
+                notes
+            }
+        }
+    }
+
+    /// How many starts a fit makes unless asked: the basin search where there are binned
+    /// HistFactory channels (their likelihoods are often multimodal), one start for an
+    /// event-level model (as RooFit and iminuit fit them; `--starts N` asks for more).
+    pub fn default_starts(&self) -> histfit_infer::Starts {
+        match self {
+            Likelihood::HistFactory(_) | Likelihood::Mixed(_) => histfit_infer::Starts::Auto,
+            Likelihood::Events(_) => histfit_infer::Starts::Count(0),
         }
     }
 
@@ -121,7 +154,14 @@ impl Likelihood {
     pub fn binned(&self, what: &str) -> Result<&Arc<Model>, OpenError> {
         match self {
             Likelihood::HistFactory(m) => Ok(m),
-            Likelihood::Events(_) => Err(OpenError::NotBinned { what: what.into() }),
+            Likelihood::Events(_) => Err(OpenError::NotBinned {
+                what: what.into(),
+                kind: "an event-level model",
+            }),
+            Likelihood::Mixed(_) => Err(OpenError::NotBinned {
+                what: what.into(),
+                kind: "a likelihood with event-level channels as well as binned ones",
+            }),
         }
     }
 
@@ -137,9 +177,22 @@ impl Likelihood {
             Likelihood::Events(m) => json!({
                 "model": source,
                 "format": "hs3",
-                "likelihood": m.channels.iter().map(|c| json!({"distribution": c.name, "data": c.data, "extended": c.extended})).collect::<Vec<_>>(),
+                "likelihood": event_channels(m),
                 "poi": m.space.poi_name(),
             }),
+            Likelihood::Mixed(m) => {
+                let b = m.binned_model();
+                json!({
+                    "model": source,
+                    "format": "hs3",
+                    "binned": {
+                        "channels": b.channels.iter().map(|c| c.name.clone()).collect::<Vec<_>>(),
+                        "interpolation": {"normsys": b.settings.normsys.name(), "histosys": b.settings.histosys.name()},
+                    },
+                    "likelihood": event_channels(m.events_model()),
+                    "poi": m.space().poi_name(),
+                })
+            }
         };
         match v {
             Value::Object(o) => o,
@@ -154,14 +207,28 @@ impl Likelihood {
                 true => AnyEval::for_ensembles(m.clone(), device),
                 false => AnyEval::new(m.clone(), device),
             },
-            Likelihood::Events(m) => match device {
-                Device::Cpu => Ok(AnyEval::Host(HostEval::new((**m).clone()))),
-                other => Err(DeviceError::Unsupported(format!(
-                    "event-level models run on the CPU so far, not on {other}"
-                ))),
-            },
+            Likelihood::Events(m) => on_host(device, || HostEval::new((**m).clone())),
+            Likelihood::Mixed(m) => on_host(device, || HostEval::new((**m).clone())),
         }
     }
+}
+
+/// A host evaluator where the device is the CPU; an error naming the device otherwise.
+fn on_host(device: Device, make: impl FnOnce() -> HostEval) -> Result<AnyEval, DeviceError> {
+    match device {
+        Device::Cpu => Ok(AnyEval::Host(make())),
+        other => Err(DeviceError::Unsupported(format!(
+            "event-level models run on the CPU so far, not on {other}"
+        ))),
+    }
+}
+
+/// The event-level channels of a result document's header.
+fn event_channels(m: &UnbinnedModel) -> Vec<Value> {
+    m.channels
+        .iter()
+        .map(|c| json!({"distribution": c.name, "data": c.data, "extended": c.extended}))
+        .collect()
 }
 
 /// Top-level keys of a JSON object, its values skipped unparsed.

@@ -48,64 +48,190 @@ fn point(l: &Likelihood, values: &Value) -> Vec<f64> {
 fn root_exported_histfactory_workspaces_agree_with_roofit() {
     for name in FIXTURES {
         let doc = read(&format!("{name}.json"));
-        let want = read(&format!("{name}.roofit.json"));
         let l = open(&doc).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(
             matches!(l, Likelihood::HistFactory(_)),
             "{name}: a binned model"
         );
-        let space = l.space();
-        let free: Vec<&str> = (0..space.names.len())
-            .filter(|&k| !space.fixed[k])
-            .map(|k| space.names[k].as_str())
-            .collect();
-        let mut want_free: Vec<&str> = want["free_parameters"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_str().unwrap())
-            .collect();
-        want_free.sort();
-        let mut got = free.clone();
-        got.sort();
+        agrees_with_roofit(name, &l);
+    }
+}
+
+/// A HistFactory workspace with an event-level channel (an extended Gaussian + exponential
+/// whose yields share the POI, the luminosity and a normsys's α with the binned channels), as
+/// ROOT exports their `RooSimultaneous`: one likelihood, against RooFit's.
+#[test]
+fn binned_and_event_level_channels_in_one_likelihood_agree_with_roofit() {
+    let doc = read("mixed.json");
+    // three analyses (ROOT's pair of the HistFactory workspace and the combined one): the
+    // document says which to choose
+    let e = open(&doc).unwrap_err().to_string();
+    assert!(
+        e.contains("--analysis") && e.contains("combPdf_obsData_all"),
+        "{e}"
+    );
+    let l = Likelihood::from_hs3(&doc, &combined()).unwrap();
+    let Likelihood::Mixed(m) = &l else {
+        panic!("a mixed likelihood")
+    };
+    assert_eq!(m.binned_model().channels.len(), 2);
+    assert_eq!(m.events_model().channels.len(), 1);
+    assert_eq!(l.space().poi_name(), Some("SigXsecOverSM"));
+    // parameters of both parts appear once
+    for shared in ["SigXsecOverSM", "Lumi", "alpha_coupled_overall"] {
         assert_eq!(
-            got, want_free,
-            "{name}: the free parameters, by ROOT's names"
+            l.space().names.iter().filter(|n| *n == shared).count(),
+            1,
+            "{shared}"
         );
-        let data = l.observed();
-        let mut e = l.evaluator(Device::Cpu, false).unwrap();
-        let at = |e: &mut histfit_device::AnyEval, v: &Value| e.nll(&point(&l, v), &data).unwrap();
-        let a = at(&mut e, &want["initial"]);
-        // a point near the start, and one 1.5 units out where the interpolations extrapolate;
-        // RooFit holds a staterror's relative width in single precision (its domain ends at
-        // 1 + 5σ = 1.2500000037 for σ = 0.05), which the far point's (γ − 1)²/2σ² shows at 1e-7
-        for (other, of_move) in [("second", 0.0), ("third", 1e-7)] {
-            let b = at(&mut e, &want[other]);
-            let delta = want[format!("nll_{other}")].as_f64().unwrap()
-                - want["nll_initial"].as_f64().unwrap();
+    }
+    agrees_with_roofit("mixed", &l);
+    // the whole likelihood's gradient against central differences of −ln L
+    let data = l.observed();
+    let mut e = l.evaluator(Device::Cpu, false).unwrap();
+    let want = read("mixed.roofit.json");
+    let x = point(&l, &want["second"]);
+    let mut g = vec![0.0; x.len()];
+    e.nll_grad(&x, &data, &mut g).unwrap();
+    for k in 0..x.len() {
+        let h = 1e-5 * x[k].abs().max(1e-2);
+        let (mut up, mut dn) = (x.clone(), x.clone());
+        up[k] += h;
+        dn[k] -= h;
+        let fd = (e.nll(&up, &data).unwrap() - e.nll(&dn, &data).unwrap()) / (2.0 * h);
+        assert!(
+            (g[k] - fd).abs() <= 1e-5 * fd.abs().max(1.0),
+            "∂/∂{}: {} against {fd}",
+            l.space().names[k],
+            g[k]
+        );
+    }
+}
+
+/// The mixed likelihood's toys: the binned part's counts and auxiliary data are the binned
+/// model's own toy, the events the event-level model's with its streams past the binned ones';
+/// the same toy on every call; the Asimov dataset's fit returns the generating point.
+#[test]
+fn mixed_likelihood_toys_and_asimov_data() {
+    let l = Likelihood::from_hs3(&read("mixed.json"), &combined()).unwrap();
+    let Likelihood::Mixed(m) = &l else {
+        panic!("a mixed likelihood")
+    };
+    let mut e = l.evaluator(Device::Cpu, false).unwrap();
+    let p = l.space().init.clone();
+    let toys = e.toys(&p, 7, 3..5).unwrap();
+    assert_eq!(
+        toys,
+        e.toys(&p, 7, 3..5).unwrap(),
+        "a toy is a pure function of (seed, index)"
+    );
+    let binned = Likelihood::HistFactory(m.binned_model().clone());
+    let mut b = binned.evaluator(Device::Cpu, false).unwrap();
+    let pb: Vec<f64> = binned
+        .space()
+        .names
+        .iter()
+        .map(|n| p[l.space().index(n).unwrap()])
+        .collect();
+    let own = b.toys(&pb, 7, 3..5).unwrap();
+    let mut events = m.events_model().clone();
+    assert_eq!(events.toy_stream_base, histfit_device::mixed::EVENT_STREAMS);
+    for (t, (toy, own)) in toys.iter().zip(&own).enumerate() {
+        assert_eq!(toy.main, own.main);
+        assert_eq!(toy.aux[..own.aux.len()], own.aux[..]);
+        let want = events.toy(&m.events_params(&p), 7, 3 + t as u64).unwrap();
+        assert_eq!(toy.events, want.events);
+        assert_eq!(toy.aux[own.aux.len()..], want.aux[..]);
+        // and the events are not the ones streams 0 and 1 would give
+        events.toy_stream_base = 0;
+        let clash = events.toy(&m.events_params(&p), 7, 3 + t as u64).unwrap();
+        events.toy_stream_base = histfit_device::mixed::EVENT_STREAMS;
+        assert_ne!(toy.events, clash.events);
+        let r = histfit_infer::fit(&mut e, toy, &Default::default()).unwrap();
+        assert!(r.converged, "toy {t}: {}", r.reason);
+    }
+    // the Asimov dataset at a point away from the start is fitted back to it
+    let mut at = p.clone();
+    at[l.space().index("SigXsecOverSM").unwrap()] = 1.5;
+    at[l.space().index("nbkg0").unwrap()] = 280.0;
+    let asimov = e.asimov(&at).unwrap();
+    let r = histfit_infer::fit(&mut e, &asimov, &Default::default()).unwrap();
+    assert!(r.converged, "{}", r.reason);
+    for (k, name) in l.space().names.iter().enumerate() {
+        if !l.space().fixed[k] {
             assert!(
-                ((b - a) - delta).abs() <= 1e-9 * a.abs().max(1.0) + of_move * delta.abs(),
-                "{name}: −ln L moves by {} to the {other} point, RooFit's by {delta}",
-                b - a
+                (r.bestfit[k] - at[k]).abs() <= 2e-3 * at[k].abs().max(1.0),
+                "{name}: {} from the Asimov data of {}",
+                r.bestfit[k],
+                at[k]
             );
         }
-        let options = histfit_infer::FitOptions {
-            uncertainties: true,
-            ..Default::default()
-        };
-        let r = histfit_infer::fit(&mut e, &data, &options).unwrap();
-        assert!(r.converged, "{name}: {}", r.reason);
-        let min = want["fit"]["minNll"].as_f64().unwrap() - want["nll_initial"].as_f64().unwrap();
-        assert!(
-            0.5 * r.twice_nll - a <= min + 1e-6,
-            "{name}: histfit's minimum {} above the reference's {min} (both from the initial point)",
-            0.5 * r.twice_nll - a
-        );
-        let errors = r.uncertainties.as_ref().unwrap();
-        let params = histfit_testutil::reference_params(&want["fit"]["parameters"]);
-        let index = |n: &str| space.index(n).unwrap();
-        histfit_testutil::assert_fit_near(name, &params, index, &r.bestfit, errors);
     }
+}
+
+/// The combined analysis of `mixed.json`.
+fn combined() -> Choice {
+    Choice {
+        analysis: Some("combPdf_obsData_all".into()),
+        ..Choice::default()
+    }
+}
+
+/// −ln L differences between RooFit's points, the fit's minimum, parameters and Hesse errors
+/// against `NAME.roofit.json`.
+fn agrees_with_roofit(name: &str, l: &Likelihood) {
+    let want = read(&format!("{name}.roofit.json"));
+    let space = l.space();
+    let free: Vec<&str> = (0..space.names.len())
+        .filter(|&k| !space.fixed[k])
+        .map(|k| space.names[k].as_str())
+        .collect();
+    let mut want_free: Vec<&str> = want["free_parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    want_free.sort();
+    let mut got = free.clone();
+    got.sort();
+    assert_eq!(
+        got, want_free,
+        "{name}: the free parameters, by ROOT's names"
+    );
+    let data = l.observed();
+    let mut e = l.evaluator(Device::Cpu, false).unwrap();
+    let at = |e: &mut histfit_device::AnyEval, v: &Value| e.nll(&point(l, v), &data).unwrap();
+    let a = at(&mut e, &want["initial"]);
+    // a point near the start, and one 1.5 units out where the interpolations extrapolate;
+    // RooFit holds a staterror's relative width in single precision (its domain ends at
+    // 1 + 5σ = 1.2500000037 for σ = 0.05), which the far point's (γ − 1)²/2σ² shows at 1e-7
+    for (other, of_move) in [("second", 0.0), ("third", 1e-7)] {
+        let b = at(&mut e, &want[other]);
+        let delta =
+            want[format!("nll_{other}")].as_f64().unwrap() - want["nll_initial"].as_f64().unwrap();
+        assert!(
+            ((b - a) - delta).abs() <= 1e-9 * a.abs().max(1.0) + of_move * delta.abs(),
+            "{name}: −ln L moves by {} to the {other} point, RooFit's by {delta}",
+            b - a
+        );
+    }
+    let options = histfit_infer::FitOptions {
+        uncertainties: true,
+        ..Default::default()
+    };
+    let r = histfit_infer::fit(&mut e, &data, &options).unwrap();
+    assert!(r.converged, "{name}: {}", r.reason);
+    let min = want["fit"]["minNll"].as_f64().unwrap() - want["nll_initial"].as_f64().unwrap();
+    assert!(
+        0.5 * r.twice_nll - a <= min + 1e-6,
+        "{name}: histfit's minimum {} above the reference's {min} (both from the initial point)",
+        0.5 * r.twice_nll - a
+    );
+    let errors = r.uncertainties.as_ref().unwrap();
+    let params = histfit_testutil::reference_params(&want["fit"]["parameters"]);
+    let index = |n: &str| space.index(n).unwrap();
+    histfit_testutil::assert_fit_near(name, &params, index, &r.bestfit, errors);
 }
 
 #[test]
@@ -263,7 +389,23 @@ fn bad_histfactory_documents_are_refused_with_their_place() {
         l["data"].as_array_mut().unwrap().push(first);
     }
     let e = open(&mixed).err().unwrap();
-    assert!(e.to_string().contains("not supported yet"), "{e}");
+    assert!(e.to_string().contains("only unbinned data"), "{e}");
+    // a mixed likelihood constraining a binned modifier's parameter a second time
+    let mut twice = read("mixed.json");
+    twice["distributions"].as_array_mut().unwrap().push(
+        json!({"type": "gaussian_dist", "name": "again", "x": "nom_alpha_coupled_overall", "mean": "alpha_coupled_overall", "sigma": 0.5}),
+    );
+    for l in twice["likelihoods"].as_array_mut().unwrap() {
+        if l["name"] == "combPdf_obsData_all" {
+            l["aux_distributions"] = json!(["again"]);
+        }
+    }
+    let e = Likelihood::from_hs3(&twice, &combined()).err().unwrap();
+    assert!(
+        e.to_string()
+            .contains("\"alpha_coupled_overall\": constrained by the binned"),
+        "{e}"
+    );
 }
 
 /// A real analysis' likelihood (tHu: 11 channels, 121 samples, 184 parameters) as ROOT exports

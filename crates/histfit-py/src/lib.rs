@@ -737,11 +737,18 @@ impl NativeEvents {
             .unwrap_or_else(|| self.likelihood.observed())
     }
 
+    /// The event-level model (of a mixed likelihood: its event-level part).
     fn model(&self) -> &histfit_unbinned::UnbinnedModel {
         match &self.likelihood {
             Likelihood::Events(m) => m,
+            Likelihood::Mixed(m) => m.events_model(),
             Likelihood::HistFactory(_) => unreachable!("NativeEvents holds an event-level model"),
         }
+    }
+
+    /// The parameters of the whole likelihood.
+    fn space(&self) -> ParameterSpace {
+        self.likelihood.space()
     }
 
     fn with_cpu<T>(&self, f: impl FnOnce(&mut AnyEval) -> T) -> PyResult<T> {
@@ -786,7 +793,7 @@ fn open_hs3_binned(
     }
     match l {
         Likelihood::HistFactory(m) => Ok(Some(NativeModel::new(m))),
-        Likelihood::Events(_) => Ok(None),
+        Likelihood::Events(_) | Likelihood::Mixed(_) => Ok(None),
     }
 }
 
@@ -842,21 +849,21 @@ fn open_events(
         directory,
         events,
     };
-    let mut model =
-        histfit_unbinned::open(&doc, &choice).map_err(|e| bad(format!("{source}: {e}")))?;
+    // Event-level channels, or event-level and binned ones in one likelihood.
+    let mut likelihood =
+        Likelihood::from_hs3(&doc, &choice).map_err(|e| bad(format!("{source}: {e}")))?;
+    if let Likelihood::HistFactory(_) = likelihood {
+        return Err(bad(format!(
+            "{source}: a binned likelihood (histfactory_dist channels): open it as a binned model"
+        )));
+    }
     if let Some(poi) = poi {
-        model.space.poi = match poi.as_str() {
-            "none" => None,
-            name => Some(model.space.index(name).ok_or_else(|| {
-                bad(format!(
-                    "poi \"{name}\": not a parameter of the model ({})",
-                    model.space.names.join(", ")
-                ))
-            })?),
-        };
+        likelihood
+            .set_poi(&poi)
+            .map_err(|e| bad(format!("poi {e}")))?;
     }
     Ok(NativeEvents {
-        likelihood: Likelihood::Events(Arc::new(model)),
+        likelihood,
         cpu: Mutex::new(None),
         data: None,
     })
@@ -866,35 +873,35 @@ fn open_events(
 impl NativeEvents {
     #[getter]
     fn par_names(&self) -> Vec<String> {
-        self.model().space.names.clone()
+        self.space().names
     }
     #[getter]
     fn poi_index(&self) -> Option<usize> {
-        self.model().space.poi
+        self.space().poi
     }
     fn suggested_init<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f64>> {
-        self.model().space.init.clone().into_pyarray(py)
+        self.space().init.into_pyarray(py)
     }
     fn suggested_bounds(&self) -> Vec<(f64, f64)> {
-        self.model().space.bounds.clone()
+        self.space().bounds
     }
     fn fixed(&self) -> Vec<bool> {
-        self.model().space.fixed.clone()
+        self.space().fixed
     }
     /// Per parameter, the centre and width of a Gaussian constraint; none are reported for
     /// event-level models yet (their constraint terms are distributions of the document).
     fn constraints(&self) -> Vec<Option<(f64, f64)>> {
-        vec![None; self.model().space.names.len()]
+        vec![None; self.space().len()]
     }
     /// What the reader assumed or chose (the likelihood it picked, events dropped, …).
     fn notes(&self) -> Vec<String> {
-        self.model().notes.clone()
+        self.likelihood.notes()
     }
     /// The same model holding its Asimov dataset at `pars` (the expected events on a fine grid
     /// of each observable as weighted events, the global observables at their constraints'
     /// means): what its requests then fit.
     fn asimov(&self, py: Python<'_>, pars: PyReadonlyArray1<'_, f64>) -> PyResult<NativeEvents> {
-        let p = params_of(self.model().space.names.len(), &pars)?;
+        let p = params_of(self.space().len(), &pars)?;
         let data = py
             .detach(|| self.with_cpu(|ev| ev.asimov(&p)))?
             .map_err(compute_err)?;
@@ -943,7 +950,7 @@ impl NativeEvents {
         py: Python<'py>,
         pars: PyReadonlyArray1<'_, f64>,
     ) -> PyResult<(f64, Bound<'py, PyArray1<f64>>)> {
-        let space = &self.model().space;
+        let space = self.space();
         let p = params_of(space.names.len(), &pars)?;
         let d = self.observed();
         let (v, g) = py
@@ -1017,8 +1024,7 @@ impl AnyModel<'_> {
     }
 
     /// The fit options of a request (see [`fit_options_with_bounds`]), with the kind's default
-    /// starts: the basin search for HistFactory models, one start for event-level ones (as
-    /// RooFit and iminuit fit them, and as the CLI does).
+    /// starts ([`Likelihood::default_starts`], as the CLI's).
     fn fit_options(
         &self,
         init: Option<PyReadonlyArray1<'_, f64>>,
@@ -1031,10 +1037,7 @@ impl AnyModel<'_> {
     }
 
     fn default_starts(&self) -> Starts {
-        match self {
-            AnyModel::Binned(_) => Starts::Auto,
-            AnyModel::Events(_) => Starts::Count(0),
-        }
+        self.likelihood().default_starts()
     }
 
     /// The binned model, or an error naming what needed one.
@@ -1363,8 +1366,11 @@ fn distributions(
     init: Option<PyReadonlyArray1<'_, f64>>,
     bounds: Option<Vec<(f64, f64)>>,
 ) -> PyResult<String> {
-    let Likelihood::Events(events) = model.likelihood() else {
-        return Err(bad("distributions draws event-level models"));
+    let likelihood = model.likelihood();
+    let events = match &likelihood {
+        Likelihood::Events(m) => m.as_ref(),
+        Likelihood::Mixed(m) => m.events_model(),
+        Likelihood::HistFactory(_) => return Err(bad("distributions draws event-level models")),
     };
     if bins == 0 || bins > 100_000 {
         return Err(bad(format!("bins = {bins}: between 1 and 100 000")));
@@ -1375,11 +1381,15 @@ fn distributions(
     let e = py
         .detach(|| histfit_infer::parameter_estimate(&mut ev, &d, &o, !prefit))
         .map_err(infer_err)?;
+    let at = match &likelihood {
+        Likelihood::Mixed(m) => m.events_params(&e.params),
+        _ => e.params.clone(),
+    };
     let (channels, notes) =
-        histfit_unbinned::histogram::histograms(&events, &e.params, bins).map_err(bad)?;
+        histfit_unbinned::histogram::histograms(events, &at, bins).map_err(bad)?;
     let channels: Vec<serde_json::Value> = channels.iter().map(|c| c.document()).collect();
     to_json(&serde_json::json!({
-        "kind": "distributions", "postfit": !prefit, "par_names": events.space.names,
+        "kind": "distributions", "postfit": !prefit, "par_names": likelihood.space().names,
         "parameters": e.params, "channels": channels, "notes": notes,
     }))
 }

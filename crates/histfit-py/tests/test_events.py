@@ -183,6 +183,18 @@ def test_asimov_of_an_event_level_model():
     assert histfit.fit(m).twice_nll != pytest.approx(r.twice_nll)
 
 
+def fits_as_roofit(m, ref):
+    """The fit of `m`: converged, its parameters within 0.05 σ of RooFit's and Hesse errors
+    within 2 % (`ref`: a `*.roofit.json` of scripts/make_hs3_histfactory.py)."""
+    r = histfit.fit(m)
+    assert r.converged
+    for name, p in ref["fit"]["parameters"].items():
+        k = m.par_names.index(name)
+        assert abs(r.bestfit[k] - p["value"]) <= 0.05 * p["error"], name
+        assert r.uncertainties[k] == pytest.approx(p["error"], rel=0.02), name
+    return r
+
+
 def test_root_exported_histfactory_workspace_opens_as_a_binned_model():
     """ROOT's HS3 export of a HistFactory workspace is a binned Model under ROOT's parameter
     names, fitted as RooFit fits it (scripts/make_hs3_histfactory.py)."""
@@ -193,13 +205,27 @@ def test_root_exported_histfactory_workspace_opens_as_a_binned_model():
     assert isinstance(m, histfit.Model)
     assert "gamma_stat_signalRegion_bin_0" in m.par_names
     assert m.par_names[m.poi_index] == "SigXsecOverSM"
-    r = histfit.fit(m)
-    assert r.converged
-    for name, p in ref["fit"]["parameters"].items():
-        k = m.par_names.index(name)
-        assert abs(r.bestfit[k] - p["value"]) <= 0.05 * p["error"], name
-        assert r.uncertainties[k] == pytest.approx(p["error"], rel=0.02), name
+    fits_as_roofit(m, ref)
     asimov = histfit.open(path, analysis="simPdf_asimovData")
     assert not np.array_equal(asimov._native.observed(), m._native.observed())
     with pytest.raises(histfit.HistfitError, match="binned"):
         histfit.open(path, events={"x": np.zeros(3)})
+
+
+def test_binned_and_event_level_channels_in_one_likelihood():
+    """ROOT's export of a RooSimultaneous of HistFactory channels and an extended Gaussian +
+    exponential channel opens as one likelihood, fitted as RooFit fits it; its plot draws the
+    event-level channel at the whole likelihood's fit."""
+    path = fixture("hs3/histfactory/mixed.json")
+    with open(fixture("hs3/histfactory/mixed.roofit.json")) as f:
+        ref = json.load(f)
+    with pytest.raises(histfit.HistfitError, match="--analysis"):
+        histfit.open(path)
+    m = histfit.open(path, analysis="combPdf_obsData_all")
+    assert isinstance(m, histfit.EventModel)
+    assert m.par_names[m.poi_index] == "SigXsecOverSM"
+    assert {"Lumi", "alpha_coupled_overall", "nbkg0", "width"} <= set(m.par_names)
+    r = fits_as_roofit(m, ref)
+    d = histfit.distributions(m, bins=10)
+    assert [c["name"] for c in d["channels"]] == ["model_events"]
+    assert d["parameters"] == pytest.approx(list(r.bestfit), rel=1e-4, abs=1e-6)

@@ -201,6 +201,42 @@ impl Dataset {
         }
     }
 
+    /// The dataset one part of a mixed likelihood reads: these main counts (or none), the
+    /// auxiliary data `aux`, the events (or none) and the constant given; the empty-bin wall and
+    /// the device's view of the counts as they are.
+    pub fn part(
+        &self,
+        main: bool,
+        aux: std::ops::Range<usize>,
+        events: bool,
+        constant: f64,
+    ) -> Dataset {
+        Dataset {
+            main: if main { self.main.clone() } else { Vec::new() },
+            aux: self.aux[aux].to_vec(),
+            constant,
+            resident: if main { self.resident } else { None },
+            empty_bin_wall: self.empty_bin_wall,
+            device_has_empty: main && self.device_has_empty,
+            events: if events { self.events.clone() } else { None },
+        }
+    }
+
+    /// A mixed likelihood's dataset from its parts' (the inverse of [`Dataset::part`]): the
+    /// binned part's counts, both parts' auxiliary data (the binned part's first), the
+    /// event-level part's events, the constants summed.
+    pub fn joined(binned: Dataset, events: Dataset) -> Dataset {
+        let mut aux = binned.aux;
+        aux.extend_from_slice(&events.aux);
+        Dataset {
+            main: binned.main,
+            aux,
+            constant: binned.constant + events.constant,
+            events: events.events,
+            ..binned
+        }
+    }
+
     /// pyhf's flat layout.
     pub fn to_vec(&self) -> Vec<f64> {
         let mut v = self.main.clone();

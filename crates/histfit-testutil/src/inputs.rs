@@ -286,16 +286,9 @@ pub fn hs3_bytes(data: &[u8]) {
     };
     // Binned HistFactory channels: the translation, compiled and renamed as the document says
     // (or refused, naming the place), never a panic; the model evaluates as any workspace's.
-    match histfit_unbinned::hs3_histfactory::open_binned(&doc, &histfit_unbinned::Choice::default())
-    {
-        Err(e) => named(&e.place, &e.rule),
-        Ok(Some(model)) => {
-            binned_model(Arc::new(model));
-            return;
-        }
-        Ok(None) => {}
-    }
-    match histfit_unbinned::open(&doc, &histfit_unbinned::Choice::default()) {
+    // Event-level channels: −ln L and its gradient at the start. A mixed likelihood: both parts.
+    use histfit_unbinned::hs3_histfactory::{open_document, Opened};
+    let events = match open_document(&doc, &histfit_unbinned::Choice::default()) {
         Err(e) => {
             named(&e.place, &e.rule);
             assert!(
@@ -303,15 +296,21 @@ pub fn hs3_bytes(data: &[u8]) {
                 "an error without a place: {}",
                 e.rule
             );
+            return;
         }
-        Ok(mut m) => {
-            let data = m.observed_dataset();
-            let p = m.space.init.clone();
-            let mut g = vec![0.0; p.len()];
-            if let Ok(v) = m.nll_grad(&p, &data, &mut g) {
-                assert!(!v.is_nan(), "−ln L is NaN at the initial point");
-            }
+        Ok(Opened::Binned(model)) => return binned_model(Arc::new(model)),
+        Ok(Opened::Events(m)) => m,
+        Ok(Opened::Mixed { binned, events, .. }) => {
+            binned_model(Arc::new(binned));
+            events
         }
+    };
+    let mut m = events;
+    let data = m.observed_dataset();
+    let p = m.space.init.clone();
+    let mut g = vec![0.0; p.len()];
+    if let Ok(v) = m.nll_grad(&p, &data, &mut g) {
+        assert!(!v.is_nan(), "−ln L is NaN at the initial point");
     }
 }
 

@@ -177,6 +177,16 @@ pub const QUADRATURE_TOLERANCE: f64 = 1e-10;
 
 /// Opens the likelihood `choice` names in the HS3 document `doc`.
 pub fn open(doc: &Value, choice: &Choice) -> Result<UnbinnedModel> {
+    open_part(doc, choice, |p| p)
+}
+
+/// [`open`] with the plan edited first (the event-level part of a mixed likelihood: its
+/// event-level channels and the constraints the binned part does not hold).
+pub(crate) fn open_part(
+    doc: &Value,
+    choice: &Choice,
+    edit: impl FnOnce(Plan) -> Plan,
+) -> Result<UnbinnedModel> {
     let mut doc = Doc::index(doc)?;
     doc.directory = choice.directory.clone();
     doc.supplied = choice.events.clone();
@@ -193,7 +203,7 @@ pub fn open(doc: &Value, choice: &Choice) -> Result<UnbinnedModel> {
             ),
         ));
     }
-    let plan = doc.plan(choice)?;
+    let plan = edit(doc.plan(choice)?);
     if let Some((name, _)) = choice
         .events
         .iter()

@@ -56,6 +56,9 @@ pub struct BinnedDoc {
     pub sets: Vec<(String, String)>,
     /// What the reader assumed or chose, for the user to see.
     pub notes: Vec<String>,
+    /// The constraint distributions the modifiers name (`constraint_name`), which the binned
+    /// model's own constraint terms stand for.
+    pub constraints: Vec<String>,
 }
 
 /// One parameter: its pyhf name (`staterror_SR[3]` for a component of a per-bin set), its name
@@ -72,36 +75,46 @@ pub struct BinnedParameter {
     pub inert: bool,
 }
 
-/// The likelihood `choice` names as a pyhf workspace, where its distributions are
-/// `histfactory_dist`s; `None` where they are event-level ones.
+/// The likelihood `choice` names as a pyhf workspace, where its distributions are all
+/// `histfactory_dist`s; `None` where some or all are event-level ones ([`open_document`] opens
+/// every kind).
 pub fn histfactory(doc: &Value, choice: &Choice) -> Result<Option<BinnedDoc>> {
     let d = Doc::index(doc)?;
     let plan = d.plan(choice)?;
-    let is_binned = |name: &str| {
-        d.dists
-            .get(name)
-            .is_some_and(|(_, v)| v["type"] == "histfactory_dist")
-    };
-    let binned: Vec<&str> = plan
-        .pairs
+    if plan.pairs.iter().any(|(n, _)| !is_binned(&d, n)) {
+        return Ok(None);
+    }
+    translate(&d, &plan, doc)
+}
+
+/// Whether distribution `name` is a `histfactory_dist`.
+fn is_binned(d: &Doc, name: &str) -> bool {
+    d.dists
+        .get(name)
+        .is_some_and(|(_, v)| v["type"] == "histfactory_dist")
+}
+
+/// The plan's `histfactory_dist` channels.
+fn binned_channels<'p>(d: &Doc, plan: &'p crate::hs3::Plan) -> Vec<&'p str> {
+    plan.pairs
         .iter()
         .map(|(dist, _)| dist.as_str())
-        .filter(|n| is_binned(n))
-        .collect();
+        .filter(|n| is_binned(d, n))
+        .collect()
+}
+
+/// The plan's `histfactory_dist` channels as a pyhf workspace (`None` where it has none). In a
+/// plan that has event-level channels too, the POI is kept only where a modifier names it and
+/// the constraints no modifier names are left to the event-level part ([`BinnedDoc::constraints`]
+/// says which it took).
+fn translate(d: &Doc, plan: &crate::hs3::Plan, doc: &Value) -> Result<Option<BinnedDoc>> {
+    let binned = binned_channels(d, plan);
     if binned.is_empty() {
         return Ok(None);
     }
-    if let Some((other, _)) = plan.pairs.iter().find(|(n, _)| !is_binned(n)) {
-        return Err(err(
-            format!("distributions \"{other}\""),
-            format!(
-                "a likelihood with both binned histfactory_dist channels ({}) and event-level distributions is not supported yet",
-                binned.join(", ")
-            ),
-        ));
-    }
+    let mixed = binned.len() < plan.pairs.len();
     let mut t = Translation {
-        doc: &d,
+        doc: d,
         info: parameter_info(doc)?,
         channels: Vec::new(),
         observations: Vec::new(),
@@ -112,21 +125,73 @@ pub fn histfactory(doc: &Value, choice: &Choice) -> Result<Option<BinnedDoc>> {
         live: HashMap::new(),
         used_constraints: Vec::new(),
     };
-    for (dist, data) in &plan.pairs {
+    for (dist, data) in plan.pairs.iter().filter(|(n, _)| is_binned(d, n)) {
         t.channel(dist, data)?;
     }
-    if let Some(aux) = plan
+    let unused = plan
         .aux
         .iter()
-        .find(|a| !t.used_constraints.iter().any(|u| u == *a))
-    {
+        .find(|a| !t.used_constraints.iter().any(|u| u == *a));
+    if let (Some(aux), false) = (unused, mixed) {
         return Err(err(
             format!("likelihoods: aux_distributions \"{aux}\""),
             "a HistFactory likelihood's constraints are its modifiers' (constraint_name); this one belongs to none",
         ));
     }
-    t.finish(&plan.pois, plan.name.as_deref(), plan.notes)
+    t.finish(&plan.pois, mixed, plan.name.as_deref(), plan.notes.clone())
         .map(Some)
+}
+
+/// A likelihood opened from an HS3 document: binned HistFactory channels as histfit's binned
+/// model, event-level distributions as an event-level model, or both — a likelihood whose
+/// channels are of both kinds, as ROOT exports a `RooSimultaneous` of HistFactory channels and
+/// parametric ones. The two parts of a mixed likelihood share parameters by name; each
+/// constraint term is in exactly one of them (the binned part's own modifiers' constraints in
+/// the binned model, every other auxiliary distribution in the event-level one).
+#[derive(Debug, Clone)]
+// Made once per opened document and unpacked at once: the size difference does not matter.
+#[allow(clippy::large_enum_variant)]
+pub enum Opened {
+    Binned(histfit_model::Model),
+    Events(crate::UnbinnedModel),
+    Mixed {
+        binned: histfit_model::Model,
+        events: crate::UnbinnedModel,
+        /// The POI the document names (in either part).
+        poi: Option<String>,
+    },
+}
+
+/// Opens the likelihood `choice` names, whatever the kinds of its channels.
+pub fn open_document(doc: &Value, choice: &Choice) -> Result<Opened> {
+    let d = Doc::index(doc)?;
+    let plan = d.plan(choice)?;
+    let Some(binned) = translate(&d, &plan, doc)? else {
+        return crate::hs3::open(doc, choice).map(Opened::Events);
+    };
+    let model = binned_model(&binned)?;
+    if binned_channels(&d, &plan).len() == plan.pairs.len() {
+        return Ok(Opened::Binned(model));
+    }
+    let events = crate::hs3::open_part(doc, choice, |p| crate::hs3::Plan {
+        pairs: p
+            .pairs
+            .into_iter()
+            .filter(|(n, _)| !is_binned(&d, n))
+            .collect(),
+        aux: p
+            .aux
+            .into_iter()
+            .filter(|a| !binned.constraints.contains(a))
+            .collect(),
+        pois: Vec::new(),
+        ..p
+    })?;
+    Ok(Opened::Mixed {
+        binned: model,
+        events,
+        poi: plan.pois.first().cloned(),
+    })
 }
 
 /// The state of one translation: the document, and the workspace's parts as they are made.
@@ -659,7 +724,15 @@ impl Translation<'_> {
         }
     }
 
-    fn finish(self, pois: &[String], name: Option<&str>, notes: Vec<String>) -> Result<BinnedDoc> {
+    /// The workspace; `mixed`: the likelihood has event-level channels too, where a POI no
+    /// modifier names may be.
+    fn finish(
+        self,
+        pois: &[String],
+        mixed: bool,
+        name: Option<&str>,
+        notes: Vec<String>,
+    ) -> Result<BinnedDoc> {
         let measurement = name.unwrap_or("hs3").to_string();
         let config: Vec<Value> = self
             .lumi
@@ -677,7 +750,10 @@ impl Translation<'_> {
                 }
             }
         }
-        let poi = pois.first().cloned().unwrap_or_default();
+        let mut poi = pois.first().cloned().unwrap_or_default();
+        if mixed && !scalars.contains(&poi) {
+            poi.clear();
+        }
         if !poi.is_empty() && !scalars.contains(&poi) {
             return Err(err(
                 "analyses: parameters_of_interest",
@@ -730,13 +806,14 @@ impl Translation<'_> {
             parameters,
             sets,
             notes,
+            constraints: self.used_constraints,
         })
     }
 }
 
 /// The binned model of the likelihood `choice` names in an HS3 document, where its
-/// distributions are `histfactory_dist` channels; `None` (nothing opened, no event read) where
-/// they are not.
+/// distributions are all `histfactory_dist` channels; `None` (nothing opened, no event read)
+/// where they are not.
 pub fn open_binned(doc: &Value, choice: &Choice) -> Result<Option<histfit_model::Model>> {
     histfactory(doc, choice)?
         .map(|b| binned_model(&b))

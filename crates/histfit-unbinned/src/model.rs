@@ -109,6 +109,10 @@ pub struct UnbinnedModel {
     pub globals: Vec<GlobalObservable>,
     /// The multivariate normal constraints among them.
     pub correlated: Vec<Correlated>,
+    /// The first of the toy streams channels use (channel c: `base + 2c`, `base + 2c + 1`): 0,
+    /// or past the streams of a binned part sharing the toy's (seed, index) in a mixed
+    /// likelihood.
+    pub toy_stream_base: u32,
 }
 
 impl UnbinnedModel {
@@ -149,6 +153,7 @@ impl UnbinnedModel {
             notes,
             globals: Vec::new(),
             correlated: Vec::new(),
+            toy_stream_base: 0,
         }
     }
 
@@ -270,15 +275,17 @@ impl UnbinnedModel {
 
     /// Toy `toy` of `seed` at `params`: per channel, a Poisson count of mean ν where extended
     /// (else as many events as observed), drawn from the channel's density ([`crate::sample`]).
-    /// Channel c's count uses stream 2c of (seed, toy) and its events stream 2c + 1, so a toy
-    /// is a pure function of (model, params, seed, toy). The global observables of Gaussian
+    /// Channel c's count uses stream 2c of (seed, toy) and its events stream 2c + 1 (both past
+    /// [`UnbinnedModel::toy_stream_base`]), so a toy is a pure function of (model, params, seed,
+    /// toy). The global observables of Gaussian
     /// constraints are drawn too ([`GlobalObservable`]).
     pub fn toy(&self, params: &[f64], seed: u64, toy: u64) -> histfit_seam::Result<Dataset> {
         let mut tables = Vec::with_capacity(self.channels.len());
         for (c, ch) in self.channels.iter().enumerate() {
+            let stream_id = |k: usize| self.toy_stream_base + (2 * c + k) as u32;
             let n = if ch.extended {
                 let nu = self.graph.value(ch.yield_term, params, &[]);
-                ToyStream::new(seed, toy, 2 * c as u32).poisson(nu) as usize
+                ToyStream::new(seed, toy, stream_id(0)).poisson(nu) as usize
             } else {
                 self.observed.channels[c].len()
             };
@@ -293,7 +300,7 @@ impl UnbinnedModel {
                 })
                 .collect();
             let domains: Vec<(f64, f64)> = ch.observables.iter().map(|o| (o.lo, o.hi)).collect();
-            let stream = ToyStream::new(seed, toy, 2 * c as u32 + 1);
+            let stream = ToyStream::new(seed, toy, stream_id(1));
             let drawn = crate::sample::draw(&ch.program, params, &columns, &domains, n, &stream)
                 .map_err(|e| ComputeError::InvalidData {
                     place: format!("toy {toy} of channel \"{}\"", ch.name),

@@ -30,10 +30,12 @@ pub struct Args {
 
 pub fn run(a: Args) -> Result<ExitCode> {
     let (model, source, data, mut eval, base) = a.model.prepare_fit(&a.fit)?;
-    let Likelihood::Events(events) = &model else {
-        bail!(
+    let events = match &model {
+        Likelihood::Events(m) => m.as_ref(),
+        Likelihood::Mixed(m) => m.events_model(),
+        Likelihood::HistFactory(_) => bail!(
             "distributions draws event-level (HS3) models; a binned workspace's counts per bin are `histfit yields`"
-        );
+        ),
     };
     if a.fit.asimov {
         bail!("distributions draws the observed events; the Asimov dataset is not drawn yet");
@@ -42,8 +44,12 @@ pub fn run(a: Args) -> Result<ExitCode> {
     if let Some(r) = e.fit.as_ref().filter(|r| !r.converged) {
         eprintln!("warning: the fit did not converge: {}", r.reason);
     }
-    let (channels, notes) = histograms(events, &e.params, a.bins as usize)
-        .map_err(|e| anyhow::anyhow!("{source}: {e}"))?;
+    let at = match &model {
+        Likelihood::Mixed(m) => m.events_params(&e.params),
+        _ => e.params.clone(),
+    };
+    let (channels, notes) =
+        histograms(events, &at, a.bins as usize).map_err(|e| anyhow::anyhow!("{source}: {e}"))?;
     for n in &notes {
         eprintln!("note: {n}");
     }
@@ -51,7 +57,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         bail!("no channel of one observable to histogram");
     }
     let doc: Vec<_> = channels.iter().map(ChannelHistogram::document).collect();
-    let names = &events.space.names;
+    let names = &histfit_compute::Evaluator::space(&eval).names;
     a.out.emit(
         || {
             output::json(

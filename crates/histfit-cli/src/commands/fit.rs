@@ -237,13 +237,19 @@ fn weighted_uncertainties(
     r: &FitResult,
     asimov: bool,
 ) -> Result<Option<histfit_unbinned::weighted::WeightedUncertainties>> {
-    let (Likelihood::Events(m), Some(events)) = (model, data.events.as_deref()) else {
+    let Some(events) = data.events.as_deref() else {
         return Ok(None);
     };
     // An Asimov dataset's weights are expected counts, not event weights.
     if events.channels.iter().all(|t| t.weights.is_none()) || !r.converged || asimov {
         return Ok(None);
     }
+    let Likelihood::Events(m) = model else {
+        eprintln!(
+            "warning: weighted events in a likelihood with binned channels: the uncertainties are the naive ones (the SumW2 and sandwich estimates are made for event-level likelihoods only so far)"
+        );
+        return Ok(None);
+    };
     let free: Vec<usize> = (0..r.fixed.len()).filter(|&i| !r.fixed[i]).collect();
     let mut m = (**m).clone();
     match histfit_unbinned::weighted::weighted_uncertainties(&mut m, data, &r.bestfit, &free) {
@@ -356,6 +362,13 @@ fn fit_table(model: &Likelihood, space: &ParameterSpace, r: &FitResult) -> Strin
             format!(
                 "; normsys {}, histosys {}",
                 m.settings.normsys, m.settings.histosys
+            )
+        }
+        Likelihood::Mixed(m) => {
+            let b = m.binned_model();
+            format!(
+                "; binned channels: normsys {}, histosys {}",
+                b.settings.normsys, b.settings.histosys
             )
         }
         Likelihood::Events(_) => String::new(),

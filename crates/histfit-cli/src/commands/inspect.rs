@@ -20,9 +20,23 @@ pub struct Args {
 
 pub fn run(a: Args) -> Result<ExitCode> {
     // A binned HS3 document (ROOT's export of a HistFactory workspace) is inspected as the
-    // model it opens as; an event-level one has no channels to list.
+    // model it opens as; an event-level one has no channels to list; a mixed one lists its
+    // binned channels (its event-level ones are `fit`'s and `distributions`' to show).
     let (model, source) = match a.model.open()? {
         (Likelihood::HistFactory(model), source) => (model, source),
+        (Likelihood::Mixed(m), source) => {
+            let events: Vec<&str> = m
+                .events_model()
+                .channels
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect();
+            eprintln!(
+                "note: the likelihood has event-level channels too ({}), not listed here",
+                events.join(", ")
+            );
+            (m.binned_model().clone(), source)
+        }
         (Likelihood::Events(_), _) => anyhow::bail!(
             "{}: inspect lists a binned model's channels and modifiers; this HS3 document is an event-level model (fit shows its parameters)",
             a.model.workspace
