@@ -434,8 +434,60 @@ fn ensemble_fits<R: ToyRunner>(
     if around > 0 {
         pass.around(&mut fits, &second, around)?;
         pass.in_own_units(&mut fits)?;
+        pass.released(&mut fits)?;
     }
     Ok(fits.into_iter().map(|(t, _)| t).collect())
+}
+
+/// A Poisson-constrained parameter whose constraint is this weak — a prior width above its
+/// centre (a shapesys γ of more than 100 % relative uncertainty: τ < 1) — may end at its lower
+/// bound in one basin and well inside its range, or at its upper bound, in a lower one: see
+/// [`Pass::released`].
+const WEAK_RELATIVE_WIDTH: f64 = 1.0;
+
+/// The most hold sets ([`hold_sets`]) an ensemble fits every toy with.
+const MAX_HOLD_SETS: usize = 8;
+
+/// The sets of parameters fits hold before releasing them ([`Pass::released`]), each with the
+/// values held: every weakly constrained parameter ([`WEAK_RELATIVE_WIDTH`]) at one prior width
+/// above its centre, then all of them at their upper bounds; and each free parameter other than
+/// the POI (a normalisation factor: no constraint) at its upper bound, one at a time. Where a
+/// lower basin has such a parameter away from where a descent from the generating point leaves
+/// it — at a lower bound of 0, or near 1 — holding it there lets the other parameters settle
+/// into that basin first: on 3L eRJR a shapesys γ of τ = 0.058 (lowest minima at 3.4–10, the
+/// descents' at 0), on 1Lbb the single-top normalisation (lowest minimum at its bound 5, the
+/// descent's at 1.2; BENCHMARKS.md, issue 51).
+fn hold_sets(space: &ParameterSpace, o: &FitOptions) -> Vec<Vec<(usize, f64)>> {
+    let bounds = o.bounds.as_ref().unwrap_or(&space.bounds);
+    let free = |k: &usize| !space.fixed[*k] && !o.fix.iter().any(|&(j, _)| j == *k);
+    let (mut near, mut top) = (Vec::new(), Vec::new());
+    let mut sets = Vec::new();
+    for k in (0..space.len()).filter(free) {
+        let (lo, hi) = bounds[k];
+        if !lo.is_finite() || !hi.is_finite() {
+            continue;
+        }
+        match space.priors[k] {
+            histfit_seam::Prior::Poisson { centre, width }
+                if centre > 0.0 && width > WEAK_RELATIVE_WIDTH * centre =>
+            {
+                let v = (centre + width).min(0.5 * (centre + hi));
+                if v > lo && v < hi {
+                    near.push((k, v));
+                }
+                top.push((k, hi));
+            }
+            histfit_seam::Prior::Free if Some(k) != space.poi && lo >= 0.0 => {
+                sets.push(vec![(k, hi)])
+            }
+            _ => {}
+        }
+    }
+    let mut all: Vec<Vec<(usize, f64)>> =
+        [near, top].into_iter().filter(|s| !s.is_empty()).collect();
+    all.extend(sets);
+    all.truncate(MAX_HOLD_SETS);
+    all
 }
 
 /// A toy's fit and, where asked, its end point.
@@ -750,6 +802,50 @@ impl<R: ToyRunner> Pass<'_, R> {
         let (order, list) = ascending(fits);
         self.ticks.plan_more(list.len());
         keep_found(fits, &order, first_of(pass.fits(&list, None, false)?));
+        Ok(())
+    }
+
+    /// Every toy of `fits` fitted with each set of [`hold_sets`] held, then from that fit's end
+    /// with them released; the lowest kept. On the
+    /// public 3L eRJR likelihood (70 parameters, smooth codes) the toys whose default fit ends in
+    /// a higher basin have the shapesys γ of a 0.03-event yield with a 0.125-event uncertainty
+    /// (τ = 0.058) at its bound 0 and its lowest minimum at γ = 3.4–10: no start near the
+    /// generating point, its mirror or points around the initial point leaves that bound, while
+    /// holding γ at 5 and releasing it reaches the lower basin (BENCHMARKS.md, issue 51). Made by
+    /// the passes every device makes (the held fit is a fit with parameters fixed, the release a
+    /// fit from given starts), so a toy's result does not depend on the device.
+    fn released(&self, fits: &mut [Kept]) -> Result<()> {
+        let space = self.runner.space();
+        if fits.is_empty() {
+            return Ok(());
+        }
+        let (order, list) = ascending(fits);
+        for holds in hold_sets(space, self.o) {
+            let mut held = self.o.clone();
+            let mut init = held.init.clone().unwrap_or_else(|| space.init.clone());
+            for &(k, v) in &holds {
+                init[k] = v;
+            }
+            held.init = Some(init);
+            held.fix.extend_from_slice(&holds);
+            let plan = crate::fit::device_plan(space, &held)?;
+            let pass = Pass {
+                o: &held,
+                plan: plan.as_ref(),
+                ..*self
+            };
+            self.ticks.plan_more(2 * list.len());
+            let starts: Vec<f64> = pass
+                .fits(&list, None, true)?
+                .into_iter()
+                .flat_map(|(_, end)| end.expect("end points were asked"))
+                .collect();
+            keep_found(
+                fits,
+                &order,
+                first_of(self.fits(&list, Some(&starts), false)?),
+            );
+        }
         Ok(())
     }
 
@@ -2093,5 +2189,71 @@ mod merge_tests {
         let mut other = shard(3..9, 9);
         other.seed = 8;
         assert!(merge_toy_ensembles(vec![shard(0..3, 9), other], false).is_err());
+    }
+}
+
+#[cfg(test)]
+mod hold_tests {
+    use super::{hold_sets, FitOptions, MAX_HOLD_SETS};
+    use histfit_seam::{ParameterSpace, Prior};
+
+    /// The sets a toy is fitted with before release: the weak γs together (one width above the
+    /// centre, then at their upper bounds), each free parameter but the POI alone at its upper
+    /// bound; never a well-constrained, fixed, held or unbounded one, nor one whose hold would
+    /// sit outside its range.
+    #[test]
+    fn hold_sets_follow_the_rule() {
+        let names = ["mu", "norm", "weak", "firm", "held", "open", "weak_narrow"];
+        let mut s = ParameterSpace::unconstrained(
+            names.iter().map(|n| n.to_string()).collect(),
+            vec![1.0; 7],
+            vec![
+                (0.0, 10.0),
+                (0.0, 5.0),
+                (0.0, 10.0),
+                (0.0, 10.0),
+                (0.0, 5.0),
+                (0.0, f64::INFINITY),
+                (0.0, 2.0),
+            ],
+            0,
+        );
+        s.priors[2] = Prior::Poisson {
+            centre: 1.0,
+            width: 4.15,
+        };
+        s.priors[3] = Prior::Poisson {
+            centre: 1.0,
+            width: 0.2,
+        };
+        s.priors[6] = Prior::Poisson {
+            centre: 1.0,
+            width: 3.0,
+        };
+        let o = FitOptions {
+            fix: vec![(4, 1.0)],
+            ..Default::default()
+        };
+        let sets = hold_sets(&s, &o);
+        // "weak": 1 + 4.15 (below the midpoint 5.5 of centre and bound); "weak_narrow": its
+        // 1 + 3 lies above its bound 2, so the midpoint 1.5
+        assert_eq!(
+            sets,
+            vec![
+                vec![(2, 5.15), (6, 1.5)],
+                vec![(2, 10.0), (6, 2.0)],
+                vec![(1, 5.0)],
+            ]
+        );
+        let many = ParameterSpace::unconstrained(
+            (0..20).map(|i| format!("n{i}")).collect(),
+            vec![1.0; 20],
+            vec![(0.0, 3.0); 20],
+            0,
+        );
+        assert_eq!(
+            hold_sets(&many, &FitOptions::default()).len(),
+            MAX_HOLD_SETS
+        );
     }
 }
