@@ -331,9 +331,16 @@ __device__ __noinline__ double eval_point(const Tables& tb, const double* __rest
             double rate = xv * c;
             if (rate < 0.0 || (rate == 0.0 && a > 0.0)) {
                 invalid = 1;
+            } else if (a > 0.0) {
+                // histfit_seam::poisson_constraint: a (r - 1 - ln r), r = x/hat, hat = a/c (near
+                // r = 1 as e - ln(1 + e), e = (x - hat)/hat), not rate - a - a ln(rate/a), which
+                // rounds rate - a at c = 1e12 to 1e-4
+                double hat = a / c, r = xv / hat, e = (xv - hat) / hat;
+                v = a * (fabs(e) < 0.5 ? e - log1p(e) : r - 1.0 - log(r));
+                g = a / hat * e / r;
             } else {
-                v = a > 0.0 ? rate - a - a * log(rate / a) : rate;
-                g = a > 0.0 ? c - a / xv : c;
+                v = rate;
+                g = c;
             }
         }
         terms[k] = g;
@@ -513,8 +520,13 @@ extern "C" __global__ void check_yields(Tables tb, int* flag) {
 }
 
 // The part of −ln L of one count n that depends on the data alone (Dataset::constant):
-// ln Γ(n + 1) + n − n ln n.
+// ln Γ(n + 1) + n − n ln n; from STIRLING_FROM on Stirling's series, as
+// histfit_seam::count_constant.
 __device__ __forceinline__ double count_constant(double n) {
+    if (n >= STIRLING_FROM) {
+        double r = 1.0 / n, r2 = r * r;
+        return 0.5 * log(2.0 * 3.141592653589793 * n) + r * (1.0 / 12.0 - r2 * (1.0 / 360.0 - r2 / 1260.0));
+    }
     return lgamma(n + 1.0) + (n > 0.0 ? n - n * log(n) : 0.0);
 }
 

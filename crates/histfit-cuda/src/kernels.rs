@@ -221,6 +221,7 @@ pub fn shared_definitions() -> Vec<String> {
         format!("-DEMPTY_BIN_WALL={:e}", histfit_compute::EMPTY_BIN_WALL),
         format!("-DSOFT_WALL_0={soft0:e}"),
         format!("-DSOFT_WALL_1={soft1:e}"),
+        format!("-DSTIRLING_FROM={:e}", histfit_compute::STIRLING_FROM),
     ];
     d.extend(
         histfit_model::InterpCode::ALL

@@ -23,6 +23,9 @@ pub enum Likelihood {
     Mixed(Arc<Mixed>),
 }
 
+/// A binned model with parameters and their covariance (row-major): [`Likelihood::binned_view`].
+pub type BinnedView = (Arc<Model>, Vec<f64>, Vec<f64>);
+
 /// Why a document could not be opened.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum OpenError {
@@ -150,6 +153,34 @@ impl Likelihood {
         }
     }
 
+    /// The event-level model (of a mixed likelihood: its event-level part) and its parameters at
+    /// this likelihood's parameters `params`; `None` for a binned model.
+    pub fn events_view(&self, params: &[f64]) -> Option<(&UnbinnedModel, Vec<f64>)> {
+        match self {
+            Likelihood::Events(m) => Some((m, params.to_vec())),
+            Likelihood::Mixed(m) => Some((m.events_model(), m.events_params(params))),
+            Likelihood::HistFactory(_) => None,
+        }
+    }
+
+    /// The binned model (of a mixed likelihood: its binned part) with its parameters and their
+    /// covariance (row-major) at this likelihood's `params` and `cov`; an error naming `what`
+    /// for an event-level model.
+    pub fn binned_view(
+        &self,
+        what: &str,
+        params: &[f64],
+        cov: &[f64],
+    ) -> Result<BinnedView, OpenError> {
+        match self {
+            Likelihood::Mixed(m) => {
+                let (p, c) = m.binned_view(params, cov);
+                Ok((m.binned_model().clone(), p, c))
+            }
+            _ => Ok((self.binned(what)?.clone(), params.to_vec(), cov.to_vec())),
+        }
+    }
+
     /// The binned model, or an error naming what needed one.
     pub fn binned(&self, what: &str) -> Result<&Arc<Model>, OpenError> {
         match self {
@@ -207,18 +238,28 @@ impl Likelihood {
                 true => AnyEval::for_ensembles(m.clone(), device),
                 false => AnyEval::new(m.clone(), device),
             },
-            Likelihood::Events(m) => on_host(device, || HostEval::new((**m).clone())),
-            Likelihood::Mixed(m) => on_host(device, || HostEval::new((**m).clone())),
+            Likelihood::Events(m) => on_host(device, "event-level models", || {
+                HostEval::new((**m).clone())
+            }),
+            Likelihood::Mixed(m) => {
+                on_host(device, "likelihoods with event-level channels", || {
+                    HostEval::new((**m).clone())
+                })
+            }
         }
     }
 }
 
 /// A host evaluator where the device is the CPU; an error naming the device otherwise.
-fn on_host(device: Device, make: impl FnOnce() -> HostEval) -> Result<AnyEval, DeviceError> {
+fn on_host(
+    device: Device,
+    kind: &str,
+    make: impl FnOnce() -> HostEval,
+) -> Result<AnyEval, DeviceError> {
     match device {
         Device::Cpu => Ok(AnyEval::Host(make())),
         other => Err(DeviceError::Unsupported(format!(
-            "event-level models run on the CPU so far, not on {other}"
+            "{kind} run on the CPU so far, not on {other}"
         ))),
     }
 }

@@ -451,7 +451,8 @@ const MAX_HOLD_SETS: usize = 8;
 /// The sets of parameters fits hold before releasing them ([`Pass::released`]), each with the
 /// values held: every weakly constrained parameter ([`WEAK_RELATIVE_WIDTH`]) at one prior width
 /// above its centre, then all of them at their upper bounds; and each free parameter other than
-/// the POI (a normalisation factor: no constraint) at its upper bound, one at a time. Where a
+/// the POI that enters more than one term (a normalisation factor, not a per-bin shapefactor
+/// γ: [`ParameterSpace::local_term`]) at its upper bound, one at a time. Where a
 /// lower basin has such a parameter away from where a descent from the generating point leaves
 /// it — at a lower bound of 0, or near 1 — holding it there lets the other parameters settle
 /// into that basin first: on 3L eRJR a shapesys γ of τ = 0.058 (lowest minima at 3.4–10, the
@@ -477,7 +478,10 @@ fn hold_sets(space: &ParameterSpace, o: &FitOptions) -> Vec<Vec<(usize, f64)>> {
                 }
                 top.push((k, hi));
             }
-            histfit_seam::Prior::Free if Some(k) != space.poi && lo >= 0.0 => {
+            // A normalisation (it scales several bins), not a per-bin shapefactor γ.
+            histfit_seam::Prior::Free
+                if Some(k) != space.poi && lo >= 0.0 && space.local_term[k].is_none() =>
+            {
                 sets.push(vec![(k, hi)])
             }
             _ => {}
@@ -813,7 +817,8 @@ impl<R: ToyRunner> Pass<'_, R> {
     /// generating point, its mirror or points around the initial point leaves that bound, while
     /// holding γ at 5 and releasing it reaches the lower basin (BENCHMARKS.md, issue 51). Made by
     /// the passes every device makes (the held fit is a fit with parameters fixed, the release a
-    /// fit from given starts), so a toy's result does not depend on the device.
+    /// fit from given starts), by the same rules on every device; a toy whose basins two
+    /// devices' descents reach differently can still end apart (3L eRJR toy 191).
     fn released(&self, fits: &mut [Kept]) -> Result<()> {
         let space = self.runner.space();
         if fits.is_empty() {
@@ -2254,6 +2259,19 @@ mod hold_tests {
         assert_eq!(
             hold_sets(&many, &FitOptions::default()).len(),
             MAX_HOLD_SETS
+        );
+        // per-bin γs of a shapefactor (each enters one bin's term) are not held
+        let mut bins = ParameterSpace::unconstrained(
+            (0..4).map(|i| format!("p{i}")).collect(),
+            vec![1.0; 4],
+            vec![(0.0, 10.0); 4],
+            0,
+        );
+        bins.local_term[2] = Some(7);
+        bins.local_term[3] = Some(8);
+        assert_eq!(
+            hold_sets(&bins, &FitOptions::default()),
+            vec![vec![(1, 10.0)]]
         );
     }
 }

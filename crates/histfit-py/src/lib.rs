@@ -888,10 +888,14 @@ impl NativeEvents {
     fn fixed(&self) -> Vec<bool> {
         self.space().fixed
     }
-    /// Per parameter, the centre and width of a Gaussian constraint; none are reported for
-    /// event-level models yet (their constraint terms are distributions of the document).
+    /// Per parameter, the centre and width of its constraint where the likelihood knows one (a
+    /// binned channel's modifier, an auxiliary Gaussian of fixed width), else `None`.
     fn constraints(&self) -> Vec<Option<(f64, f64)>> {
-        vec![None; self.space().len()]
+        self.space()
+            .priors
+            .iter()
+            .map(|p| p.centre_width())
+            .collect()
     }
     /// What the reader assumed or chose (the likelihood it picked, events dropped, …).
     fn notes(&self) -> Vec<String> {
@@ -1367,11 +1371,9 @@ fn distributions(
     bounds: Option<Vec<(f64, f64)>>,
 ) -> PyResult<String> {
     let likelihood = model.likelihood();
-    let events = match &likelihood {
-        Likelihood::Events(m) => m.as_ref(),
-        Likelihood::Mixed(m) => m.events_model(),
-        Likelihood::HistFactory(_) => return Err(bad("distributions draws event-level models")),
-    };
+    if let Likelihood::HistFactory(_) = &likelihood {
+        return Err(bad("distributions draws event-level models"));
+    }
     if bins == 0 || bins > 100_000 {
         return Err(bad(format!("bins = {bins}: between 1 and 100 000")));
     }
@@ -1381,10 +1383,9 @@ fn distributions(
     let e = py
         .detach(|| histfit_infer::parameter_estimate(&mut ev, &d, &o, !prefit))
         .map_err(infer_err)?;
-    let at = match &likelihood {
-        Likelihood::Mixed(m) => m.events_params(&e.params),
-        _ => e.params.clone(),
-    };
+    let (events, at) = likelihood
+        .events_view(&e.params)
+        .expect("an event-level model (checked above)");
     let (channels, notes) =
         histfit_unbinned::histogram::histograms(events, &at, bins).map_err(bad)?;
     let channels: Vec<serde_json::Value> = channels.iter().map(|c| c.document()).collect();

@@ -19,7 +19,7 @@ pub mod rng;
 pub mod space;
 pub mod yields;
 
-pub use dataset::{AuxTerm, Dataset, EventTable, Events};
+pub use dataset::{count_constant, AuxTerm, Dataset, EventTable, Events, STIRLING_FROM};
 pub use resident::kink_rules;
 pub use resident::{
     Descent, DescentRequest, DescentSpace, Progress, ResidentFit, ResidentFits, ResidentRequest,
@@ -74,6 +74,31 @@ pub const EMPTY_BIN_WALL: f64 = 1e-6;
 /// 223 / 313, 4L 1 023 / 1 802 → 324 / 370, 3L resonance 1 685 / 2 477 → 468 / 694; the end
 /// points as low or lower on all but a few (BENCHMARKS.md, issue 23, session 19).
 pub const SOFT_EMPTY_BIN_WALLS: [f64; 2] = [1e-2, 1e-4];
+
+/// −ln L of a Poisson constraint Pois(aux | τθ) relative to its saturated value, and its
+/// derivative in θ (the caller refuses τθ < 0, and τθ = 0 with aux > 0). With θ̂ = aux/τ and
+/// r = θ/θ̂ it is aux·(r − 1 − ln r): the same number as τθ − aux − aux·ln(τθ/aux), without
+/// subtracting aux from τθ — a shapesys γ known to 1e-6 has τ ≈ 1e12, where that difference is
+/// rounded to 1e-4 and −ln L would move in steps of that size as θ moves by 1e-16 (on the public
+/// 3L eRJR likelihood: fits' minima 1e-6–1e-5 apart in twice_nll). Near r = 1 (|r − 1| < ½)
+/// r − 1 − ln r is taken as ε − ln(1 + ε) with ε = (θ − θ̂)/θ̂, exact there; away from it as is,
+/// exact where θ ≪ θ̂ (a γ at its lower bound 1e-10). The CUDA kernel computes the same.
+#[inline(always)]
+pub fn poisson_constraint(theta: f64, tau: f64, aux: f64) -> (f64, f64) {
+    if aux > 0.0 {
+        let hat = aux / tau;
+        let r = theta / hat;
+        let e = (theta - hat) / hat;
+        let v = if e.abs() < 0.5 {
+            e - e.ln_1p()
+        } else {
+            r - 1.0 - r.ln()
+        };
+        (aux * v, aux / hat * e / r)
+    } else {
+        (theta * tau, tau)
+    }
+}
 
 /// −ln L of one main bin relative to its saturated value, and its derivative in λ; `None` where
 /// the likelihood is zero (λ ≤ 0 with events observed, or λ not a number). `wall`: the width of
@@ -524,4 +549,58 @@ pub fn panic_message(e: &(dyn std::any::Any + Send)) -> String {
         .map(|s| s.to_string())
         .or_else(|| e.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown panic".into())
+}
+
+#[cfg(test)]
+mod constraint_tests {
+    use super::poisson_constraint;
+
+    /// −ln Pois(aux | τθ) relative to its saturated value against the direct form where that is
+    /// exact (moderate τθ), its gradient against differences of the value, and the regimes the
+    /// direct form loses: τ = 1e12 near the minimum, θ at pyhf's lower bound 1e-10.
+    #[test]
+    fn poisson_constraints_are_exact_in_every_regime() {
+        let direct = |theta: f64, tau: f64, aux: f64| {
+            let rate = theta * tau;
+            rate - aux - aux * (rate / aux).ln()
+        };
+        for (theta, tau, aux) in [
+            (1.3, 25.0, 20.0),
+            (0.4, 4.0, 7.0),
+            (2.0, 0.058, 1.0),
+            (1e-10, 25.0, 25.0),
+        ] {
+            let (v, g) = poisson_constraint(theta, tau, aux);
+            let want = direct(theta, tau, aux);
+            assert!(
+                (v - want).abs() <= 1e-13 * want.abs().max(1.0),
+                "{theta} {tau} {aux}: {v} {want}"
+            );
+            let h = 1e-7 * theta;
+            let fd = (poisson_constraint(theta + h, tau, aux).0
+                - poisson_constraint(theta - h, tau, aux).0)
+                / (2.0 * h);
+            assert!(
+                (g - fd).abs() <= 1e-6 * g.abs().max(1.0),
+                "{theta} {tau} {aux}: {g} {fd}"
+            );
+        }
+        // τ = 1e12, aux = 1e12: the value at θ = 1 + δ is aux·δ²/2 (1 − 2δ/3 …), smooth in δ
+        let (tau, aux) = (1e12, 1e12);
+        for delta in [1e-9, 3e-8, -2e-7] {
+            let (v, g) = poisson_constraint(1.0 + delta, tau, aux);
+            let want = aux * delta * delta * (0.5 - delta / 3.0);
+            assert!((v - want).abs() <= 1e-6 * want, "{delta}: {v} {want}");
+            assert!(
+                (g - aux * delta / (1.0 + delta)).abs() <= 1e-6 * g.abs(),
+                "{delta}: {g}"
+            );
+        }
+        // θ = 1e-10 against θ̂ = 1: aux·(r − 1 − ln r) with r = 1e-10
+        let (v, _) = poisson_constraint(1e-10, 0.058, 0.058);
+        let want = 0.058 * (1e-10 - 1.0 - (1e-10f64).ln());
+        assert!((v - want).abs() <= 1e-14 * want, "{v} {want}");
+        // no observed count: τθ
+        assert_eq!(poisson_constraint(0.5, 4.0, 0.0), (2.0, 4.0));
+    }
 }

@@ -32,8 +32,10 @@
 //!   `domains`, as for every HS3 model (ROOT holds γs whose relative error is below its
 //!   threshold `const`).
 //!
-//! A likelihood whose channels mix `histfactory_dist` with event-level distributions is refused
-//! (not yet supported), as are constraint kinds pyhf's model has no term for.
+//! A likelihood whose channels mix `histfactory_dist` with event-level distributions opens as
+//! both parts ([`open_document`], [`Opened::Mixed`]): the binned channels with the constraints
+//! their modifiers name, the event-level ones with every other auxiliary distribution. Constraint
+//! kinds pyhf's model has no term for are refused.
 
 use crate::hs3::{
     err, histogram_edges, list, parameter_info, str_field, Choice, Doc, ParamInfo, Result,

@@ -30,13 +30,11 @@ pub struct Args {
 
 pub fn run(a: Args) -> Result<ExitCode> {
     let (model, source, data, mut eval, base) = a.model.prepare_fit(&a.fit)?;
-    let events = match &model {
-        Likelihood::Events(m) => m.as_ref(),
-        Likelihood::Mixed(m) => m.events_model(),
-        Likelihood::HistFactory(_) => bail!(
+    if let Likelihood::HistFactory(_) = &model {
+        bail!(
             "distributions draws event-level (HS3) models; a binned workspace's counts per bin are `histfit yields`"
-        ),
-    };
+        );
+    }
     if a.fit.asimov {
         bail!("distributions draws the observed events; the Asimov dataset is not drawn yet");
     }
@@ -44,10 +42,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
     if let Some(r) = e.fit.as_ref().filter(|r| !r.converged) {
         eprintln!("warning: the fit did not converge: {}", r.reason);
     }
-    let at = match &model {
-        Likelihood::Mixed(m) => m.events_params(&e.params),
-        _ => e.params.clone(),
-    };
+    let (events, at) = model
+        .events_view(&e.params)
+        .expect("an event-level model (checked above)");
     let (channels, notes) =
         histograms(events, &at, a.bins as usize).map_err(|e| anyhow::anyhow!("{source}: {e}"))?;
     for n in &notes {

@@ -30,23 +30,20 @@ pub struct Args {
 
 pub fn run(a: Args) -> Result<ExitCode> {
     let (model, source, data, mut eval, base) = a.model.prepare_fit(&a.fit)?;
-    // A mixed likelihood's table is of its binned channels, at the whole likelihood's fit.
-    let binned = match &model {
-        crate::device::Likelihood::Mixed(m) => m.binned_model().clone(),
-        _ => model.binned("yields")?.clone(),
-    };
-    let mut e = histfit_infer::parameter_estimate(&mut eval, &data, &base, a.postfit)?;
+    if let crate::device::Likelihood::Events(_) = &model {
+        model.binned("yields")?;
+    }
+    let e = histfit_infer::parameter_estimate(&mut eval, &data, &base, a.postfit)?;
     if let Some(r) = e.fit.as_ref().filter(|r| !r.converged) {
         eprintln!("warning: the fit did not converge: {}", r.reason);
     }
-    if let crate::device::Likelihood::Mixed(m) = &model {
-        (e.params, e.covariance) = m.binned_view(&e.params, &e.covariance);
-    }
+    // A mixed likelihood's table is of its binned channels, at the whole likelihood's fit.
+    let (binned, params, covariance) = model.binned_view("yields", &e.params, &e.covariance)?;
     let main = data.to_vec()[..binned.n_main].to_vec();
     let table = yields(
         &mut CpuEvaluator::new(binned.clone()),
-        &e.params,
-        &e.covariance,
+        &params,
+        &covariance,
         &main,
     )?;
     a.out.emit(

@@ -470,11 +470,7 @@ impl CpuEvaluator {
             if rate < 0.0 || (rate == 0.0 && aux > 0.0) {
                 return f64::INFINITY;
             }
-            nll += if aux > 0.0 {
-                rate - aux - aux * (rate / aux).ln()
-            } else {
-                rate
-            };
+            nll += crate::poisson_constraint(p[par], tau, aux).0;
         }
         nll + data.constant
     }
@@ -511,8 +507,7 @@ impl CpuEvaluator {
             grad[par] += (p[par] - data.aux[k]) / (sigma * sigma);
         }
         for &(par, k, tau) in &self.poisson {
-            let aux = data.aux[k];
-            grad[par] += if aux > 0.0 { tau - aux / p[par] } else { tau };
+            grad[par] += crate::poisson_constraint(p[par], tau, data.aux[k]).1;
         }
         let additive = !m.settings.histosys.is_multiplicative();
         if additive {

@@ -1,0 +1,60 @@
+//! One minimum per toy, checked without a GPU (issue 51): `histfit toys` on two public
+//! likelihoods that histfit was not tuned on — ATLAS 3L eRJR at signal point
+//! `ERJR_200p0_100p0` (70 parameters, several basins per toy) and 1Lbb at
+//! `C1N2_Wh_hbb_700_150` — in both interpolation settings; every toy's fit at most 1e-6 above
+//! the lowest minimum 60 starts per toy found (`tests/fixtures/public_toys/toy_minima.json`,
+//! made by `scripts/toy_minima.py` with `histfit pulls --starts 60`).
+
+use serde_json::Value;
+use std::process::Command;
+
+#[test]
+fn toy_fits_reach_the_lowest_minimum_sixty_starts_find() {
+    let dir = histfit_testutil::fixture("public_toys");
+    let reference: Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("{dir}/toy_minima.json")).expect("toy_minima.json"),
+    )
+    .expect("JSON");
+    let n = reference["n_toys"].as_u64().expect("n_toys");
+    let mut above = Vec::new();
+    for (ws, settings) in reference["minima"].as_object().expect("minima") {
+        for (setting, minima) in settings.as_object().expect("settings") {
+            let out = Command::new(env!("CARGO_BIN_EXE_histfit"))
+                .args([
+                    "toys",
+                    &format!("{dir}/{ws}.json.gz"),
+                    "--n-toys",
+                    &n.to_string(),
+                    "--seed",
+                    "0",
+                    "--interp-defaults",
+                    setting,
+                    "--json",
+                ])
+                .output()
+                .expect("histfit runs");
+            assert!(
+                out.status.success(),
+                "{ws} {setting}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+            let toys = doc["toys"].as_array().expect("toys");
+            assert_eq!(toys.len() as u64, n, "{ws} {setting}");
+            for t in toys {
+                let i = t["index"].as_u64().expect("index") as usize;
+                let got = t["twice_nll"].as_f64().expect("twice_nll");
+                let want = minima[i].as_f64().expect("a minimum");
+                assert_eq!(t["converged"], true, "{ws} {setting} toy {i}");
+                if got > want + 1e-6 {
+                    above.push(format!("{ws} {setting} toy {i}: {got} against {want}"));
+                }
+            }
+        }
+    }
+    assert!(
+        above.is_empty(),
+        "toys above their reference:\n{}",
+        above.join("\n")
+    );
+}
