@@ -108,6 +108,42 @@ fn binned_and_event_level_channels_in_one_likelihood_agree_with_roofit() {
     }
 }
 
+/// The event-level channel's pdf a product with the luminosity's constraint (as ROOT writes a
+/// channel of a RooSimultaneous that shares a constraint with the HistFactory channels): the
+/// binned part holds that constraint, the product leaves it out, −ln L is unchanged.
+#[test]
+fn a_constraint_the_binned_channels_hold_is_left_out_of_event_level_products() {
+    let plain = read("mixed.json");
+    let mut doc = plain.clone();
+    doc["distributions"].as_array_mut().unwrap().push(json!(
+        {"type": "product_dist", "name": "events_constrained", "factors": ["model_events", "lumiConstraint"]}
+    ));
+    for l in doc["likelihoods"].as_array_mut().unwrap() {
+        if l["name"] == "combPdf_obsData_all" {
+            l["distributions"][2] = json!("events_constrained");
+        }
+    }
+    let (a, b) = (
+        Likelihood::from_hs3(&doc, &combined()).unwrap(),
+        Likelihood::from_hs3(&plain, &combined()).unwrap(),
+    );
+    assert_eq!(a.space().names, b.space().names);
+    let want = read("mixed.roofit.json");
+    let (da, db) = (a.observed(), b.observed());
+    let (mut ea, mut eb) = (
+        a.evaluator(Device::Cpu, false).unwrap(),
+        b.evaluator(Device::Cpu, false).unwrap(),
+    );
+    for at in ["initial", "second", "third"] {
+        let x = point(&a, &want[at]);
+        let (fa, fb) = (ea.nll(&x, &da).unwrap(), eb.nll(&x, &db).unwrap());
+        assert!(
+            (fa - fb).abs() <= 1e-12 * fb.abs(),
+            "{at}: {fa} against {fb}"
+        );
+    }
+}
+
 /// The mixed likelihood's toys: the binned part's counts and auxiliary data are the binned
 /// model's own toy, the events the event-level model's with its streams past the binned ones';
 /// the same toy on every call; the Asimov dataset's fit returns the generating point.

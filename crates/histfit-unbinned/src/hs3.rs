@@ -239,6 +239,9 @@ pub(crate) struct Plan {
     pub(crate) aux: Vec<String>,
     pub(crate) pois: Vec<String>,
     pub(crate) notes: Vec<String>,
+    /// Constraint distributions another part of the likelihood holds (a mixed likelihood's
+    /// binned part): a product naming one leaves it out.
+    pub(crate) held: Vec<String>,
     /// The likelihood's name, where the document names one.
     pub(crate) name: Option<String>,
 }
@@ -374,6 +377,7 @@ impl<'a> Doc<'a> {
                 aux,
                 pois,
                 notes,
+                held: Vec::new(),
                 name: l["name"].as_str().map(str::to_string),
             });
         }
@@ -399,6 +403,7 @@ impl<'a> Doc<'a> {
                 Ok(Plan {
                     pairs: vec![(d.to_string(), x.to_string())],
                     aux: Vec::new(),
+                    held: Vec::new(),
                     pois,
                     notes,
                     name: None,
@@ -858,6 +863,10 @@ struct Builder<'a> {
     globals: Vec<GlobalObservable>,
     /// The multivariate normal constraints' Cholesky factors and members.
     correlated: Vec<Correlated>,
+    /// Constraint distributions whose term is in the likelihood already (built once here, or
+    /// held by another part of it): a constraint two channels' products name (as ROOT writes a
+    /// shared luminosity) is one term, as RooFit counts it.
+    constrained: std::collections::HashSet<String>,
 }
 
 /// The most bins a `histfit_template_dist` may have.
@@ -883,6 +892,7 @@ impl<'a> Builder<'a> {
             notes: plan.notes.clone(),
             globals: Vec::new(),
             correlated: Vec::new(),
+            constrained: plan.held.iter().cloned().collect(),
         })
     }
 
@@ -945,6 +955,9 @@ impl<'a> Builder<'a> {
         self.funcs.clear();
         self.templates.clear();
         for name in &plan.aux {
+            if self.constrained.contains(name) {
+                continue;
+            }
             let place = format!("aux distribution \"{name}\"");
             let b = self.distribution(name, &place)?;
             constraints.push(self.constraint(name, b.log_density, &place)?);
@@ -1519,6 +1532,10 @@ impl<'a> Builder<'a> {
                 // constraints, as ROOT exports constrained models): the plot draws them.
                 let mut over_events = Vec::new();
                 for f in &factors {
+                    // A constraint counted already (another channel's, or the binned part's).
+                    if self.constrained.contains(f) {
+                        continue;
+                    }
                     let b = self.distribution(f, p)?;
                     if self.g.varying(b.log_density) {
                         logs.push(b.log_density);
@@ -1591,6 +1608,7 @@ impl<'a> Builder<'a> {
     /// A Gaussian constraint's global observable is recorded so that toys can draw it and the
     /// Asimov dataset can set it.
     fn constraint(&mut self, name: &str, log_density: Id, place: &str) -> Result<Id> {
+        self.constrained.insert(name.to_string());
         let (i, d) = self.doc.dists[name];
         let x = ["x", "m", "mass"]
             .iter()

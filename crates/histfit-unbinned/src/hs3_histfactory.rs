@@ -186,6 +186,7 @@ pub fn open_document(doc: &Value, choice: &Choice) -> Result<Opened> {
             .into_iter()
             .filter(|a| !binned.constraints.contains(a))
             .collect(),
+        held: binned.constraints.clone(),
         pois: Vec::new(),
         ..p
     })?;

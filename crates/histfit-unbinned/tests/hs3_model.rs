@@ -1148,3 +1148,62 @@ fn templates_with_weight_systematics() {
     let e = broken(&|d| d["functions"][0]["template"] = json!("background"));
     assert!(e.contains("not a histfit_template_dist"), "{e}");
 }
+
+/// A constraint two channels' products name (as ROOT writes a luminosity shared by the
+/// channels of a RooSimultaneous) is one term of −ln L, as RooFit counts it: the likelihood
+/// equals the one whose constraint is named once, as an auxiliary distribution.
+#[test]
+fn a_constraint_two_channels_name_is_counted_once() {
+    let gauss = |name: &str, x: &str, mean: &str| json!({"type": "gaussian_dist", "name": name, "x": x, "mean": mean, "sigma": "width"});
+    let data = |name: &str, x: &str, xs: &[f64]| {
+        json!({"type": "unbinned", "name": name, "axes": [{"name": x, "min": -5.0, "max": 5.0}],
+               "entries": xs.iter().map(|v| vec![*v]).collect::<Vec<_>>()})
+    };
+    let params = json!([{"name": "parameter_points", "parameters": [
+        {"name": "m1", "value": 0.1}, {"name": "m2", "value": -0.2}, {"name": "width", "value": 1.0},
+        {"name": "nom_width", "value": 1.0, "const": true}]}]);
+    let constraint = json!({"type": "gaussian_dist", "name": "c", "x": "nom_width", "mean": "width", "sigma": 0.1});
+    let base = |dists: Vec<Value>, pdfs: [&str; 2], aux: Vec<&str>| {
+        json!({
+            "distributions": dists,
+            "data": [data("d1", "x1", &[0.3, -0.4, 1.1, 0.2]), data("d2", "x2", &[-0.5, 0.9, 0.0])],
+            "likelihoods": [{"name": "L", "distributions": pdfs, "data": ["d1", "d2"], "aux_distributions": aux}],
+            "parameter_points": params,
+        })
+    };
+    let shared = base(
+        vec![
+            gauss("g1", "x1", "m1"),
+            gauss("g2", "x2", "m2"),
+            constraint.clone(),
+            json!({"type": "product_dist", "name": "p1", "factors": ["g1", "c"]}),
+            json!({"type": "product_dist", "name": "p2", "factors": ["g2", "c"]}),
+        ],
+        ["p1", "p2"],
+        vec!["c"],
+    );
+    let once = base(
+        vec![gauss("g1", "x1", "m1"), gauss("g2", "x2", "m2"), constraint],
+        ["g1", "g2"],
+        vec!["c"],
+    );
+    let open = |doc: &Value| histfit_unbinned::open(doc, &Choice::default()).unwrap();
+    let (mut a, mut b) = (open(&shared), open(&once));
+    let sorted = |n: &[String]| {
+        let mut n = n.to_vec();
+        n.sort();
+        n
+    };
+    assert_eq!(sorted(&a.space.names), sorted(&b.space.names));
+    assert_eq!(a.globals.len(), 1, "one global observable");
+    let (da, db) = (a.observed_dataset(), b.observed_dataset());
+    for w in [1.0, 1.2, 0.85] {
+        let values = [("m1", 0.1), ("m2", -0.2), ("width", w), ("nom_width", 1.0)];
+        let (pa, pb) = (at(&a.space.names, &values), at(&b.space.names, &values));
+        let (fa, fb) = (a.nll(&pa, &da).unwrap(), b.nll(&pb, &db).unwrap());
+        assert!(
+            (fa - fb).abs() <= 1e-12 * fb.abs(),
+            "width {w}: {fa} against {fb}"
+        );
+    }
+}
