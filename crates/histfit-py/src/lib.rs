@@ -1341,19 +1341,28 @@ fn yields(
     let d = model.dataset(data)?;
     let mut o = model.fit_options(init, fix, bounds)?;
     o.max_dense_parameters = max_hessian_parameters;
-    let m = model.binned("yields")?;
+    // A mixed likelihood's table is of its binned channels, at the whole likelihood's fit.
+    let likelihood = model.likelihood();
+    if let Likelihood::Events(_) = &likelihood {
+        model.binned("yields")?;
+    }
     let mut ev = model.evaluator(device, false)?;
-    let table = py
-        .detach(|| -> histfit_infer::Result<_> {
-            let e = histfit_infer::parameter_estimate(&mut ev, &d, &o, postfit)?;
-            Ok(histfit_compute::histfactory::yields(
-                &mut CpuEvaluator::new(m.clone()),
-                &e.params,
-                &e.covariance,
-                &d.main,
-            )?)
-        })
+    let e = py
+        .detach(|| histfit_infer::parameter_estimate(&mut ev, &d, &o, postfit))
         .map_err(infer_err)?;
+    let (m, params, covariance) = likelihood
+        .binned_view("yields", &e.params, &e.covariance)
+        .map_err(|e| bad(e.to_string()))?;
+    let table = py
+        .detach(|| {
+            histfit_compute::histfactory::yields(
+                &mut CpuEvaluator::new(m),
+                &params,
+                &covariance,
+                &d.main,
+            )
+        })
+        .map_err(compute_err)?;
     to_json(&table)
 }
 

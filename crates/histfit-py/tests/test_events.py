@@ -228,4 +228,6 @@ def test_binned_and_event_level_channels_in_one_likelihood():
     r = fits_as_roofit(m, ref)
     d = histfit.distributions(m, bins=10)
     assert [c["name"] for c in d["channels"]] == ["model_events"]
+    y = histfit.yields(m, postfit=True)
+    assert [c["name"] for c in y] == ["channel1", "channel2"]
     assert d["parameters"] == pytest.approx(list(r.bestfit), rel=1e-4, abs=1e-6)
