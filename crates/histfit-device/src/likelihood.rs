@@ -89,20 +89,24 @@ impl Likelihood {
                 )
             })?),
         };
-        match self {
-            Likelihood::HistFactory(m) => {
-                let per_bin = |k: usize| {
-                    let set = &m.sets[m.parameters[k].set];
-                    set.len > 1 || matches!(set.kind, "staterror" | "shapesys" | "shapefactor")
-                };
-                if let Some(k) = poi.filter(|&k| per_bin(k)) {
+        // A binned model's parameters come first in a mixed likelihood's space.
+        let binned = match self {
+            Likelihood::HistFactory(m) => Some(&**m),
+            Likelihood::Mixed(m) => Some(&**m.binned_model()),
+            Likelihood::Events(_) => None,
+        };
+        if let (Some(m), Some(k)) = (binned, poi) {
+            if let Some(set) = m.parameters.get(k).map(|p| &m.sets[p.set]) {
+                if set.len > 1 || matches!(set.kind, "staterror" | "shapesys" | "shapefactor") {
                     return Err(format!(
                         "\"{name}\": a component of the per-bin set \"{}\", not a scalar parameter",
-                        m.sets[m.parameters[k].set].name
+                        set.name
                     ));
                 }
-                Arc::make_mut(m).poi = poi
             }
+        }
+        match self {
+            Likelihood::HistFactory(m) => Arc::make_mut(m).poi = poi,
             Likelihood::Events(m) => Arc::make_mut(m).space.poi = poi,
             Likelihood::Mixed(m) => Arc::make_mut(m).set_poi(poi),
         }

@@ -86,6 +86,15 @@ fn binned_and_event_level_channels_in_one_likelihood_agree_with_roofit() {
         );
     }
     agrees_with_roofit("mixed", &l);
+    // the POI may be a parameter of either part
+    let mut other = l.clone();
+    other.set_poi("nbkg0").unwrap();
+    assert_eq!(other.space().poi_name(), Some("nbkg0"));
+    other.set_poi("Lumi").unwrap();
+    assert!(other
+        .set_poi("nope")
+        .unwrap_err()
+        .contains("not a parameter"));
     // the whole likelihood's gradient against central differences of −ln L
     let data = l.observed();
     let mut e = l.evaluator(Device::Cpu, false).unwrap();
