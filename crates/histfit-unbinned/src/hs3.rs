@@ -2209,32 +2209,10 @@ fn substitute(src: &Graph, dst: &mut Graph, root: Id, from: Id, to: Id) -> Id {
             continue;
         }
         depends[i] = true;
-        let m = |a: Id| map[a.0 as usize];
         map[i] = match op {
-            Op::Add(a, b) => dst.add(m(a), m(b)),
-            Op::Sub(a, b) => dst.sub(m(a), m(b)),
-            Op::Mul(a, b) => dst.mul(m(a), m(b)),
-            Op::Div(a, b) => dst.div(m(a), m(b)),
-            Op::Pow(a, b) => dst.pow(m(a), m(b)),
-            Op::Powi(a, k) => dst.powi(m(a), k),
-            Op::Neg(a) => dst.neg(m(a)),
-            Op::Exp(a) => dst.exp(m(a)),
-            Op::Log(a) => dst.log(m(a)),
-            Op::Sqrt(a) => dst.sqrt(m(a)),
-            Op::Abs(a) => dst.abs(m(a)),
-            Op::Erf(a) => dst.erf(m(a)),
-            Op::Sin(a) => dst.sin(m(a)),
-            Op::Cos(a) => dst.cos(m(a)),
-            Op::Exprel(a) => dst.exprel(m(a)),
-            Op::Lgamma(a) => dst.lgamma(m(a)),
-            Op::GammaP(a, y) => dst.gamma_p(m(a), m(y)),
-            Op::LandauLnPdf(a) => dst.landau_ln_pdf(m(a)),
-            Op::LandauCdf(a) => dst.landau_cdf(m(a)),
-            Op::LandauSf(a) => dst.landau_sf(m(a)),
-            // `dst` extends `src`: its tables are the same.
-            Op::Hist(a, t) => dst.hist(m(a), t),
-            Op::Select(c, a, b) => dst.select(m(c), m(a), m(b)),
             Op::Const(_) | Op::Param(_) | Op::Column(_) => Id(i as u32),
+            // `dst` extends `src`: its tables are the same.
+            op => dst.rebuild(op, |a| map[a.0 as usize]),
         };
     }
     map[root.0 as usize]

@@ -5,23 +5,95 @@
 //! (U: the part that does not depend on the events — an extended likelihood's Σν, constraint
 //! terms; E: each event's log-density) with its gradient by reverse-mode differentiation of the
 //! graph. Nodes that do not vary with the events are evaluated once per point; the others over
-//! blocks of [`BLOCK`] events, each block's forward and backward pass in place. Blocks run in
-//! parallel and are summed in block order, so the result has the same bits on one thread or many.
+//! blocks of [`BLOCK`] events, each block's forward and backward pass in place.
+//!
+//! The program is compiled once into two instruction lists — the forward steps of the varying
+//! nodes and the backward steps of those an adjoint reaches, each argument's place (a block
+//! buffer, a uniform value, an event column read where it lies) and each adjoint's first write
+//! resolved ahead — so that a block costs its arithmetic: loops of a fixed length over buffers
+//! that stay in the first-level cache. The last block is padded with copies of its last event
+//! at weight 0. Sums over events (the value, the uniform nodes' adjoints) are kept per lane of
+//! a block and reduced in a fixed order per task of [`BLOCKS_PER_TASK`] blocks; tasks run in
+//! parallel and are summed in order, so the result has the same bits on one thread or many.
 
 use crate::graph::{eval_scalar, partials, Graph, Id, Op, Table};
 use rayon::prelude::*;
 
-/// Events per block: the block's buffers (one per varying node) stay in the core's cache.
-pub const BLOCK: usize = 512;
+/// Events per block. Every varying node's values and adjoints over a block, the uniform
+/// arguments broadcast and the lane sums stay in a core's 32 kB first-level cache (64 events ×
+/// 8 bytes × some 40 buffers), and each loop has a fixed length the compiler turns into vector
+/// instructions with no remainder. Larger blocks spilled to the second-level cache: every simple
+/// node's loop then cost about a cycle an event.
+pub const BLOCK: usize = 64;
 
-/// Blocks per parallel task.
-const BLOCKS_PER_TASK: usize = 16;
+/// Blocks per parallel task (8 192 events).
+const BLOCKS_PER_TASK: usize = 128;
 
 /// Events below which an evaluation runs on the calling thread: waking the pool's workers (and
 /// their spinning while the optimiser works between evaluations, on a machine of few cores)
 /// costs more than the split saves — on 2 cores, a 10k-event fit took 13 ms in parallel and
 /// 3.3 ms on one thread.
 const PARALLEL_EVENTS: usize = 32_768;
+
+/// One value per event of a block.
+type Lanes = [f64; BLOCK];
+
+/// A block of zeros: the argument slot of an operation with fewer arguments.
+const ZERO: Lanes = [0.0; BLOCK];
+
+/// Where a node's values over a block are.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Place {
+    /// The same for every event: evaluated once per point.
+    Uniform,
+    /// Computed per block into buffer slot `s`.
+    Buf(u32),
+    /// An event column, read where it lies: entry `p` of [`Program::columns`].
+    Col(u32),
+}
+
+/// An argument of a varying node: a block buffer, an event column, or a uniform node's index
+/// among the boundary nodes (its value, its broadcast buffer, its adjoint's lane sums).
+#[derive(Debug, Clone, Copy)]
+enum Arg {
+    Buf(u32),
+    Col(u32),
+    Uni(u32),
+}
+
+/// Where a backward step adds an argument's share of the adjoint.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Take {
+    /// The argument takes none (no parameter moves it).
+    No,
+    /// Buffer `s`'s adjoint, written here first in every block (assigned, not added: no
+    /// buffer is zeroed).
+    First(u32),
+    /// Buffer `s`'s adjoint, added to.
+    Add(u32),
+    /// Boundary node `b`'s lane sums.
+    Boundary(u32),
+}
+
+/// A forward step: the operation, its buffer slot, its arguments.
+#[derive(Debug, Clone, Copy)]
+struct Fwd {
+    op: Op,
+    out: u32,
+    n_args: u32,
+    args: [Arg; 3],
+}
+
+/// A backward step of a node an adjoint reaches: the operation, its buffer slot (values and
+/// adjoint), its arguments and where each takes its share.
+#[derive(Debug, Clone, Copy)]
+struct Bwd {
+    op: Op,
+    slot: u32,
+    n_args: u32,
+    args: [Arg; 3],
+    take: [Take; 3],
+}
 
 /// The compiled term U − Σ w E over one set of event columns.
 #[derive(Debug, Clone)]
@@ -31,23 +103,25 @@ pub struct Program {
     tables: Vec<Table>,
     /// Needed nodes that do not depend on the events, in order.
     uniform: Vec<u32>,
-    /// Needed nodes that depend on the events, in order, and each one's buffer slot.
-    varying: Vec<u32>,
-    slot: Vec<u32>,
-    /// Uniform nodes read by varying ones: where the blocks' adjoints land.
+    /// Each node's place.
+    place: Vec<Place>,
+    /// Buffer slots in use.
+    slots: usize,
+    /// Uniform nodes read by varying ones.
     boundary: Vec<u32>,
-    /// The backward pass's view of each varying node (aligned with `varying`).
-    steps: Vec<Step>,
+    fwd: Vec<Fwd>,
+    /// In reverse order of the graph.
+    bwd: Vec<Bwd>,
     event: Id,
     uniform_term: Id,
     /// Graph columns the program reads.
     pub columns: Vec<usize>,
 }
 
-/// An argument of a varying node over one block: a buffer or a scalar.
+/// A block's argument: a buffer or a scalar.
 #[derive(Clone, Copy)]
 enum Src<'a> {
-    V(&'a [f64]),
+    V(&'a Lanes),
     S(f64),
 }
 
@@ -60,8 +134,6 @@ impl Src<'_> {
         }
     }
 }
-
-const NONE: u32 = u32::MAX;
 
 /// Whether blocks use AVX2 and FMA where the processor has them (tests switch it off to compare
 /// bits).
@@ -78,41 +150,71 @@ fn wide() -> bool {
 impl Program {
     /// The program of U − Σ w E for the event term `event` and the uniform term `uniform`.
     pub fn new(graph: &Graph, event: Id, uniform: Id) -> Program {
+        let (lowered, out) = graph.lowered(&[event, uniform]);
+        let (graph, event, uniform) = (&lowered, out[0], out[1]);
         let need = graph.reachable(&[event, uniform]);
         let ops = graph.ops().to_vec();
         let tables = graph.tables().to_vec();
-        let mut slot = vec![NONE; ops.len()];
+        let mut place = vec![Place::Uniform; ops.len()];
         let (mut uni, mut var) = (Vec::new(), Vec::new());
         let mut columns = Vec::new();
         for (i, &needed) in need.iter().enumerate() {
             if !needed {
                 continue;
             }
-            if graph.varying(Id(i as u32)) {
-                slot[i] = var.len() as u32;
-                var.push(i as u32);
-                if let Op::Column(j) = ops[i] {
-                    columns.push(j);
-                }
-            } else {
+            if !graph.varying(Id(i as u32)) {
                 uni.push(i as u32);
-            }
-        }
-        let mut boundary_index = vec![NONE; ops.len()];
-        let mut boundary = Vec::new();
-        for &v in &var {
-            for a in ops[v as usize].args() {
-                let a = a.0 as usize;
-                if slot[a] == NONE && boundary_index[a] == NONE {
-                    boundary_index[a] = boundary.len() as u32;
-                    boundary.push(a as u32);
-                }
+            } else if let Op::Column(j) = ops[i] {
+                columns.push(j);
+            } else {
+                var.push(i as u32);
             }
         }
         columns.sort_unstable();
         columns.dedup();
-        // A node whose value no parameter moves (a column, a constant, a function of them)
-        // takes no adjoint: the backward pass skips it.
+        for (i, op) in ops.iter().enumerate() {
+            if let (true, Op::Column(j)) = (need[i], op) {
+                place[i] = Place::Col(columns.binary_search(j).unwrap() as u32);
+            }
+        }
+        for (s, &v) in var.iter().enumerate() {
+            place[v as usize] = Place::Buf(s as u32);
+        }
+        let mut boundary_index = vec![u32::MAX; ops.len()];
+        let mut boundary = Vec::new();
+        let mut arg_of = |a: Id| -> Arg {
+            let a = a.0 as usize;
+            match place[a] {
+                Place::Buf(s) => Arg::Buf(s),
+                Place::Col(p) => Arg::Col(p),
+                Place::Uniform => {
+                    if boundary_index[a] == u32::MAX {
+                        boundary_index[a] = boundary.len() as u32;
+                        boundary.push(a as u32);
+                    }
+                    Arg::Uni(boundary_index[a])
+                }
+            }
+        };
+        let fwd: Vec<Fwd> = var
+            .iter()
+            .enumerate()
+            .map(|(s, &v)| {
+                let op = ops[v as usize];
+                let mut args = [Arg::Buf(0); 3];
+                for (m, a) in op.args().enumerate() {
+                    args[m] = arg_of(a);
+                }
+                Fwd {
+                    op,
+                    out: s as u32,
+                    n_args: op.args().count() as u32,
+                    args,
+                }
+            })
+            .collect();
+        // A node no parameter moves (a column, a constant, a function of them) takes no
+        // adjoint.
         let mut moves = vec![false; ops.len()];
         for (i, op) in ops.iter().enumerate() {
             moves[i] = match op {
@@ -121,37 +223,51 @@ impl Program {
                 op => op.args().any(|a| moves[a.0 as usize]),
             };
         }
-        let steps = var
-            .iter()
-            .map(|&v| {
-                let op = ops[v as usize];
-                let mut args = [Arg::Var(0); 3];
-                let mut takes = [false; 3];
-                for (m, a) in op.args().enumerate() {
-                    let a = a.0 as usize;
-                    args[m] = if slot[a] == NONE {
-                        Arg::Uni(boundary_index[a])
-                    } else {
-                        Arg::Var(slot[a])
-                    };
-                    takes[m] = moves[a];
+        // The backward steps, and which contribution writes each adjoint first: the same in
+        // every block, so decided here.
+        let mut written = vec![false; var.len()];
+        if let Place::Buf(s) = place[event.0 as usize] {
+            written[s as usize] = true;
+        }
+        let mut bwd = Vec::new();
+        for f in fwd.iter().rev() {
+            let v = var[f.out as usize] as usize;
+            if !moves[v] || !written[f.out as usize] {
+                continue;
+            }
+            let mut take = [Take::No; 3];
+            for (m, a) in f.op.args().enumerate() {
+                // A select's condition gets no derivative.
+                if !moves[a.0 as usize] || (matches!(f.op, Op::Select(..)) && m == 0) {
+                    continue;
                 }
-                Step {
-                    op,
-                    moves: moves[v as usize] && !matches!(op, Op::Column(_)),
-                    args,
-                    takes,
-                }
-            })
-            .collect();
+                take[m] = match f.args[m] {
+                    Arg::Buf(s) if written[s as usize] => Take::Add(s),
+                    Arg::Buf(s) => {
+                        written[s as usize] = true;
+                        Take::First(s)
+                    }
+                    Arg::Uni(b) => Take::Boundary(b),
+                    Arg::Col(_) => Take::No,
+                };
+            }
+            bwd.push(Bwd {
+                op: f.op,
+                slot: f.out,
+                n_args: f.n_args,
+                args: f.args,
+                take,
+            });
+        }
         Program {
-            steps,
             ops,
             tables,
             uniform: uni,
-            varying: var,
-            slot,
+            place,
+            slots: var.len(),
             boundary,
+            fwd,
+            bwd,
             event,
             uniform_term: uniform,
             columns,
@@ -173,9 +289,9 @@ impl Program {
     /// The narrowest non-empty bin overlapping [lo, hi] of the histograms ([`Op::Hist`]) the program
     /// reads over graph column `column`, if it reads any: what a sampler's grid must resolve.
     pub fn narrowest_bin(&self, column: usize, lo: f64, hi: f64) -> Option<f64> {
-        self.varying
+        self.fwd
             .iter()
-            .filter_map(|&i| match self.ops[i as usize] {
+            .filter_map(|f| match f.op {
                 Op::Hist(a, t) if self.ops[a.0 as usize] == Op::Column(column) => {
                     Some(&self.tables[t as usize])
                 }
@@ -186,6 +302,11 @@ impl Program {
             .filter(|(w, &v)| w[1] > lo && w[0] < hi && v > 0.0)
             .map(|(w, _)| w[1] - w[0])
             .reduce(f64::min)
+    }
+
+    /// Whether the event term depends on the events.
+    fn event_varies(&self) -> bool {
+        self.place[self.event.0 as usize] != Place::Uniform
     }
 
     /// F(θ) for events `columns` (indexed by graph column; each of the events' length) with
@@ -200,26 +321,22 @@ impl Program {
         let uni = self.uniform_values(params);
         let n = self.event_count(columns);
         let want_grad = grad.is_some();
-        let (sum_we, boundary_adj) = if self.slot[self.event.0 as usize] == NONE {
-            // An event term that does not depend on the events: E · Σ w.
-            let sw = match weights {
-                Some(w) => fixed_sum(w),
-                None => n as f64,
-            };
-            (uni[self.event.0 as usize] * sw, Vec::new())
-        } else {
+        let sum_w = || match weights {
+            Some(w) => fixed_sum(w),
+            None => n as f64,
+        };
+        let (sum_we, boundary_adj) = if self.event_varies() {
             self.blocks(&uni, columns, weights, n, want_grad)
+        } else {
+            // An event term that does not depend on the events: E · Σ w.
+            (uni[self.event.0 as usize] * sum_w(), Vec::new())
         };
         let value = uni[self.uniform_term.0 as usize] - sum_we;
         if let Some(grad) = grad {
             let mut adj = vec![0.0; self.ops.len()];
             adj[self.uniform_term.0 as usize] += 1.0;
-            if self.slot[self.event.0 as usize] == NONE {
-                let sw = match weights {
-                    Some(w) => fixed_sum(w),
-                    None => n as f64,
-                };
-                adj[self.event.0 as usize] -= sw;
+            if !self.event_varies() {
+                adj[self.event.0 as usize] -= sum_w();
             }
             for (k, &b) in self.boundary.iter().enumerate() {
                 adj[b as usize] -= boundary_adj[k];
@@ -246,23 +363,37 @@ impl Program {
         value
     }
 
+    /// Every block of `n` events in turn: `f(scratch, block)`, the last one padded.
+    fn each_block(
+        &self,
+        uni: &[f64],
+        columns: &[&[f64]],
+        n: usize,
+        s: &mut Scratch,
+        mut f: impl FnMut(&mut Scratch, Block<'_>, usize),
+    ) {
+        let bvals = self.boundary_values(uni);
+        for b in 0..n.div_ceil(BLOCK) {
+            let start = b * BLOCK;
+            let len = BLOCK.min(n - start);
+            self.with_block(&bvals, columns, None, start, len, |at| f(s, at, len));
+        }
+    }
+
     /// E(x_i; θ) for every event (forward only): densities for plots, per-event checks.
     pub fn event_values(&self, params: &[f64], columns: &[&[f64]]) -> Vec<f64> {
         let uni = self.uniform_values(params);
         let n = self.event_count(columns);
-        let e = self.event.0 as usize;
-        if self.slot[e] == NONE {
-            return vec![uni[e]; n];
+        if !self.event_varies() {
+            return vec![uni[self.event.0 as usize]; n];
         }
         let mut out = Vec::with_capacity(n);
-        let mut s = Scratch::new(self.varying.len(), false);
-        for start in (0..n).step_by(BLOCK) {
-            let len = BLOCK.min(n - start);
-            let at = Block::forward_only(&uni, columns, start, len);
-            self.forward_any(at, &mut s);
-            let o = self.slot[e] as usize * BLOCK;
-            out.extend_from_slice(&s.vals[o..o + len]);
-        }
+        let mut s = self.scratch(&uni, false);
+        self.each_block(&uni, columns, n, &mut s, |s, at, len| {
+            self.forward_any(at, s);
+            let e = self.lanes(self.event, at, &s.vals, &uni);
+            out.extend((0..len).map(|i| e.at(i)));
+        });
         out
     }
 
@@ -278,8 +409,8 @@ impl Program {
         let uni = self.uniform_values(params);
         let n = self.event_count(columns);
         let mut out = Vec::with_capacity(which.len());
-        let mut s = Scratch::new(self.varying.len(), false);
-        let mut tangent = vec![0.0; self.varying.len() * BLOCK];
+        let mut s = self.scratch(&uni, false);
+        let mut tangent = vec![ZERO; self.slots];
         for &j in which {
             // Tangents of the uniform nodes (scalars).
             let mut ut = vec![0.0; self.ops.len()];
@@ -299,82 +430,116 @@ impl Program {
             }
             let mut col = Vec::with_capacity(n);
             let e = self.event.0 as usize;
-            for start in (0..n).step_by(BLOCK) {
-                let len = BLOCK.min(n - start);
-                if self.slot[e] == NONE {
-                    col.extend(std::iter::repeat_n(ut[e], len));
-                    continue;
-                }
-                let at = Block::forward_only(&uni, columns, start, len);
-                self.forward_any(at, &mut s);
-                for (k, &i) in self.varying.iter().enumerate() {
-                    let op = self.ops[i as usize];
-                    let vals = &s.vals;
-                    let v = &vals[k * BLOCK..k * BLOCK + len];
-                    let value_of = |a: Id, t: usize| -> f64 {
-                        let sl = self.slot[a.0 as usize];
-                        if sl == NONE {
-                            uni[a.0 as usize]
-                        } else {
-                            vals[sl as usize * BLOCK + t]
-                        }
-                    };
+            if !self.event_varies() {
+                out.push(vec![ut[e]; n]);
+                continue;
+            }
+            self.each_block(&uni, columns, n, &mut s, |s, at, len| {
+                self.forward_any(at, s);
+                let value_of = |a: Id, t: usize| self.lanes(a, at, &s.vals, &uni).at(t);
+                let tangent_of = |a: Id, t: usize, tangent: &[Lanes]| match self.place[a.0 as usize]
+                {
+                    Place::Uniform => ut[a.0 as usize],
+                    Place::Buf(k) => tangent[k as usize][t],
+                    Place::Col(_) => 0.0,
+                };
+                for f in &self.fwd {
+                    let v = &s.vals[f.out as usize];
                     for t in 0..len {
-                        let mut dt = 0.0;
-                        if !matches!(op, Op::Column(_)) {
-                            let d = partials(op, v[t], &|x| value_of(x, t));
-                            for (pos, a) in op.args().enumerate() {
-                                if d[pos] == 0.0 {
-                                    continue;
-                                }
-                                let sl = self.slot[a.0 as usize];
-                                let ta = if sl == NONE {
-                                    ut[a.0 as usize]
-                                } else {
-                                    tangent[sl as usize * BLOCK + t]
-                                };
-                                dt += d[pos] * ta;
-                            }
-                        }
-                        tangent[k * BLOCK + t] = dt;
+                        let d = partials(f.op, v[t], &|x| value_of(x, t));
+                        let dt =
+                            f.op.args()
+                                .enumerate()
+                                .filter(|(pos, _)| d[*pos] != 0.0)
+                                .map(|(pos, a)| d[pos] * tangent_of(a, t, &tangent))
+                                .sum();
+                        tangent[f.out as usize][t] = dt;
                     }
                 }
-                let o = self.slot[e] as usize * BLOCK;
-                col.extend_from_slice(&tangent[o..o + len]);
-            }
+                col.extend((0..len).map(|t| tangent_of(self.event, t, &tangent)));
+            });
             out.push(col);
         }
         out
     }
 
-    /// The forward pass of one block into the scratch buffers.
-    #[inline(always)]
-    fn forward_block(&self, at: Block<'_>, s: &mut Scratch) {
-        let Block {
-            uni,
-            columns,
-            start,
-            len,
-            ..
-        } = at;
-        for (k, &i) in self.varying.iter().enumerate() {
-            let (before, rest) = s.vals.split_at_mut(k * BLOCK);
-            let out = &mut rest[..len];
-            let src = |a: Id| self.source(a, uni, before, len);
-            forward(self.ops[i as usize], src, columns, &self.tables, start, out);
+    /// Node `a`'s values over a block (a varying node's buffer, a column) or its uniform value
+    /// (from `uni`, the uniform nodes' values).
+    fn lanes<'a>(&self, a: Id, at: Block<'a>, vals: &'a [Lanes], uni: &[f64]) -> Src<'a> {
+        match self.place[a.0 as usize] {
+            Place::Buf(s) => Src::V(&vals[s as usize]),
+            Place::Col(p) => Src::V(at.column(p)),
+            Place::Uniform => Src::S(uni[a.0 as usize]),
         }
     }
 
-    /// Node `a` over a block of `len` events: its buffer in `buffers` where it varies, else
-    /// its uniform value.
-    fn source<'a>(&self, a: Id, uni: &[f64], buffers: &'a [f64], len: usize) -> Src<'a> {
-        let j = self.slot[a.0 as usize];
-        if j == NONE {
-            Src::S(uni[a.0 as usize])
-        } else {
-            let o = j as usize * BLOCK;
-            Src::V(&buffers[o..o + len])
+    /// The boundary nodes' values at this point.
+    fn boundary_values(&self, uni: &[f64]) -> Vec<f64> {
+        self.boundary.iter().map(|&b| uni[b as usize]).collect()
+    }
+
+    /// A block's buffers, the boundary values broadcast for a backward pass.
+    fn scratch(&self, uni: &[f64], grad: bool) -> Scratch {
+        let nb = self.boundary.len();
+        Scratch {
+            vals: vec![ZERO; self.slots],
+            adj: vec![ZERO; if grad { self.slots } else { 0 }],
+            ubuf: if grad {
+                self.boundary
+                    .iter()
+                    .map(|&b| [uni[b as usize]; BLOCK])
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            bacc: vec![ZERO; if grad { nb } else { 0 }],
+            eacc: ZERO,
         }
+    }
+
+    /// The block of `len` events from `start`, handed to `f`: a full block reads the columns
+    /// where they lie; a short last block is copied, filled up with its last event at weight 0.
+    #[allow(clippy::too_many_arguments)]
+    fn with_block<R>(
+        &self,
+        bvals: &[f64],
+        columns: &[&[f64]],
+        weights: Option<&[f64]>,
+        start: usize,
+        len: usize,
+        f: impl FnOnce(Block<'_>) -> R,
+    ) -> R {
+        let full = Block {
+            bvals,
+            columns,
+            graph_columns: &self.columns,
+            start,
+            weights: None,
+            padded: None,
+        };
+        if len == BLOCK {
+            return f(Block {
+                weights: weights.map(|w| lanes_at(w, start)),
+                ..full
+            });
+        }
+        let mut pad = vec![ZERO; self.columns.len()];
+        for (p, &j) in self.columns.iter().enumerate() {
+            let src = &columns[j][start..start + len];
+            pad[p][..len].copy_from_slice(src);
+            pad[p][len..].fill(src[len - 1]);
+        }
+        let mut w = ZERO;
+        match weights {
+            Some(ws) => w[..len].copy_from_slice(&ws[start..start + len]),
+            None => w[..len].fill(1.0),
+        }
+        f(Block {
+            start: 0,
+            weights: Some(&w),
+            padded: Some(&pad),
+            ..full
+        })
     }
 
     fn event_count(&self, columns: &[&[f64]]) -> usize {
@@ -382,7 +547,7 @@ impl Program {
     }
 
     /// Σ_i w_i E_i over every block, and (with `grad`) its derivative in each boundary node;
-    /// per block in parallel, combined in block order.
+    /// per task of blocks in parallel, combined in task order.
     fn blocks(
         &self,
         uni: &[f64],
@@ -392,41 +557,42 @@ impl Program {
         grad: bool,
     ) -> (f64, Vec<f64>) {
         let n_blocks = n.div_ceil(BLOCK);
-        let nb = self.boundary.len();
-        let task = |t: usize| -> Vec<(f64, Vec<f64>)> {
-            let mut scratch = Scratch::new(self.varying.len(), grad);
-            if grad {
-                scratch.broadcast(&self.boundary, uni);
+        let bvals = self.boundary_values(uni);
+        // A task's blocks into one scratch (made once per worker's run of tasks), their sums
+        // kept per lane and reduced at the task's end.
+        let task = |s: &mut Scratch, t: usize| -> (f64, Vec<f64>) {
+            s.eacc = ZERO;
+            for b in s.bacc.iter_mut() {
+                *b = ZERO;
             }
             let lo = t * BLOCKS_PER_TASK;
             let hi = ((t + 1) * BLOCKS_PER_TASK).min(n_blocks);
-            (lo..hi)
-                .map(|b| {
-                    let start = b * BLOCK;
-                    let len = BLOCK.min(n - start);
-                    let mut badj = vec![0.0; if grad { nb } else { 0 }];
-                    let at = Block {
-                        uni,
-                        columns,
-                        weights: weights.map(|w| &w[start..start + len]),
-                        start,
-                        len,
-                    };
-                    let s = self.block(at, &mut scratch, grad.then_some(&mut badj[..]));
-                    (s, badj)
-                })
-                .collect()
+            for b in lo..hi {
+                let start = b * BLOCK;
+                let len = BLOCK.min(n - start);
+                self.with_block(&bvals, columns, weights, start, len, |at| {
+                    self.block(at, s, grad)
+                });
+            }
+            (
+                fixed_sum(&s.eacc),
+                s.bacc.iter().map(|b| fixed_sum(b)).collect(),
+            )
         };
         let n_tasks = n_blocks.div_ceil(BLOCKS_PER_TASK);
-        let parts: Vec<Vec<(f64, Vec<f64>)>> = if n_tasks > 1 && n >= PARALLEL_EVENTS {
-            (0..n_tasks).into_par_iter().map(task).collect()
+        let parts: Vec<(f64, Vec<f64>)> = if n_tasks > 1 && n >= PARALLEL_EVENTS {
+            (0..n_tasks)
+                .into_par_iter()
+                .map_init(|| self.scratch(uni, grad), task)
+                .collect()
         } else {
-            (0..n_tasks).map(task).collect()
+            let mut s = self.scratch(uni, grad);
+            (0..n_tasks).map(|t| task(&mut s, t)).collect()
         };
         let mut total = 0.0;
-        let mut adj = vec![0.0; nb];
-        for (s, b) in parts.iter().flatten() {
-            total += s;
+        let mut adj = vec![0.0; self.boundary.len()];
+        for (v, b) in &parts {
+            total += v;
             for (a, x) in adj.iter_mut().zip(b) {
                 *a += x;
             }
@@ -438,168 +604,159 @@ impl Program {
     /// and fused multiply-adds where the processor has them: the same operations in the same
     /// order, so the same bits (Rust contracts no multiply-add into an FMA by itself, and the
     /// ones written as `mul_add` round once either way), only wider.
-    fn block(&self, at: Block<'_>, s: &mut Scratch, badj: Option<&mut [f64]>) -> f64 {
+    fn block(&self, at: Block<'_>, s: &mut Scratch, grad: bool) {
         #[cfg(target_arch = "x86_64")]
         if wide() {
             // SAFETY: the processor has AVX2 and FMA (checked just above).
-            return unsafe { self.block_avx2(at, s, badj) };
+            return unsafe { self.block_avx2(at, s, grad) };
         }
-        self.block_body(at, s, badj)
+        self.block_body(at, s, grad)
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn block_avx2(&self, at: Block<'_>, s: &mut Scratch, badj: Option<&mut [f64]>) -> f64 {
-        self.block_body(at, s, badj)
+    unsafe fn block_avx2(&self, at: Block<'_>, s: &mut Scratch, grad: bool) {
+        self.block_body(at, s, grad)
     }
 
-    /// [`forward_block`](Self::forward_block) in the wide build where the processor has it
-    /// (for the callers outside a fit's evaluation: densities, per-event scores).
+    /// [`forward`](Self::forward) in the wide build where the processor has it (for the
+    /// callers outside a fit's evaluation: densities, per-event scores).
     fn forward_any(&self, at: Block<'_>, s: &mut Scratch) {
         #[cfg(target_arch = "x86_64")]
         if wide() {
             // SAFETY: the processor has AVX2 and FMA (checked just above).
             return unsafe { self.forward_avx2(at, s) };
         }
-        self.forward_block(at, s)
+        self.forward(at, s)
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
     unsafe fn forward_avx2(&self, at: Block<'_>, s: &mut Scratch) {
-        self.forward_block(at, s)
+        self.forward(at, s)
     }
 
-    /// One block: forward over the varying nodes, Σ w E, and the backward pass into `badj`.
+    /// The forward steps of one block into the scratch buffers.
     #[inline(always)]
-    fn block_body(&self, at: Block<'_>, s: &mut Scratch, badj: Option<&mut [f64]>) -> f64 {
-        let Block { weights, len, .. } = at;
-        self.forward_block(at, s);
-        let e_off = self.slot[self.event.0 as usize] as usize * BLOCK;
-        let e = &s.vals[e_off..e_off + len];
-        let sum = match weights {
-            Some(w) => fixed_dot(e, w),
-            None => fixed_sum(e),
-        };
-        let Some(badj) = badj else {
-            return sum;
-        };
+    fn forward(&self, at: Block<'_>, s: &mut Scratch) {
+        for f in &self.fwd {
+            let (before, rest) = s.vals.split_at_mut(f.out as usize);
+            let mut x = [Src::S(0.0); 3];
+            for (m, arg) in f.args.iter().enumerate().take(f.n_args as usize) {
+                x[m] = match *arg {
+                    Arg::Buf(j) => Src::V(&before[j as usize]),
+                    Arg::Col(p) => Src::V(at.column(p)),
+                    Arg::Uni(b) => Src::S(at.bvals[b as usize]),
+                };
+            }
+            forward(f.op, x, &self.tables, &mut rest[0]);
+        }
+    }
+
+    /// One block: forward, the lane sums of w E, and the backward pass into the adjoints'
+    /// lane sums.
+    #[inline(always)]
+    fn block_body(&self, at: Block<'_>, s: &mut Scratch, grad: bool) {
+        self.forward(at, s);
         let Scratch {
             vals,
             adj,
-            written,
             ubuf,
+            bacc,
+            eacc,
+            ..
         } = s;
-        written.fill(false);
-        let e_slot = self.slot[self.event.0 as usize] as usize;
-        match weights {
-            Some(w) => adj[e_off..e_off + len].copy_from_slice(w),
-            None => adj[e_off..e_off + len].fill(1.0),
-        }
-        written[e_slot] = true;
-        for (k, step) in self.steps.iter().enumerate().rev() {
-            // A node no parameter moves, or one no later node read (adjoint 0), adds nothing.
-            if !step.moves || !written[k] {
-                continue;
+        let e = match self.place[self.event.0 as usize] {
+            Place::Buf(s) => &vals[s as usize],
+            Place::Col(p) => at.column(p),
+            Place::Uniform => unreachable!("blocks run only where the event term varies"),
+        };
+        match at.weights {
+            // An event at weight 0 (a padding copy) adds nothing, even where its E is not
+            // finite.
+            Some(w) => {
+                for i in 0..BLOCK {
+                    eacc[i] += if w[i] != 0.0 { w[i] * e[i] } else { 0.0 };
+                }
             }
-            let n_args = step.op.args().count();
-            let mut x: [&[f64]; 3] = [&[]; 3];
-            for (m, arg) in step.args.iter().enumerate().take(n_args) {
+            None => {
+                for i in 0..BLOCK {
+                    eacc[i] += e[i];
+                }
+            }
+        }
+        if !grad {
+            return;
+        }
+        let Place::Buf(e_slot) = self.place[self.event.0 as usize] else {
+            // An event term that is a column: no parameter moves it.
+            return;
+        };
+        adj[e_slot as usize] = *at.weights.unwrap_or(&[1.0; BLOCK]);
+        for step in &self.bwd {
+            let mut x = [&ZERO; 3];
+            for (m, arg) in step.args.iter().enumerate().take(step.n_args as usize) {
                 x[m] = match *arg {
-                    Arg::Var(j) => &vals[j as usize * BLOCK..j as usize * BLOCK + len],
-                    Arg::Uni(b) => &ubuf[b as usize * BLOCK..b as usize * BLOCK + len],
+                    Arg::Buf(j) => &vals[j as usize],
+                    Arg::Col(p) => at.column(p),
+                    Arg::Uni(b) => &ubuf[b as usize],
                 };
             }
-            let (before, rest) = adj.split_at_mut(k * BLOCK);
+            let (before, rest) = adj.split_at_mut(step.slot as usize);
             let node = Node {
-                v: &vals[k * BLOCK..k * BLOCK + len],
-                a: &rest[..len],
+                v: &vals[step.slot as usize],
+                a: &rest[0],
                 x,
             };
-            backward(step, node, before, written, badj);
+            backward(step, node, before, bacc);
         }
-        sum
     }
 }
 
-/// A varying node as the backward pass sees it: the operation, whether any parameter moves
-/// it, and where each argument lives and whether it takes an adjoint.
-#[derive(Debug, Clone, Copy)]
-struct Step {
-    op: Op,
-    moves: bool,
-    args: [Arg; 3],
-    takes: [bool; 3],
-}
-
-/// Where an argument of a varying node lives: a varying node's buffer slot, or a uniform
-/// node's index among the boundary nodes (its broadcast buffer, its adjoint's sum).
-#[derive(Debug, Clone, Copy)]
-enum Arg {
-    Var(u32),
-    Uni(u32),
+/// Entries `start..start + BLOCK` of `v` as a block.
+#[inline(always)]
+fn lanes_at(v: &[f64], start: usize) -> &Lanes {
+    v[start..start + BLOCK].try_into().unwrap()
 }
 
 /// One varying node over a block: its values, its adjoints, its arguments' values.
 struct Node<'a> {
-    v: &'a [f64],
-    a: &'a [f64],
-    x: [&'a [f64]; 3],
+    v: &'a Lanes,
+    a: &'a Lanes,
+    x: [&'a Lanes; 3],
 }
 
 /// The backward step of one varying node over a block: adjoint `a` of the node (value `v`)
-/// times each partial derivative, added into each argument's adjoint — its buffer (the first
-/// contribution a block makes assigns it, so no buffer is zeroed) or its boundary sum — one
-/// loop per operation and argument, over the arguments' values `x`. An event whose adjoint is
-/// 0 here (a branch a Select did not take) adds nothing, even where that branch's derivative is
-/// not finite: the partial is computed for every event and discarded by a select, which
-/// vectorises where a branch would not.
+/// times each partial derivative, assigned or added into each argument's adjoint buffer or
+/// added into a boundary node's lane sums — one loop per operation and argument, over the
+/// arguments' values `x`. An event whose adjoint is 0 here (a branch a Select did not take, a
+/// padding copy) adds nothing, even where that branch's derivative is not finite: the partial
+/// is computed for every event and discarded by a select, which vectorises where a branch
+/// would not.
 // The partials are written as they are: −1 times the adjoint reads as the rule it is.
 #[allow(clippy::neg_multiply)]
 #[inline(always)]
-fn backward(step: &Step, node: Node<'_>, adj: &mut [f64], written: &mut [bool], badj: &mut [f64]) {
+fn backward(step: &Bwd, node: Node<'_>, adj: &mut [Lanes], bacc: &mut [Lanes]) {
     let Node { v, a, x } = node;
-    let n = a.len();
     let [x0, x1, _] = x;
     macro_rules! acc {
         ($m:expr, |$i:ident| $d:expr) => {{
-            if step.takes[$m] {
-                match step.args[$m] {
-                    Arg::Var(j) => {
-                        let o = j as usize * BLOCK;
-                        let t = &mut adj[o..o + n];
-                        if written[j as usize] {
-                            for $i in 0..n {
-                                let d = a[$i] * ($d);
-                                t[$i] += if a[$i] != 0.0 { d } else { 0.0 };
-                            }
-                        } else {
-                            for $i in 0..n {
-                                let d = a[$i] * ($d);
-                                t[$i] = if a[$i] != 0.0 { d } else { 0.0 };
-                            }
-                            written[j as usize] = true;
-                        }
+            let (t, first) = match step.take[$m] {
+                Take::No => (None, false),
+                Take::First(j) => (Some(&mut adj[j as usize]), true),
+                Take::Add(j) => (Some(&mut adj[j as usize]), false),
+                Take::Boundary(b) => (Some(&mut bacc[b as usize]), false),
+            };
+            if let Some(t) = t {
+                if first {
+                    for $i in 0..BLOCK {
+                        let d = a[$i] * ($d);
+                        t[$i] = if a[$i] != 0.0 { d } else { 0.0 };
                     }
-                    Arg::Uni(b) => {
-                        // LANES partial sums, each over every LANES-th event, combined in a
-                        // fixed tree: the loop vectorises (one running sum would chain every
-                        // addition).
-                        let mut lanes = [0.0; LANES];
-                        let whole = n / LANES * LANES;
-                        for c in 0..n / LANES {
-                            for k in 0..LANES {
-                                let $i = c * LANES + k;
-                                let d = a[$i] * ($d);
-                                lanes[k] += if a[$i] != 0.0 { d } else { 0.0 };
-                            }
-                        }
-                        for (k, l) in lanes.iter_mut().enumerate().take(n - whole) {
-                            let $i = whole + k;
-                            let d = a[$i] * ($d);
-                            *l += if a[$i] != 0.0 { d } else { 0.0 };
-                        }
-                        badj[b as usize] += combine(&lanes);
+                } else {
+                    for $i in 0..BLOCK {
+                        let d = a[$i] * ($d);
+                        t[$i] += if a[$i] != 0.0 { d } else { 0.0 };
                     }
                 }
             }
@@ -659,82 +816,60 @@ fn backward(step: &Step, node: Node<'_>, adj: &mut [f64], written: &mut [bool], 
             acc!(1, |i| if x0[i] >= 0.0 { 1.0 } else { 0.0 });
             acc!(2, |i| if x0[i] >= 0.0 { 0.0 } else { 1.0 });
         }
+        Op::Fma(..) => {
+            acc!(0, |i| x1[i]);
+            acc!(1, |i| x0[i]);
+            acc!(2, |_i| 1.0);
+        }
         Op::Const(_) | Op::Param(_) | Op::Column(_) => {}
     }
 }
 
-/// Where a block lies: the uniform values, the event columns, the weights of its events (the
-/// forward pass alone reads none), its first event and its length.
+/// Where a block lies: the boundary nodes' values, the event columns and its first event, or
+/// the padded copy of a short last block; its events' weights (`None`: every weight 1).
 #[derive(Clone, Copy)]
 struct Block<'a> {
-    uni: &'a [f64],
+    bvals: &'a [f64],
     columns: &'a [&'a [f64]],
-    weights: Option<&'a [f64]>,
+    graph_columns: &'a [usize],
     start: usize,
-    len: usize,
+    weights: Option<&'a Lanes>,
+    padded: Option<&'a [Lanes]>,
 }
 
 impl<'a> Block<'a> {
-    /// A block for a forward pass alone (per-event values, tangents): no weights.
-    fn forward_only(uni: &'a [f64], columns: &'a [&'a [f64]], start: usize, len: usize) -> Self {
-        Block {
-            uni,
-            columns,
-            weights: None,
-            start,
-            len,
+    /// Entry `p` of the program's columns over this block.
+    #[inline(always)]
+    fn column(&self, p: u32) -> &'a Lanes {
+        match self.padded {
+            Some(pad) => &pad[p as usize],
+            None => lanes_at(self.columns[self.graph_columns[p as usize]], self.start),
         }
     }
 }
 
-/// One block's buffers: values and adjoints of every varying node.
+/// One block's buffers.
 struct Scratch {
-    vals: Vec<f64>,
-    adj: Vec<f64>,
-    /// Whether the block's backward pass has written each varying node's adjoint yet.
-    written: Vec<bool>,
-    /// Every boundary node's value broadcast over a block (filled once per evaluation), so
-    /// that the backward loops read every argument as a slice and hold no branch.
-    ubuf: Vec<f64>,
-}
-
-impl Scratch {
-    fn new(n: usize, grad: bool) -> Scratch {
-        Scratch {
-            vals: vec![0.0; n * BLOCK],
-            adj: vec![0.0; if grad { n * BLOCK } else { 0 }],
-            written: vec![false; n],
-            ubuf: Vec::new(),
-        }
-    }
-
-    /// The boundary nodes' values broadcast, for a backward pass.
-    fn broadcast(&mut self, boundary: &[u32], uni: &[f64]) {
-        self.ubuf.clear();
-        for &b in boundary {
-            let v = uni[b as usize];
-            self.ubuf.extend(std::iter::repeat_n(v, BLOCK));
-        }
-    }
+    /// Values and adjoints of the varying nodes, by slot.
+    vals: Vec<Lanes>,
+    adj: Vec<Lanes>,
+    /// Each boundary node's value broadcast (filled once per evaluation), so that the backward
+    /// loops read every argument as a block and hold no branch.
+    ubuf: Vec<Lanes>,
+    /// Per-lane sums over a task's blocks: each boundary node's adjoint, and w E.
+    bacc: Vec<Lanes>,
+    eacc: Lanes,
 }
 
 /// One varying node over a block.
 #[inline(always)]
-fn forward<'a>(
-    op: Op,
-    src: impl Fn(Id) -> Src<'a>,
-    columns: &[&[f64]],
-    tables: &[Table],
-    start: usize,
-    out: &mut [f64],
-) {
-    let n = out.len();
+fn forward(op: Op, x: [Src<'_>; 3], tables: &[Table], out: &mut Lanes) {
     macro_rules! unary {
-        ($a:expr, $f:expr) => {{
+        ($f:expr) => {{
             let f = $f;
-            match src($a) {
+            match x[0] {
                 Src::V(x) => {
-                    for i in 0..n {
+                    for i in 0..BLOCK {
                         out[i] = f(x[i]);
                     }
                 }
@@ -743,21 +878,21 @@ fn forward<'a>(
         }};
     }
     macro_rules! binary {
-        ($a:expr, $b:expr, $f:expr) => {{
+        ($f:expr) => {{
             let f = $f;
-            match (src($a), src($b)) {
+            match (x[0], x[1]) {
                 (Src::V(x), Src::V(y)) => {
-                    for i in 0..n {
+                    for i in 0..BLOCK {
                         out[i] = f(x[i], y[i]);
                     }
                 }
                 (Src::V(x), Src::S(y)) => {
-                    for i in 0..n {
+                    for i in 0..BLOCK {
                         out[i] = f(x[i], y);
                     }
                 }
                 (Src::S(x), Src::V(y)) => {
-                    for i in 0..n {
+                    for i in 0..BLOCK {
                         out[i] = f(x, y[i]);
                     }
                 }
@@ -766,39 +901,58 @@ fn forward<'a>(
         }};
     }
     match op {
-        Op::Column(j) => out.copy_from_slice(&columns[j][start..start + n]),
-        Op::Add(a, b) => binary!(a, b, |x: f64, y: f64| x + y),
-        Op::Sub(a, b) => binary!(a, b, |x: f64, y: f64| x - y),
-        Op::Mul(a, b) => binary!(a, b, |x: f64, y: f64| x * y),
-        Op::Div(a, b) => binary!(a, b, |x: f64, y: f64| x / y),
-        Op::Pow(a, b) => binary!(a, b, |x: f64, y: f64| x.powf(y)),
-        Op::GammaP(a, b) => binary!(a, b, |x: f64, y: f64| crate::graph::gamma_p(x, y).0),
-        Op::Powi(a, 2) => unary!(a, |x: f64| x * x),
-        Op::Powi(a, k) => unary!(a, |x: f64| x.powi(k)),
-        Op::Neg(a) => unary!(a, |x: f64| -x),
-        Op::Exp(a) => unary!(a, crate::vmath::exp),
-        Op::Log(a) => unary!(a, crate::vmath::ln),
-        Op::Sqrt(a) => unary!(a, f64::sqrt),
-        Op::Abs(a) => unary!(a, f64::abs),
-        Op::Erf(a) => unary!(a, libm::erf),
-        Op::Sin(a) => unary!(a, f64::sin),
-        Op::Cos(a) => unary!(a, f64::cos),
-        Op::Exprel(a) => unary!(a, crate::graph::exprel),
-        Op::Lgamma(a) => unary!(a, libm::lgamma),
-        Op::LandauLnPdf(a) => unary!(a, |x: f64| crate::landau::ln_pdf(x).0),
-        Op::LandauCdf(a) => unary!(a, crate::landau::cdf),
-        Op::LandauSf(a) => unary!(a, crate::landau::sf),
-        Op::Hist(a, t) => {
+        Op::Add(..) => binary!(|x: f64, y: f64| x + y),
+        Op::Sub(..) => binary!(|x: f64, y: f64| x - y),
+        Op::Mul(..) => binary!(|x: f64, y: f64| x * y),
+        Op::Div(..) => binary!(|x: f64, y: f64| x / y),
+        Op::Pow(..) => binary!(|x: f64, y: f64| x.powf(y)),
+        Op::GammaP(..) => binary!(|x: f64, y: f64| crate::graph::gamma_p(x, y).0),
+        Op::Powi(_, 2) => unary!(|x: f64| x * x),
+        Op::Powi(_, k) => unary!(|x: f64| x.powi(k)),
+        Op::Neg(_) => unary!(|x: f64| -x),
+        Op::Exp(_) => unary!(crate::vmath::exp),
+        Op::Log(_) => unary!(crate::vmath::ln),
+        Op::Sqrt(_) => unary!(f64::sqrt),
+        Op::Abs(_) => unary!(f64::abs),
+        Op::Erf(_) => unary!(libm::erf),
+        Op::Sin(_) => unary!(f64::sin),
+        Op::Cos(_) => unary!(f64::cos),
+        Op::Exprel(_) => unary!(crate::graph::exprel),
+        Op::Lgamma(_) => unary!(libm::lgamma),
+        Op::LandauLnPdf(_) => unary!(|x: f64| crate::landau::ln_pdf(x).0),
+        Op::LandauCdf(_) => unary!(crate::landau::cdf),
+        Op::LandauSf(_) => unary!(crate::landau::sf),
+        Op::Hist(_, t) => {
             let t = &tables[t as usize];
-            unary!(a, |x: f64| t.at(x))
+            unary!(|x: f64| t.at(x))
         }
-        Op::Select(c, a, b) => {
-            let (c, a, b) = (src(c), src(a), src(b));
-            for i in 0..n {
+        Op::Select(..) => {
+            let [c, a, b] = x;
+            for i in 0..BLOCK {
                 out[i] = if c.at(i) >= 0.0 { a.at(i) } else { b.at(i) };
             }
         }
-        Op::Const(_) | Op::Param(_) => unreachable!("uniform nodes are not evaluated per block"),
+        // What lowering makes: a per-event x times a uniform or per-event y, plus a uniform c.
+        Op::Fma(..) => match x {
+            [Src::V(a), Src::S(b), Src::S(c)] => {
+                for i in 0..BLOCK {
+                    out[i] = a[i].mul_add(b, c);
+                }
+            }
+            [Src::V(a), Src::V(b), Src::S(c)] => {
+                for i in 0..BLOCK {
+                    out[i] = a[i].mul_add(b[i], c);
+                }
+            }
+            [a, b, c] => {
+                for i in 0..BLOCK {
+                    out[i] = a.at(i).mul_add(b.at(i), c.at(i));
+                }
+            }
+        },
+        Op::Const(_) | Op::Param(_) | Op::Column(_) => {
+            unreachable!("uniform nodes and columns are not evaluated per block")
+        }
     }
 }
 
@@ -834,14 +988,15 @@ pub fn fixed_sum(x: &[f64]) -> f64 {
 #[inline(always)]
 pub fn fixed_dot(x: &[f64], w: &[f64]) -> f64 {
     let mut lanes = [0.0; LANES];
-    let whole = x.len() / LANES * LANES;
-    for c in 0..x.len() / LANES {
+    let (xc, wc) = (x.chunks_exact(LANES), w[..x.len()].chunks_exact(LANES));
+    let (xr, wr) = (xc.remainder(), wc.remainder());
+    for (c, d) in xc.zip(wc) {
         for k in 0..LANES {
-            lanes[k] += x[c * LANES + k] * w[c * LANES + k];
+            lanes[k] += c[k] * d[k];
         }
     }
-    for (k, l) in lanes.iter_mut().enumerate().take(x.len() - whole) {
-        *l += x[whole + k] * w[whole + k];
+    for ((l, a), b) in lanes.iter_mut().zip(xr).zip(wr) {
+        *l += a * b;
     }
     combine(&lanes)
 }
@@ -892,6 +1047,73 @@ mod tests {
         let baseline = run();
         WIDE.store(true, std::sync::atomic::Ordering::Relaxed);
         assert_eq!(wide, baseline);
+    }
+
+    /// The lowering's rewrites (a division by a uniform value, −(u·x), x·y ± u and u − x·y as
+    /// fused multiply-adds) give the formula's value and gradient, over a short last block with
+    /// weights, one event of which has weight 0 and a log-density of −∞ there.
+    #[test]
+    fn lowered_programs_give_the_formulas_values() {
+        let mut g = Graph::new();
+        let (x, y) = (g.column(0), g.column(1));
+        let (a, b, c) = (g.param(0), g.param(1), g.param(2));
+        let xa = g.div(x, a); // x / a → x · (1/a)
+        let bx = g.mul(b, x);
+        let nbx = g.neg(bx); // −(b x) → x · (−b)
+        let t1 = g.sub(nbx, c); // → fma(x, −b, −c)
+        let xy = g.mul(x, y);
+        let t2 = g.add(xy, c); // → fma(x, y, c)
+        let cy = g.mul(c, y);
+        let t3 = g.sub(a, cy); // → fma(y, −c, a)
+        let s1 = g.add(xa, t1);
+        let s2 = g.add(t2, t3);
+        let s = g.add(s1, s2);
+        let ly = g.log(y); // −∞ at y = 0
+        let e = g.add(s, ly);
+        let nu = g.param(3);
+        let prog = Program::new(&g, e, nu);
+        let n = 1000;
+        let xs: Vec<f64> = (0..n).map(|i| (i as f64 * 0.37).sin() * 3.0).collect();
+        let mut ys: Vec<f64> = (0..n)
+            .map(|i| 0.5 + (i as f64 * 0.11).cos().abs())
+            .collect();
+        let mut ws: Vec<f64> = (0..n).map(|i| 0.5 + (i % 7) as f64 * 0.1).collect();
+        ys[997] = 0.0;
+        ws[997] = 0.0;
+        let p = [1.3, 0.7, -0.4, 5.0];
+        let mut grad = vec![0.0; 4];
+        let v = prog.eval(&p, &[&xs, &ys], Some(&ws), Some(&mut grad));
+        let (mut f, mut ga, mut gb, mut gc) = (p[3], 0.0, 0.0, 0.0);
+        for i in (0..n).filter(|&i| ws[i] != 0.0) {
+            let (xi, yi, w) = (xs[i], ys[i], ws[i]);
+            let e = xi / p[0] - p[1] * xi - p[2] + xi * yi + p[2] + p[0] - p[2] * yi + yi.ln();
+            f -= w * e;
+            ga -= w * (-xi / (p[0] * p[0]) + 1.0);
+            gb -= w * -xi;
+            gc -= w * (-yi);
+        }
+        assert!((v - f).abs() < 1e-12 * f.abs(), "{v} {f}");
+        for (got, want) in grad.iter().zip([ga, gb, gc, 1.0]) {
+            assert!(
+                (got - want).abs() < 1e-11 * want.abs().max(1.0),
+                "{got} {want}"
+            );
+        }
+        // No division is left among the per-event operations.
+        let (low, out) = g.lowered(&[e, nu]);
+        let need = low.reachable(&out);
+        assert!(!low
+            .ops()
+            .iter()
+            .enumerate()
+            .any(|(i, op)| need[i] && low.varying(Id(i as u32)) && matches!(op, Op::Div(..))));
+        assert!(
+            low.ops()
+                .iter()
+                .filter(|op| matches!(op, Op::Fma(..)))
+                .count()
+                >= 3
+        );
     }
 
     /// A Gaussian log-density through the program against its formula, value and gradient,
