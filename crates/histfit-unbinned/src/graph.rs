@@ -60,6 +60,9 @@ pub enum Op {
     Select(Id, Id, Id),
     /// a · b + c, rounded once: what [`Graph::lowered`] makes of a product and a sum.
     Fma(Id, Id, Id),
+    /// Re w(x + iy), w the Faddeeva function ([`crate::faddeeva`]), for y ≥ 0: the Voigt
+    /// profile's shape.
+    VoigtRe(Id, Id),
 }
 
 impl Op {
@@ -72,7 +75,8 @@ impl Op {
             | Op::Mul(a, b)
             | Op::Div(a, b)
             | Op::Pow(a, b)
-            | Op::GammaP(a, b) => ([a, b, Id(0)], 2),
+            | Op::GammaP(a, b)
+            | Op::VoigtRe(a, b) => ([a, b, Id(0)], 2),
             Op::Powi(a, _)
             | Op::Neg(a)
             | Op::Exp(a)
@@ -123,6 +127,7 @@ impl Op {
             Op::LandauSf(a) => (24, id(a), 0, 0),
             Op::Select(c, a, b) => (18, id(c), id(a), id(b)),
             Op::Fma(a, b, c) => (25, id(a), id(b), id(c)),
+            Op::VoigtRe(a, b) => (26, id(a), id(b), 0),
         }
     }
 }
@@ -552,6 +557,10 @@ impl Graph {
         }
         self.fold(Op::Select(c, a, b))
     }
+    /// Re w(x + iy), w the Faddeeva function.
+    pub fn voigt_re(&mut self, x: Id, y: Id) -> Id {
+        self.fold(Op::VoigtRe(x, y))
+    }
     /// a · b + c, rounded once.
     pub fn fma(&mut self, a: Id, b: Id, c: Id) -> Id {
         self.fold(Op::Fma(a, b, c))
@@ -612,6 +621,7 @@ impl Graph {
             Op::Hist(a, t) => self.hist(m(a), t),
             Op::Select(c, a, b) => self.select(m(c), m(a), m(b)),
             Op::Fma(a, b, c) => self.fma(m(a), m(b), m(c)),
+            Op::VoigtRe(a, b) => self.voigt_re(m(a), m(b)),
         }
     }
 
@@ -820,6 +830,7 @@ pub fn eval_scalar(op: Op, arg: &dyn Fn(Id) -> f64, tables: &[Table]) -> f64 {
             }
         }
         Op::Fma(a, b, c) => arg(a).mul_add(arg(b), arg(c)),
+        Op::VoigtRe(a, b) => crate::faddeeva::faddeeva(arg(a), arg(b)).0,
     }
 }
 
@@ -875,6 +886,10 @@ pub fn partials(op: Op, v: f64, arg: &dyn Fn(Id) -> f64) -> [f64; 3] {
             }
         }
         Op::Fma(a, b, _) => [arg(b), arg(a), 1.0],
+        Op::VoigtRe(a, b) => {
+            let (_, dx, dy) = crate::faddeeva::re_and_partials(arg(a), arg(b));
+            [dx, dy, 0.0]
+        }
     }
 }
 

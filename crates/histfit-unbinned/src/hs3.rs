@@ -1456,6 +1456,26 @@ impl<'a> Builder<'a> {
                 let s = self.param_of(d, &["sigma"], p)?;
                 Builder::simple(pdf::landau(&mut self.g, x, mu, s, dom))
             }
+            "histfit_voigtian_dist" => {
+                let (x, dom) = self.observable(d, &["x"], p)?;
+                let mu = self.param_of(d, &["mean"], p)?;
+                let width = self.param_of(d, &["width"], p)?;
+                let sigma = self.param_of(d, &["sigma"], p)?;
+                let init = self.current_values();
+                let at = |id: Id| self.g.value(id, &init, &[]);
+                let (m0, w0, s0) = (at(mu), at(width), at(sigma));
+                let (l, acc) = pdf::normalised_by_quadrature(
+                    &mut self.g,
+                    x,
+                    dom,
+                    QUADRATURE_TOLERANCE,
+                    8,
+                    &|v| pdf::voigtian_log_shape_at(v, m0, w0, s0),
+                    &mut |g: &mut Graph, at: Id| pdf::voigtian_log_shape(g, at, mu, width, sigma),
+                );
+                self.quadrature_note(p, acc);
+                Builder::simple(l)
+            }
             "rate_extended_dist" => {
                 // HS3's Poisson point process: the underlying distribution with its global rate
                 // as the expected count.

@@ -9,6 +9,7 @@
 
 pub mod asimov;
 pub mod expr;
+pub mod faddeeva;
 pub mod graph;
 pub mod histogram;
 pub mod hs3;

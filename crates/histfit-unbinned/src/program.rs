@@ -816,6 +816,10 @@ fn backward(step: &Bwd, node: Node<'_>, adj: &mut [Lanes], bacc: &mut [Lanes]) {
             acc!(1, |i| if x0[i] >= 0.0 { 1.0 } else { 0.0 });
             acc!(2, |i| if x0[i] >= 0.0 { 0.0 } else { 1.0 });
         }
+        Op::VoigtRe(..) => {
+            acc!(0, |i| crate::faddeeva::re_and_partials(x0[i], x1[i]).1);
+            acc!(1, |i| crate::faddeeva::re_and_partials(x0[i], x1[i]).2);
+        }
         Op::Fma(..) => {
             acc!(0, |i| x1[i]);
             acc!(1, |i| x0[i]);
@@ -907,6 +911,7 @@ fn forward(op: Op, x: [Src<'_>; 3], tables: &[Table], out: &mut Lanes) {
         Op::Div(..) => binary!(|x: f64, y: f64| x / y),
         Op::Pow(..) => binary!(|x: f64, y: f64| x.powf(y)),
         Op::GammaP(..) => binary!(|x: f64, y: f64| crate::graph::gamma_p(x, y).0),
+        Op::VoigtRe(..) => binary!(|x: f64, y: f64| crate::faddeeva::faddeeva(x, y).0),
         Op::Powi(_, 2) => unary!(|x: f64| x * x),
         Op::Powi(_, k) => unary!(|x: f64| x.powi(k)),
         Op::Neg(_) => unary!(|x: f64| -x),

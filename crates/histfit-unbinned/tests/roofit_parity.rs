@@ -12,6 +12,7 @@
 //! against SciPy's `gennorm` and iminuit; `template_weight_sys`: histfit's template of simulated
 //! events with per-event weight systematics, against a NumPy re-implementation and iminuit), and
 //! Landau (RooFit's CERNLIB approximation is 1e-9 off; SciPy's, rescaled to ROOT's convention),
+//! the Voigtian (histfit's extension; SciPy's `voigt_profile` normalised by `quad`),
 //! the two-sided Crystal Ball (RooFit's fit stops
 //! 2.6e-4 above the minimum, its errors there up to 2.5 % larger than the Hessian's at the
 //! minimum, which SciPy and iminuit find).
@@ -56,6 +57,11 @@ fn reference(name: &str) -> Reference {
             "template_weight_sys.numpy.json",
             json!({"mu": 1.0, "alpha_jes": 0.0, "alpha_eff": 0.0, "nbkg": 1200.0, "c": 0.02}),
             &["mu", "alpha_jes", "alpha_eff", "nbkg", "c"],
+        )),
+        "voigtian" => Some((
+            "voigtian.scipy.json",
+            json!({"mean": 91.0, "width": 2.5, "sigma": 1.5, "c": 0.03, "nsig": 800.0, "nbkg": 1200.0}),
+            &["mean", "width", "sigma", "c", "nsig", "nbkg"],
         )),
         "landau" => Some((
             "landau.scipy.json",
@@ -134,6 +140,7 @@ const FIXTURES: &[&str] = &[
     "generalized_normal",
     "template_weight_sys",
     "landau",
+    "voigtian",
 ];
 
 fn point(names: &[String], init: &[f64], values: &Value) -> Vec<f64> {

@@ -1,0 +1,176 @@
+//! The Faddeeva function w(z) = e^(−z²) erfc(−iz) in the upper half-plane, for the Voigt
+//! profile: the convolution of a Breit–Wigner of half-width γ with a Gaussian of width σ is
+//! Re w((x − μ + iγ)/(σ√2)) / (σ√(2π)).
+//!
+//! Two representations, each where it is accurate:
+//! - |z| < 8: Weideman's rational series (SIAM J. Numer. Anal. 31 (1994) 1497):
+//!   w(z) = 2 p(Z)/(L − iz)² + 1/(√π (L − iz)), Z = (L + iz)/(L − iz), p a polynomial of
+//!   degree N − 1 whose coefficients are the cosine transform of e^(−t²)(L² + t²) at
+//!   t = L tan(θ/2) (computed once, here), with N = 40 and L = (N/√2)^½;
+//! - |z| ≥ 8: Laplace's continued fraction w(z) = (i/√π) / (z − ½/(z − 1/(z − (3/2)/(z − …)))),
+//!   forty levels.
+//!
+//! Accuracy of Re w against SciPy's `wofz` (tested): within 2e-14 relative for Im z ≥ 0.5,
+//! 1e-12 for Im z ≥ 0.01, 1e-10 for Im z ≥ 1e-4 (Weideman's series loses relative accuracy
+//! in Re w where it is tiny beside Im w: near the real axis, beyond the Gaussian core).
+
+use std::sync::OnceLock;
+
+/// Terms of Weideman's series.
+const N: usize = 40;
+
+/// Levels of the continued fraction.
+const LEVELS: usize = 40;
+
+/// |z|² from which the continued fraction is used.
+const FAR: f64 = 64.0;
+
+const FRAC_1_SQRT_PI: f64 = 0.564_189_583_547_756_3;
+
+#[derive(Clone, Copy)]
+struct C(f64, f64);
+
+impl C {
+    fn add(self, o: C) -> C {
+        C(self.0 + o.0, self.1 + o.1)
+    }
+    fn sub(self, o: C) -> C {
+        C(self.0 - o.0, self.1 - o.1)
+    }
+    fn mul(self, o: C) -> C {
+        C(self.0 * o.0 - self.1 * o.1, self.0 * o.1 + self.1 * o.0)
+    }
+    fn scale(self, k: f64) -> C {
+        C(self.0 * k, self.1 * k)
+    }
+    fn div(self, o: C) -> C {
+        // Smith's algorithm: no overflow for large |o|.
+        if o.0.abs() >= o.1.abs() {
+            let r = o.1 / o.0;
+            let d = o.0 + o.1 * r;
+            C((self.0 + self.1 * r) / d, (self.1 - self.0 * r) / d)
+        } else {
+            let r = o.0 / o.1;
+            let d = o.0 * r + o.1;
+            C((self.0 * r + self.1) / d, (self.1 * r - self.0) / d)
+        }
+    }
+}
+
+/// L and the coefficients of p, lowest power first.
+fn weideman() -> &'static (f64, [f64; N]) {
+    static COEFFS: OnceLock<(f64, [f64; N])> = OnceLock::new();
+    COEFFS.get_or_init(|| {
+        let m = 2 * N;
+        let l = (N as f64 / std::f64::consts::SQRT_2).sqrt();
+        let f = |k: i64| {
+            let t = l * (k as f64 * std::f64::consts::PI / (2 * m) as f64).tan();
+            (-t * t).exp() * (l * l + t * t)
+        };
+        let mut c = [0.0; N];
+        for (j, cj) in c.iter_mut().enumerate() {
+            let n = (j + 1) as f64;
+            let s: f64 = (-(m as i64) + 1..m as i64)
+                .map(|k| f(k) * (std::f64::consts::PI * k as f64 * n / m as f64).cos())
+                .sum();
+            *cj = s / (2 * m) as f64;
+        }
+        (l, c)
+    })
+}
+
+/// w(x + iy) for y ≥ 0, as (Re w, Im w); NaN for y < 0 or a NaN argument.
+pub fn faddeeva(x: f64, y: f64) -> (f64, f64) {
+    if y.is_nan() || y < 0.0 || x.is_nan() {
+        return (f64::NAN, f64::NAN);
+    }
+    let z = C(x, y);
+    if x * x + y * y >= FAR {
+        if x.is_infinite() || y.is_infinite() {
+            return (0.0, 0.0);
+        }
+        let mut r = C(0.0, 0.0);
+        for k in (1..=LEVELS).rev() {
+            r = C(k as f64 * 0.5, 0.0).div(z.sub(r));
+        }
+        let w = C(0.0, FRAC_1_SQRT_PI).div(z.sub(r));
+        return (w.0, w.1);
+    }
+    let (l, c) = weideman();
+    // iz = (−y, x)
+    let lm = C(l + y, -x); // L − iz
+    let lp = C(l - y, x); // L + iz
+    let zz = lp.div(lm);
+    let mut p = C(0.0, 0.0);
+    for &cj in c.iter().rev() {
+        p = p.mul(zz).add(C(cj, 0.0));
+    }
+    let w = p
+        .scale(2.0)
+        .div(lm.mul(lm))
+        .add(C(FRAC_1_SQRT_PI, 0.0).div(lm));
+    (w.0, w.1)
+}
+
+/// Re w(x + iy) and its partial derivatives in x and y (from w′ = −2zw + 2i/√π).
+pub fn re_and_partials(x: f64, y: f64) -> (f64, f64, f64) {
+    let (u, v) = faddeeva(x, y);
+    let dx = -2.0 * (x * u - y * v);
+    let dy = 2.0 * (x * v + y * u) - 2.0 * FRAC_1_SQRT_PI;
+    (u, dx, dy)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// SciPy 1.17 `wofz` at points across both regions (`scipy.special.wofz(x + 1j*y)`).
+    const REFERENCE: &[(f64, f64, f64, f64)] = &include!("../tests/fixtures/wofz_reference.in");
+
+    #[test]
+    fn against_scipy() {
+        for &(x, y, re, im) in REFERENCE {
+            let (u, v) = faddeeva(x, y);
+            let tol = if y >= 0.5 {
+                2e-14
+            } else if y >= 0.01 {
+                1e-12
+            } else {
+                1e-10
+            };
+            assert!(
+                (u - re).abs() <= tol * re.abs(),
+                "Re w({x}+{y}i) = {u}, not {re}"
+            );
+            assert!(
+                (v - im).abs() <= 1e-13 * im.abs().max(1e-300) + 1e-300,
+                "Im w({x}+{y}i) = {v}, not {im}"
+            );
+        }
+    }
+
+    /// The partials against differences of the function itself.
+    #[test]
+    fn partials_match_differences() {
+        for &(x, y) in &[
+            (0.3, 0.7),
+            (-2.5, 0.05),
+            (5.0, 1.5),
+            (9.0, 0.4),
+            (-1.0, 9.5),
+        ] {
+            let (_, dx, dy) = re_and_partials(x, y);
+            let h = 1e-6;
+            let nx = (faddeeva(x + h, y).0 - faddeeva(x - h, y).0) / (2.0 * h);
+            let ny = (faddeeva(x, y + h).0 - faddeeva(x, y - h).0) / (2.0 * h);
+            assert!(
+                (dx - nx).abs() < 1e-8 * dx.abs().max(1e-3),
+                "{x} {y}: {dx} {nx}"
+            );
+            assert!(
+                (dy - ny).abs() < 1e-8 * dy.abs().max(1e-3),
+                "{x} {y}: {dy} {ny}"
+            );
+        }
+    }
+}
