@@ -5,6 +5,7 @@
 //! likelihood over what comes back.
 
 pub mod parquet;
+pub mod thrift_guard;
 pub mod tree;
 
 pub use self::parquet::{

@@ -19,12 +19,14 @@
 //! the columns named (projection), row groups in parallel; a null in a used column, a negative
 //! or non-finite weight, a missing column or one that holds no numbers is an error naming it.
 
+use crate::thrift_guard::{Verdict, Walked};
 use histfit_seam::EventTable;
 use parquet::basic::{ConvertedType, Encoding, LogicalType, Type as Physical};
 use parquet::column::page::Page;
 use parquet::column::reader::{ColumnReader, ColumnReaderImpl};
 use parquet::data_type::DataType;
-use parquet::file::reader::{ChunkReader, FileReader, RowGroupReader, SerializedFileReader};
+use parquet::file::metadata::ColumnChunkMetaData;
+use parquet::file::reader::{FileReader, RowGroupReader, SerializedFileReader};
 use parquet::file::statistics::Statistics;
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
@@ -100,7 +102,7 @@ pub fn read_parquet_bytes(
     read_from(bytes.into(), spec)
 }
 
-fn read_from<R: ChunkReader + 'static>(input: R, spec: &SourceSpec) -> Result<Loaded, SourceError> {
+fn read_from(input: bytes::Bytes, spec: &SourceSpec) -> Result<Loaded, SourceError> {
     crate::guarded(|| decode(input, spec)).unwrap_or_else(|panic| {
         let why = panic
             .downcast_ref::<String>()
@@ -114,9 +116,10 @@ fn read_from<R: ChunkReader + 'static>(input: R, spec: &SourceSpec) -> Result<Lo
     })
 }
 
-fn decode<R: ChunkReader + 'static>(input: R, spec: &SourceSpec) -> Result<Loaded, SourceError> {
+fn decode(input: bytes::Bytes, spec: &SourceSpec) -> Result<Loaded, SourceError> {
     let file = &spec.file;
-    let reader = SerializedFileReader::new(input)
+    guard_footer(&input).map_err(|rule| fail(file, rule))?;
+    let reader = SerializedFileReader::new(input.clone())
         .map_err(|e| fail(file, format!("not a readable Parquet file: {e}")))?;
     let meta = reader.metadata();
     let schema = meta.file_metadata().schema_descr();
@@ -217,6 +220,7 @@ fn decode<R: ChunkReader + 'static>(input: R, spec: &SourceSpec) -> Result<Loade
             .map(|&i| {
                 let in_column =
                     |rule: String| fail(file, format!("column \"{}\": {rule}", names[i]));
+                guard_pages(&input, meta.row_group(g).column(i)).map_err(in_column)?;
                 let c = schema.column(i);
                 // Levels precede the values of a nullable column's pages; skipped when
                 // the chunk's statistics say it holds no null.
@@ -277,6 +281,63 @@ fn decode<R: ChunkReader + 'static>(input: R, spec: &SourceSpec) -> Result<Loade
         dropped: dropped + skipped_rows,
         row_groups_skipped: reader.num_row_groups() - keep.len(),
     })
+}
+
+/// The footer's metadata, walked before the parquet crate decodes it ([`thrift_guard`]): one
+/// that would hold its decoder far longer than its length allows is refused.
+fn guard_footer(input: &bytes::Bytes) -> Result<(), String> {
+    let len = input.len();
+    let Some(tail) = len.checked_sub(8).map(|t| &input[t..]) else {
+        return Ok(());
+    };
+    let meta_len = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]) as usize;
+    let Some(start) = (len - 8).checked_sub(meta_len) else {
+        return Ok(());
+    };
+    match crate::thrift_guard::check_footer(&input[start..len - 8]) {
+        Verdict::TooCostly => Err(
+            "not a readable Parquet file: its footer claims more elements than its bytes hold"
+                .into(),
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// The page headers of a column chunk, walked in turn before the parquet crate reads them (see
+/// [`guard_footer`]). A header the walk cannot follow is left to the crate, which says why.
+fn guard_pages(input: &bytes::Bytes, chunk: &ColumnChunkMetaData) -> Result<(), String> {
+    let start = chunk
+        .dictionary_page_offset()
+        .unwrap_or(chunk.data_page_offset());
+    let (Ok(start), Ok(size)) = (
+        usize::try_from(start),
+        usize::try_from(chunk.compressed_size()),
+    ) else {
+        return Ok(());
+    };
+    let Some(bytes) = start
+        .checked_add(size)
+        .and_then(|end| input.get(start..end))
+    else {
+        return Ok(());
+    };
+    let mut at = 0;
+    while at < bytes.len() {
+        match crate::thrift_guard::check(&bytes[at..]) {
+            Verdict::TooCostly => {
+                return Err(format!(
+                    "a page header at byte {} claims more elements than its bytes hold",
+                    start + at
+                ))
+            }
+            Verdict::Whole(Walked {
+                len,
+                field3: Some(body),
+            }) if body >= 0 => at += len + body as usize,
+            _ => return Ok(()),
+        }
+    }
+    Ok(())
 }
 
 /// A column chunk's minimum and maximum as f64, where its statistics give both.

@@ -116,6 +116,43 @@ fn a_width_too_small_is_refused_by_name() {
     );
 }
 
+/// The parquet crate's Thrift walks that loop without reading (a footer's schema list claiming
+/// 2²⁸ elements: 6.4 GB allocated; page headers claiming billions of elements past their end:
+/// seconds to minutes) are refused before the crate decodes them (`histfit_events::thrift_guard`).
+#[test]
+fn parquet_thrift_claims_beyond_their_bytes_are_refused() {
+    let spec = histfit_events::parquet::SourceSpec {
+        file: "fuzzed.parquet".into(),
+        columns: vec![histfit_events::parquet::ColumnRequest {
+            observable: "x".into(),
+            column: "x".into(),
+            lo: 60.0,
+            hi: 120.0,
+        }],
+        weight: None,
+        drop_outside: true,
+    };
+    for (name, what) in [
+        (
+            "oom-25fe989c869768f001baf6e339935e322878733e",
+            "its footer claims",
+        ),
+        (
+            "timeout-959e9e8ce513c4e4a26090e700ace91be8e7dea3",
+            "a page header at byte 95 claims",
+        ),
+    ] {
+        let bytes = std::fs::read(
+            histfit_testutil::repo_root()
+                .join("fuzz/regressions/parquet_events")
+                .join(name),
+        )
+        .unwrap();
+        let e = histfit_events::parquet::read_parquet_bytes(bytes, &spec).unwrap_err();
+        assert!(e.rule.contains(what), "{name}: {}", e.rule);
+    }
+}
+
 #[test]
 fn workspace_json() {
     replay("workspace_json", inputs::workspace_bytes);

@@ -1,0 +1,329 @@
+//! A bound on the work of the parquet crate's Thrift decoding, checked before it runs.
+//!
+//! A Parquet file's footer and page headers are Thrift structures (compact protocol). The
+//! parquet crate (60.1) skips fields it does not know by walking them, one turn of a loop per
+//! element of a list or map, and some turns read no byte: a boolean element (booleans take none
+//! as struct fields, one each as elements), and — reading a page header from its stream — a
+//! double, string or UUID skipped past the end (no error there). A 5-byte list header claiming
+//! 2³¹ such elements holds it for seconds, nested ones for minutes — the fuzz target's
+//! timeouts. [`check`] makes the same walk over the same bytes, counting every element a
+//! collection claims as it opens, and refuses a structure that would take more steps than a
+//! well-formed one of its length could: a few per byte. Anything else it does not judge — a structure cut short, an unknown type — is left to
+//! the crate, which reports it.
+
+/// Steps allowed per byte of the structure, and in all beyond that.
+const STEPS_PER_BYTE: u64 = 4;
+const STEPS_FREE: u64 = 4096;
+
+/// Nesting the crate follows (its skip depth).
+const DEPTH: u32 = 64;
+
+/// Where the walk stopped: the structure's end (its length in bytes) and, for a top-level
+/// struct, its i32 field 3 where it has one (a page header's compressed size).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Walked {
+    pub len: usize,
+    pub field3: Option<i32>,
+}
+
+/// The outcome of a walk: a structure that would cost the decoder more than its length
+/// allows is refused.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Walked to its end.
+    Whole(Walked),
+    /// Malformed before its end (cut short, an unknown type): the crate says what.
+    Unjudged,
+    /// The walk needs more steps than its length allows.
+    TooCostly,
+}
+
+struct Walk<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    steps: u64,
+    budget: u64,
+}
+
+/// A stop the walk makes: malformed, or over budget.
+enum Stop {
+    Malformed,
+    Budget,
+}
+
+type Step<T> = Result<T, Stop>;
+
+impl Walk<'_> {
+    fn byte(&mut self) -> Step<u8> {
+        let b = *self.buf.get(self.pos).ok_or(Stop::Malformed)?;
+        self.pos += 1;
+        Ok(b)
+    }
+    fn varint(&mut self) -> Step<u64> {
+        let mut v = 0u64;
+        for shift in (0..70).step_by(7) {
+            let b = self.byte()?;
+            v |= u64::from(b & 0x7f).checked_shl(shift).unwrap_or(0);
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(Stop::Malformed)
+    }
+    fn skip(&mut self, n: u64) -> Step<()> {
+        let end = (self.pos as u64).checked_add(n).ok_or(Stop::Malformed)?;
+        if end > self.buf.len() as u64 {
+            return Err(Stop::Malformed);
+        }
+        self.pos = end as usize;
+        Ok(())
+    }
+    fn charge(&mut self, n: u64) -> Step<()> {
+        self.steps = self.steps.saturating_add(n);
+        if self.steps > self.budget {
+            Err(Stop::Budget)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// One value of compact type `t`, as the crate's skip reads it.
+    fn value(&mut self, t: u8, depth: u32) -> Step<()> {
+        self.charge(1)?;
+        if depth == 0 {
+            return Err(Stop::Malformed);
+        }
+        match t {
+            // In a struct a boolean is its field header; the crate skips list elements the same.
+            1 | 2 => Ok(()),
+            3 => self.skip(1),
+            4..=6 => self.varint().map(|_| ()),
+            7 => self.skip(8),
+            8 => {
+                let n = self.varint()?;
+                self.skip(n)
+            }
+            9 | 10 => {
+                let h = self.byte()?;
+                if h == 0 {
+                    return Ok(());
+                }
+                let et = h & 0x0f;
+                let size = match h >> 4 {
+                    15 => self.varint()?,
+                    s => u64::from(s),
+                };
+                self.elements(size, &[et], depth)
+            }
+            11 => {
+                let size = self.varint()?;
+                if size == 0 {
+                    return Ok(());
+                }
+                let kv = self.byte()?;
+                self.elements(size, &[kv >> 4, kv & 0x0f], depth)
+            }
+            12 => self.fields(depth, false).map(|_| ()),
+            13 => self.skip(16),
+            _ => Err(Stop::Malformed),
+        }
+    }
+
+    /// `size` elements of the types `ts` each.
+    fn elements(&mut self, size: u64, ts: &[u8], depth: u32) -> Step<()> {
+        if size > i32::MAX as u64 {
+            return Err(Stop::Malformed);
+        }
+        // Every element is a turn of the crate's loop whether or not it reads a byte: booleans
+        // read none, and reading from a page's stream, a double, a string or a UUID skipped
+        // past the end reads none without an error either.
+        self.charge(size * ts.len() as u64)?;
+        if ts.iter().all(|&t| t == 1 || t == 2) {
+            return Ok(());
+        }
+        for _ in 0..size {
+            for &t in ts {
+                self.value(t, depth - 1)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A struct's fields up to its stop; field 3's value where it is an i32 and `top`.
+    fn fields(&mut self, depth: u32, top: bool) -> Step<Option<i32>> {
+        let mut last = 0;
+        let mut field3 = None;
+        loop {
+            let (id, t) = self.field(last)?;
+            if t == 0 {
+                return Ok(field3);
+            }
+            last = id;
+            if top && id == 3 && t == 5 {
+                self.charge(1)?;
+                field3 = i32::try_from(self.zigzag()?).ok();
+            } else {
+                self.value(t, depth - 1)?;
+            }
+        }
+    }
+}
+
+impl<'a> Walk<'a> {
+    fn new(buf: &'a [u8]) -> Self {
+        Walk {
+            buf,
+            pos: 0,
+            steps: 0,
+            budget: STEPS_PER_BYTE
+                .saturating_mul(buf.len() as u64)
+                .saturating_add(STEPS_FREE),
+        }
+    }
+
+    /// A zigzag varint.
+    fn zigzag(&mut self) -> Step<i64> {
+        let z = self.varint()?;
+        Ok(((z >> 1) as i64) ^ -((z & 1) as i64))
+    }
+
+    /// A field header after field `last`: its id and type (type 0 at the stop).
+    fn field(&mut self, last: i64) -> Step<(i64, u8)> {
+        let h = self.byte()?;
+        let t = h & 0x0f;
+        if t == 0 {
+            return Ok((last, 0));
+        }
+        let id = match h >> 4 {
+            0 => self.zigzag()?,
+            d => last + i64::from(d),
+        };
+        Ok((id, t))
+    }
+}
+
+/// Walks the Thrift struct at the start of `buf`.
+pub fn check(buf: &[u8]) -> Verdict {
+    let mut w = Walk::new(buf);
+    match w.fields(DEPTH, true) {
+        Ok(field3) => Verdict::Whole(Walked { len: w.pos, field3 }),
+        Err(Stop::Malformed) => Verdict::Unjudged,
+        Err(Stop::Budget) => Verdict::TooCostly,
+    }
+}
+
+/// A file's footer (FileMetaData) walked as [`check`] does, and its schema's child counts
+/// (SchemaElement field 5, `num_children`) held to the number of elements the schema lists: the
+/// crate sizes the schema tree's buffers from them (a claim of 2²⁸ children in a 1 kB footer
+/// allocated 6.4 GB).
+pub fn check_footer(buf: &[u8]) -> Verdict {
+    let mut w = Walk::new(buf);
+    let schema = |w: &mut Walk| -> Step<bool> {
+        let at = w.pos;
+        let h = w.byte()?;
+        let size = match h >> 4 {
+            15 => w.varint()?,
+            s => u64::from(s),
+        };
+        if h & 0x0f != 12 {
+            // Not a list of structs: walked as any list (the crate refuses it).
+            w.pos = at;
+            return w.value(9, DEPTH - 1).map(|_| true);
+        }
+        w.charge(size)?;
+        for _ in 0..size {
+            let mut last = 0;
+            loop {
+                let (id, t) = w.field(last)?;
+                if t == 0 {
+                    break;
+                }
+                last = id;
+                if id == 5 && t == 5 {
+                    let children = w.zigzag()?;
+                    if children < 0 || children as u64 > size {
+                        return Ok(false);
+                    }
+                } else {
+                    w.value(t, DEPTH - 2)?;
+                }
+            }
+        }
+        Ok(true)
+    };
+    let walk = |w: &mut Walk| -> Step<bool> {
+        let mut last = 0;
+        loop {
+            let (id, t) = w.field(last)?;
+            if t == 0 {
+                return Ok(true);
+            }
+            last = id;
+            if id == 2 && t == 9 {
+                if !schema(w)? {
+                    return Ok(false);
+                }
+            } else {
+                w.value(t, DEPTH - 1)?;
+            }
+        }
+    };
+    match walk(&mut w) {
+        Ok(true) => Verdict::Whole(Walked {
+            len: w.pos,
+            field3: None,
+        }),
+        Ok(false) | Err(Stop::Budget) => Verdict::TooCostly,
+        Err(Stop::Malformed) => Verdict::Unjudged,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_list_claiming_billions_of_booleans_is_too_costly() {
+        // struct { 1: list<bool> of 2^31 − 1 } (a 7-byte list header)
+        let buf = [0x19, 0xf1, 0xff, 0xff, 0xff, 0xff, 0x07, 0x00];
+        assert_eq!(check(&buf), Verdict::TooCostly);
+    }
+
+    #[test]
+    fn a_schema_claiming_more_children_than_it_lists_is_refused() {
+        // FileMetaData { 1: version 2, 2: schema [ { 4: name "s", 5: num_children 2^27 } ] }
+        let buf = [
+            0x15, 0x04, 0x19, 0x1c, 0x48, 0x01, b's', 0x15, 0x80, 0x80, 0x80, 0x80, 0x01, 0x00,
+            0x00,
+        ];
+        assert_eq!(check_footer(&buf), Verdict::TooCostly);
+        let fine = [
+            0x15, 0x04, 0x19, 0x1c, 0x48, 0x01, b's', 0x15, 0x00, 0x00, 0x00,
+        ];
+        assert!(matches!(check_footer(&fine), Verdict::Whole(_)));
+    }
+
+    #[test]
+    fn a_list_claiming_billions_of_doubles_past_the_end_is_too_costly() {
+        // struct { 1: list<double> of 2^31 − 1 }, nothing after the header
+        let buf = [0x19, 0xf7, 0xff, 0xff, 0xff, 0xff, 0x07];
+        assert_eq!(check(&buf), Verdict::TooCostly);
+    }
+
+    #[test]
+    fn a_page_header_walks_to_its_end_with_its_compressed_size() {
+        // PageHeader { 1: type = 0 (i32), 2: uncompressed 100, 3: compressed 96,
+        //              5: data_page_header { 1: num_values 12 } }
+        let buf = [
+            0x15, 0x00, 0x15, 0xc8, 0x01, 0x15, 0xc0, 0x01, 0x2c, 0x15, 0x18, 0x00, 0x00,
+        ];
+        assert_eq!(
+            check(&buf),
+            Verdict::Whole(Walked {
+                len: 13,
+                field3: Some(96)
+            })
+        );
+        assert_eq!(check(&buf[..7]), Verdict::Unjudged);
+    }
+}
