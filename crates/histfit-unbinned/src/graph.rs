@@ -63,6 +63,8 @@ pub enum Op {
     /// Re w(x + iy), w the Faddeeva function ([`crate::faddeeva`]), for y ≥ 0: the Voigt
     /// profile's shape.
     VoigtRe(Id, Id),
+    /// The cubic spline of table `t` at x (0 outside its knots), with its derivative in x.
+    Spline(Id, u32),
 }
 
 impl Op {
@@ -91,7 +93,8 @@ impl Op {
             | Op::LandauLnPdf(a)
             | Op::LandauCdf(a)
             | Op::LandauSf(a)
-            | Op::Hist(a, _) => ([a, Id(0), Id(0)], 1),
+            | Op::Hist(a, _)
+            | Op::Spline(a, _) => ([a, Id(0), Id(0)], 1),
             Op::Select(c, a, b) | Op::Fma(c, a, b) => ([c, a, b], 3),
         };
         ArgIter { v, n, at: 0 }
@@ -128,6 +131,7 @@ impl Op {
             Op::Select(c, a, b) => (18, id(c), id(a), id(b)),
             Op::Fma(a, b, c) => (25, id(a), id(b), id(c)),
             Op::VoigtRe(a, b) => (26, id(a), id(b), 0),
+            Op::Spline(a, t) => (27, id(a), t as u64, 0),
         }
     }
 }
@@ -291,14 +295,17 @@ pub fn gamma_p_dy(a: f64, y: f64) -> f64 {
 /// 2/√π.
 pub const TWO_OVER_SQRT_PI: f64 = std::f64::consts::FRAC_2_SQRT_PI;
 
-/// A piecewise-constant function of one variable: `values[b]` on [edges[b], edges[b + 1])
-/// (the last bin closed), 0 outside.
+/// A piecewise function of one variable, 0 outside its edges: constant, `values[b]` on
+/// [edges[b], edges[b + 1]) (the last bin closed) — a histogram ([`Op::Hist`]) — or cubic,
+/// values[b] + b t + c t² + d t³ with t = x − edges[b] — a spline ([`Op::Spline`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Table {
     edges: Vec<f64>,
     values: Vec<f64>,
     /// (first edge, 1 / width) where every bin has one width: the bin by a multiplication.
     uniform: Option<(f64, f64)>,
+    /// A spline's higher coefficients (b, c, d) per piece.
+    cubic: Option<Vec<[f64; 3]>>,
 }
 
 impl Table {
@@ -316,6 +323,28 @@ impl Table {
             edges,
             values,
             uniform,
+            cubic: None,
+        }
+    }
+
+    /// A cubic spline over increasing `knots`: `pieces[k]` = (a, b, c, d) on
+    /// [knots[k], knots[k + 1]], in t = x − knots[k].
+    pub fn cubic(knots: Vec<f64>, pieces: &[[f64; 4]]) -> Table {
+        let mut t = Table::new(knots, pieces.iter().map(|p| p[0]).collect());
+        t.cubic = Some(pieces.iter().map(|p| [p[1], p[2], p[3]]).collect());
+        t
+    }
+
+    /// The spline's derivative at x (0 for a histogram, and outside the edges).
+    #[inline(always)]
+    pub fn slope(&self, x: f64) -> f64 {
+        match (&self.cubic, self.bin(x)) {
+            (Some(c), Some(b)) => {
+                let t = x - self.edges[b];
+                let [p1, p2, p3] = c[b];
+                p1 + t * (2.0 * p2 + t * 3.0 * p3)
+            }
+            _ => 0.0,
         }
     }
 
@@ -327,27 +356,42 @@ impl Table {
         &self.values
     }
 
-    /// The value at x.
+    /// The piece holding x (None outside the edges, and for NaN).
     #[inline(always)]
-    pub fn at(&self, x: f64) -> f64 {
+    fn bin(&self, x: f64) -> Option<usize> {
         let n = self.values.len();
         // NaN and points outside fail this test.
         if !(x >= self.edges[0] && x <= self.edges[n]) {
-            return 0.0;
+            return None;
         }
         let b = match self.uniform {
             Some((lo, inv)) => (((x - lo) * inv) as usize).min(n - 1),
             None => (self.edges.partition_point(|&e| e <= x) - 1).min(n - 1),
         };
         // An edge rounded across x by the uniform formula: the neighbour holds it.
-        let b = if x < self.edges[b] {
+        Some(if x < self.edges[b] {
             b - 1
         } else if b + 1 < n && x >= self.edges[b + 1] {
             b + 1
         } else {
             b
+        })
+    }
+
+    /// The value at x.
+    #[inline(always)]
+    pub fn at(&self, x: f64) -> f64 {
+        let Some(b) = self.bin(x) else {
+            return 0.0;
         };
-        self.values[b]
+        match &self.cubic {
+            Some(c) => {
+                let t = x - self.edges[b];
+                let [p1, p2, p3] = c[b];
+                self.values[b] + t * (p1 + t * (p2 + t * p3))
+            }
+            None => self.values[b],
+        }
     }
 }
 
@@ -389,6 +433,11 @@ impl Graph {
     /// The value of table `table`'s bin holding x (a new table: see [`Graph::table`]).
     pub fn hist(&mut self, x: Id, table: u32) -> Id {
         self.fold(Op::Hist(x, table))
+    }
+
+    /// The cubic spline of table `table` at x (a table made by [`Table::cubic`]).
+    pub fn spline(&mut self, x: Id, table: u32) -> Id {
+        self.fold(Op::Spline(x, table))
     }
 
     /// Adds a table; its index for [`Graph::hist`].
@@ -622,6 +671,7 @@ impl Graph {
             Op::Select(c, a, b) => self.select(m(c), m(a), m(b)),
             Op::Fma(a, b, c) => self.fma(m(a), m(b), m(c)),
             Op::VoigtRe(a, b) => self.voigt_re(m(a), m(b)),
+            Op::Spline(a, t) => self.spline(m(a), t),
         }
     }
 
@@ -821,7 +871,7 @@ pub fn eval_scalar(op: Op, arg: &dyn Fn(Id) -> f64, tables: &[Table]) -> f64 {
         Op::LandauLnPdf(a) => crate::landau::ln_pdf(arg(a)).0,
         Op::LandauCdf(a) => crate::landau::cdf(arg(a)),
         Op::LandauSf(a) => crate::landau::sf(arg(a)),
-        Op::Hist(a, t) => tables[t as usize].at(arg(a)),
+        Op::Hist(a, t) | Op::Spline(a, t) => tables[t as usize].at(arg(a)),
         Op::Select(c, a, b) => {
             if arg(c) >= 0.0 {
                 arg(a)
@@ -837,7 +887,7 @@ pub fn eval_scalar(op: Op, arg: &dyn Fn(Id) -> f64, tables: &[Table]) -> f64 {
 /// The partial derivatives of an operation with value `v` in each of its arguments, in the
 /// order of [`Op::args`] (a [`Op::Select`]'s condition gets 0).
 #[inline(always)]
-pub fn partials(op: Op, v: f64, arg: &dyn Fn(Id) -> f64) -> [f64; 3] {
+pub fn partials(op: Op, v: f64, arg: &dyn Fn(Id) -> f64, tables: &[Table]) -> [f64; 3] {
     match op {
         Op::Const(_) | Op::Param(_) | Op::Column(_) => [0.0; 3],
         Op::Add(..) => [1.0, 1.0, 0.0],
@@ -878,6 +928,7 @@ pub fn partials(op: Op, v: f64, arg: &dyn Fn(Id) -> f64) -> [f64; 3] {
         Op::LandauCdf(a) => [crate::landau::pdf(arg(a)), 0.0, 0.0],
         Op::LandauSf(a) => [-crate::landau::pdf(arg(a)), 0.0, 0.0],
         Op::Hist(..) => [0.0; 3],
+        Op::Spline(a, t) => [tables[t as usize].slope(arg(a)), 0.0, 0.0],
         Op::Select(c, ..) => {
             if arg(c) >= 0.0 {
                 [0.0, 1.0, 0.0]

@@ -9,7 +9,7 @@
 //! neither (ROOT writes them only with a ModelConfig), its one top-level distribution and its one
 //! dataset, with a note saying so. `metadata` and `misc` are ignored.
 
-use crate::graph::{Graph, Id};
+use crate::graph::{Graph, Id, Table};
 use crate::model::{ChannelSpec, Correlated, Draw, GlobalObservable, Observable, UnbinnedModel};
 use crate::pdf::{self, Domain};
 use histfit_seam::{EventTable, Events, ParameterSpace, Prior};
@@ -1456,6 +1456,8 @@ impl<'a> Builder<'a> {
                 let s = self.param_of(d, &["sigma"], p)?;
                 Builder::simple(pdf::landau(&mut self.g, x, mu, s, dom))
             }
+            "histfit_spline_dist" => Builder::simple(self.spline(d, p)?),
+            "histfit_kde_dist" => Builder::simple(self.kde(d, p)?),
             "histfit_voigtian_dist" => {
                 let (x, dom) = self.observable(d, &["x"], p)?;
                 let mu = self.param_of(d, &["mean"], p)?;
@@ -1796,6 +1798,165 @@ impl<'a> Builder<'a> {
     /// bin's content spread evenly over its width, normalised over the observable's domain
     /// (the overlap of each bin with it); 0 outside the histogram's edges. The axis has `edges`,
     /// or `min`, `max` and `nbins`.
+    /// `histfit_spline_dist`: a cubic spline through `knots` and `values` (non-negative numbers),
+    /// `"interpolation"` `"pchip"` (default: monotone between knots, never below 0) or
+    /// `"natural"` (twice differentiable; refused where it dips below 0 in the domain), 0 outside
+    /// its knots, normalised over the domain exactly.
+    fn spline(&mut self, d: &Value, p: &str) -> Result<Id> {
+        let (x, dom) = self.observable(d, &["x"], p)?;
+        let list = |key: &str| -> Result<Vec<f64>> {
+            d.get(key)
+                .and_then(Value::as_array)
+                .and_then(|a| a.iter().map(Value::as_f64).collect::<Option<Vec<f64>>>())
+                .filter(|v| v.iter().all(|x| x.is_finite()))
+                .ok_or_else(|| err(format!("{p}.{key}"), "expected a list of finite numbers"))
+        };
+        let (knots, values) = (list("knots")?, list("values")?);
+        if knots.len() < 2 || knots.len() != values.len() {
+            return Err(err(
+                p,
+                format!(
+                    "{} knots and {} values: a spline needs as many values as knots, at least 2",
+                    knots.len(),
+                    values.len()
+                ),
+            ));
+        }
+        if knots.windows(2).any(|w| w[1] <= w[0]) {
+            return Err(err(format!("{p}.knots"), "knots must increase"));
+        }
+        if let Some(k) = values.iter().position(|&v| v < 0.0) {
+            return Err(err(
+                format!("{p}.values[{k}]"),
+                format!("{}: a density is not negative", values[k]),
+            ));
+        }
+        let pieces = match d.get("interpolation").map(|v| v.as_str()) {
+            None | Some(Some("pchip")) => crate::smooth::pchip(&knots, &values),
+            Some(Some("natural")) => crate::smooth::cubic_spline(&knots, &values, None),
+            _ => {
+                return Err(err(
+                    format!("{p}.interpolation"),
+                    "expected \"pchip\" or \"natural\"",
+                ))
+            }
+        };
+        if let Some((min, k)) = crate::smooth::minimum(&knots, &pieces, dom.lo, dom.hi) {
+            if min < 0.0 {
+                return Err(err(
+                    p,
+                    format!(
+                        "the natural spline falls to {min:.3e} between knots {} and {}: a density is not negative (use \"interpolation\": \"pchip\")",
+                        knots[k], knots[k + 1]
+                    ),
+                ));
+            }
+        }
+        let mass = crate::smooth::integral(&knots, &pieces, dom.lo, dom.hi);
+        if !(mass > 0.0 && mass.is_finite()) {
+            return Err(err(
+                p,
+                format!("its integral over [{}, {}] is {mass}", dom.lo, dom.hi),
+            ));
+        }
+        let t = self.g.table(Table::cubic(knots, &pieces));
+        let s = self.g.spline(x, t);
+        let ls = self.g.log(s);
+        let ln_mass = self.g.constant(mass.ln());
+        Ok(self.g.sub(ls, ln_mass))
+    }
+
+    /// `histfit_kde_dist`: a Gaussian kernel density estimate over the events of the dataset
+    /// `events` (observable `x`, weights from `weight` or the dataset's), bandwidth `bandwidth`
+    /// (a number, `"silverman"` — the default — or `"scott"`) times `rho` (default 1), the
+    /// kernels' sum restricted to the domain and normalised there exactly, its logarithm
+    /// tabulated as a cubic spline to 1e-10 relative ([`crate::smooth::Kde::log_spline`]).
+    fn kde(&mut self, d: &Value, p: &str) -> Result<Id> {
+        let (x, dom) = self.observable(d, &["x"], p)?;
+        let x_name = str_field(d, "x", p)?.to_string();
+        let source = str_field(d, "events", p)?;
+        let (table, _, note) = self
+            .events(source)
+            .map_err(|e| err(format!("{p}.events"), e.to_string()))?;
+        self.notes.extend(note);
+        let column = |key: &str, axis: &str| -> Result<Vec<f64>> {
+            table.column(axis).map(<[f64]>::to_vec).ok_or_else(|| {
+                err(
+                    format!("{p}.{key}"),
+                    format!(
+                        "the dataset \"{source}\" has no axis \"{axis}\" (its axes: {})",
+                        table.names.join(", ")
+                    ),
+                )
+            })
+        };
+        let points = column("x", &x_name)?;
+        let weights = match d.get("weight") {
+            Some(Value::String(axis)) => Some(column("weight", axis)?),
+            Some(_) => return Err(err(format!("{p}.weight"), "expected the name of an axis")),
+            None => table.weights.clone(),
+        };
+        if points.is_empty() {
+            return Err(err(
+                format!("{p}.events"),
+                format!("\"{source}\" holds no events"),
+            ));
+        }
+        if let Some(w) = &weights {
+            if let Some(i) = w.iter().position(|v| !(v.is_finite() && *v >= 0.0)) {
+                return Err(err(
+                    format!("{p}.weight"),
+                    format!(
+                        "event {i} has weight {}: a kernel's weight is not negative",
+                        w[i]
+                    ),
+                ));
+            }
+        }
+        let rule = match d.get("bandwidth") {
+            None => crate::smooth::Bandwidth::Silverman,
+            Some(Value::String(r)) if r == "silverman" => crate::smooth::Bandwidth::Silverman,
+            Some(Value::String(r)) if r == "scott" => crate::smooth::Bandwidth::Scott,
+            Some(v) => match v.as_f64() {
+                Some(h) if h > 0.0 && h.is_finite() => crate::smooth::Bandwidth::Fixed(h),
+                _ => {
+                    return Err(err(
+                        format!("{p}.bandwidth"),
+                        "expected a positive number, \"silverman\" or \"scott\"",
+                    ))
+                }
+            },
+        };
+        let rho = match d.get("rho") {
+            None => 1.0,
+            Some(v) => v
+                .as_f64()
+                .filter(|r| *r > 0.0 && r.is_finite())
+                .ok_or_else(|| err(format!("{p}.rho"), "expected a positive number"))?,
+        };
+        let kde = crate::smooth::Kde::new(&points, weights.as_deref(), rule, rho);
+        let mass = kde.mass(dom.lo, dom.hi);
+        if !(kde.h > 0.0 && kde.h.is_finite() && mass > 0.0 && mass.is_finite()) {
+            return Err(err(
+                p,
+                format!(
+                    "bandwidth {:.3e} and mass {mass:.3e} over [{}, {}]: the events give no density there",
+                    kde.h, dom.lo, dom.hi
+                ),
+            ));
+        }
+        let (knots, pieces, accuracy) = kde.log_spline(dom.lo, dom.hi, 1e-10);
+        if accuracy > 1e-10 {
+            self.notes.push(format!(
+                "{p}: the kernel density estimate is tabulated to a relative accuracy of {accuracy:.1e} only (asked 1e-10)"
+            ));
+        }
+        let t = self.g.table(Table::cubic(knots, &pieces));
+        let ls = self.g.spline(x, t);
+        let ln_mass = self.g.constant(mass.ln());
+        Ok(self.g.sub(ls, ln_mass))
+    }
+
     fn histogram(&mut self, d: &Value, p: &str) -> Result<Id> {
         let data = d
             .get("data")

@@ -20,6 +20,7 @@ pub mod model;
 pub mod pdf;
 pub mod program;
 pub mod sample;
+pub mod smooth;
 pub mod template;
 pub mod tree_source;
 pub mod vmath;

@@ -350,7 +350,7 @@ impl Program {
                 match self.ops[i] {
                     Op::Param(p) => grad[p] += a,
                     op => {
-                        let d = partials(op, uni[i], &|x| uni[x.0 as usize]);
+                        let d = partials(op, uni[i], &|x| uni[x.0 as usize], &self.tables);
                         for (k, x) in op.args().enumerate() {
                             if d[k] != 0.0 {
                                 adj[x.0 as usize] += a * d[k];
@@ -419,7 +419,7 @@ impl Program {
                 ut[i] = match self.ops[i] {
                     Op::Param(p) => f64::from(p == j),
                     op => {
-                        let d = partials(op, uni[i], &|x| uni[x.0 as usize]);
+                        let d = partials(op, uni[i], &|x| uni[x.0 as usize], &self.tables);
                         op.args()
                             .enumerate()
                             .filter(|(k, _)| d[*k] != 0.0)
@@ -446,7 +446,7 @@ impl Program {
                 for f in &self.fwd {
                     let v = &s.vals[f.out as usize];
                     for t in 0..len {
-                        let d = partials(f.op, v[t], &|x| value_of(x, t));
+                        let d = partials(f.op, v[t], &|x| value_of(x, t), &self.tables);
                         let dt =
                             f.op.args()
                                 .enumerate()
@@ -708,7 +708,7 @@ impl Program {
                 a: &rest[0],
                 x,
             };
-            backward(step, node, before, bacc);
+            backward(step, node, before, bacc, &self.tables);
         }
     }
 }
@@ -736,7 +736,7 @@ struct Node<'a> {
 // The partials are written as they are: −1 times the adjoint reads as the rule it is.
 #[allow(clippy::neg_multiply)]
 #[inline(always)]
-fn backward(step: &Bwd, node: Node<'_>, adj: &mut [Lanes], bacc: &mut [Lanes]) {
+fn backward(step: &Bwd, node: Node<'_>, adj: &mut [Lanes], bacc: &mut [Lanes], tables: &[Table]) {
     let Node { v, a, x } = node;
     let [x0, x1, _] = x;
     macro_rules! acc {
@@ -812,6 +812,10 @@ fn backward(step: &Bwd, node: Node<'_>, adj: &mut [Lanes], bacc: &mut [Lanes]) {
         }
         // Piecewise constant: no derivative in x.
         Op::Hist(..) => {}
+        Op::Spline(_, t) => {
+            let t = &tables[t as usize];
+            acc!(0, |i| t.slope(x0[i]))
+        }
         Op::Select(..) => {
             acc!(1, |i| if x0[i] >= 0.0 { 1.0 } else { 0.0 });
             acc!(2, |i| if x0[i] >= 0.0 { 0.0 } else { 1.0 });
@@ -927,7 +931,7 @@ fn forward(op: Op, x: [Src<'_>; 3], tables: &[Table], out: &mut Lanes) {
         Op::LandauLnPdf(_) => unary!(|x: f64| crate::landau::ln_pdf(x).0),
         Op::LandauCdf(_) => unary!(crate::landau::cdf),
         Op::LandauSf(_) => unary!(crate::landau::sf),
-        Op::Hist(_, t) => {
+        Op::Hist(_, t) | Op::Spline(_, t) => {
             let t = &tables[t as usize];
             unary!(|x: f64| t.at(x))
         }

@@ -12,7 +12,9 @@
 //! against SciPy's `gennorm` and iminuit; `template_weight_sys`: histfit's template of simulated
 //! events with per-event weight systematics, against a NumPy re-implementation and iminuit), and
 //! Landau (RooFit's CERNLIB approximation is 1e-9 off; SciPy's, rescaled to ROOT's convention),
-//! the Voigtian (histfit's extension; SciPy's `voigt_profile` normalised by `quad`),
+//! the Voigtian (histfit's extension; SciPy's `voigt_profile` normalised by `quad`), the kernel
+//! density estimate and the monotone spline (histfit's extensions; the exact kernel sum in
+//! NumPy, SciPy's `PchipInterpolator`),
 //! the two-sided Crystal Ball (RooFit's fit stops
 //! 2.6e-4 above the minimum, its errors there up to 2.5 % larger than the Hessian's at the
 //! minimum, which SciPy and iminuit find).
@@ -57,6 +59,11 @@ fn reference(name: &str) -> Reference {
             "template_weight_sys.numpy.json",
             json!({"mu": 1.0, "alpha_jes": 0.0, "alpha_eff": 0.0, "nbkg": 1200.0, "c": 0.02}),
             &["mu", "alpha_jes", "alpha_eff", "nbkg", "c"],
+        )),
+        "smooth" => Some((
+            "smooth.numpy.json",
+            json!({"nsig": 500.0, "nbkg": 1000.0}),
+            &["nsig", "nbkg"],
         )),
         "voigtian" => Some((
             "voigtian.scipy.json",
@@ -141,6 +148,7 @@ const FIXTURES: &[&str] = &[
     "template_weight_sys",
     "landau",
     "voigtian",
+    "smooth",
 ];
 
 fn point(names: &[String], init: &[f64], values: &Value) -> Vec<f64> {
