@@ -303,8 +303,9 @@ fn guard_footer(input: &bytes::Bytes) -> Result<(), String> {
     }
 }
 
-/// The page headers of a column chunk, walked in turn before the parquet crate reads them (see
-/// [`guard_footer`]). A header the walk cannot follow is left to the crate, which says why.
+/// The page headers of a column chunk, walked in turn as the parquet crate will read them
+/// ([`thrift_guard::check_page_header`]) before it does: one that is malformed or would hold
+/// the crate far longer than its length allows is refused.
 fn guard_pages(input: &bytes::Bytes, chunk: &ColumnChunkMetaData) -> Result<(), String> {
     let start = chunk
         .dictionary_page_offset()
@@ -315,26 +316,27 @@ fn guard_pages(input: &bytes::Bytes, chunk: &ColumnChunkMetaData) -> Result<(), 
     ) else {
         return Ok(());
     };
-    let Some(bytes) = start
-        .checked_add(size)
-        .and_then(|end| input.get(start..end))
-    else {
+    // The crate reads each header from a stream that runs on to the file's end, not the
+    // chunk's.
+    let Some(bytes) = input.get(start..) else {
         return Ok(());
     };
     let mut at = 0;
-    while at < bytes.len() {
-        match crate::thrift_guard::check(&bytes[at..]) {
+    while at < size.min(bytes.len()) {
+        match crate::thrift_guard::check_page_header(&bytes[at..]) {
+            Verdict::Whole(Walked {
+                len,
+                field3: Some(body),
+            }) if body >= 0 => at += len + body as usize,
             Verdict::TooCostly => {
                 return Err(format!(
                     "a page header at byte {} claims more elements than its bytes hold",
                     start + at
                 ))
             }
-            Verdict::Whole(Walked {
-                len,
-                field3: Some(body),
-            }) if body >= 0 => at += len + body as usize,
-            _ => return Ok(()),
+            // Malformed (what no writer makes, and what the crate would read otherwise than
+            // its bytes say): refused here, before the crate spends minutes on it.
+            _ => return Err(format!("a page header at byte {} is malformed", start + at)),
         }
     }
     Ok(())

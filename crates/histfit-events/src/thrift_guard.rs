@@ -70,12 +70,11 @@ impl Walk<'_> {
         }
         Err(Stop::Malformed)
     }
+    /// Skips n bytes; past the end it stops there without an error, as the crate's skip of a
+    /// page header's stream does (the next read fails).
     fn skip(&mut self, n: u64) -> Step<()> {
-        let end = (self.pos as u64).checked_add(n).ok_or(Stop::Malformed)?;
-        if end > self.buf.len() as u64 {
-            return Err(Stop::Malformed);
-        }
-        self.pos = end as usize;
+        let end = (self.pos as u64).saturating_add(n);
+        self.pos = end.min(self.buf.len() as u64) as usize;
         Ok(())
     }
     fn charge(&mut self, n: u64) -> Step<()> {
@@ -206,6 +205,94 @@ impl<'a> Walk<'a> {
 pub fn check(buf: &[u8]) -> Verdict {
     let mut w = Walk::new(buf);
     match w.fields(DEPTH, true) {
+        Ok(field3) => Verdict::Whole(Walked { len: w.pos, field3 }),
+        Err(Stop::Malformed) => Verdict::Unjudged,
+        Err(Stop::Budget) => Verdict::TooCostly,
+    }
+}
+
+/// The structures of a page header, for [`check_page_header`].
+#[derive(Clone, Copy)]
+enum Shape {
+    PageHeader,
+    DataPage,
+    IndexPage,
+    DictionaryPage,
+    DataPageV2,
+    Statistics,
+}
+
+/// What a page header's known field holds (compact types: 1/2 boolean, 5 i32, 6 i64, 8 binary,
+/// 12 struct), as Parquet's format defines it; None for an id the crate does not know.
+fn expected(shape: Shape, id: i64) -> Option<(u8, Option<Shape>)> {
+    use Shape::*;
+    let i32_ = Some((5, None));
+    let bool_ = Some((1, None));
+    let nested = |s| Some((12, Some(s)));
+    match (shape, id) {
+        (PageHeader, 1..=4) => i32_,
+        (PageHeader, 5) => nested(DataPage),
+        (PageHeader, 6) => nested(IndexPage),
+        (PageHeader, 7) => nested(DictionaryPage),
+        (PageHeader, 8) => nested(DataPageV2),
+        (DataPage, 1..=4) => i32_,
+        (DataPage, 5) => nested(Statistics),
+        (DictionaryPage, 1 | 2) => i32_,
+        (DictionaryPage, 3) => bool_,
+        (DataPageV2, 1..=6) => i32_,
+        (DataPageV2, 7) => bool_,
+        (DataPageV2, 8) => nested(Statistics),
+        (Statistics, 1 | 2 | 5 | 6) => Some((8, None)),
+        (Statistics, 3 | 4) => Some((6, None)),
+        (Statistics, 7 | 8) => bool_,
+        _ => None,
+    }
+}
+
+impl Walk<'_> {
+    /// A struct of `shape`: every known field of the type the format gives it (the crate reads
+    /// a known field as its type whatever its header says, so a header that says otherwise
+    /// would be read differently from this walk: refused as malformed), the others walked as
+    /// [`check`] walks them. Field 3 of a page header (its compressed size) is returned.
+    fn typed(&mut self, shape: Shape, depth: u32) -> Step<Option<i32>> {
+        let mut last = 0;
+        let mut field3 = None;
+        loop {
+            let (id, t) = self.field(last)?;
+            if t == 0 {
+                return Ok(field3);
+            }
+            last = id;
+            match expected(shape, id) {
+                None => self.value(t, depth - 1)?,
+                Some((want, nested)) => {
+                    let same = t == want || (want == 1 && t == 2);
+                    if !same {
+                        return Err(Stop::Malformed);
+                    }
+                    match nested {
+                        Some(inner) => {
+                            self.charge(1)?;
+                            self.typed(inner, depth - 1)?;
+                        }
+                        None if matches!(shape, Shape::PageHeader) && id == 3 => {
+                            self.charge(1)?;
+                            field3 = i32::try_from(self.zigzag()?).ok();
+                        }
+                        None => self.value(t, depth - 1)?,
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A page header at the start of `buf` (the rest of the file: the crate reads it from a stream
+/// that runs on to the end), walked as the crate reads it: [`Verdict::Unjudged`] means
+/// malformed — cut short, a type unknown, or a known field of another type than the format's.
+pub fn check_page_header(buf: &[u8]) -> Verdict {
+    let mut w = Walk::new(buf);
+    match w.typed(Shape::PageHeader, DEPTH) {
         Ok(field3) => Verdict::Whole(Walked { len: w.pos, field3 }),
         Err(Stop::Malformed) => Verdict::Unjudged,
         Err(Stop::Budget) => Verdict::TooCostly,
