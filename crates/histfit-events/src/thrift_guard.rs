@@ -305,18 +305,14 @@ pub fn check_page_header(buf: &[u8]) -> Verdict {
 /// allocated 6.4 GB).
 pub fn check_footer(buf: &[u8]) -> Verdict {
     let mut w = Walk::new(buf);
+    // The crate reads the schema as a list of SchemaElements, and each one's field 5 as an
+    // i32, whatever their headers say: read so here too.
     let schema = |w: &mut Walk| -> Step<bool> {
-        let at = w.pos;
         let h = w.byte()?;
         let size = match h >> 4 {
             15 => w.varint()?,
             s => u64::from(s),
         };
-        if h & 0x0f != 12 {
-            // Not a list of structs: walked as any list (the crate refuses it).
-            w.pos = at;
-            return w.value(9, DEPTH - 1).map(|_| true);
-        }
         w.charge(size)?;
         for _ in 0..size {
             let mut last = 0;
@@ -326,7 +322,7 @@ pub fn check_footer(buf: &[u8]) -> Verdict {
                     break;
                 }
                 last = id;
-                if id == 5 && t == 5 {
+                if id == 5 {
                     let children = w.zigzag()?;
                     if children < 0 || children as u64 > size {
                         return Ok(false);

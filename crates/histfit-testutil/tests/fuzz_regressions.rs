@@ -116,9 +116,9 @@ fn a_width_too_small_is_refused_by_name() {
     );
 }
 
-/// The parquet crate's Thrift walks that loop without reading (a footer's schema list claiming
-/// 2²⁸ elements: 6.4 GB allocated; page headers claiming billions of elements past their end:
-/// seconds to minutes) are refused before the crate decodes them (`histfit_events::thrift_guard`).
+/// What made the parquet crate allocate gigabytes or loop for seconds — a footer's schema
+/// claiming 2²⁸ children (6.4 GB, 7.5 GB), page headers claiming billions of elements past their
+/// end — is refused before the crate decodes it (`histfit_events::thrift_guard`).
 #[test]
 fn parquet_thrift_claims_beyond_their_bytes_are_refused() {
     let spec = histfit_events::parquet::SourceSpec {
@@ -140,6 +140,10 @@ fn parquet_thrift_claims_beyond_their_bytes_are_refused() {
         (
             "timeout-959e9e8ce513c4e4a26090e700ace91be8e7dea3",
             "a page header at byte 95 claims",
+        ),
+        (
+            "oom-4d85736952268eeccabec2a7b24957b1a9070cae",
+            "its footer claims",
         ),
     ] {
         let bytes = std::fs::read(
