@@ -232,11 +232,11 @@ impl UnbinnedModel {
     }
 
     /// Each free parameter's natural step: 1/√(∂²(−ln L)/∂θ²) on the observed data at the
-    /// initial point (by differences of the exact gradient), rounded to a power of two so that
+    /// initial point (by forward differences of the exact gradient), rounded to a power of two so that
     /// θ/scale is exact — the units fits work in. Where the curvature is not positive and
     /// finite the scale stays 1. Above [`SCALE_EVENTS`] events a channel's curvature is taken
     /// on every k-th event weighted by k: a power of two needs no more, and on a million
-    /// events the ten gradients cost as much as half the fit.
+    /// events the gradients over every event cost as much as half the fit.
     pub fn set_curvature_scales(&mut self) {
         let thinned = Events {
             channels: self
@@ -250,7 +250,13 @@ impl UnbinnedModel {
         let n = self.space.len();
         let at = self.space.init.clone();
         let mut scales = vec![1.0; n];
-        let (mut up, mut dn) = (vec![0.0; n], vec![0.0; n]);
+        // Forward differences of the exact gradient: one evaluation per parameter and one at
+        // the point (a power of two needs no more accuracy than that).
+        let (mut g0, mut g) = (vec![0.0; n], vec![0.0; n]);
+        if self.evaluate(&at, &data, Some(&mut g0)).is_err() {
+            self.space.scales = scales;
+            return;
+        }
         for i in 0..n {
             if self.space.fixed[i] {
                 continue;
@@ -258,15 +264,15 @@ impl UnbinnedModel {
             let (lo, hi) = self.space.bounds[i];
             let h = 1e-5 * at[i].abs().max(1e-3).min(0.5 * (hi - lo));
             let mut p = at.clone();
-            p[i] = (at[i] + h).min(hi);
-            let a = p[i];
-            let ok_up = self.evaluate(&p, &data, Some(&mut up)).is_ok();
-            p[i] = (at[i] - h).max(lo);
-            let b = p[i];
-            let ok_dn = self.evaluate(&p, &data, Some(&mut dn)).is_ok();
-            let curvature = (up[i] - dn[i]) / (a - b);
+            p[i] = if at[i] + h <= hi {
+                at[i] + h
+            } else {
+                at[i] - h
+            };
+            let ok = self.evaluate(&p, &data, Some(&mut g)).is_ok();
+            let curvature = (g[i] - g0[i]) / (p[i] - at[i]);
             let s = 1.0 / curvature.sqrt();
-            if ok_up && ok_dn && s.is_finite() && s > 0.0 {
+            if ok && s.is_finite() && s > 0.0 {
                 scales[i] = s.log2().round().exp2();
             }
         }
