@@ -11,12 +11,20 @@ extended Gaussian + exponential on [60, 120] with free yields (nsig, nbkg, mean,
   snappy) that the document names through histfit's extension "histfit_source" — reading the
   events included.
 
-Prints a table with the ratios and checks that both found the same minimum (−ln L within 1e-3).
-Needs `pip install root numpy pyarrow` and a release build (`cargo build --release -p histfit-cli`);
-HISTFIT names the binary (default: target/release/histfit or $CARGO_TARGET_DIR/release/histfit).
+- NextStat 0.10.1, where it is installed (`pip install nextstat==0.10.1`): `nextstat
+  unbinned-fit --config SPEC.json` on the same Parquet file (its `unbinned_spec_v0`: the same
+  Gaussian and exponential, the same initial values and ranges), whole process, best of 3; its
+  −ln L at its minimum, and its own −ln L at histfit's minimum (`UnbinnedModel.nll`), which says
+  whether the two programs' conventions agree and which minimum is lower.
+
+Prints a table with the ratios and checks that histfit and RooFit found the same minimum (−ln L
+within 1e-3). Needs `pip install root numpy pyarrow` and a release build (`cargo build --release
+-p histfit-cli`); HISTFIT names the binary (default: target/release/histfit or
+$CARGO_TARGET_DIR/release/histfit).
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -95,6 +103,49 @@ def parquet_twin(path, x):
     return twin
 
 
+def nextstat_spec(parquet, n, path):
+    """NextStat's unbinned spec of the benchmark model over the events in `parquet`."""
+    par = lambda name, init, lo, hi: {"name": name, "init": init, "bounds": [lo, hi]}
+    spec = {
+        "schema_version": "nextstat_unbinned_spec_v0",
+        "model": {"parameters": [
+            par("nsig", 0.3 * n, 0, 1e7), par("nbkg", 0.7 * n, 0, 1e7), par("mean", 90.0, 80, 100),
+            par("sigma", 3.0, 0.5, 10), par("lambda", -0.02, -1, 0)]},
+        "channels": [{
+            "name": "SR", "data": {"file": parquet},
+            "observables": [{"name": "x", "bounds": [60, 120]}],
+            "processes": [
+                {"name": "sig", "pdf": {"type": "gaussian", "observable": "x", "params": ["mean", "sigma"]},
+                 "yield": {"type": "parameter", "name": "nsig"}},
+                {"name": "bkg", "pdf": {"type": "exponential", "observable": "x", "params": ["lambda"]},
+                 "yield": {"type": "parameter", "name": "nbkg"}}]}],
+    }
+    with open(path, "w") as f:
+        json.dump(spec, f)
+    return path
+
+
+def nextstat(spec, histfit_best):
+    """Whole-process time (best of 3) and −ln L of `nextstat unbinned-fit`, and NextStat's −ln L at
+    histfit's minimum (names → values); None where NextStat is not installed."""
+    exe = shutil.which("nextstat") or os.path.join(os.path.dirname(sys.executable), "nextstat")
+    if not os.path.exists(exe):
+        return None
+    best = None
+    for _ in range(3):
+        t = time.perf_counter()
+        out = subprocess.run([exe, "unbinned-fit", "--config", spec], capture_output=True, text=True,
+                             check=True)
+        dt = time.perf_counter() - t
+        doc = json.loads(out.stdout)
+        if best is None or dt < best[0]:
+            best = (dt, doc["nll"])
+    import nextstat as ns
+    model = ns.UnbinnedModel.from_config(spec)
+    at = [histfit_best[name] for name in model.parameter_names()]
+    return best[0], best[1], model.nll(at)
+
+
 def histfit(path):
     best = None
     for _ in range(3):
@@ -103,7 +154,8 @@ def histfit(path):
         dt = time.perf_counter() - t
         doc = json.loads(out.stdout)
         if best is None or dt < best[0]:
-            best = (dt, doc["fit_seconds"], 0.5 * doc["twice_nll"], doc["converged"])
+            best = (dt, doc["fit_seconds"], 0.5 * doc["twice_nll"], doc["converged"],
+                    {q["name"]: q["value"] for q in doc["parameters"]})
     return best
 
 
@@ -118,13 +170,22 @@ def main():
             rf_t, rf_nll, status = roofit(x, n)
             path = os.path.join(tmp, f"bench_{n}.json")
             hs3_file(x, n, path)
-            wall, fit_s, hf_nll, converged = histfit(path)
-            pq_wall, _, pq_nll, pq_converged = histfit(parquet_twin(path, x))
+            wall, fit_s, hf_nll, converged, _ = histfit(path)
+            twin = parquet_twin(path, x)
+            pq_wall, _, pq_nll, pq_converged, best = histfit(twin)
+            spec = nextstat_spec(twin.replace(".pq.json", ".parquet"), n,
+                                 os.path.join(tmp, f"nextstat_{n}.json"))
+            ns = nextstat(spec, best)
             same = abs(rf_nll - hf_nll) < 1e-3 and abs(rf_nll - pq_nll) < 1e-3
             print(f"{n:>9} {rf_t:>10.4f}s {fit_s:>11.4f}s {rf_t / fit_s:>6.1f}x {wall:>14.4f}s {rf_t / wall:>6.1f}x"
                   f" {pq_wall:>17.4f}s {rf_t / pq_wall:>6.1f}x"
                   f"  {rf_nll:.4f} / {hf_nll:.4f} (status {status}, converged {converged and pq_converged}"
                   f"{'' if same else ', MINIMA DIFFER'})")
+            if ns is not None:
+                ns_wall, ns_nll, ns_at_hf = ns
+                print(f"{'':>9} NextStat 0.10.1 whole process {ns_wall:.4f}s: histfit (Parquet) "
+                      f"{ns_wall / pq_wall:.1f}x faster; its -lnL {ns_nll:.4f} at its minimum, "
+                      f"{ns_at_hf:.4f} at histfit's ({ns_nll - ns_at_hf:+.4f})")
 
 
 if __name__ == "__main__":
