@@ -186,7 +186,8 @@ impl<'a> Walk<'a> {
         Ok(((z >> 1) as i64) ^ -((z & 1) as i64))
     }
 
-    /// A field header after field `last`: its id and type (type 0 at the stop).
+    /// A field header after field `last`: its id and type (type 0 at the stop). Ids are i16,
+    /// as the crate keeps them: one past its range is malformed.
     fn field(&mut self, last: i64) -> Step<(i64, u8)> {
         let h = self.byte()?;
         let t = h & 0x0f;
@@ -197,6 +198,9 @@ impl<'a> Walk<'a> {
             0 => self.zigzag()?,
             d => last + i64::from(d),
         };
+        if i16::try_from(id).is_err() {
+            return Err(Stop::Malformed);
+        }
         Ok((id, t))
     }
 }
@@ -384,6 +388,18 @@ mod tests {
             0x15, 0x04, 0x19, 0x1c, 0x48, 0x01, b's', 0x15, 0x00, 0x00, 0x00,
         ];
         assert!(matches!(check_footer(&fine), Verdict::Whole(_)));
+    }
+
+    /// A long-form field id beyond i16 (then a delta after it) is malformed, not an overflow.
+    #[test]
+    fn field_ids_beyond_i16_are_malformed() {
+        let buf = [
+            0x05, 0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x00, 0x15, 0x00,
+            0x00,
+        ];
+        assert_eq!(check(&buf), Verdict::Unjudged);
+        assert_eq!(check_page_header(&buf), Verdict::Unjudged);
+        assert_eq!(check_footer(&buf), Verdict::Unjudged);
     }
 
     #[test]

@@ -682,8 +682,8 @@ impl Graph {
     /// - x / u (u the same for every event) is x · (1/u): a multiply per event, not a division
     ///   (and none in the derivatives);
     /// - −(u · x) is (−u) · x;
-    /// - x · y ± u, u ± x · y, where the product has no other use, is one fused multiply-add
-    ///   (x · y + (±u), or x · (−y) + u where y is the same for every event).
+    /// - x · y ± u, where the product has no other use, is one fused multiply-add x · y + (±u);
+    ///   so is u ± x · y where y is the same for every event (x · (±y) + u).
     ///
     /// The values change by roundings only (a reciprocal, one rounding fewer in a fused
     /// multiply-add). Fewer per-event operations is what the evaluator's time is.

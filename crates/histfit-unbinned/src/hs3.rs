@@ -1935,17 +1935,35 @@ impl<'a> Builder<'a> {
                 .ok_or_else(|| err(format!("{p}.rho"), "expected a positive number"))?,
         };
         let kde = crate::smooth::Kde::new(&points, weights.as_deref(), rule, rho);
-        let mass = kde.mass(dom.lo, dom.hi);
-        if !(kde.h > 0.0 && kde.h.is_finite() && mass > 0.0 && mass.is_finite()) {
+        if !(kde.h > 0.0 && kde.h.is_finite()) {
             return Err(err(
                 p,
                 format!(
-                    "bandwidth {:.3e} and mass {mass:.3e} over [{}, {}]: the events give no density there",
-                    kde.h, dom.lo, dom.hi
+                    "the bandwidth rule gives {:.3e}: the events of \"{source}\" have no spread (give \"bandwidth\" a number)",
+                    kde.h
+                ),
+            ));
+        }
+        let mass = kde.mass(dom.lo, dom.hi);
+        if !(mass > 0.0 && mass.is_finite()) {
+            return Err(err(
+                p,
+                format!(
+                    "the kernels' mass over [{}, {}] is {mass:.3e}: the events of \"{source}\" give no density there",
+                    dom.lo, dom.hi
                 ),
             ));
         }
         let (knots, pieces, accuracy) = kde.log_spline(dom.lo, dom.hi, 1e-10);
+        if !accuracy.is_finite() {
+            return Err(err(
+                p,
+                format!(
+                    "its logarithm is not finite over [{}, {}] (an infinite range?)",
+                    dom.lo, dom.hi
+                ),
+            ));
+        }
         if accuracy > 1e-10 {
             self.notes.push(format!(
                 "{p}: the kernel density estimate is tabulated to a relative accuracy of {accuracy:.1e} only (asked 1e-10)"

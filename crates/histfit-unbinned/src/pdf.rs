@@ -93,9 +93,11 @@ pub fn bifurcated_gaussian(
 
 /// The log of the Voigt profile's shape at x (histfit's extension `histfit_voigtian_dist`, as
 /// RooVoigtian): a Breit–Wigner of full width `width` convolved with a Gaussian of width
-/// `sigma`, Re w(u + ia) with u = (x − μ)/(σ√2) and a = (width/2)/(σ√2), w the Faddeeva
+/// `sigma`, Re w(u + ia) with u = (x − μ)/(|σ|√2) and a = (|width|/2)/(|σ|√2), w the Faddeeva
 /// function. Its integral has no closed form: the caller normalises it by quadrature.
 pub fn voigtian_log_shape(g: &mut Graph, x: Id, mu: Id, width: Id, sigma: Id) -> Id {
+    // As RooVoigtian, the widths' magnitudes: a width of 0 is the Gaussian.
+    let (width, sigma) = (g.abs(width), g.abs(sigma));
     let s2 = g.scale(sigma, std::f64::consts::SQRT_2);
     let d = g.sub(x, mu);
     let u = g.div(d, s2);
@@ -107,8 +109,8 @@ pub fn voigtian_log_shape(g: &mut Graph, x: Id, mu: Id, width: Id, sigma: Id) ->
 
 /// The same at one point, from the parameters' values.
 pub fn voigtian_log_shape_at(x: f64, mu: f64, width: f64, sigma: f64) -> f64 {
-    let s2 = sigma * std::f64::consts::SQRT_2;
-    crate::faddeeva::faddeeva((x - mu) / s2, 0.5 * width / s2)
+    let s2 = sigma.abs() * std::f64::consts::SQRT_2;
+    crate::faddeeva::faddeeva((x - mu) / s2, 0.5 * width.abs() / s2)
         .0
         .ln()
 }

@@ -219,7 +219,10 @@ impl Program {
         for (i, op) in ops.iter().enumerate() {
             moves[i] = match op {
                 Op::Param(_) => true,
-                Op::Const(_) | Op::Column(_) => false,
+                // A histogram's value is piecewise constant: no derivative passes through it
+                // (its backward step writes nothing, so it must not take an adjoint's first
+                // write from the argument's other readers).
+                Op::Const(_) | Op::Column(_) | Op::Hist(..) => false,
                 op => op.args().any(|a| moves[a.0 as usize]),
             };
         }
@@ -1013,6 +1016,7 @@ pub fn fixed_dot(x: &[f64], w: &[f64]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::graph::Table;
 
     /// The AVX2 build of a block and the baseline one give the same bits: exp, log, erf,
     /// powers, a select and weights, value and gradient.
@@ -1122,6 +1126,34 @@ mod tests {
                 .filter(|op| matches!(op, Op::Fma(..)))
                 .count()
                 >= 3
+        );
+    }
+
+    /// A histogram read at a point a parameter moves passes no derivative, and the argument's
+    /// other reader still gets its own (the backward pass's first write is not the histogram's).
+    #[test]
+    fn a_histogram_of_a_moving_argument_passes_no_derivative() {
+        let mut g = Graph::new();
+        let x = g.column(0);
+        let mu = g.param(0);
+        let d = g.sub(x, mu);
+        let t = g.table(Table::new(vec![-10.0, 0.0, 10.0], vec![0.3, 0.7]));
+        let h = g.hist(d, t);
+        let d2 = g.powi(d, 2);
+        let q = g.scale(d2, -0.5);
+        let e = g.add(h, q);
+        let nu = g.param(1);
+        let prog = Program::new(&g, e, nu);
+        let xs: Vec<f64> = (0..640).map(|i| ((i as f64 * 0.37).sin()) * 3.0).collect();
+        let p = [0.4, 2.0];
+        let mut grad = vec![0.0; 2];
+        prog.eval(&p, &[&xs], None, Some(&mut grad));
+        // −Σ ∂E/∂μ = −Σ (x − μ).
+        let want: f64 = -xs.iter().map(|x| x - p[0]).sum::<f64>();
+        assert!(
+            (grad[0] - want).abs() < 1e-10 * want.abs().max(1.0),
+            "{} {want}",
+            grad[0]
         );
     }
 
