@@ -1902,6 +1902,15 @@ impl<'a> Builder<'a> {
                 format!("\"{source}\" holds no events"),
             ));
         }
+        if let Some(i) = points.iter().position(|v| !v.is_finite()) {
+            return Err(err(
+                format!("{p}.x"),
+                format!(
+                    "event {i} of \"{source}\" has {x_name} = {}: a kernel sits at a finite point",
+                    points[i]
+                ),
+            ));
+        }
         if let Some(w) = &weights {
             if let Some(i) = w.iter().position(|v| !(v.is_finite() && *v >= 0.0)) {
                 return Err(err(
@@ -1935,6 +1944,12 @@ impl<'a> Builder<'a> {
                 .ok_or_else(|| err(format!("{p}.rho"), "expected a positive number"))?,
         };
         let kde = crate::smooth::Kde::new(&points, weights.as_deref(), rule, rho);
+        if kde.is_empty() {
+            return Err(err(
+                format!("{p}.weight"),
+                format!("every event of \"{source}\" has weight 0: no kernel is left"),
+            ));
+        }
         if !(kde.h > 0.0 && kde.h.is_finite()) {
             return Err(err(
                 p,

@@ -161,6 +161,8 @@ pub struct Kde {
     /// The sample, sorted, without its events of weight 0, and ln of each weight.
     points: Vec<f64>,
     log_weights: Vec<f64>,
+    /// How many bandwidths a heavier kernel can make up: √(2 (max ln w − min ln w)).
+    weight_reach: f64,
     /// The bandwidth.
     pub h: f64,
 }
@@ -219,11 +221,32 @@ impl Kde {
                 0.9 * spread * n_eff.powf(-0.2)
             }
         } * rho;
+        let log_weights: Vec<f64> = order.iter().map(|&i| w[i].ln()).collect();
+        let (lo, hi) = log_weights
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &l| {
+                (a.min(l), b.max(l))
+            });
         Kde {
             points: order.iter().map(|&i| points[i]).collect(),
-            log_weights: order.iter().map(|&i| w[i].ln()).collect(),
+            log_weights,
+            weight_reach: if hi > lo {
+                (2.0 * (hi - lo)).sqrt()
+            } else {
+                0.0
+            },
             h,
         }
+    }
+
+    /// The kernels left after events of weight 0 are set aside.
+    pub fn len(&self) -> usize {
+        self.points.len()
+    }
+
+    /// Whether no kernel is left.
+    pub fn is_empty(&self) -> bool {
+        self.points.is_empty()
     }
 
     /// The range of kernels that matter at x: those within [`REACH`] bandwidths beyond the
@@ -231,13 +254,20 @@ impl Kde {
     fn window(&self, x: f64) -> std::ops::Range<usize> {
         let p = &self.points;
         let at = p.partition_point(|&v| v < x);
-        let nearest = [at.checked_sub(1), (at < p.len()).then_some(at)]
+        let Some((near, nearest)) = [at.checked_sub(1), (at < p.len()).then_some(at)]
             .into_iter()
             .flatten()
-            .map(|i| (p[i] - x).abs())
-            .fold(f64::INFINITY, f64::min);
-        let reach = nearest + REACH * self.h;
-        p.partition_point(|&v| v < x - reach)..p.partition_point(|&v| v <= x + reach)
+            .map(|i| (i, (p[i] - x).abs()))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+        else {
+            return 0..0;
+        };
+        // A heavier kernel further out can outweigh the nearest: the reach grows by as many
+        // bandwidths as the weights' spread makes up.
+        let reach = nearest + (REACH + self.weight_reach) * self.h;
+        let lo = p.partition_point(|&v| v < x - reach).min(near);
+        let hi = p.partition_point(|&v| v <= x + reach).max(near + 1);
+        lo..hi
     }
 
     /// ln f(x) and d ln f/dx: the kernels' exponents ln w_j − z_j²/2 summed by log-sum-exp
