@@ -6,7 +6,7 @@
 //! as struct fields, one each as elements), and — reading a page header from its stream — a
 //! double, string or UUID skipped past the end (no error there). A 5-byte list header claiming
 //! 2³¹ such elements holds it for seconds, nested ones for minutes — the fuzz target's
-//! timeouts. [`check`] makes the same walk over the same bytes, counting every element a
+//! timeouts. [`check_footer`] and [`check_page_header`] make the same walk over the same bytes, counting every element a
 //! collection claims as it opens, and refuses a structure that would take more steps than a
 //! well-formed one of its length could: a few per byte. Anything else it does not judge — a structure cut short, an unknown type — is left to
 //! the crate, which reports it.
@@ -122,7 +122,7 @@ impl Walk<'_> {
                 let kv = self.byte()?;
                 self.elements(size, &[kv >> 4, kv & 0x0f], depth)
             }
-            12 => self.fields(depth, false).map(|_| ()),
+            12 => self.fields(depth),
             13 => self.skip(16),
             _ => Err(Stop::Malformed),
         }
@@ -148,22 +148,16 @@ impl Walk<'_> {
         Ok(())
     }
 
-    /// A struct's fields up to its stop; field 3's value where it is an i32 and `top`.
-    fn fields(&mut self, depth: u32, top: bool) -> Step<Option<i32>> {
+    /// A struct's fields up to its stop, each walked by its header.
+    fn fields(&mut self, depth: u32) -> Step<()> {
         let mut last = 0;
-        let mut field3 = None;
         loop {
             let (id, t) = self.field(last)?;
             if t == 0 {
-                return Ok(field3);
+                return Ok(());
             }
             last = id;
-            if top && id == 3 && t == 5 {
-                self.charge(1)?;
-                field3 = i32::try_from(self.zigzag()?).ok();
-            } else {
-                self.value(t, depth - 1)?;
-            }
+            self.value(t, depth - 1)?;
         }
     }
 }
@@ -205,11 +199,10 @@ impl<'a> Walk<'a> {
     }
 }
 
-/// Walks the Thrift struct at the start of `buf`.
-pub fn check(buf: &[u8]) -> Verdict {
-    let mut w = Walk::new(buf);
-    match w.fields(DEPTH, true) {
-        Ok(field3) => Verdict::Whole(Walked { len: w.pos, field3 }),
+/// The verdict on a walk that ended with `result` at byte `len`.
+fn verdict(result: Step<Option<i32>>, len: usize) -> Verdict {
+    match result {
+        Ok(field3) => Verdict::Whole(Walked { len, field3 }),
         Err(Stop::Malformed) => Verdict::Unjudged,
         Err(Stop::Budget) => Verdict::TooCostly,
     }
@@ -257,7 +250,7 @@ impl Walk<'_> {
     /// A struct of `shape`: every known field of the type the format gives it (the crate reads
     /// a known field as its type whatever its header says, so a header that says otherwise
     /// would be read differently from this walk: refused as malformed), the others walked as
-    /// [`check`] walks them. Field 3 of a page header (its compressed size) is returned.
+    /// their headers say. Field 3 of a page header (its compressed size) is returned.
     fn typed(&mut self, shape: Shape, depth: u32) -> Step<Option<i32>> {
         let mut last = 0;
         let mut field3 = None;
@@ -296,14 +289,11 @@ impl Walk<'_> {
 /// malformed — cut short, a type unknown, or a known field of another type than the format's.
 pub fn check_page_header(buf: &[u8]) -> Verdict {
     let mut w = Walk::new(buf);
-    match w.typed(Shape::PageHeader, DEPTH) {
-        Ok(field3) => Verdict::Whole(Walked { len: w.pos, field3 }),
-        Err(Stop::Malformed) => Verdict::Unjudged,
-        Err(Stop::Budget) => Verdict::TooCostly,
-    }
+    let result = w.typed(Shape::PageHeader, DEPTH);
+    verdict(result, w.pos)
 }
 
-/// A file's footer (FileMetaData) walked as [`check`] does, and its schema's child counts
+/// A file's footer (FileMetaData), each field walked by its header, and its schema's child counts
 /// (SchemaElement field 5, `num_children`) held to the number of elements the schema lists: the
 /// crate sizes the schema tree's buffers from them (a claim of 2²⁸ children in a 1 kB footer
 /// allocated 6.4 GB).
@@ -355,14 +345,9 @@ pub fn check_footer(buf: &[u8]) -> Verdict {
             }
         }
     };
-    match walk(&mut w) {
-        Ok(true) => Verdict::Whole(Walked {
-            len: w.pos,
-            field3: None,
-        }),
-        Ok(false) | Err(Stop::Budget) => Verdict::TooCostly,
-        Err(Stop::Malformed) => Verdict::Unjudged,
-    }
+    // A schema claiming too many children counts as over budget.
+    let result = walk(&mut w).and_then(|ok| if ok { Ok(None) } else { Err(Stop::Budget) });
+    verdict(result, w.pos)
 }
 
 #[cfg(test)]
@@ -371,9 +356,9 @@ mod tests {
 
     #[test]
     fn a_list_claiming_billions_of_booleans_is_too_costly() {
-        // struct { 1: list<bool> of 2^31 − 1 } (a 7-byte list header)
-        let buf = [0x19, 0xf1, 0xff, 0xff, 0xff, 0xff, 0x07, 0x00];
-        assert_eq!(check(&buf), Verdict::TooCostly);
+        // a page header's unknown field 9: list<bool> of 2^31 − 1 (a 7-byte list header)
+        let buf = [0x99, 0xf1, 0xff, 0xff, 0xff, 0xff, 0x07, 0x00];
+        assert_eq!(check_page_header(&buf), Verdict::TooCostly);
     }
 
     #[test]
@@ -397,16 +382,15 @@ mod tests {
             0x05, 0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x00, 0x15, 0x00,
             0x00,
         ];
-        assert_eq!(check(&buf), Verdict::Unjudged);
         assert_eq!(check_page_header(&buf), Verdict::Unjudged);
         assert_eq!(check_footer(&buf), Verdict::Unjudged);
     }
 
     #[test]
     fn a_list_claiming_billions_of_doubles_past_the_end_is_too_costly() {
-        // struct { 1: list<double> of 2^31 − 1 }, nothing after the header
-        let buf = [0x19, 0xf7, 0xff, 0xff, 0xff, 0xff, 0x07];
-        assert_eq!(check(&buf), Verdict::TooCostly);
+        // a page header's unknown field 9: list<double> of 2^31 − 1, nothing after the header
+        let buf = [0x99, 0xf7, 0xff, 0xff, 0xff, 0xff, 0x07];
+        assert_eq!(check_page_header(&buf), Verdict::TooCostly);
     }
 
     #[test]
@@ -417,12 +401,12 @@ mod tests {
             0x15, 0x00, 0x15, 0xc8, 0x01, 0x15, 0xc0, 0x01, 0x2c, 0x15, 0x18, 0x00, 0x00,
         ];
         assert_eq!(
-            check(&buf),
+            check_page_header(&buf),
             Verdict::Whole(Walked {
                 len: 13,
                 field3: Some(96)
             })
         );
-        assert_eq!(check(&buf[..7]), Verdict::Unjudged);
+        assert_eq!(check_page_header(&buf[..7]), Verdict::Unjudged);
     }
 }

@@ -1879,23 +1879,7 @@ impl<'a> Builder<'a> {
             .events(source)
             .map_err(|e| err(format!("{p}.events"), e.to_string()))?;
         self.notes.extend(note);
-        let column = |key: &str, axis: &str| -> Result<Vec<f64>> {
-            table.column(axis).map(<[f64]>::to_vec).ok_or_else(|| {
-                err(
-                    format!("{p}.{key}"),
-                    format!(
-                        "the dataset \"{source}\" has no axis \"{axis}\" (its axes: {})",
-                        table.names.join(", ")
-                    ),
-                )
-            })
-        };
-        let points = column("x", &x_name)?;
-        let weights = match d.get("weight") {
-            Some(Value::String(axis)) => Some(column("weight", axis)?),
-            Some(_) => return Err(err(format!("{p}.weight"), "expected the name of an axis")),
-            None => table.weights.clone(),
-        };
+        let (points, weights) = sample_axes(&table, d, source, &x_name, p)?;
         if points.is_empty() {
             return Err(err(
                 format!("{p}.events"),
@@ -1943,7 +1927,7 @@ impl<'a> Builder<'a> {
                 .filter(|r| *r > 0.0 && r.is_finite())
                 .ok_or_else(|| err(format!("{p}.rho"), "expected a positive number"))?,
         };
-        let kde = crate::smooth::Kde::new(&points, weights.as_deref(), rule, rho);
+        let kde = crate::smooth::Kde::new(points, weights, rule, rho);
         if kde.is_empty() {
             return Err(err(
                 format!("{p}.weight"),
@@ -2130,23 +2114,8 @@ impl<'a> Builder<'a> {
             .events(source)
             .map_err(|e| err(format!("{p}.events"), e.to_string()))?;
         self.notes.extend(note);
-        let column = |key: &str, axis: &str| -> Result<&[f64]> {
-            table.column(axis).ok_or_else(|| {
-                err(
-                    format!("{p}.{key}"),
-                    format!(
-                        "the dataset \"{source}\" has no axis \"{axis}\" (its axes: {})",
-                        table.names.join(", ")
-                    ),
-                )
-            })
-        };
-        let x = column("x", &x_name)?;
-        let weights: Option<&[f64]> = match d.get("weight") {
-            Some(Value::String(axis)) => Some(column("weight", axis)?),
-            Some(_) => return Err(err(format!("{p}.weight"), "expected the name of an axis")),
-            None => table.weights.as_deref(),
-        };
+        let (x, weights) = sample_axes(&table, d, source, &x_name, p)?;
+        let column = |key: &str, axis: &str| sample_axis(&table, source, p, key, axis);
         let weight = |i: usize| weights.map_or(1.0, |w| w[i]);
         let binning = d.get("binning").filter(|b| b.is_object()).ok_or_else(|| {
             err(
@@ -2403,6 +2372,43 @@ fn mentions(text: &str, name: &str) -> bool {
         let after = text[at + name.len()..].chars().next();
         !before.is_some_and(word) && !after.is_some_and(word)
     })
+}
+
+/// Axis `axis` of the sample dataset `source` (named by key `key` of the distribution at `p`).
+fn sample_axis<'a>(
+    table: &'a histfit_seam::EventTable,
+    source: &str,
+    p: &str,
+    key: &str,
+    axis: &str,
+) -> Result<&'a [f64]> {
+    table.column(axis).ok_or_else(|| {
+        err(
+            format!("{p}.{key}"),
+            format!(
+                "the dataset \"{source}\" has no axis \"{axis}\" (its axes: {})",
+                table.names.join(", ")
+            ),
+        )
+    })
+}
+
+/// A sample dataset's observable `x_name` and its weights — the axis `"weight"` names, else
+/// the dataset's own — for a distribution built from simulated events (`d` at `p`).
+fn sample_axes<'a>(
+    table: &'a histfit_seam::EventTable,
+    d: &Value,
+    source: &str,
+    x_name: &str,
+    p: &str,
+) -> Result<(&'a [f64], Option<&'a [f64]>)> {
+    let x = sample_axis(table, source, p, "x", x_name)?;
+    let weights = match d.get("weight") {
+        Some(Value::String(axis)) => Some(sample_axis(table, source, p, "weight", axis)?),
+        Some(_) => return Err(err(format!("{p}.weight"), "expected the name of an axis")),
+        None => table.weights.as_deref(),
+    };
+    Ok((x, weights))
 }
 
 /// Node `root` of `src` rebuilt in `dst` with node `from` replaced by `to` (`dst` extends
