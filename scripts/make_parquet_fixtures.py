@@ -9,6 +9,7 @@
   through histfit's extension ("histfit_source"), and gauss_exp.inline.json: the same events inline
   (the reference the Parquet dataset must equal bit for bit);
 - gauss_exp_zstd.parquet: the same columns compressed with zstd, one row group;
+- gauss_exp_gzip.parquet: the same with gzip;
 - gauss_exp_plain_v1.parquet, gauss_exp_plain_v2.parquet: the same without dictionaries (PLAIN
   pages of 4 kB, data page formats 1 and 2);
 - with_outside.parquet: the same events and a fourth row group whose x all lie in [130, 140]
@@ -54,6 +55,7 @@ def main():
     })
     pq.write_table(table, os.path.join(out, "gauss_exp.parquet"), row_group_size=1000, compression="snappy")
     pq.write_table(table, os.path.join(out, "gauss_exp_zstd.parquet"), compression="zstd")
+    pq.write_table(table, os.path.join(out, "gauss_exp_gzip.parquet"), compression="gzip")
     # Without dictionaries (PLAIN pages, read by copying): data pages of format 1 and 2.
     for version in ["1.0", "2.0"]:
         pq.write_table(table, os.path.join(out, f"gauss_exp_plain_v{version[0]}.parquet"), use_dictionary=False,

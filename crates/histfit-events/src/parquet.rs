@@ -284,7 +284,7 @@ fn decode(input: bytes::Bytes, spec: &SourceSpec) -> Result<Loaded, SourceError>
 }
 
 /// The footer's metadata, walked before the parquet crate decodes it ([`thrift_guard`]): one
-/// that would hold its decoder far longer than its length allows is refused.
+/// that is malformed or would hold its decoder far longer than its length allows is refused.
 fn guard_footer(input: &bytes::Bytes) -> Result<(), String> {
     let len = input.len();
     let Some(tail) = len.checked_sub(8).map(|t| &input[t..]) else {
@@ -295,11 +295,17 @@ fn guard_footer(input: &bytes::Bytes) -> Result<(), String> {
         return Ok(());
     };
     match crate::thrift_guard::check_footer(&input[start..len - 8]) {
+        Verdict::Whole(_) => Ok(()),
         Verdict::TooCostly => Err(
             "not a readable Parquet file: its footer claims more elements than its bytes hold"
                 .into(),
         ),
-        _ => Ok(()),
+        // Where the walk stops, the crate stops with an error too, or reads the bytes otherwise
+        // than they say: refused here, before the crate spends seconds on it.
+        Verdict::Malformed(at) => Err(format!(
+            "not a readable Parquet file: its footer is malformed at byte {}",
+            start + at
+        )),
     }
 }
 

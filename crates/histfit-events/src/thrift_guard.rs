@@ -6,10 +6,12 @@
 //! as struct fields, one each as elements), and — reading a page header from its stream — a
 //! double, string or UUID skipped past the end (no error there). A 5-byte list header claiming
 //! 2³¹ such elements holds it for seconds, nested ones for minutes — the fuzz target's
-//! timeouts. [`check_footer`] and [`check_page_header`] make the same walk over the same bytes, counting every element a
-//! collection claims as it opens, and refuses a structure that would take more steps than a
-//! well-formed one of its length could: a few per byte. Anything else it does not judge — a structure cut short, an unknown type — is left to
-//! the crate, which reports it.
+//! timeouts. The crate reads every field it knows by the format's type, whatever the field's
+//! header says, and skips the others by their headers: [`check_footer`] and
+//! [`check_page_header`] make the same walk over the same bytes, counting every element a
+//! collection claims as it opens, and refuse a structure that would take more steps than a
+//! well-formed one of its length could (a few per byte), and one malformed where the walk
+//! stops (cut short, an unknown type, …) — where the crate would stop with an error too.
 
 /// Steps allowed per byte of the structure, and in all beyond that.
 const STEPS_PER_BYTE: u64 = 4;
@@ -32,8 +34,8 @@ pub struct Walked {
 pub enum Verdict {
     /// Walked to its end.
     Whole(Walked),
-    /// Malformed before its end (cut short, an unknown type): the crate says what.
-    Unjudged,
+    /// Malformed at this byte (cut short, an unknown type, …).
+    Malformed(usize),
     /// The walk needs more steps than its length allows.
     TooCostly,
 }
@@ -59,16 +61,18 @@ impl Walk<'_> {
         self.pos += 1;
         Ok(b)
     }
+    /// A varint as the crate reads it: any number of bytes, bits past 64 wrapped.
     fn varint(&mut self) -> Step<u64> {
         let mut v = 0u64;
-        for shift in (0..70).step_by(7) {
+        let mut shift = 0u32;
+        loop {
             let b = self.byte()?;
-            v |= u64::from(b & 0x7f).checked_shl(shift).unwrap_or(0);
+            v |= u64::from(b & 0x7f).wrapping_shl(shift);
             if b & 0x80 == 0 {
                 return Ok(v);
             }
+            shift = shift.wrapping_add(7);
         }
-        Err(Stop::Malformed)
     }
     /// Skips n bytes; past the end it stops there without an error, as the crate's skip of a
     /// page header's stream does (the next read fails).
@@ -148,15 +152,14 @@ impl Walk<'_> {
         Ok(())
     }
 
-    /// A struct's fields up to its stop, each walked by its header.
+    /// A struct's fields up to its stop, each walked by its header (the crate's skip reads
+    /// every field id from 0: the ids themselves do not matter to it).
     fn fields(&mut self, depth: u32) -> Step<()> {
-        let mut last = 0;
         loop {
-            let (id, t) = self.field(last)?;
+            let (_, t) = self.field(0)?;
             if t == 0 {
                 return Ok(());
             }
-            last = id;
             self.value(t, depth - 1)?;
         }
     }
@@ -180,21 +183,18 @@ impl<'a> Walk<'a> {
         Ok(((z >> 1) as i64) ^ -((z & 1) as i64))
     }
 
-    /// A field header after field `last`: its id and type (type 0 at the stop). Ids are i16,
-    /// as the crate keeps them: one past its range is malformed.
-    fn field(&mut self, last: i64) -> Step<(i64, u8)> {
+    /// A field header after field `last`: its id and type (type 0 at the stop), as the crate
+    /// reads them: ids are i16, a long-form id is truncated to it, a delta past it is an error.
+    fn field(&mut self, last: i16) -> Step<(i16, u8)> {
         let h = self.byte()?;
         let t = h & 0x0f;
         if t == 0 {
             return Ok((last, 0));
         }
         let id = match h >> 4 {
-            0 => self.zigzag()?,
-            d => last + i64::from(d),
+            0 => self.zigzag()? as i16,
+            d => last.checked_add(i16::from(d)).ok_or(Stop::Malformed)?,
         };
-        if i16::try_from(id).is_err() {
-            return Err(Stop::Malformed);
-        }
         Ok((id, t))
     }
 }
@@ -203,13 +203,46 @@ impl<'a> Walk<'a> {
 fn verdict(result: Step<Option<i32>>, len: usize) -> Verdict {
     match result {
         Ok(field3) => Verdict::Whole(Walked { len, field3 }),
-        Err(Stop::Malformed) => Verdict::Unjudged,
+        Err(Stop::Malformed) => Verdict::Malformed(len),
         Err(Stop::Budget) => Verdict::TooCostly,
     }
 }
 
-/// The structures of a page header, for [`check_page_header`].
-#[derive(Clone, Copy)]
+/// A value the crate reads by the format's type, whatever its field header says.
+#[derive(Clone, Copy, PartialEq)]
+enum Ty {
+    Bool,
+    Byte,
+    I16,
+    I32,
+    I64,
+    Double,
+    Binary,
+    Struct(Shape),
+    Union(Shape),
+    List(&'static Ty),
+}
+
+impl Ty {
+    /// The compact protocol's type code (a boolean's is 1 or 2).
+    fn code(self) -> u8 {
+        match self {
+            Ty::Bool => 1,
+            Ty::Byte => 3,
+            Ty::I16 => 4,
+            Ty::I32 => 5,
+            Ty::I64 => 6,
+            Ty::Double => 7,
+            Ty::Binary => 8,
+            Ty::List(_) => 9,
+            Ty::Struct(_) | Ty::Union(_) => 12,
+        }
+    }
+}
+
+/// The structures the crate reads by their types: a page header's, and a footer's
+/// (FileMetaData and everything in it), as Parquet's format defines them.
+#[derive(Clone, Copy, PartialEq)]
 enum Shape {
     PageHeader,
     DataPage,
@@ -217,41 +250,168 @@ enum Shape {
     DictionaryPage,
     DataPageV2,
     Statistics,
+    FileMetaData,
+    SchemaElement,
+    RowGroup,
+    ColumnChunk,
+    ColumnMetaData,
+    KeyValue,
+    SortingColumn,
+    PageEncodingStats,
+    SizeStatistics,
+    GeospatialStatistics,
+    BoundingBox,
+    DecimalType,
+    TimeType,
+    IntType,
+    VariantType,
+    GeometryType,
+    GeographyType,
+    // unions
+    LogicalType,
+    TimeUnit,
+    ColumnOrder,
 }
 
-/// What a page header's known field holds (compact types: 1/2 boolean, 5 i32, 6 i64, 8 binary,
-/// 12 struct), as Parquet's format defines it; None for an id the crate does not know.
-fn expected(shape: Shape, id: i64) -> Option<(u8, Option<Shape>)> {
+/// The type the crate reads field `id` of `shape` as; None for a field it skips by its header.
+/// (The crate is built without encryption: those fields are skipped.)
+fn known(shape: Shape, id: i16) -> Option<Ty> {
     use Shape::*;
-    let i32_ = Some((5, None));
-    let bool_ = Some((1, None));
-    let nested = |s| Some((12, Some(s)));
+    use Ty::{Binary, Bool, Byte, Double, List, I16, I32, I64};
+    let st = |s| Some(Ty::Struct(s));
     match (shape, id) {
-        (PageHeader, 1..=4) => i32_,
-        (PageHeader, 5) => nested(DataPage),
-        (PageHeader, 6) => nested(IndexPage),
-        (PageHeader, 7) => nested(DictionaryPage),
-        (PageHeader, 8) => nested(DataPageV2),
-        (DataPage, 1..=4) => i32_,
-        (DataPage, 5) => nested(Statistics),
-        (DictionaryPage, 1 | 2) => i32_,
-        (DictionaryPage, 3) => bool_,
-        (DataPageV2, 1..=6) => i32_,
-        (DataPageV2, 7) => bool_,
-        (DataPageV2, 8) => nested(Statistics),
-        (Statistics, 1 | 2 | 5 | 6) => Some((8, None)),
-        (Statistics, 3 | 4) => Some((6, None)),
-        (Statistics, 7 | 8) => bool_,
+        (PageHeader, 1..=4) => Some(I32),
+        (PageHeader, 5) => st(DataPage),
+        (PageHeader, 6) => st(IndexPage),
+        (PageHeader, 7) => st(DictionaryPage),
+        (PageHeader, 8) => st(DataPageV2),
+        (DataPage, 1..=4) => Some(I32),
+        (DataPage, 5) => st(Statistics),
+        (DictionaryPage, 1 | 2) => Some(I32),
+        (DictionaryPage, 3) => Some(Bool),
+        (DataPageV2, 1..=6) => Some(I32),
+        (DataPageV2, 7) => Some(Bool),
+        (DataPageV2, 8) => st(Statistics),
+        (Statistics, 1 | 2 | 5 | 6) => Some(Binary),
+        (Statistics, 3 | 4 | 9) => Some(I64),
+        (Statistics, 7 | 8) => Some(Bool),
+        (FileMetaData, 1) => Some(I32),
+        (FileMetaData, 2) => Some(List(&Ty::Struct(SchemaElement))),
+        (FileMetaData, 3) => Some(I64),
+        (FileMetaData, 4) => Some(List(&Ty::Struct(RowGroup))),
+        (FileMetaData, 5) => Some(List(&Ty::Struct(KeyValue))),
+        (FileMetaData, 6) => Some(Binary),
+        (FileMetaData, 7) => Some(List(&Ty::Union(ColumnOrder))),
+        (SchemaElement, 1..=3 | 5..=9) => Some(I32),
+        (SchemaElement, 4) => Some(Binary),
+        (SchemaElement, 10) => Some(Ty::Union(LogicalType)),
+        (RowGroup, 1) => Some(List(&Ty::Struct(ColumnChunk))),
+        (RowGroup, 2 | 3 | 5) => Some(I64),
+        (RowGroup, 4) => Some(List(&Ty::Struct(SortingColumn))),
+        (RowGroup, 7) => Some(I16),
+        (ColumnChunk, 1) => Some(Binary),
+        (ColumnChunk, 2 | 4 | 6) => Some(I64),
+        (ColumnChunk, 3) => st(ColumnMetaData),
+        (ColumnChunk, 5 | 7) => Some(I32),
+        (ColumnMetaData, 1 | 4 | 15) => Some(I32),
+        (ColumnMetaData, 2) => Some(List(&I32)),
+        (ColumnMetaData, 5..=7 | 9..=11 | 14) => Some(I64),
+        (ColumnMetaData, 12) => st(Statistics),
+        (ColumnMetaData, 13) => Some(List(&Ty::Struct(PageEncodingStats))),
+        (ColumnMetaData, 16) => st(SizeStatistics),
+        (ColumnMetaData, 17) => st(GeospatialStatistics),
+        (KeyValue, 1 | 2) => Some(Binary),
+        (SortingColumn, 1) => Some(I32),
+        (SortingColumn, 2 | 3) => Some(Bool),
+        (PageEncodingStats, 1..=3) => Some(I32),
+        (SizeStatistics, 1) => Some(I64),
+        (SizeStatistics, 2 | 3) => Some(List(&I64)),
+        (GeospatialStatistics, 1) => st(BoundingBox),
+        (GeospatialStatistics, 2) => Some(List(&I32)),
+        (BoundingBox, 1..=8) => Some(Double),
+        (DecimalType, 1 | 2) => Some(I32),
+        (TimeType, 1) => Some(Bool),
+        (TimeType, 2) => Some(Ty::Union(TimeUnit)),
+        (IntType, 1) => Some(Byte),
+        (IntType, 2) => Some(Bool),
+        (VariantType, 1) => Some(Byte),
+        (GeometryType, 1) => Some(Binary),
+        (GeographyType, 1) => Some(Binary),
+        (GeographyType, 2) => Some(I32),
         _ => None,
     }
 }
 
+/// A union's variant `id`: Some(None) for an empty struct, Some(Some(shape)) for a struct, None
+/// for an id it does not have.
+fn variant(union: Shape, id: i16) -> Option<Option<Shape>> {
+    use Shape::*;
+    match (union, id) {
+        (LogicalType, 1..=4 | 6 | 11..=15 | 19) => Some(None),
+        (LogicalType, 5) => Some(Some(DecimalType)),
+        (LogicalType, 7 | 8) => Some(Some(TimeType)),
+        (LogicalType, 10) => Some(Some(IntType)),
+        (LogicalType, 16) => Some(Some(VariantType)),
+        (LogicalType, 17) => Some(Some(GeometryType)),
+        (LogicalType, 18) => Some(Some(GeographyType)),
+        (TimeUnit | ColumnOrder, 1..=3) => Some(None),
+        _ => None,
+    }
+}
+
+/// How a walk treats a known field whose header gives another type than the format's.
+#[derive(Clone, Copy, PartialEq)]
+enum Headers {
+    /// Read by the format's type, as the crate reads it.
+    Ignored,
+    /// Refused as malformed (a page header: what no writer makes).
+    Checked,
+}
+
 impl Walk<'_> {
-    /// A struct of `shape`: every known field of the type the format gives it (the crate reads
-    /// a known field as its type whatever its header says, so a header that says otherwise
-    /// would be read differently from this walk: refused as malformed), the others walked as
-    /// their headers say. Field 3 of a page header (its compressed size) is returned.
-    fn typed(&mut self, shape: Shape, depth: u32) -> Step<Option<i32>> {
+    /// A value of the format's type `ty`, as the crate reads it.
+    fn typed(&mut self, ty: Ty, headers: Headers, depth: u32) -> Step<()> {
+        self.charge(1)?;
+        if depth == 0 {
+            return Err(Stop::Malformed);
+        }
+        match ty {
+            // A struct field's boolean is its header; list elements of this type do not occur.
+            Ty::Bool => Ok(()),
+            Ty::Byte => self.byte().map(|_| ()),
+            Ty::I16 | Ty::I32 | Ty::I64 => self.varint().map(|_| ()),
+            Ty::Double => self.bytes(8),
+            Ty::Binary => {
+                let n = self.varint()?;
+                self.bytes(n)
+            }
+            Ty::Struct(shape) => self.typed_struct(shape, headers, depth).map(|_| ()),
+            Ty::Union(shape) => self.union(shape, headers, depth),
+            Ty::List(elem) => {
+                // An empty list may be written as one zero byte: the crate takes its elements
+                // as bytes, and refuses it where it expects others.
+                let h = self.byte()?;
+                let (et, size) = match h {
+                    0 => (3, 0),
+                    h if h >> 4 == 15 => (h & 0x0f, self.varint()?),
+                    h => (h & 0x0f, u64::from(h >> 4)),
+                };
+                let same = et == elem.code() || (*elem == Ty::Bool && et == 2);
+                if !same || size > i32::MAX as u64 {
+                    return Err(Stop::Malformed);
+                }
+                for _ in 0..size {
+                    self.typed(*elem, headers, depth - 1)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// A struct of `shape`: its known fields read by the format's types, the others skipped by
+    /// their headers (the crate's skip starts at its full depth). A page header's field 3 (its
+    /// compressed size) is returned.
+    fn typed_struct(&mut self, shape: Shape, headers: Headers, depth: u32) -> Step<Option<i32>> {
         let mut last = 0;
         let mut field3 = None;
         loop {
@@ -260,94 +420,138 @@ impl Walk<'_> {
                 return Ok(field3);
             }
             last = id;
-            match expected(shape, id) {
-                None => self.value(t, depth - 1)?,
-                Some((want, nested)) => {
-                    let same = t == want || (want == 1 && t == 2);
-                    if !same {
+            match known(shape, id) {
+                None => self.value(t, DEPTH)?,
+                Some(ty) => {
+                    let same = t == ty.code() || (ty == Ty::Bool && t == 2);
+                    if ty == Ty::Bool && !same {
+                        // The crate takes a boolean from its header: any other is an error.
                         return Err(Stop::Malformed);
                     }
-                    match nested {
-                        Some(inner) => {
-                            self.charge(1)?;
-                            self.typed(inner, depth - 1)?;
-                        }
-                        None if matches!(shape, Shape::PageHeader) && id == 3 => {
-                            self.charge(1)?;
-                            field3 = i32::try_from(self.zigzag()?).ok();
-                        }
-                        None => self.value(t, depth - 1)?,
+                    if headers == Headers::Checked && !same {
+                        return Err(Stop::Malformed);
+                    }
+                    if shape == Shape::PageHeader && id == 3 {
+                        self.charge(1)?;
+                        field3 = i32::try_from(self.zigzag()?).ok();
+                    } else {
+                        self.typed(ty, headers, depth - 1)?;
                     }
                 }
             }
         }
     }
+
+    /// A union: one field, then the struct's stop.
+    fn union(&mut self, shape: Shape, headers: Headers, depth: u32) -> Step<()> {
+        let (id, t) = self.field(0)?;
+        match (t, variant(shape, id)) {
+            (0, _) => return Err(Stop::Malformed),
+            // An empty struct: its stop byte.
+            (_, Some(None)) => {
+                if self.byte()? != 0 {
+                    return Err(Stop::Malformed);
+                }
+            }
+            (_, Some(Some(inner))) => {
+                self.typed_struct(inner, headers, depth - 1)?;
+            }
+            // Logical types and column orders the crate does not know are skipped; a time
+            // unit's are an error.
+            (_, None) if shape == Shape::TimeUnit => return Err(Stop::Malformed),
+            (_, None) => self.value(t, DEPTH)?,
+        }
+        match self.field(id)? {
+            (_, 0) => Ok(()),
+            _ => Err(Stop::Malformed),
+        }
+    }
+
+    /// `n` bytes that must be there (the footer is read from a slice).
+    fn bytes(&mut self, n: u64) -> Step<()> {
+        if (self.buf.len() - self.pos) as u64 >= n {
+            self.pos += n as usize;
+            Ok(())
+        } else {
+            Err(Stop::Malformed)
+        }
+    }
 }
 
 /// A page header at the start of `buf` (the rest of the file: the crate reads it from a stream
-/// that runs on to the end), walked as the crate reads it: [`Verdict::Unjudged`] means
+/// that runs on to the end), walked as the crate reads it: [`Verdict::Malformed`] means
 /// malformed — cut short, a type unknown, or a known field of another type than the format's.
 pub fn check_page_header(buf: &[u8]) -> Verdict {
     let mut w = Walk::new(buf);
-    let result = w.typed(Shape::PageHeader, DEPTH);
+    let result = w.typed_struct(Shape::PageHeader, Headers::Checked, DEPTH);
     verdict(result, w.pos)
 }
 
-/// A file's footer (FileMetaData), each field walked by its header, and its schema's child counts
-/// (SchemaElement field 5, `num_children`) held to the number of elements the schema lists: the
-/// crate sizes the schema tree's buffers from them (a claim of 2²⁸ children in a 1 kB footer
-/// allocated 6.4 GB).
+/// A file's footer (FileMetaData), walked as the crate reads it: every known field of every
+/// structure in it by the format's type, whatever its header says (as the crate reads them),
+/// the others skipped by their headers; and its schema's child counts (SchemaElement field 5,
+/// `num_children`) held to the number of elements the schema lists: the crate sizes the schema
+/// tree's buffers from them (a claim of 2²⁸ children in a 1 kB footer allocated 6.4 GB).
+/// [`Verdict::Malformed`] means the crate stops there with an error (or reads the bytes
+/// otherwise than this walk does: refused either way).
 pub fn check_footer(buf: &[u8]) -> Verdict {
     let mut w = Walk::new(buf);
-    // The crate reads the schema as a list of SchemaElements, and each one's field 5 as an
-    // i32, whatever their headers say: read so here too.
-    let schema = |w: &mut Walk| -> Step<bool> {
-        let h = w.byte()?;
+    let result = w.footer();
+    verdict(result.map(|()| None), w.pos)
+}
+
+impl Walk<'_> {
+    /// FileMetaData: its schema read element by element for the child counts, the rest typed.
+    fn footer(&mut self) -> Step<()> {
+        let mut last = 0;
+        loop {
+            let (id, t) = self.field(last)?;
+            if t == 0 {
+                return Ok(());
+            }
+            last = id;
+            match known(Shape::FileMetaData, id) {
+                Some(_) if id == 2 => self.schema()?,
+                Some(ty) => self.typed(ty, Headers::Ignored, DEPTH - 1)?,
+                None => self.value(t, DEPTH)?,
+            }
+        }
+    }
+
+    /// The schema: a list of SchemaElements, each one's `num_children` no more than the list's
+    /// length (more counts as over budget).
+    fn schema(&mut self) -> Step<()> {
+        let h = self.byte()?;
         let size = match h >> 4 {
-            15 => w.varint()?,
+            15 => self.varint()?,
             s => u64::from(s),
         };
-        w.charge(size)?;
+        if h & 0x0f != 12 || size > i32::MAX as u64 {
+            return Err(Stop::Malformed);
+        }
+        self.charge(size)?;
         for _ in 0..size {
             let mut last = 0;
             loop {
-                let (id, t) = w.field(last)?;
+                let (id, t) = self.field(last)?;
                 if t == 0 {
                     break;
                 }
                 last = id;
-                if id == 5 {
-                    let children = w.zigzag()?;
-                    if children < 0 || children as u64 > size {
-                        return Ok(false);
+                match known(Shape::SchemaElement, id) {
+                    Some(_) if id == 5 => {
+                        let children = self.zigzag()? as i32;
+                        if children < 0 || children as u64 > size {
+                            return Err(Stop::Budget);
+                        }
                     }
-                } else {
-                    w.value(t, DEPTH - 2)?;
+                    Some(ty) => self.typed(ty, Headers::Ignored, DEPTH - 2)?,
+                    None => self.value(t, DEPTH)?,
                 }
             }
         }
-        Ok(true)
-    };
-    let walk = |w: &mut Walk| -> Step<bool> {
-        let mut last = 0;
-        loop {
-            let (id, t) = w.field(last)?;
-            if t == 0 {
-                return Ok(true);
-            }
-            last = id;
-            if id == 2 && t == 9 {
-                if !schema(w)? {
-                    return Ok(false);
-                }
-            } else {
-                w.value(t, DEPTH - 1)?;
-            }
-        }
-    };
-    // A schema claiming too many children counts as over budget.
-    let result = walk(&mut w).and_then(|ok| if ok { Ok(None) } else { Err(Stop::Budget) });
-    verdict(result, w.pos)
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -375,15 +579,35 @@ mod tests {
         assert!(matches!(check_footer(&fine), Verdict::Whole(_)));
     }
 
-    /// A long-form field id beyond i16 (then a delta after it) is malformed, not an overflow.
+    /// A known field is read by the format's type whatever its header says: a footer's
+    /// `created_by` (binary) under a boolean's header takes a byte, and what follows is then a
+    /// field skipped by the crate — a list claiming 2³¹ − 1 booleans (a walk by the headers saw
+    /// the footer's stop there: the fuzz target's timeouts 2c9c2275 and a12d6ad6).
     #[test]
-    fn field_ids_beyond_i16_are_malformed() {
+    fn a_footer_is_walked_by_the_types_the_crate_reads() {
+        let buf = [0x61, 0x00, 0x39, 0xf1, 0xff, 0xff, 0xff, 0xff, 0x07, 0x00];
+        assert_eq!(check_footer(&buf), Verdict::TooCostly);
+        // The same under the right header: a string of length 0, the list, the stop.
+        let buf = [0x68, 0x00, 0x39, 0xf1, 0xff, 0xff, 0xff, 0xff, 0x07, 0x00];
+        assert_eq!(check_footer(&buf), Verdict::TooCostly);
+        let fine = [0x68, 0x01, b'h', 0x00];
+        assert!(matches!(check_footer(&fine), Verdict::Whole(_)));
+    }
+
+    /// A long-form field id is truncated to i16 as the crate reads it; a delta past i16 is
+    /// malformed, not an overflow.
+    #[test]
+    fn field_ids_are_read_as_i16() {
+        // field id 2^63 − 1 (truncated: −1) of type i32, then field 0 of type i32, stop
         let buf = [
             0x05, 0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x00, 0x15, 0x00,
             0x00,
         ];
-        assert_eq!(check_page_header(&buf), Verdict::Unjudged);
-        assert_eq!(check_footer(&buf), Verdict::Unjudged);
+        assert!(matches!(check_page_header(&buf), Verdict::Whole(_)));
+        // field id 32767 of type i32, then a delta of 1
+        let buf = [0x05, 0xfe, 0xff, 0x03, 0x00, 0x15, 0x00, 0x00];
+        assert_eq!(check_page_header(&buf), Verdict::Malformed(6));
+        assert_eq!(check_footer(&buf), Verdict::Malformed(6));
     }
 
     #[test]
@@ -407,6 +631,6 @@ mod tests {
                 field3: Some(96)
             })
         );
-        assert_eq!(check_page_header(&buf[..7]), Verdict::Unjudged);
+        assert_eq!(check_page_header(&buf[..7]), Verdict::Malformed(7));
     }
 }

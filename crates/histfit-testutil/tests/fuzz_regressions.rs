@@ -145,6 +145,14 @@ fn parquet_thrift_claims_beyond_their_bytes_are_refused() {
             "oom-4d85736952268eeccabec2a7b24957b1a9070cae",
             "its footer claims",
         ),
+        (
+            "timeout-2c9c227572470231155e49fc115ef0b01169967c",
+            "its footer claims",
+        ),
+        (
+            "timeout-a12d6ad6e58fc89aa834a4275ccb1d4294231153",
+            "its footer claims",
+        ),
     ] {
         let bytes = std::fs::read(
             histfit_testutil::repo_root()

@@ -75,7 +75,7 @@ fn parquet_events_are_the_inline_events() {
     }
 }
 
-/// Doubles, floats and integers; snappy (three row groups) and zstd (one); dictionary and PLAIN
+/// Doubles, floats and integers; snappy (three row groups), zstd and gzip (one); dictionary and PLAIN
 /// pages; the weight column.
 #[test]
 fn column_types_compressions_and_weights() {
@@ -87,6 +87,8 @@ fn column_types_compressions_and_weights() {
     assert!(w.iter().all(|&v| (0.5..=1.5).contains(&v)));
     let zstd = read_parquet(&spec("gauss_exp_zstd.parquet", "x", Some("w"), false)).unwrap();
     assert_eq!(zstd.table, snappy.table);
+    let gzip = read_parquet(&spec("gauss_exp_gzip.parquet", "x", Some("w"), false)).unwrap();
+    assert_eq!(gzip.table, snappy.table);
     // PLAIN pages (copied, not decoded) of both data page formats, many pages a chunk.
     for file in ["gauss_exp_plain_v1.parquet", "gauss_exp_plain_v2.parquet"] {
         let plain = read_parquet(&spec(file, "x", Some("w"), false)).unwrap();
