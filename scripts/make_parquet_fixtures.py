@@ -17,7 +17,11 @@
   5 events at x = 59 in the first row group;
 - gauss_exp_required.parquet: x as a required (non-nullable) column, PLAIN pages;
 - unsigned.parquet: a uint32 column (refused: its values are not their signed reading);
-- with_null.parquet: x with one null.
+- with_null.parquet: x with one null;
+- sorted_paged.parquet: 4 000 events with x sorted over [40, 140], an int32 column "k" (the
+  row number) and weights "w", in one row group of PLAIN pages of 128 rows with a page index (the
+  pages of x below 60 or above 120 lie wholly outside the domain; k's pages, 4-byte values, end
+  at the same rows, its weights too); sorted_unpaged.parquet: the same without a page index.
 
 Run with a Python that has pyarrow and numpy (the reference venv); the files are small and
 committed, so the tests need neither.
@@ -79,6 +83,17 @@ def main():
                    os.path.join(out, "unsigned.parquet"))
     nulls = pa.table({"x": pa.array([float(v) for v in x[:9]] + [None], pa.float64())})
     pq.write_table(nulls, os.path.join(out, "with_null.parquet"))
+    # Sorted events in small pages: what a page index lets a reader skip.
+    m = 4000
+    paged = pa.table({
+        "x": pa.array(np.sort(rng.uniform(40.0, 140.0, size=m)), pa.float64()),
+        "k": pa.array(np.arange(m, dtype=np.int32)),
+        "w": pa.array(rng.uniform(0.5, 1.5, size=m), pa.float64()),
+    })
+    for name, index in [("sorted_paged", True), ("sorted_unpaged", False)]:
+        pq.write_table(paged, os.path.join(out, f"{name}.parquet"), use_dictionary=False,
+                       data_page_size=1024, write_batch_size=128, write_page_index=index,
+                       compression="snappy")
 
     with open(model) as f:
         doc = json.load(f)

@@ -12,8 +12,10 @@
 //! (default: the observable's own name); `weight` names an optional weight column; `outside`
 //! says what an event outside an observable's domain (the axis' `[min, max]`) is: `"error"`
 //! (the default: one message naming the column and how many) or `"drop"` (the domains are the
-//! fit range: row groups whose statistics lie outside are not read, the rows left are filtered
-//! exactly, and the count dropped is said).
+//! fit range: row groups whose statistics lie outside are not read, nor — where the file has a
+//! page index — the rows of pages whose minimum and maximum lie outside (a page wholly among
+//! them is not even decompressed), the rows left are filtered exactly, and the count dropped is
+//! said). Rows not read are not checked: a null or a bad weight there drops with its event.
 //!
 //! Parquet columns of doubles, floats and 32/64-bit integers are read into f64 columns (SoA), only
 //! the columns named (projection), row groups in parallel; a null in a used column, a negative
@@ -62,6 +64,9 @@ pub struct Loaded {
     pub dropped: usize,
     /// Row groups not read: their statistics put every row outside a domain.
     pub row_groups_skipped: usize,
+    /// Rows of the groups read that their page indexes put outside a domain: not decoded (their
+    /// pages not even decompressed where a page lies wholly among them), counted in `dropped`.
+    pub page_rows_skipped: usize,
 }
 
 /// Why a file's events could not be read: the file, and the rule broken.
@@ -210,50 +215,68 @@ fn decode(input: bytes::Bytes, spec: &SourceSpec) -> Result<Loaded, SourceError>
     let skipped_rows = (0..reader.num_row_groups())
         .filter(|g| !keep.contains(g))
         .fold(0usize, |sum, g| sum.saturating_add(rows[g]));
-    let read_group = |&g: &usize| -> Result<Vec<Vec<f64>>, SourceError> {
-        let rows = rows[g];
-        let group = reader
-            .get_row_group(g)
-            .map_err(|e| fail(file, format!("row group {g}: {e}")))?;
-        wanted
-            .iter()
-            .map(|&i| {
-                let in_column =
-                    |rule: String| fail(file, format!("column \"{}\": {rule}", names[i]));
-                guard_pages(&input, meta.row_group(g).column(i)).map_err(in_column)?;
-                let c = schema.column(i);
-                // Levels precede the values of a nullable column's pages; skipped when
-                // the chunk's statistics say it holds no null.
-                let levels = match c.max_def_level() {
-                    0 => Some(false),
-                    _ => meta
-                        .row_group(g)
-                        .column(i)
-                        .statistics()
-                        .and_then(Statistics::null_count_opt)
-                        .filter(|&n| n == 0)
-                        .map(|_| true),
-                };
-                if let (Physical::DOUBLE, Some(levels)) = (c.physical_type(), levels) {
-                    if let Some(v) =
-                        plain_doubles(group.as_ref(), i, rows, levels).map_err(in_column)?
+    // Within the groups read, the rows their page indexes put outside a domain.
+    let skips: Vec<Vec<(usize, usize)>> = keep
+        .iter()
+        .map(|&g| match spec.drop_outside {
+            true => page_skips(&input, meta.row_group(g), spec, &observed, rows[g]),
+            false => Vec::new(),
+        })
+        .collect();
+    let page_rows_skipped: usize = skips.iter().flatten().map(|(start, end)| end - start).sum();
+    let read_group =
+        |(&g, skips): (&usize, &Vec<(usize, usize)>)| -> Result<Vec<Vec<f64>>, SourceError> {
+            let rows = rows[g];
+            let group = reader
+                .get_row_group(g)
+                .map_err(|e| fail(file, format!("row group {g}: {e}")))?;
+            wanted
+                .iter()
+                .map(|&i| {
+                    let in_column =
+                        |rule: String| fail(file, format!("column \"{}\": {rule}", names[i]));
+                    guard_pages(&input, meta.row_group(g).column(i)).map_err(in_column)?;
+                    let c = schema.column(i);
+                    // Levels precede the values of a nullable column's pages; skipped when
+                    // the chunk's statistics say it holds no null.
+                    let levels = match c.max_def_level() {
+                        0 => Some(false),
+                        _ => meta
+                            .row_group(g)
+                            .column(i)
+                            .statistics()
+                            .and_then(Statistics::null_count_opt)
+                            .filter(|&n| n == 0)
+                            .map(|_| true),
+                    };
+                    if let (Physical::DOUBLE, Some(levels), true) =
+                        (c.physical_type(), levels, skips.is_empty())
                     {
-                        return Ok(v);
+                        if let Some(v) =
+                            plain_doubles(group.as_ref(), i, rows, levels).map_err(in_column)?
+                        {
+                            return Ok(v);
+                        }
                     }
-                }
-                check_dictionary(group.as_ref(), i, c.physical_type()).map_err(in_column)?;
-                let column = group
-                    .get_column_reader(i)
-                    .map_err(|e| fail(file, format!("row group {g}: {e}")))?;
-                read_column(column, rows).map_err(in_column)
-            })
-            .collect()
-    };
+                    check_dictionary(group.as_ref(), i, c.physical_type()).map_err(in_column)?;
+                    let column = group
+                        .get_column_reader(i)
+                        .map_err(|e| fail(file, format!("row group {g}: {e}")))?;
+                    read_column(column, rows, skips).map_err(in_column)
+                })
+                .collect()
+        };
     // Row groups in parallel where there are several (one goes without the pool's hand-over).
     let groups: Vec<Vec<Vec<f64>>> = if keep.len() > 1 {
-        keep.par_iter().map(read_group).collect::<Result<_, _>>()?
+        keep.par_iter()
+            .zip(&skips)
+            .map(read_group)
+            .collect::<Result<_, _>>()?
     } else {
-        keep.iter().map(read_group).collect::<Result<_, _>>()?
+        keep.iter()
+            .zip(&skips)
+            .map(read_group)
+            .collect::<Result<_, _>>()?
     };
     let mut columns: Vec<Vec<f64>> = match <[_; 1]>::try_from(groups) {
         Ok([one]) => one,
@@ -278,8 +301,9 @@ fn decode(input: bytes::Bytes, spec: &SourceSpec) -> Result<Loaded, SourceError>
     check_weights(&table, spec.weight.as_deref()).map_err(|rule| fail(file, rule))?;
     Ok(Loaded {
         table,
-        dropped: dropped + skipped_rows,
+        dropped: dropped + skipped_rows + page_rows_skipped,
         row_groups_skipped: reader.num_row_groups() - keep.len(),
+        page_rows_skipped,
     })
 }
 
@@ -477,44 +501,165 @@ fn check_dictionary(
     Ok(())
 }
 
-/// One column chunk of `rows` rows as f64.
-fn read_column(column: ColumnReader, rows: usize) -> Result<Vec<f64>, String> {
+/// One column chunk of `rows` rows as f64, but for the row ranges `skips` (sorted, disjoint).
+fn read_column(
+    column: ColumnReader,
+    rows: usize,
+    skips: &[(usize, usize)],
+) -> Result<Vec<f64>, String> {
     match column {
-        ColumnReader::DoubleColumnReader(r) => read_typed(r, rows, |v: f64| v),
-        ColumnReader::FloatColumnReader(r) => read_typed(r, rows, |v: f32| v as f64),
-        ColumnReader::Int32ColumnReader(r) => read_typed(r, rows, |v: i32| v as f64),
-        ColumnReader::Int64ColumnReader(r) => read_typed(r, rows, |v: i64| v as f64),
+        ColumnReader::DoubleColumnReader(r) => read_typed(r, rows, skips, |v: f64| v),
+        ColumnReader::FloatColumnReader(r) => read_typed(r, rows, skips, |v: f32| v as f64),
+        ColumnReader::Int32ColumnReader(r) => read_typed(r, rows, skips, |v: i32| v as f64),
+        ColumnReader::Int64ColumnReader(r) => read_typed(r, rows, skips, |v: i64| v as f64),
         _ => Err("not a column of numbers".into()),
     }
 }
 
-fn read_typed<T, F>(mut r: ColumnReaderImpl<T>, rows: usize, to_f64: F) -> Result<Vec<f64>, String>
+/// [`read_column`] of one physical type: the rows between the skipped ranges read, the
+/// skipped ones passed over (the crate skips a page whole, undecompressed, where it lies
+/// among them).
+fn read_typed<T, F>(
+    mut r: ColumnReaderImpl<T>,
+    rows: usize,
+    skips: &[(usize, usize)],
+    to_f64: F,
+) -> Result<Vec<f64>, String>
 where
     T: DataType,
     T::T: Copy,
     F: Fn(T::T) -> f64,
 {
-    let mut values: Vec<T::T> = Vec::with_capacity(rows.min(PREALLOCATE));
-    let mut levels: Vec<i16> = Vec::with_capacity(rows.min(PREALLOCATE));
-    let mut records = 0;
-    while records < rows {
-        let (n, _, _) = r
-            .read_records(rows - records, Some(&mut levels), None, &mut values)
-            .map_err(|e| e.to_string())?;
-        if n == 0 {
-            return Err(format!(
-                "{records} values where the row group has {rows} rows"
-            ));
+    let skipped: usize = skips.iter().map(|(a, b)| b - a).sum();
+    let wanted = rows - skipped;
+    let mut values: Vec<T::T> = Vec::with_capacity(wanted.min(PREALLOCATE));
+    let mut levels: Vec<i16> = Vec::with_capacity(wanted.min(PREALLOCATE));
+    let short = |at: usize| format!("{at} values where the row group has {rows} rows");
+    let mut at = 0;
+    for &(start, end) in skips.iter().chain(std::iter::once(&(rows, rows))) {
+        while at < start {
+            let (n, _, _) = r
+                .read_records(start - at, Some(&mut levels), None, &mut values)
+                .map_err(|e| e.to_string())?;
+            if n == 0 {
+                return Err(short(at));
+            }
+            at += n;
         }
-        records += n;
+        if end > start {
+            let n = r.skip_records(end - start).map_err(|e| e.to_string())?;
+            if n != end - start {
+                return Err(short(at + n));
+            }
+            at = end;
+        }
     }
-    if values.len() < rows {
+    if values.len() < wanted {
         return Err(format!(
             "{} null values; every event needs a value here",
-            rows - values.len()
+            wanted - values.len()
         ));
     }
     Ok(values.into_iter().map(to_f64).collect())
+}
+
+/// The rows of a row group that the page indexes of its observed columns put outside a domain:
+/// a page whose minimum and maximum both lie on one side of its column's domain, and that holds
+/// no null (a null is an error wherever it is read), as sorted, disjoint row ranges. A column
+/// without a page index, or whose index is malformed or disagrees with itself, skips nothing:
+/// it is read whole, as without an index.
+fn page_skips(
+    input: &bytes::Bytes,
+    group: &parquet::file::metadata::RowGroupMetaData,
+    spec: &SourceSpec,
+    observed: &[usize],
+    rows: usize,
+) -> Vec<(usize, usize)> {
+    let mut ranges: Vec<(usize, usize)> = spec
+        .columns
+        .iter()
+        .zip(observed)
+        .flat_map(|(c, &i)| outside_pages(input, group.column(i), c, rows).unwrap_or_default())
+        .collect();
+    ranges.sort_unstable();
+    let mut merged: Vec<(usize, usize)> = Vec::with_capacity(ranges.len());
+    for (start, end) in ranges {
+        match merged.last_mut() {
+            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            _ => merged.push((start, end)),
+        }
+    }
+    merged
+}
+
+/// The row ranges of one column chunk's pages that lie wholly outside `c`'s domain; None where
+/// the chunk has no usable page index.
+fn outside_pages(
+    input: &bytes::Bytes,
+    chunk: &ColumnChunkMetaData,
+    c: &ColumnRequest,
+    rows: usize,
+) -> Option<Vec<(usize, usize)>> {
+    use parquet::file::page_index::column_index::ColumnIndexMetaData as Index;
+    let bytes_of = |range: Option<std::ops::Range<u64>>| {
+        let r = range?;
+        input.get(usize::try_from(r.start).ok()?..usize::try_from(r.end).ok()?)
+    };
+    let (ci, oi) = (
+        bytes_of(chunk.column_index_range())?,
+        bytes_of(chunk.offset_index_range())?,
+    );
+    // Walked first, as the footer is: the crate's decoding of a hostile index could loop.
+    let whole = |v| matches!(v, Verdict::Whole(_));
+    if !whole(crate::thrift_guard::check_page_index(ci, false))
+        || !whole(crate::thrift_guard::check_page_index(oi, true))
+    {
+        return None;
+    }
+    let index =
+        parquet::file::page_index::index_reader::decode_column_index(ci, chunk.column_type())
+            .ok()?;
+    let offsets = parquet::file::page_index::index_reader::decode_offset_index(oi).ok()?;
+    let firsts: Vec<usize> = offsets
+        .page_locations()
+        .iter()
+        .map(|p| usize::try_from(p.first_row_index).ok())
+        .collect::<Option<_>>()?;
+    let pages = firsts.len();
+    let ascending = firsts.first() == Some(&0)
+        && firsts.windows(2).all(|w| w[0] < w[1])
+        && firsts.last().is_some_and(|&f| f < rows);
+    if !ascending || index.num_pages() != pages as u64 {
+        return None;
+    }
+    let bounds = |k: usize| -> Option<(f64, f64)> {
+        let pair = |min: Option<f64>, max: Option<f64>| min.zip(max);
+        match &index {
+            Index::DOUBLE(x) => pair(x.min_value(k).copied(), x.max_value(k).copied()),
+            Index::FLOAT(x) => pair(
+                x.min_value(k).map(|&v| v as f64),
+                x.max_value(k).map(|&v| v as f64),
+            ),
+            Index::INT32(x) => pair(
+                x.min_value(k).map(|&v| v as f64),
+                x.max_value(k).map(|&v| v as f64),
+            ),
+            Index::INT64(x) => pair(
+                x.min_value(k).map(|&v| v as f64),
+                x.max_value(k).map(|&v| v as f64),
+            ),
+            _ => None,
+        }
+    };
+    let out = (0..pages)
+        .filter(|&k| {
+            !index.is_null_page(k)
+                && index.null_count(k) == Some(0)
+                && bounds(k).is_some_and(|(min, max)| max < c.lo || min > c.hi)
+        })
+        .map(|k| (firsts[k], firsts.get(k + 1).copied().unwrap_or(rows)))
+        .collect();
+    Some(out)
 }
 
 /// How many values lie outside [lo, hi] (NaN included): a count without branches, in lanes the

@@ -267,6 +267,9 @@ enum Shape {
     VariantType,
     GeometryType,
     GeographyType,
+    ColumnIndex,
+    OffsetIndex,
+    PageLocation,
     // unions
     LogicalType,
     TimeUnit,
@@ -338,6 +341,14 @@ fn known(shape: Shape, id: i16) -> Option<Ty> {
         (GeometryType, 1) => Some(Binary),
         (GeographyType, 1) => Some(Binary),
         (GeographyType, 2) => Some(I32),
+        (ColumnIndex, 1) => Some(List(&Bool)),
+        (ColumnIndex, 2 | 3) => Some(List(&Binary)),
+        (ColumnIndex, 4) => Some(I32),
+        (ColumnIndex, 5..=8) => Some(List(&I64)),
+        (OffsetIndex, 1) => Some(List(&Ty::Struct(PageLocation))),
+        (OffsetIndex, 2) => Some(List(&I64)),
+        (PageLocation, 1 | 3) => Some(I64),
+        (PageLocation, 2) => Some(I32),
         _ => None,
     }
 }
@@ -376,7 +387,7 @@ impl Walk<'_> {
             return Err(Stop::Malformed);
         }
         match ty {
-            // A struct field's boolean is its header; list elements of this type do not occur.
+            // A struct field's boolean is its header (a list's elements are read below).
             Ty::Bool => Ok(()),
             Ty::Byte => self.byte().map(|_| ()),
             Ty::I16 | Ty::I32 | Ty::I64 => self.varint().map(|_| ()),
@@ -401,7 +412,13 @@ impl Walk<'_> {
                     return Err(Stop::Malformed);
                 }
                 for _ in 0..size {
-                    self.typed(*elem, headers, depth - 1)?;
+                    if *elem == Ty::Bool {
+                        // A boolean element is a byte of its own.
+                        self.charge(1)?;
+                        self.byte()?;
+                    } else {
+                        self.typed(*elem, headers, depth - 1)?;
+                    }
                 }
                 Ok(())
             }
@@ -498,6 +515,19 @@ pub fn check_footer(buf: &[u8]) -> Verdict {
     let mut w = Walk::new(buf);
     let result = w.footer();
     verdict(result.map(|()| None), w.pos)
+}
+
+/// A column chunk's page index — its ColumnIndex (`offset: false`) or OffsetIndex — walked
+/// as the crate decodes it, from a slice of exactly its bytes.
+pub fn check_page_index(buf: &[u8], offset: bool) -> Verdict {
+    let mut w = Walk::new(buf);
+    let shape = if offset {
+        Shape::OffsetIndex
+    } else {
+        Shape::ColumnIndex
+    };
+    let result = w.typed_struct(shape, Headers::Ignored, DEPTH);
+    verdict(result.map(|_| None), w.pos)
 }
 
 impl Walk<'_> {

@@ -324,6 +324,7 @@ pub fn parquet_bytes(data: &[u8]) {
     for (column, weight, drop_outside) in [
         ("x", Some("w"), false),
         ("x", None, true),
+        ("x", Some("w"), true),
         ("n", None, true),
     ] {
         let spec = SourceSpec {

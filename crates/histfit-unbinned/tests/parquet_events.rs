@@ -110,6 +110,44 @@ fn column_types_compressions_and_weights() {
     );
 }
 
+/// Page indexes: pages of sorted events that lie wholly outside a domain are not read (their
+/// rows counted as dropped), and what is read equals the same file without a page index read
+/// and filtered — with two observables whose pages end at different rows (a double and an
+/// int32), and with weights. Without "drop", nothing is skipped and the count is an error.
+#[test]
+fn page_indexes_skip_pages_outside_the_domains() {
+    let both = |file: &str, drop_outside: bool| {
+        let mut s = spec(file, "x", Some("w"), drop_outside);
+        s.columns.push(ColumnRequest {
+            observable: "k".into(),
+            column: "k".into(),
+            lo: 0.0,
+            hi: 3500.0,
+        });
+        s
+    };
+    let paged = read_parquet(&both("sorted_paged.parquet", true)).unwrap();
+    let unpaged = read_parquet(&both("sorted_unpaged.parquet", true)).unwrap();
+    assert_eq!(paged.table, unpaged.table);
+    assert_eq!(paged.dropped, unpaged.dropped);
+    assert_eq!(unpaged.page_rows_skipped, 0);
+    // x is uniform over [40, 140]: about 40 % of 4 000 rows lie outside [60, 120], and k
+    // leaves out its last 499; whole pages of them (256 doubles, 512 int32 a page) are
+    // skipped.
+    assert!(
+        paged.page_rows_skipped > 1000 && paged.page_rows_skipped < paged.dropped,
+        "{} of {}",
+        paged.page_rows_skipped,
+        paged.dropped
+    );
+    let kept = &paged.table;
+    assert!(kept.columns[0].iter().all(|x| (60.0..=120.0).contains(x)));
+    assert!(kept.columns[1].iter().all(|k| (0.0..=3500.0).contains(k)));
+    assert_eq!(kept.len() + paged.dropped, 4000);
+    let e = read_parquet(&both("sorted_paged.parquet", false)).unwrap_err();
+    assert!(e.rule.contains("outside the domain"), "{e}");
+}
+
 /// `"outside": "drop"`: the fourth row group (x in [130, 140]) is not read, the five events at
 /// x = 59 are filtered, and the count is said; without it, one error naming the column and count.
 #[test]
