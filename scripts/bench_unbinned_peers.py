@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """histfit against RooFit 6.40 on the event-level benchmark model, in one run on one machine:
 extended Gaussian + exponential on [60, 120] with free yields (nsig, nbkg, mean, sigma, lambda),
-10k / 100k / 1M events drawn here with NumPy (seed 1), the same events for both.
+10k / 100k / 1M events drawn here with NumPy (seed 1), the same events for all; `--model cb`
+makes the signal a Crystal Ball (RooCBShape, its alpha = 1.5 and n = 3 held: the same five free
+parameters). `python bench_unbinned_peers.py [--model gauss|cb] [SIZES...]`.
 
 - RooFit: `pdf.fitTo(data, EvalBackend("cpu"), Save(), PrintLevel(-1))` on a RooDataSet made from
   the NumPy arrays; the fit alone is timed (best of 3), as the issue's figures are.
@@ -16,6 +18,12 @@ extended Gaussian + exponential on [60, 120] with free yields (nsig, nbkg, mean,
   Gaussian and exponential, the same initial values and ranges), whole process, best of 3; its
   −ln L at its minimum, and its own −ln L at histfit's minimum (`UnbinnedModel.nll`), which says
   whether the two programs' conventions agree and which minimum is lower.
+
+- zfit 0.28, where ZFIT_PYTHON names a Python that has it (TensorFlow: a venv of its own,
+  `pip install zfit==0.28.* pyarrow`): `scripts/zfit_fit.py` on the same Parquet file (Minuit,
+  then Hesse; the same start and ranges), whole process (TensorFlow's import included) once, its
+  first fit (graphs traced) and a second, warm one; the extended −ln L by NumPy at its minimum and
+  at histfit's (zfit subtracts a constant of its own from its loss).
 
 Prints a table with the ratios and checks that histfit and RooFit found the same minimum (−ln L
 within 1e-3). Needs `pip install root numpy pyarrow` and a release build (`cargo build --release
@@ -43,10 +51,34 @@ target = os.environ.get("CARGO_TARGET_DIR", os.path.join(here, "..", "target"))
 HISTFIT = os.environ.get("HISTFIT", os.path.join(target, "release", "histfit"))
 
 
+# The signal shape: "gauss" (the issue's benchmark) or "cb" (a Crystal Ball with its tail
+# parameters held, alpha = 1.5 and n = 3: the same five free parameters), from `--model`.
+MODEL = "gauss"
+CB_ALPHA, CB_N = 1.5, 3.0
+
+
+def cb_shape(x, mean, sigma, alpha=CB_ALPHA, n=CB_N):
+    """RooCBShape's unnormalised density (alpha > 0: the tail on the low side)."""
+    t = (np.asarray(x) - mean) / sigma
+    a = abs(alpha)
+    tail = (n / a) ** n * np.exp(-0.5 * a * a) * np.power(np.maximum(n / a - a - t, 1e-300), -n)
+    return np.where(t > -a, np.exp(-0.5 * t * t), tail)
+
+
+def draw_signal(k, rng):
+    if MODEL == "gauss":
+        sig = rng.normal(91.0, 2.5, size=4 * k)
+        return sig[(sig >= 60) & (sig <= 120)][:k]
+    # The Crystal Ball's inverse CDF on a fine grid over the range.
+    grid = np.linspace(60.0, 120.0, 200_001)
+    cdf = np.cumsum(cb_shape(grid, 91.0, 2.5))
+    cdf /= cdf[-1]
+    return np.interp(rng.uniform(size=k), cdf, grid)
+
+
 def draw(n, rng):
     nsig = rng.poisson(0.3 * n)
-    sig = rng.normal(91.0, 2.5, size=4 * nsig)
-    sig = sig[(sig >= 60) & (sig <= 120)][:nsig]
+    sig = draw_signal(nsig, rng)
     u = rng.uniform(size=n - nsig)
     a, b = np.exp(-0.03 * 60), np.exp(-0.03 * 120)
     bkg = np.log(a + u * (b - a)) / -0.03
@@ -55,7 +87,11 @@ def draw(n, rng):
 
 def workspace():
     w = ROOT.RooWorkspace("w")
-    w.factory("Gaussian::sig(x[60,120], mean[90,80,100], sigma[3,0.5,10])")
+    if MODEL == "gauss":
+        w.factory("Gaussian::sig(x[60,120], mean[90,80,100], sigma[3,0.5,10])")
+    else:
+        w.factory(f"CBShape::sig(x[60,120], mean[90,80,100], sigma[3,0.5,10], alpha[{CB_ALPHA}], "
+                  f"n[{CB_N}])")
     w.factory("Exponential::bkg(x, lambda[-0.02,-1,0])")
     w.factory("SUM::model(nsig[1000,0,10000000]*sig, nbkg[1000,0,10000000]*bkg)")
     return w
@@ -106,16 +142,21 @@ def parquet_twin(path, x):
 def nextstat_spec(parquet, n, path):
     """NextStat's unbinned spec of the benchmark model over the events in `parquet`."""
     par = lambda name, init, lo, hi: {"name": name, "init": init, "bounds": [lo, hi]}
+    signal_pdf = ({"type": "gaussian", "observable": "x", "params": ["mean", "sigma"]}
+                  if MODEL == "gauss" else
+                  {"type": "crystal_ball", "observable": "x", "params": ["mean", "sigma", "alpha", "n"]})
     spec = {
         "schema_version": "nextstat_unbinned_spec_v0",
         "model": {"parameters": [
             par("nsig", 0.3 * n, 0, 1e7), par("nbkg", 0.7 * n, 0, 1e7), par("mean", 90.0, 80, 100),
-            par("sigma", 3.0, 0.5, 10), par("lambda", -0.02, -1, 0)]},
+            par("sigma", 3.0, 0.5, 10), par("lambda", -0.02, -1, 0)]
+            + ([par("alpha", CB_ALPHA, CB_ALPHA, CB_ALPHA), par("n", CB_N, CB_N, CB_N)]
+               if MODEL == "cb" else [])},
         "channels": [{
             "name": "SR", "data": {"file": parquet},
             "observables": [{"name": "x", "bounds": [60, 120]}],
             "processes": [
-                {"name": "sig", "pdf": {"type": "gaussian", "observable": "x", "params": ["mean", "sigma"]},
+                {"name": "sig", "pdf": signal_pdf,
                  "yield": {"type": "parameter", "name": "nsig"}},
                 {"name": "bkg", "pdf": {"type": "exponential", "observable": "x", "params": ["lambda"]},
                  "yield": {"type": "parameter", "name": "nbkg"}}]}],
@@ -146,6 +187,24 @@ def nextstat(spec, histfit_best):
     return best[0], best[1], model.nll(at)
 
 
+def zfit_run(parquet, n, histfit_best, tmp):
+    """zfit's whole process (seconds), its first and warm fits, its −ln L at its minimum and at
+    histfit's; None where ZFIT_PYTHON is not set."""
+    python = os.environ.get("ZFIT_PYTHON")
+    if not python:
+        return None
+    best_path = os.path.join(tmp, f"histfit_best_{n}.json")
+    with open(best_path, "w") as f:
+        json.dump(histfit_best, f)
+    t = time.perf_counter()
+    out = subprocess.run([python, os.path.join(here, "zfit_fit.py"), parquet, str(n), best_path, MODEL],
+                         capture_output=True, text=True, check=True,
+                         env=dict(os.environ, ZFIT_DISABLE_TF_WARNINGS="1"))
+    wall = time.perf_counter() - t
+    doc = json.loads(out.stdout.strip().splitlines()[-1])
+    return wall, doc
+
+
 def histfit(path):
     best = None
     for _ in range(3):
@@ -160,8 +219,17 @@ def histfit(path):
 
 
 def main():
+    global MODEL
+    args = sys.argv[1:]
+    if "--model" in args:
+        at = args.index("--model")
+        MODEL = args[at + 1]
+        del args[at:at + 2]
+    assert MODEL in ("gauss", "cb"), f"--model gauss|cb, not {MODEL}"
     rng = np.random.default_rng(1)
-    sizes = [int(s) for s in sys.argv[1:]] or [10_000, 100_000, 1_000_000]
+    sizes = [int(s) for s in args] or [10_000, 100_000, 1_000_000]
+    print(f"signal: {'Gaussian' if MODEL == 'gauss' else f'Crystal Ball (alpha {CB_ALPHA}, n {CB_N} held)'}"
+          " + exponential, extended, 5 free parameters")
     print(f"{'events':>9} {'RooFit fit':>11} {'histfit fit':>12} {'ratio':>7} {'process (JSON)':>15} {'ratio':>7}"
           f" {'process (Parquet)':>18} {'ratio':>7}  -lnL RooFit / histfit")
     with tempfile.TemporaryDirectory() as tmp:
@@ -181,6 +249,14 @@ def main():
                   f" {pq_wall:>17.4f}s {rf_t / pq_wall:>6.1f}x"
                   f"  {rf_nll:.4f} / {hf_nll:.4f} (status {status}, converged {converged and pq_converged}"
                   f"{'' if same else ', MINIMA DIFFER'})")
+            zf = zfit_run(twin.replace(".pq.json", ".parquet"), n, best, tmp)
+            if zf is not None:
+                zf_wall, doc = zf
+                print(f"{'':>9} zfit 0.28 whole process {zf_wall:.2f}s ({zf_wall / pq_wall:.0f}x histfit's), "
+                      f"first fit {doc['first_fit_seconds']:.3f}s, warm fit {doc['warm_fit_seconds']:.4f}s "
+                      f"({doc['warm_fit_seconds'] / fit_s:.1f}x histfit's fit); its -lnL {doc['nll']:.4f} at its "
+                      f"minimum, {doc['nll_at_histfit']:.4f} at histfit's ({doc['nll'] - doc['nll_at_histfit']:+.4f}), "
+                      f"converged {doc['converged']}")
             if ns is not None:
                 ns_wall, ns_nll, ns_at_hf = ns
                 print(f"{'':>9} NextStat 0.10.1 whole process {ns_wall:.4f}s: histfit (Parquet) "

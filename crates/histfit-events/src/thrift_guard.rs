@@ -20,12 +20,15 @@ const STEPS_FREE: u64 = 4096;
 /// Nesting the crate follows (its skip depth).
 const DEPTH: u32 = 64;
 
-/// Where the walk stopped: the structure's end (its length in bytes) and, for a top-level
-/// struct, its i32 field 3 where it has one (a page header's compressed size).
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// Where the walk stopped: the structure's end (its length in bytes) and, for a page header,
+/// the sizes it claims where it gives them: its body's bytes compressed and uncompressed, and
+/// its values (of its data or dictionary page header).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Walked {
     pub len: usize,
-    pub field3: Option<i32>,
+    pub compressed: Option<i32>,
+    pub uncompressed: Option<i32>,
+    pub values: Option<i32>,
 }
 
 /// The outcome of a walk: a structure that would cost the decoder more than its length
@@ -45,6 +48,8 @@ struct Walk<'a> {
     pos: usize,
     steps: u64,
     budget: u64,
+    /// A page header's sizes, as the walk passes them.
+    sizes: Walked,
 }
 
 /// A stop the walk makes: malformed, or over budget.
@@ -174,6 +179,7 @@ impl<'a> Walk<'a> {
             budget: STEPS_PER_BYTE
                 .saturating_mul(buf.len() as u64)
                 .saturating_add(STEPS_FREE),
+            sizes: Walked::default(),
         }
     }
 
@@ -199,11 +205,14 @@ impl<'a> Walk<'a> {
     }
 }
 
-/// The verdict on a walk that ended with `result` at byte `len`.
-fn verdict(result: Step<Option<i32>>, len: usize) -> Verdict {
+/// The verdict on a walk `w` that ended with `result`.
+fn verdict(result: Step<()>, w: &Walk) -> Verdict {
     match result {
-        Ok(field3) => Verdict::Whole(Walked { len, field3 }),
-        Err(Stop::Malformed) => Verdict::Malformed(len),
+        Ok(()) => Verdict::Whole(Walked {
+            len: w.pos,
+            ..w.sizes
+        }),
+        Err(Stop::Malformed) => Verdict::Malformed(w.pos),
         Err(Stop::Budget) => Verdict::TooCostly,
     }
 }
@@ -396,7 +405,7 @@ impl Walk<'_> {
                 let n = self.varint()?;
                 self.bytes(n)
             }
-            Ty::Struct(shape) => self.typed_struct(shape, headers, depth).map(|_| ()),
+            Ty::Struct(shape) => self.typed_struct(shape, headers, depth),
             Ty::Union(shape) => self.union(shape, headers, depth),
             Ty::List(elem) => {
                 // An empty list may be written as one zero byte: the crate takes its elements
@@ -426,15 +435,14 @@ impl Walk<'_> {
     }
 
     /// A struct of `shape`: its known fields read by the format's types, the others skipped by
-    /// their headers (the crate's skip starts at its full depth). A page header's field 3 (its
-    /// compressed size) is returned.
-    fn typed_struct(&mut self, shape: Shape, headers: Headers, depth: u32) -> Step<Option<i32>> {
+    /// their headers (the crate's skip starts at its full depth). A page header's sizes are kept
+    /// ([`Walked`]).
+    fn typed_struct(&mut self, shape: Shape, headers: Headers, depth: u32) -> Step<()> {
         let mut last = 0;
-        let mut field3 = None;
         loop {
             let (id, t) = self.field(last)?;
             if t == 0 {
-                return Ok(field3);
+                return Ok(());
             }
             last = id;
             match known(shape, id) {
@@ -448,11 +456,23 @@ impl Walk<'_> {
                     if headers == Headers::Checked && !same {
                         return Err(Stop::Malformed);
                     }
-                    if shape == Shape::PageHeader && id == 3 {
-                        self.charge(1)?;
-                        field3 = i32::try_from(self.zigzag()?).ok();
-                    } else {
-                        self.typed(ty, headers, depth - 1)?;
+                    use Shape::{DataPage, DataPageV2, DictionaryPage, PageHeader};
+                    let size = matches!(
+                        (shape, id),
+                        (PageHeader, 2 | 3) | (DataPage | DictionaryPage | DataPageV2, 1)
+                    );
+                    match size {
+                        true => {
+                            // An i32 as the crate reads it: the varint's low 32 bits.
+                            self.charge(1)?;
+                            let v = Some(self.zigzag()? as i32);
+                            match (shape, id) {
+                                (PageHeader, 2) => self.sizes.uncompressed = v,
+                                (PageHeader, 3) => self.sizes.compressed = v,
+                                _ => self.sizes.values = v,
+                            }
+                        }
+                        false => self.typed(ty, headers, depth - 1)?,
                     }
                 }
             }
@@ -501,7 +521,7 @@ impl Walk<'_> {
 pub fn check_page_header(buf: &[u8]) -> Verdict {
     let mut w = Walk::new(buf);
     let result = w.typed_struct(Shape::PageHeader, Headers::Checked, DEPTH);
-    verdict(result, w.pos)
+    verdict(result, &w)
 }
 
 /// A file's footer (FileMetaData), walked as the crate reads it: every known field of every
@@ -514,7 +534,7 @@ pub fn check_page_header(buf: &[u8]) -> Verdict {
 pub fn check_footer(buf: &[u8]) -> Verdict {
     let mut w = Walk::new(buf);
     let result = w.footer();
-    verdict(result.map(|()| None), w.pos)
+    verdict(result, &w)
 }
 
 /// A column chunk's page index — its ColumnIndex (`offset: false`) or OffsetIndex — walked
@@ -527,7 +547,7 @@ pub fn check_page_index(buf: &[u8], offset: bool) -> Verdict {
         Shape::ColumnIndex
     };
     let result = w.typed_struct(shape, Headers::Ignored, DEPTH);
-    verdict(result.map(|_| None), w.pos)
+    verdict(result, &w)
 }
 
 impl Walk<'_> {
@@ -658,7 +678,9 @@ mod tests {
             check_page_header(&buf),
             Verdict::Whole(Walked {
                 len: 13,
-                field3: Some(96)
+                compressed: Some(96),
+                uncompressed: Some(100),
+                values: Some(12),
             })
         );
         assert_eq!(check_page_header(&buf[..7]), Verdict::Malformed(7));

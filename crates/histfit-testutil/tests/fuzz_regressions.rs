@@ -153,6 +153,10 @@ fn parquet_thrift_claims_beyond_their_bytes_are_refused() {
             "timeout-a12d6ad6e58fc89aa834a4275ccb1d4294231153",
             "its footer claims",
         ),
+        (
+            "oom-f658f27f91ac9e7ad9378018ddd189fb9f214370",
+            "claims 1623229186 bytes for 8 values",
+        ),
     ] {
         let bytes = std::fs::read(
             histfit_testutil::repo_root()
