@@ -19,9 +19,10 @@
 - unsigned.parquet: a uint32 column (refused: its values are not their signed reading);
 - with_null.parquet: x with one null;
 - sorted_paged.parquet: 4 000 events with x sorted over [40, 140], an int32 column "k" (the
-  row number) and weights "w", in one row group of PLAIN pages of 128 rows with a page index (the
-  pages of x below 60 or above 120 lie wholly outside the domain; k's pages, 4-byte values, end
-  at the same rows, its weights too); sorted_unpaged.parquet: the same without a page index.
+  row number) and weights "w", in one row group of PLAIN pages with a page index: 200 rows a
+  page of doubles, 300 of int32 (pages end where a batch of 100 rows passes 1 kB), so that a
+  range one column's index skips begins inside another's page; sorted_unpaged.parquet: the same
+  without a page index.
 
 Run with a Python that has pyarrow and numpy (the reference venv); the files are small and
 committed, so the tests need neither.
@@ -92,7 +93,7 @@ def main():
     })
     for name, index in [("sorted_paged", True), ("sorted_unpaged", False)]:
         pq.write_table(paged, os.path.join(out, f"{name}.parquet"), use_dictionary=False,
-                       data_page_size=1024, write_batch_size=128, write_page_index=index,
+                       data_page_size=1024, write_batch_size=100, write_page_index=index,
                        compression="snappy")
 
     with open(model) as f:

@@ -215,11 +215,26 @@ fn decode(input: bytes::Bytes, spec: &SourceSpec) -> Result<Loaded, SourceError>
     let skipped_rows = (0..reader.num_row_groups())
         .filter(|g| !keep.contains(g))
         .fold(0usize, |sum, g| sum.saturating_add(rows[g]));
+    // Every page header of the chunks read, walked before the crate reads one: each data
+    // page's values, by row group and wanted column.
+    let counts: Vec<Vec<Vec<u64>>> = keep
+        .iter()
+        .map(|&g| {
+            wanted
+                .iter()
+                .map(|&i| {
+                    guard_pages(&input, meta.row_group(g).column(i))
+                        .map_err(|rule| fail(file, format!("column \"{}\": {rule}", names[i])))
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .collect::<Result<_, _>>()?;
     // Within the groups read, the rows their page indexes put outside a domain.
     let skips: Vec<Vec<(usize, usize)>> = keep
         .iter()
-        .map(|&g| match spec.drop_outside {
-            true => page_skips(&input, meta.row_group(g), spec, &observed, rows[g]),
+        .zip(&counts)
+        .map(|(&g, counts)| match spec.drop_outside {
+            true => page_skips(&input, meta.row_group(g), spec, &observed, counts, rows[g]),
             false => Vec::new(),
         })
         .collect();
@@ -235,7 +250,6 @@ fn decode(input: bytes::Bytes, spec: &SourceSpec) -> Result<Loaded, SourceError>
                 .map(|&i| {
                     let in_column =
                         |rule: String| fail(file, format!("column \"{}\": {rule}", names[i]));
-                    guard_pages(&input, meta.row_group(g).column(i)).map_err(in_column)?;
                     let c = schema.column(i);
                     // Levels precede the values of a nullable column's pages; skipped when
                     // the chunk's statistics say it holds no null.
@@ -339,7 +353,7 @@ const MOST_PER_VALUE: i64 = 16;
 /// The page headers of a column chunk, walked in turn as the parquet crate will read them
 /// ([`thrift_guard::check_page_header`]) before it does: one that is malformed or would hold
 /// the crate far longer than its length allows is refused.
-fn guard_pages(input: &bytes::Bytes, chunk: &ColumnChunkMetaData) -> Result<(), String> {
+fn guard_pages(input: &bytes::Bytes, chunk: &ColumnChunkMetaData) -> Result<Vec<u64>, String> {
     let start = chunk
         .dictionary_page_offset()
         .unwrap_or(chunk.data_page_offset());
@@ -347,16 +361,23 @@ fn guard_pages(input: &bytes::Bytes, chunk: &ColumnChunkMetaData) -> Result<(), 
         usize::try_from(start),
         usize::try_from(chunk.compressed_size()),
     ) else {
-        return Ok(());
+        return Ok(Vec::new());
     };
     // The crate reads each header from a stream that runs on to the file's end, not the
     // chunk's.
     let Some(bytes) = input.get(start..) else {
-        return Ok(());
+        return Ok(Vec::new());
     };
+    // Each data page's values, in order.
+    let mut counts = Vec::new();
     let mut at = 0;
+    let mut budget = crate::thrift_guard::page_budget(size);
     while at < size.min(bytes.len()) {
-        match crate::thrift_guard::check_page_header(&bytes[at..]) {
+        let walked = crate::thrift_guard::check_page_header(&bytes[at..], budget);
+        if let Verdict::Whole(w) = walked {
+            budget -= w.steps.min(budget);
+        }
+        match walked {
             // The crate reserves the uncompressed size before it decompresses: no more than
             // the page's values could take (a value of a column read here is at most 8 bytes,
             // its levels and run headers well under 8 more; a fuzzed 1.9 kB file claimed 1.6 GB).
@@ -373,9 +394,31 @@ fn guard_pages(input: &bytes::Bytes, chunk: &ColumnChunkMetaData) -> Result<(), 
             }
             Verdict::Whole(Walked {
                 len,
+                kind,
                 compressed: Some(body),
+                uncompressed: Some(u),
+                values,
+                levels,
                 ..
-            }) if body >= 0 => at += len + body as usize,
+            }) if body >= 0 && u >= 0 => {
+                if matches!(kind, Some(0 | 3)) {
+                    counts.push(values.map_or(0, |v| v.max(0) as u64));
+                }
+                let body_at = (at + len).min(bytes.len());
+                let page = &bytes[body_at..(body_at + body as usize).min(bytes.len())];
+                let levels = usize::try_from(levels.unwrap_or(0)).unwrap_or(0);
+                if inflates_past(
+                    chunk.compression(),
+                    page.get(levels..).unwrap_or(&[]),
+                    u as u64,
+                ) {
+                    return Err(format!(
+                        "the page at byte {} decompresses to more than the {u} bytes its header says",
+                        start + at
+                    ));
+                }
+                at += len + body as usize
+            }
             Verdict::TooCostly => {
                 return Err(format!(
                     "a page header at byte {} claims more elements than its bytes hold",
@@ -387,7 +430,33 @@ fn guard_pages(input: &bytes::Bytes, chunk: &ColumnChunkMetaData) -> Result<(), 
             _ => return Err(format!("a page header at byte {} is malformed", start + at)),
         }
     }
-    Ok(())
+    Ok(counts)
+}
+
+/// Whether a page body of a codec the parquet crate decompresses to its end, whatever the
+/// header says (gzip; LZ4's frame format, the crate's fallback for the deprecated LZ4 codec),
+/// holds more than `most` bytes: decompressed here, stopping one byte past it, so that a small
+/// file cannot make the crate write gigabytes. The other codecs decompress into the size the
+/// header gives.
+fn inflates_past(codec: parquet::basic::Compression, page: &[u8], most: u64) -> bool {
+    use parquet::basic::Compression;
+    use std::io::Read;
+    let mut decoder: Box<dyn Read> = match codec {
+        Compression::GZIP(_) => Box::new(flate2::read::MultiGzDecoder::new(page)),
+        Compression::LZ4 => Box::new(lz4_flex::frame::FrameDecoder::new(page)),
+        _ => return false,
+    };
+    // Counted as it comes: a body that stops decompressing partway (the crate's to report)
+    // has still produced what it produced.
+    let mut buf = [0u8; 8192];
+    let mut produced = 0u64;
+    while produced <= most {
+        match decoder.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => produced += n as u64,
+        }
+    }
+    produced > most
 }
 
 /// A column chunk's minimum and maximum as f64, where its statistics give both.
@@ -591,13 +660,18 @@ fn page_skips(
     group: &parquet::file::metadata::RowGroupMetaData,
     spec: &SourceSpec,
     observed: &[usize],
+    counts: &[Vec<u64>],
     rows: usize,
 ) -> Vec<(usize, usize)> {
+    // `counts` is by wanted column, the observed ones first.
     let mut ranges: Vec<(usize, usize)> = spec
         .columns
         .iter()
         .zip(observed)
-        .flat_map(|(c, &i)| outside_pages(input, group.column(i), c, rows).unwrap_or_default())
+        .zip(counts)
+        .flat_map(|((c, &i), counts)| {
+            outside_pages(input, group.column(i), c, counts, rows).unwrap_or_default()
+        })
         .collect();
     ranges.sort_unstable();
     let mut merged: Vec<(usize, usize)> = Vec::with_capacity(ranges.len());
@@ -611,11 +685,14 @@ fn page_skips(
 }
 
 /// The row ranges of one column chunk's pages that lie wholly outside `c`'s domain; None where
-/// the chunk has no usable page index.
+/// the chunk has no usable page index. `counts`: its data pages' values as their headers say
+/// (the crate skips a page by that count, undecoded): an index whose pages hold other row
+/// counts is not used.
 fn outside_pages(
     input: &bytes::Bytes,
     chunk: &ColumnChunkMetaData,
     c: &ColumnRequest,
+    counts: &[u64],
     rows: usize,
 ) -> Option<Vec<(usize, usize)>> {
     use parquet::file::page_index::column_index::ColumnIndexMetaData as Index;
@@ -647,7 +724,17 @@ fn outside_pages(
     let ascending = firsts.first() == Some(&0)
         && firsts.windows(2).all(|w| w[0] < w[1])
         && firsts.last().is_some_and(|&f| f < rows);
-    if !ascending || index.num_pages() != pages as u64 {
+    if !ascending {
+        return None;
+    }
+    let ends = firsts.iter().skip(1).copied().chain([rows]);
+    let agree = counts.len() == pages
+        && firsts
+            .iter()
+            .zip(ends)
+            .zip(counts)
+            .all(|((&first, end), &n)| (end - first) as u64 == n);
+    if !agree || index.num_pages() != pages as u64 {
         return None;
     }
     let bounds = |k: usize| -> Option<(f64, f64)> {
@@ -759,6 +846,36 @@ fn check_weights(table: &EventTable, column: Option<&str>) -> Result<(), String>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A gzip or LZ4-frame page body that holds more than its header says is caught before the
+    /// crate reads it to its end; one that holds what it says passes.
+    #[test]
+    fn bodies_that_decompress_past_their_size_are_caught() {
+        use parquet::basic::{Compression, GzipLevel};
+        use std::io::Write;
+        let zeros = vec![0u8; 1 << 20];
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(&zeros).unwrap();
+        let gz = gz.finish().unwrap();
+        let mut lz = lz4_flex::frame::FrameEncoder::new(Vec::new());
+        lz.write_all(&zeros).unwrap();
+        let lz = lz.finish().unwrap();
+        for (codec, body) in [
+            (Compression::GZIP(GzipLevel::default()), &gz),
+            (Compression::LZ4, &lz),
+        ] {
+            assert!(inflates_past(codec, body, 1000), "{codec}");
+            assert!(!inflates_past(codec, body, 1 << 20), "{codec}");
+        }
+        // A gzip body cut short: what it gave before stopping still counts.
+        let cut = &gz[..gz.len() / 2];
+        assert!(inflates_past(
+            Compression::GZIP(GzipLevel::default()),
+            cut,
+            1000
+        ));
+        assert!(!inflates_past(Compression::SNAPPY, &gz, 0));
+    }
 
     fn fixture(name: &str) -> PathBuf {
         PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -20,15 +20,32 @@ const STEPS_FREE: u64 = 4096;
 /// Nesting the crate follows (its skip depth).
 const DEPTH: u32 = 64;
 
+/// The deepest schema tree accepted (the crate builds it recursively).
+const SCHEMA_DEPTH: usize = 100;
+
+/// The steps a column chunk's page headers may take together, for a chunk of `bytes`.
+pub fn page_budget(bytes: usize) -> u64 {
+    STEPS_PER_BYTE
+        .saturating_mul(bytes as u64)
+        .saturating_add(STEPS_FREE)
+}
+
 /// Where the walk stopped: the structure's end (its length in bytes) and, for a page header,
 /// the sizes it claims where it gives them: its body's bytes compressed and uncompressed, and
 /// its values (of its data or dictionary page header).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Walked {
     pub len: usize,
+    /// The page's type (0 a data page, 2 a dictionary page, 3 a version-2 data page).
+    pub kind: Option<i32>,
     pub compressed: Option<i32>,
     pub uncompressed: Option<i32>,
     pub values: Option<i32>,
+    /// A version-2 data page's level bytes (definition and repetition), which precede its
+    /// compressed values uncompressed.
+    pub levels: Option<i32>,
+    /// The steps the walk took (the crate's loop turns).
+    pub steps: u64,
 }
 
 /// The outcome of a walk: a structure that would cost the decoder more than its length
@@ -197,6 +214,10 @@ impl<'a> Walk<'a> {
         if t == 0 {
             return Ok((last, 0));
         }
+        if t > 13 {
+            // Not a type: the crate stops here.
+            return Err(Stop::Malformed);
+        }
         let id = match h >> 4 {
             0 => self.zigzag()? as i16,
             d => last.checked_add(i16::from(d)).ok_or(Stop::Malformed)?,
@@ -210,6 +231,7 @@ fn verdict(result: Step<()>, w: &Walk) -> Verdict {
     match result {
         Ok(()) => Verdict::Whole(Walked {
             len: w.pos,
+            steps: w.steps,
             ..w.sizes
         }),
         Err(Stop::Malformed) => Verdict::Malformed(w.pos),
@@ -459,17 +481,27 @@ impl Walk<'_> {
                     use Shape::{DataPage, DataPageV2, DictionaryPage, PageHeader};
                     let size = matches!(
                         (shape, id),
-                        (PageHeader, 2 | 3) | (DataPage | DictionaryPage | DataPageV2, 1)
+                        (PageHeader, 1..=3)
+                            | (DataPage | DictionaryPage | DataPageV2, 1)
+                            | (DataPageV2, 5 | 6)
                     );
                     match size {
                         true => {
                             // An i32 as the crate reads it: the varint's low 32 bits.
                             self.charge(1)?;
-                            let v = Some(self.zigzag()? as i32);
+                            let raw = self.zigzag()? as i32;
+                            let v = Some(raw);
                             match (shape, id) {
+                                (PageHeader, 1) => self.sizes.kind = v,
                                 (PageHeader, 2) => self.sizes.uncompressed = v,
                                 (PageHeader, 3) => self.sizes.compressed = v,
-                                _ => self.sizes.values = v,
+                                (DataPageV2, 5 | 6) => {
+                                    let sum = self.sizes.levels.unwrap_or(0).saturating_add(raw);
+                                    self.sizes.levels = Some(sum);
+                                }
+                                // A header may carry several page headers (the crate reads the
+                                // one its type names): the fewest values any claims.
+                                _ => self.sizes.values = self.sizes.values.min(v).or(v),
                             }
                         }
                         false => self.typed(ty, headers, depth - 1)?,
@@ -518,8 +550,13 @@ impl Walk<'_> {
 /// A page header at the start of `buf` (the rest of the file: the crate reads it from a stream
 /// that runs on to the end), walked as the crate reads it: [`Verdict::Malformed`] means
 /// malformed — cut short, a type unknown, or a known field of another type than the format's.
-pub fn check_page_header(buf: &[u8]) -> Verdict {
+///
+/// `budget`: the steps left to the column chunk's headers, all of them together (a few per
+/// byte of the chunk): the stream runs on to the file's end, so a budget from its length would
+/// let one small header near the start of a large file claim millions of elements.
+pub fn check_page_header(buf: &[u8], budget: u64) -> Verdict {
     let mut w = Walk::new(buf);
+    w.budget = budget;
     let result = w.typed_struct(Shape::PageHeader, Headers::Checked, DEPTH);
     verdict(result, &w)
 }
@@ -568,8 +605,13 @@ impl Walk<'_> {
         }
     }
 
-    /// The schema: a list of SchemaElements, each one's `num_children` no more than the list's
-    /// length (more counts as over budget).
+    /// The schema: a list of SchemaElements, the depth-first flattening of a tree whose groups
+    /// say their `num_children`. The crate builds that tree recursively and gives every leaf a
+    /// copy of its path: each child count is held to the list's length (the crate sizes buffers
+    /// by it), the tree's depth to [`SCHEMA_DEPTH`] (a chain of 10⁵ one-child groups would
+    /// overflow the stack, an abort nothing catches), and the leaves' depths summed to the
+    /// walk's budget (2 000 levels above 10⁵ leaves would copy 5 GB of paths); more counts as
+    /// over budget. An element beyond the tree, or a tree the list ends inside, is malformed.
     fn schema(&mut self) -> Step<()> {
         let h = self.byte()?;
         let size = match h >> 4 {
@@ -580,8 +622,11 @@ impl Walk<'_> {
             return Err(Stop::Malformed);
         }
         self.charge(size)?;
-        for _ in 0..size {
+        // Children still to come of each open group, innermost last.
+        let mut open: Vec<u64> = Vec::new();
+        for i in 0..size {
             let mut last = 0;
+            let mut children = 0u64;
             loop {
                 let (id, t) = self.field(last)?;
                 if t == 0 {
@@ -590,17 +635,40 @@ impl Walk<'_> {
                 last = id;
                 match known(Shape::SchemaElement, id) {
                     Some(_) if id == 5 => {
-                        let children = self.zigzag()? as i32;
-                        if children < 0 || children as u64 > size {
+                        let c = self.zigzag()? as i32;
+                        if c < 0 || c as u64 > size {
                             return Err(Stop::Budget);
                         }
+                        children = c as u64;
                     }
                     Some(ty) => self.typed(ty, Headers::Ignored, DEPTH - 2)?,
                     None => self.value(t, DEPTH)?,
                 }
             }
+            if i > 0 {
+                match open.last_mut() {
+                    Some(left) => *left -= 1,
+                    None => return Err(Stop::Malformed),
+                }
+            }
+            if children > 0 {
+                open.push(children);
+                if open.len() > SCHEMA_DEPTH {
+                    return Err(Stop::Budget);
+                }
+            } else {
+                // A leaf: the crate copies its path, one entry a level.
+                self.charge(open.len() as u64)?;
+            }
+            while open.last() == Some(&0) {
+                open.pop();
+            }
         }
-        Ok(())
+        if open.is_empty() {
+            Ok(())
+        } else {
+            Err(Stop::Malformed)
+        }
     }
 }
 
@@ -612,7 +680,10 @@ mod tests {
     fn a_list_claiming_billions_of_booleans_is_too_costly() {
         // a page header's unknown field 9: list<bool> of 2^31 − 1 (a 7-byte list header)
         let buf = [0x99, 0xf1, 0xff, 0xff, 0xff, 0xff, 0x07, 0x00];
-        assert_eq!(check_page_header(&buf), Verdict::TooCostly);
+        assert_eq!(
+            check_page_header(&buf, page_budget(buf.len())),
+            Verdict::TooCostly
+        );
     }
 
     #[test]
@@ -653,10 +724,16 @@ mod tests {
             0x05, 0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x00, 0x15, 0x00,
             0x00,
         ];
-        assert!(matches!(check_page_header(&buf), Verdict::Whole(_)));
+        assert!(matches!(
+            check_page_header(&buf, page_budget(buf.len())),
+            Verdict::Whole(_)
+        ));
         // field id 32767 of type i32, then a delta of 1
         let buf = [0x05, 0xfe, 0xff, 0x03, 0x00, 0x15, 0x00, 0x00];
-        assert_eq!(check_page_header(&buf), Verdict::Malformed(6));
+        assert_eq!(
+            check_page_header(&buf, page_budget(buf.len())),
+            Verdict::Malformed(6)
+        );
         assert_eq!(check_footer(&buf), Verdict::Malformed(6));
     }
 
@@ -664,7 +741,10 @@ mod tests {
     fn a_list_claiming_billions_of_doubles_past_the_end_is_too_costly() {
         // a page header's unknown field 9: list<double> of 2^31 − 1, nothing after the header
         let buf = [0x99, 0xf7, 0xff, 0xff, 0xff, 0xff, 0x07];
-        assert_eq!(check_page_header(&buf), Verdict::TooCostly);
+        assert_eq!(
+            check_page_header(&buf, page_budget(buf.len())),
+            Verdict::TooCostly
+        );
     }
 
     #[test]
@@ -674,15 +754,113 @@ mod tests {
         let buf = [
             0x15, 0x00, 0x15, 0xc8, 0x01, 0x15, 0xc0, 0x01, 0x2c, 0x15, 0x18, 0x00, 0x00,
         ];
+        let Verdict::Whole(w) = check_page_header(&buf, page_budget(buf.len())) else {
+            panic!("not whole")
+        };
         assert_eq!(
-            check_page_header(&buf),
-            Verdict::Whole(Walked {
-                len: 13,
-                compressed: Some(96),
-                uncompressed: Some(100),
-                values: Some(12),
-            })
+            (w.len, w.compressed, w.uncompressed, w.values),
+            (13, Some(96), Some(100), Some(12))
         );
-        assert_eq!(check_page_header(&buf[..7]), Verdict::Malformed(7));
+        assert!(w.steps > 0 && w.steps < 20);
+        assert_eq!(
+            check_page_header(&buf[..7], page_budget(7)),
+            Verdict::Malformed(7)
+        );
+        // The budget is what the chunk's headers have left, not the stream's length.
+        assert_eq!(check_page_header(&buf, w.steps - 1), Verdict::TooCostly);
+    }
+
+    /// A second page header inside one (a dictionary page's after a data page's) cannot raise
+    /// the values the uncompressed size is held to: the fewest count.
+    #[test]
+    fn the_fewest_values_a_header_claims_count() {
+        // PageHeader { 1: 0, 2: 100, 3: 96, 5: { 1: 12 }, 7: { 1: 2^27, 2: 0 } }
+        let buf = [
+            0x15, 0x00, 0x15, 0xc8, 0x01, 0x15, 0xc0, 0x01, 0x2c, 0x15, 0x18, 0x00, 0x2c, 0x15,
+            0x80, 0x80, 0x80, 0x80, 0x01, 0x15, 0x00, 0x00, 0x00,
+        ];
+        let Verdict::Whole(w) = check_page_header(&buf, page_budget(buf.len())) else {
+            panic!("not whole")
+        };
+        assert_eq!(w.values, Some(12));
+    }
+
+    /// Field types 14 and 15 are no types: the crate stops there.
+    #[test]
+    fn field_types_past_13_are_malformed() {
+        assert_eq!(check_footer(&[0x1e, 0x00]), Verdict::Malformed(1));
+        assert_eq!(
+            check_page_header(&[0x1f], page_budget(1)),
+            Verdict::Malformed(1)
+        );
+    }
+
+    /// A schema is a tree: deeper than SCHEMA_DEPTH is refused, as is an element beyond it or
+    /// a tree the list ends inside; a root with two leaves walks.
+    #[test]
+    fn schemas_are_walked_as_trees() {
+        // FileMetaData { 2: schema [elements] } with each element { 4: name "s", 5: children }
+        let footer = |children: &[Option<u8>]| {
+            let mut b = vec![0x29, 0xfc];
+            let mut n = children.len() as u32;
+            loop {
+                let byte = (n & 0x7f) as u8;
+                n >>= 7;
+                if n == 0 {
+                    b.push(byte);
+                    break;
+                }
+                b.push(byte | 0x80);
+            }
+            for c in children {
+                b.extend([0x48, 0x01, b's']);
+                if let Some(c) = c {
+                    b.extend([0x15, 2 * c]);
+                }
+                b.push(0x00);
+            }
+            b.push(0x00);
+            b
+        };
+        assert!(matches!(
+            check_footer(&footer(&[Some(2), None, None])),
+            Verdict::Whole(_)
+        ));
+        assert!(matches!(
+            check_footer(&footer(&[Some(1), None, None])),
+            Verdict::Malformed(_)
+        ));
+        assert!(matches!(
+            check_footer(&footer(&[Some(3), None, None])),
+            Verdict::Malformed(_)
+        ));
+        let chain: Vec<Option<u8>> = (0..150).map(|_| Some(1)).chain([None]).collect();
+        assert_eq!(check_footer(&footer(&chain)), Verdict::TooCostly);
+        let fine: Vec<Option<u8>> = (0..50).map(|_| Some(1)).chain([None]).collect();
+        assert!(matches!(check_footer(&footer(&fine)), Verdict::Whole(_)));
+    }
+
+    /// A page index as pyarrow writes it walks whole (its booleans a byte each); cut short, it
+    /// is malformed.
+    #[test]
+    fn page_indexes_walk_by_their_types() {
+        // ColumnIndex { 1: [false, false], 2: ["a", "b"], 3: ["c", "d"], 4: 1, 5: [0, 0] }
+        let ci = [
+            0x19, 0x22, 0x00, 0x00, 0x19, 0x28, 0x01, b'a', 0x01, b'b', 0x19, 0x28, 0x01, b'c',
+            0x01, b'd', 0x15, 0x02, 0x19, 0x26, 0x00, 0x00, 0x00,
+        ];
+        let Verdict::Whole(w) = check_page_index(&ci, false) else {
+            panic!("not whole")
+        };
+        assert_eq!(w.len, ci.len());
+        assert_eq!(check_page_index(&ci[..5], false), Verdict::Malformed(5));
+        // OffsetIndex { 1: [PageLocation { 1: 4, 2: 100, 3: 0 }] }
+        let oi = [
+            0x19, 0x1c, 0x16, 0x08, 0x15, 0xc8, 0x01, 0x16, 0x00, 0x00, 0x00,
+        ];
+        assert!(matches!(check_page_index(&oi, true), Verdict::Whole(_)));
+        // A location list claiming 2^31 − 1 elements in a few bytes: cut short.
+        let big = [0x19, 0xfc, 0xff, 0xff, 0xff, 0xff, 0x07, 0x00];
+        assert!(!matches!(check_page_index(&big, true), Verdict::Whole(_)));
     }
 }

@@ -118,7 +118,9 @@ fn a_width_too_small_is_refused_by_name() {
 
 /// What made the parquet crate allocate gigabytes or loop for seconds — a footer's schema
 /// claiming 2²⁸ children (6.4 GB, 7.5 GB), page headers claiming billions of elements past their
-/// end — is refused before the crate decodes it (`histfit_events::thrift_guard`).
+/// end, footers whose headers lie about their known fields' types, pages claiming gigabytes
+/// uncompressed for 8 values (reserved lazily natively: only a message tells the fix holds) — is
+/// refused before the crate decodes it (`histfit_events::thrift_guard`).
 #[test]
 fn parquet_thrift_claims_beyond_their_bytes_are_refused() {
     let spec = histfit_events::parquet::SourceSpec {
@@ -156,6 +158,22 @@ fn parquet_thrift_claims_beyond_their_bytes_are_refused() {
         (
             "oom-f658f27f91ac9e7ad9378018ddd189fb9f214370",
             "claims 1623229186 bytes for 8 values",
+        ),
+        (
+            "oom-3af70534a8bb40495b099e148e847458f61ab543",
+            "claims 1623229186 bytes for 8 values",
+        ),
+        (
+            "oom-fc5fd7fe764e08cec0c667979cf3fd4f98eea0d2",
+            "claims 1995299767 bytes for 8 values",
+        ),
+        (
+            "timeout-38f01e11071b79d6c0464dee531e4bfd79ebaa05",
+            "bytes for 8 values",
+        ),
+        (
+            "timeout-471987ef211eb691ae271a585e91d2827d1957bb",
+            "bytes for 8 values",
         ),
     ] {
         let bytes = std::fs::read(

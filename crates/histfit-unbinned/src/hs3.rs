@@ -179,7 +179,7 @@ pub const QUADRATURE_TOLERANCE: f64 = 1e-10;
 /// Faddeeva value takes as long as some 60 plain nodes (its rational series of 40 terms), so the
 /// rule stops at 512 pieces (4 096 values an evaluation; the fixtures' peaks reach 1e-10 on far fewer)
 /// where a domain too wide for any rule would otherwise take 4 096 (a fuzzed document spent
-/// 0.7 s opening on one 10⁵⁶ wide).
+/// 0.7 s opening on one 10⁵⁸ wide).
 const VOIGTIAN_COST: usize = 64;
 
 /// Opens the likelihood `choice` names in the HS3 document `doc`.

@@ -357,8 +357,9 @@ pub fn crystal_ball(g: &mut Graph, x: Id, m0: Id, sigma: Id, alpha: Id, n: Id, d
     let s = g.select(alpha, one, minus_one);
     let abs_a = g.abs(alpha);
     let d = g.sub(x, m0);
-    // t = d · (±1/σ): the sign folded into the once-per-point factor (the same bits as
-    // (d · ±1)/σ, one per-event multiplication fewer).
+    // t = d · (±1/σ): the sign folded into the once-per-point factor — the same bits as the
+    // (d · ±1) · (1/σ) that lowering made of (d · ±1)/σ, with one per-event multiplication
+    // fewer.
     let k = g.div(s, sigma);
     let t = g.mul(d, k);
     let log_shape = cb_log_shape(g, t, abs_a, n);
