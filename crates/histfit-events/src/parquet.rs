@@ -371,7 +371,8 @@ fn guard_pages(input: &bytes::Bytes, chunk: &ColumnChunkMetaData) -> Result<Vec<
     // Each data page's values, in order.
     let mut counts = Vec::new();
     let mut at = 0;
-    let mut budget = crate::thrift_guard::page_budget(size);
+    // The chunk's size as the footer claims it, held to the file: the budget is the bytes'.
+    let mut budget = crate::thrift_guard::page_budget(size.min(bytes.len()));
     while at < size.min(bytes.len()) {
         let walked = crate::thrift_guard::check_page_header(&bytes[at..], budget);
         if let Verdict::Whole(w) = walked {
@@ -392,26 +393,32 @@ fn guard_pages(input: &bytes::Bytes, chunk: &ColumnChunkMetaData) -> Result<Vec<
                     values.unwrap_or(0)
                 ))
             }
-            Verdict::Whole(Walked {
-                len,
-                kind,
-                compressed: Some(body),
-                uncompressed: Some(u),
-                values,
-                levels,
-                ..
-            }) if body >= 0 && u >= 0 => {
-                if matches!(kind, Some(0 | 3)) {
-                    counts.push(values.map_or(0, |v| v.max(0) as u64));
+            Verdict::Whole(
+                w @ Walked {
+                    len,
+                    compressed: Some(body),
+                    uncompressed: Some(u),
+                    ..
+                },
+            ) if body >= 0 && u >= 0 => {
+                if matches!(w.kind, Some(0 | 3)) {
+                    counts.push(w.rows.map_or(0, |v| v.max(0) as u64));
                 }
                 let body_at = (at + len).min(bytes.len());
                 let page = &bytes[body_at..(body_at + body as usize).min(bytes.len())];
-                let levels = usize::try_from(levels.unwrap_or(0)).unwrap_or(0);
-                if inflates_past(
-                    chunk.compression(),
-                    page.get(levels..).unwrap_or(&[]),
-                    u as u64,
-                ) {
+                // What the crate decompresses: not an index page (skipped), nor a version-2
+                // page's values written uncompressed; after a version-2 page's levels.
+                let levels = match w.kind {
+                    Some(3) => {
+                        i64::from(w.def_levels.unwrap_or(0)) + i64::from(w.rep_levels.unwrap_or(0))
+                    }
+                    _ => 0,
+                };
+                let decompressed = w.kind != Some(1) && w.v2_compressed != Some(false);
+                let values = usize::try_from(levels).ok().and_then(|l| page.get(l..));
+                if decompressed
+                    && values.is_some_and(|v| inflates_past(chunk.compression(), v, u as u64))
+                {
                     return Err(format!(
                         "the page at byte {} decompresses to more than the {u} bytes its header says",
                         start + at

@@ -23,6 +23,10 @@ const DEPTH: u32 = 64;
 /// The deepest schema tree accepted (the crate builds it recursively).
 const SCHEMA_DEPTH: usize = 100;
 
+/// The bytes of the leaves' paths (names, and a string's 32 bytes a level) a footer's byte may
+/// make the crate copy, beyond a MiB.
+const PATH_BYTES_PER_BYTE: u64 = 64;
+
 /// The steps a column chunk's page headers may take together, for a chunk of `bytes`.
 pub fn page_budget(bytes: usize) -> u64 {
     STEPS_PER_BYTE
@@ -36,14 +40,21 @@ pub fn page_budget(bytes: usize) -> u64 {
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Walked {
     pub len: usize,
-    /// The page's type (0 a data page, 2 a dictionary page, 3 a version-2 data page).
+    /// The page's type (0 a data page, 1 an index page, 2 a dictionary page, 3 a version-2
+    /// data page).
     pub kind: Option<i32>,
     pub compressed: Option<i32>,
     pub uncompressed: Option<i32>,
+    /// The fewest values any of its page headers claims (a header may carry several; the
+    /// crate reads the one its type names): what bounds the uncompressed size.
     pub values: Option<i32>,
-    /// A version-2 data page's level bytes (definition and repetition), which precede its
-    /// compressed values uncompressed.
-    pub levels: Option<i32>,
+    /// The rows the crate skips the page by: a data page's values, a version-2 page's rows.
+    pub rows: Option<i32>,
+    /// A version-2 data page's definition and repetition level bytes, which precede its values
+    /// uncompressed, and whether the values are compressed (absent: they are).
+    pub def_levels: Option<i32>,
+    pub rep_levels: Option<i32>,
+    pub v2_compressed: Option<bool>,
     /// The steps the walk took (the crate's loop turns).
     pub steps: u64,
 }
@@ -460,6 +471,15 @@ impl Walk<'_> {
     /// their headers (the crate's skip starts at its full depth). A page header's sizes are kept
     /// ([`Walked`]).
     fn typed_struct(&mut self, shape: Shape, headers: Headers, depth: u32) -> Step<()> {
+        // A page header given twice replaces the first whole, as the crate reads it.
+        match shape {
+            Shape::DataPageV2 => {
+                let z = &mut self.sizes;
+                (z.rows, z.def_levels, z.rep_levels, z.v2_compressed) = (None, None, None, None);
+            }
+            Shape::DataPage => self.sizes.rows = None,
+            _ => {}
+        }
         let mut last = 0;
         loop {
             let (id, t) = self.field(last)?;
@@ -479,29 +499,35 @@ impl Walk<'_> {
                         return Err(Stop::Malformed);
                     }
                     use Shape::{DataPage, DataPageV2, DictionaryPage, PageHeader};
+                    // A repeated field's last value is the one the crate keeps.
+                    if (shape, id) == (DataPageV2, 7) {
+                        self.sizes.v2_compressed = Some(t == 1);
+                    }
                     let size = matches!(
                         (shape, id),
                         (PageHeader, 1..=3)
                             | (DataPage | DictionaryPage | DataPageV2, 1)
-                            | (DataPageV2, 5 | 6)
+                            | (DataPageV2, 3 | 5 | 6)
                     );
                     match size {
                         true => {
                             // An i32 as the crate reads it: the varint's low 32 bits.
                             self.charge(1)?;
-                            let raw = self.zigzag()? as i32;
-                            let v = Some(raw);
+                            let v = Some(self.zigzag()? as i32);
+                            let z = &mut self.sizes;
                             match (shape, id) {
-                                (PageHeader, 1) => self.sizes.kind = v,
-                                (PageHeader, 2) => self.sizes.uncompressed = v,
-                                (PageHeader, 3) => self.sizes.compressed = v,
-                                (DataPageV2, 5 | 6) => {
-                                    let sum = self.sizes.levels.unwrap_or(0).saturating_add(raw);
-                                    self.sizes.levels = Some(sum);
+                                (PageHeader, 1) => z.kind = v,
+                                (PageHeader, 2) => z.uncompressed = v,
+                                (PageHeader, 3) => z.compressed = v,
+                                (DataPageV2, 3) => z.rows = v,
+                                (DataPageV2, 5) => z.def_levels = v,
+                                (DataPageV2, 6) => z.rep_levels = v,
+                                _ => {
+                                    z.values = z.values.min(v).or(v);
+                                    if shape == DataPage {
+                                        z.rows = v;
+                                    }
                                 }
-                                // A header may carry several page headers (the crate reads the
-                                // one its type names): the fewest values any claims.
-                                _ => self.sizes.values = self.sizes.values.min(v).or(v),
                             }
                         }
                         false => self.typed(ty, headers, depth - 1)?,
@@ -607,10 +633,11 @@ impl Walk<'_> {
 
     /// The schema: a list of SchemaElements, the depth-first flattening of a tree whose groups
     /// say their `num_children`. The crate builds that tree recursively and gives every leaf a
-    /// copy of its path: each child count is held to the list's length (the crate sizes buffers
-    /// by it), the tree's depth to [`SCHEMA_DEPTH`] (a chain of 10⁵ one-child groups would
-    /// overflow the stack, an abort nothing catches), and the leaves' depths summed to the
-    /// walk's budget (2 000 levels above 10⁵ leaves would copy 5 GB of paths); more counts as
+    /// copy of its path, its ancestors' names (the root's aside) and its own: each child count is
+    /// held to the list's length (the crate sizes buffers by it), the tree's depth to
+    /// [`SCHEMA_DEPTH`] (a chain of 10⁵ one-child groups would overflow the stack, an abort
+    /// nothing catches), and the paths' bytes summed to [`PATH_BYTES_PER_BYTE`] a byte of the
+    /// footer (a group with a 512 kB name over 65 000 leaves would copy 32 GB); more counts as
     /// over budget. An element beyond the tree, or a tree the list ends inside, is malformed.
     fn schema(&mut self) -> Step<()> {
         let h = self.byte()?;
@@ -622,11 +649,17 @@ impl Walk<'_> {
             return Err(Stop::Malformed);
         }
         self.charge(size)?;
-        // Children still to come of each open group, innermost last.
-        let mut open: Vec<u64> = Vec::new();
+        let path_budget = PATH_BYTES_PER_BYTE
+            .saturating_mul(self.buf.len() as u64)
+            .saturating_add(1 << 20);
+        let mut path_bytes = 0u64;
+        // Each open group: its children still to come and its name's bytes, innermost last;
+        // and the names' bytes of the open groups below the root.
+        let mut open: Vec<(u64, u64)> = Vec::new();
+        let mut names = 0u64;
         for i in 0..size {
             let mut last = 0;
-            let mut children = 0u64;
+            let (mut children, mut name) = (0u64, 0u64);
             loop {
                 let (id, t) = self.field(last)?;
                 if t == 0 {
@@ -641,27 +674,41 @@ impl Walk<'_> {
                         }
                         children = c as u64;
                     }
+                    Some(_) if id == 4 => {
+                        self.charge(1)?;
+                        name = self.varint()?;
+                        self.bytes(name)?;
+                    }
                     Some(ty) => self.typed(ty, Headers::Ignored, DEPTH - 2)?,
                     None => self.value(t, DEPTH)?,
                 }
             }
             if i > 0 {
                 match open.last_mut() {
-                    Some(left) => *left -= 1,
+                    Some(left) => left.0 -= 1,
                     None => return Err(Stop::Malformed),
                 }
             }
             if children > 0 {
-                open.push(children);
+                if i > 0 {
+                    names += name;
+                }
+                open.push((children, if i > 0 { name } else { 0 }));
                 if open.len() > SCHEMA_DEPTH {
                     return Err(Stop::Budget);
                 }
             } else {
-                // A leaf: the crate copies its path, one entry a level.
-                self.charge(open.len() as u64)?;
+                // A leaf: the crate copies its path, a string a level.
+                path_bytes = path_bytes
+                    .saturating_add(names + name)
+                    .saturating_add(32 * open.len() as u64);
+                if path_bytes > path_budget {
+                    return Err(Stop::Budget);
+                }
             }
-            while open.last() == Some(&0) {
-                open.pop();
+            while open.last().is_some_and(|g| g.0 == 0) {
+                let (_, name) = open.pop().expect("an open group");
+                names -= name;
             }
         }
         if open.is_empty() {
@@ -785,6 +832,27 @@ mod tests {
         assert_eq!(w.values, Some(12));
     }
 
+    /// A version-2 page header's fields as the crate keeps them: a repeated field's last value,
+    /// its rows, and whether its values are compressed.
+    #[test]
+    fn version_2_page_headers_keep_the_last_value() {
+        // PageHeader { 1: 3, 2: 100, 3: 96, 8: { 1: 12, 2: 0, 3: 12, 4: 0, 5: 10, 6: 0,
+        //              5 (again, long form): 0, 7: false } }
+        let buf = [
+            0x15, 0x06, 0x15, 0xc8, 0x01, 0x15, 0xc0, 0x01, 0x5c, 0x15, 0x18, 0x15, 0x00, 0x15,
+            0x18, 0x15, 0x00, 0x15, 0x14, 0x15, 0x00, 0x05, 0x0a, 0x00, 0x22, 0x00, 0x00,
+        ];
+        let Verdict::Whole(w) = check_page_header(&buf, page_budget(buf.len())) else {
+            panic!("not whole")
+        };
+        assert_eq!(w.kind, Some(3));
+        assert_eq!(
+            (w.rows, w.def_levels, w.rep_levels),
+            (Some(12), Some(0), Some(0))
+        );
+        assert_eq!(w.v2_compressed, Some(false));
+    }
+
     /// Field types 14 and 15 are no types: the crate stops there.
     #[test]
     fn field_types_past_13_are_malformed() {
@@ -838,6 +906,17 @@ mod tests {
         assert_eq!(check_footer(&footer(&chain)), Verdict::TooCostly);
         let fine: Vec<Option<u8>> = (0..50).map(|_| Some(1)).chain([None]).collect();
         assert!(matches!(check_footer(&footer(&fine)), Verdict::Whole(_)));
+        // A group named by 20 kB over 4 000 leaves: 80 MB of paths from a 32 kB footer.
+        let mut b = vec![0x29, 0xfc, 0xa2, 0x1f]; // 4 002 elements
+        b.extend([0x48, 0x01, b'r', 0x15, 0x02, 0x00]); // the root, one child
+        b.extend([0x48, 0xa0, 0x9c, 0x01]); // the group's name: 20 000 bytes
+        b.extend(std::iter::repeat_n(b'g', 20_000));
+        b.extend([0x15, 0xc0, 0x3e, 0x00]); // 4 000 children
+        for _ in 0..4000 {
+            b.extend([0x48, 0x01, b'l', 0x00]);
+        }
+        b.push(0x00);
+        assert_eq!(check_footer(&b), Verdict::TooCostly);
     }
 
     /// A page index as pyarrow writes it walks whole (its booleans a byte each); cut short, it
