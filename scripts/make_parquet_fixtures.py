@@ -22,7 +22,8 @@
   row number) and weights "w", in one row group of PLAIN pages with a page index: 200 rows a
   page of doubles, 300 of int32 (pages end where a batch of 100 rows passes 1 kB), so that a
   range one column's index skips begins inside another's page; sorted_unpaged.parquet: the same
-  without a page index.
+  without a page index; sorted_paged_dict/_v2/_gzip.parquet: the same pages with a page index,
+  dictionary-encoded, as data pages of format 2 (zstd), and gzipped.
 
 Run with a Python that has pyarrow and numpy (the reference venv); the files are small and
 committed, so the tests need neither.
@@ -95,6 +96,13 @@ def main():
         pq.write_table(paged, os.path.join(out, f"{name}.parquet"), use_dictionary=False,
                        data_page_size=1024, write_batch_size=100, write_page_index=index,
                        compression="snappy")
+    # The same pages with a page index as dictionaries, as data pages of format 2, and gzipped.
+    for name, options in [("sorted_paged_dict", dict(use_dictionary=True, compression="snappy")),
+                          ("sorted_paged_v2", dict(use_dictionary=False, data_page_version="2.0",
+                                                   compression="zstd")),
+                          ("sorted_paged_gzip", dict(use_dictionary=False, compression="gzip"))]:
+        pq.write_table(paged, os.path.join(out, f"{name}.parquet"), data_page_size=1024,
+                       write_batch_size=100, write_page_index=True, **options)
 
     with open(model) as f:
         doc = json.load(f)
