@@ -489,6 +489,8 @@ impl Walk<'_> {
             last = id;
             match known(shape, id) {
                 None => self.value(t, DEPTH)?,
+                // The schema, read element by element for its tree.
+                Some(_) if (shape, id) == (Shape::FileMetaData, 2) => self.schema()?,
                 Some(ty) => {
                     let same = t == ty.code() || (ty == Ty::Bool && t == 2);
                     if ty == Ty::Bool && !same {
@@ -596,7 +598,7 @@ pub fn check_page_header(buf: &[u8], budget: u64) -> Verdict {
 /// otherwise than this walk does: refused either way).
 pub fn check_footer(buf: &[u8]) -> Verdict {
     let mut w = Walk::new(buf);
-    let result = w.footer();
+    let result = w.typed_struct(Shape::FileMetaData, Headers::Ignored, DEPTH);
     verdict(result, &w)
 }
 
@@ -614,23 +616,6 @@ pub fn check_page_index(buf: &[u8], offset: bool) -> Verdict {
 }
 
 impl Walk<'_> {
-    /// FileMetaData: its schema read element by element for the child counts, the rest typed.
-    fn footer(&mut self) -> Step<()> {
-        let mut last = 0;
-        loop {
-            let (id, t) = self.field(last)?;
-            if t == 0 {
-                return Ok(());
-            }
-            last = id;
-            match known(Shape::FileMetaData, id) {
-                Some(_) if id == 2 => self.schema()?,
-                Some(ty) => self.typed(ty, Headers::Ignored, DEPTH - 1)?,
-                None => self.value(t, DEPTH)?,
-            }
-        }
-    }
-
     /// The schema: a list of SchemaElements, the depth-first flattening of a tree whose groups
     /// say their `num_children`. The crate builds that tree recursively and gives every leaf a
     /// copy of its path, its ancestors' names (the root's aside) and its own: each child count is
