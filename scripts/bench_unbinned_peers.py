@@ -25,6 +25,8 @@ parameters). `python bench_unbinned_peers.py [--model gauss|cb] [SIZES...]`.
   first fit (graphs traced) and a second, warm one; the extended −ln L by NumPy at its minimum and
   at histfit's (zfit subtracts a constant of its own from its loss).
 
+BENCH_DIR=DIR keeps the files written (HS3 documents, Parquet twins, peers' specs) in DIR.
+
 Prints a table with the ratios and checks that histfit and RooFit found the same minimum (−ln L
 within 1e-3). Needs `pip install root numpy pyarrow` and a release build (`cargo build --release
 -p histfit-cli`); HISTFIT names the binary (default: target/release/histfit or
@@ -232,11 +234,15 @@ def main():
           " + exponential, extended, 5 free parameters")
     print(f"{'events':>9} {'RooFit fit':>11} {'histfit fit':>12} {'ratio':>7} {'process (JSON)':>15} {'ratio':>7}"
           f" {'process (Parquet)':>18} {'ratio':>7}  -lnL RooFit / histfit")
-    with tempfile.TemporaryDirectory() as tmp:
+    keep = os.environ.get("BENCH_DIR") and os.path.abspath(os.environ["BENCH_DIR"])
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = keep or scratch
         for n in sizes:
             x = draw(n, rng)
             rf_t, rf_nll, status = roofit(x, n)
-            path = os.path.join(tmp, f"bench_{n}.json")
+            path = os.path.join(tmp, f"{'bench' if MODEL == 'gauss' else MODEL}_{n}.json")
             hs3_file(x, n, path)
             wall, fit_s, hf_nll, converged, _ = histfit(path)
             twin = parquet_twin(path, x)

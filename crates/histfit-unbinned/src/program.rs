@@ -135,16 +135,51 @@ impl Src<'_> {
     }
 }
 
-/// Whether blocks use AVX2 and FMA where the processor has them (tests switch it off to compare
-/// bits).
-static WIDE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+/// The widest build blocks may use (tests lower it to compare bits): 2 AVX-512, 1 AVX2, 0 the
+/// baseline.
+static WIDEST: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(2);
 
-/// Whether to run the wide build: allowed, and the processor has AVX2 and FMA.
-#[cfg(target_arch = "x86_64")]
-fn wide() -> bool {
-    WIDE.load(std::sync::atomic::Ordering::Relaxed)
-        && std::is_x86_feature_detected!("avx2")
-        && std::is_x86_feature_detected!("fma")
+/// The instruction sets a block's loops are compiled for, chosen once per block by what the
+/// processor has. Every build does the same operations in the same order (each `mul_add` one
+/// fused instruction or one correctly rounded call), so all give the same bits; a wider one
+/// does more events an instruction — 8 doubles where AVX-512 is, 4 with AVX2.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Width {
+    Baseline,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+}
+
+/// The widest build the environment allows: `HISTFIT_SIMD=baseline|avx2|avx512` (default: the
+/// widest), for measuring one build against another on one machine.
+fn simd_limit() -> u8 {
+    static LIMIT: std::sync::OnceLock<u8> = std::sync::OnceLock::new();
+    *LIMIT.get_or_init(|| match std::env::var("HISTFIT_SIMD").as_deref() {
+        Ok("baseline") => 0,
+        Ok("avx2") => 1,
+        _ => 2,
+    })
+}
+
+/// The widest build allowed that the processor runs.
+#[inline(always)]
+fn width() -> Width {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let allowed = WIDEST
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .min(simd_limit());
+        let avx2 = std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
+        if allowed >= 2 && avx2 && std::is_x86_feature_detected!("avx512f") {
+            return Width::Avx512;
+        }
+        if allowed >= 1 && avx2 {
+            return Width::Avx2;
+        }
+    }
+    Width::Baseline
 }
 
 impl Program {
@@ -603,17 +638,19 @@ impl Program {
         (total, adj)
     }
 
-    /// One block (see [`block_body`](Self::block_body)), with AVX2's four-lane instructions
-    /// and fused multiply-adds where the processor has them: the same operations in the same
-    /// order, so the same bits (Rust contracts no multiply-add into an FMA by itself, and the
+    /// One block (see [`block_body`](Self::block_body)), with AVX-512's eight-lane or AVX2's
+    /// four-lane instructions and fused multiply-adds where the processor has them (see
+    /// [`Width`]): the same operations in the same order, so the same bits (Rust contracts no multiply-add into an FMA by itself, and the
     /// ones written as `mul_add` round once either way), only wider.
     fn block(&self, at: Block<'_>, s: &mut Scratch, grad: bool) {
-        #[cfg(target_arch = "x86_64")]
-        if wide() {
-            // SAFETY: the processor has AVX2 and FMA (checked just above).
-            return unsafe { self.block_avx2(at, s, grad) };
+        match width() {
+            // SAFETY: `width` chose these builds because the processor has their instructions.
+            #[cfg(target_arch = "x86_64")]
+            Width::Avx512 => unsafe { self.block_avx512(at, s, grad) },
+            #[cfg(target_arch = "x86_64")]
+            Width::Avx2 => unsafe { self.block_avx2(at, s, grad) },
+            Width::Baseline => self.block_body(at, s, grad),
         }
-        self.block_body(at, s, grad)
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -622,14 +659,28 @@ impl Program {
         self.block_body(at, s, grad)
     }
 
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
+    unsafe fn block_avx512(&self, at: Block<'_>, s: &mut Scratch, grad: bool) {
+        self.block_body(at, s, grad)
+    }
+
     /// [`forward`](Self::forward) in the wide build where the processor has it (for the
     /// callers outside a fit's evaluation: densities, per-event scores).
     fn forward_any(&self, at: Block<'_>, s: &mut Scratch) {
-        #[cfg(target_arch = "x86_64")]
-        if wide() {
-            // SAFETY: the processor has AVX2 and FMA (checked just above).
-            return unsafe { self.forward_avx2(at, s) };
+        match width() {
+            // SAFETY: `width` chose these builds because the processor has their instructions.
+            #[cfg(target_arch = "x86_64")]
+            Width::Avx512 => unsafe { self.forward_avx512(at, s) },
+            #[cfg(target_arch = "x86_64")]
+            Width::Avx2 => unsafe { self.forward_avx2(at, s) },
+            Width::Baseline => self.forward(at, s),
         }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
+    unsafe fn forward_avx512(&self, at: Block<'_>, s: &mut Scratch) {
         self.forward(at, s)
     }
 
@@ -1018,7 +1069,7 @@ mod tests {
     use super::*;
     use crate::graph::Table;
 
-    /// The AVX2 build of a block and the baseline one give the same bits: exp, log, erf,
+    /// The AVX-512, AVX2 and baseline builds of a block give the same bits: exp, log, erf,
     /// powers, a select and weights, value and gradient.
     #[test]
     fn wide_and_baseline_blocks_give_the_same_bits() {
@@ -1051,15 +1102,19 @@ mod tests {
                 grad.iter().map(|g| g.to_bits()).collect::<Vec<_>>(),
             )
         };
-        #[cfg(target_arch = "x86_64")]
-        if !wide() {
-            eprintln!("this processor has no AVX2 and FMA: only the baseline build runs here");
+        let mut builds = Vec::new();
+        for widest in [2, 1, 0] {
+            WIDEST.store(widest, std::sync::atomic::Ordering::Relaxed);
+            builds.push((width(), run()));
         }
-        let wide = run();
-        WIDE.store(false, std::sync::atomic::Ordering::Relaxed);
-        let baseline = run();
-        WIDE.store(true, std::sync::atomic::Ordering::Relaxed);
-        assert_eq!(wide, baseline);
+        WIDEST.store(2, std::sync::atomic::Ordering::Relaxed);
+        eprintln!(
+            "builds this processor runs: {:?}",
+            builds.iter().map(|b| b.0).collect::<Vec<_>>()
+        );
+        for (w, bits) in &builds[1..] {
+            assert_eq!(bits, &builds[0].1, "{w:?} against {:?}", builds[0].0);
+        }
     }
 
     /// The lowering's rewrites (a division by a uniform value, −(u·x), x·y ± u and u − x·y as
