@@ -113,6 +113,22 @@ pub struct UnbinnedModel {
     /// or past the streams of a binned part sharing the toy's (seed, index) in a mixed
     /// likelihood.
     pub toy_stream_base: u32,
+    /// The last evaluation made through [`Evaluator`] (see [`UnbinnedModel::remembered`]).
+    last: Option<Box<LastEvaluation>>,
+}
+
+/// An evaluation kept for the next request at the same point: a fit evaluates its minimum
+/// again for its certificate and the Hessian's first column again after that — two full
+/// passes over the events of some 22 a fit takes.
+#[derive(Debug, Clone)]
+struct LastEvaluation {
+    /// The parameters as evaluated (global observables from the dataset's auxiliary data).
+    params: Vec<f64>,
+    /// The dataset's events, held so that their address cannot be taken by other events.
+    events: Arc<Events>,
+    constant: f64,
+    value: f64,
+    gradient: Option<Vec<f64>>,
 }
 
 impl UnbinnedModel {
@@ -154,6 +170,7 @@ impl UnbinnedModel {
             globals: Vec::new(),
             correlated: Vec::new(),
             toy_stream_base: 0,
+            last: None,
         }
     }
 
@@ -451,6 +468,67 @@ impl UnbinnedModel {
         Ok(events)
     }
 
+    /// [`Self::evaluate`], answered from the last evaluation where it was made at the same
+    /// point (the same bits of every parameter, global observables included) of the same
+    /// events and constant, with a gradient where one is asked; the answer is then the same
+    /// bits as evaluating again.
+    fn remembered(
+        &mut self,
+        params: &[f64],
+        data: &Dataset,
+        grad: Option<&mut [f64]>,
+    ) -> histfit_seam::Result<f64> {
+        let same = |last: &LastEvaluation, effective: &[f64], events: &Arc<Events>| {
+            Arc::ptr_eq(&last.events, events)
+                && last.constant.to_bits() == data.constant_term().to_bits()
+                && last.params.len() == effective.len()
+                && last
+                    .params
+                    .iter()
+                    .zip(effective)
+                    .all(|(a, b)| a.to_bits() == b.to_bits())
+        };
+        let (Some(events), Ok(effective)) =
+            (data.events.as_ref(), self.parameters_for(params, data))
+        else {
+            return self.evaluate(params, data, grad);
+        };
+        let effective = effective.into_owned();
+        if let Some(last) = self.last.as_deref().filter(|l| same(l, &effective, events)) {
+            match (grad, &last.gradient) {
+                (None, _) => return Ok(last.value),
+                (Some(g), Some(kept)) if g.len() == kept.len() => {
+                    g.copy_from_slice(kept);
+                    return Ok(last.value);
+                }
+                (grad, _) => return self.evaluate_and_keep(params, data, grad, effective),
+            }
+        }
+        self.evaluate_and_keep(params, data, grad, effective)
+    }
+
+    /// [`Self::evaluate`], kept as the last evaluation (at the parameters `effective`).
+    fn evaluate_and_keep(
+        &mut self,
+        params: &[f64],
+        data: &Dataset,
+        mut grad: Option<&mut [f64]>,
+        effective: Vec<f64>,
+    ) -> histfit_seam::Result<f64> {
+        self.last = None;
+        let value = self.evaluate(params, data, grad.as_deref_mut())?;
+        if let Some(events) = data.events.clone() {
+            self.last = Some(Box::new(LastEvaluation {
+                params: effective,
+                events,
+                constant: data.constant_term(),
+                value,
+                gradient: grad.map(|g| g.to_vec()),
+            }));
+        }
+        Ok(value)
+    }
+
     fn evaluate(
         &self,
         params: &[f64],
@@ -500,7 +578,7 @@ impl Evaluator for UnbinnedModel {
     }
 
     fn nll(&mut self, params: &[f64], data: &Dataset) -> histfit_seam::Result<f64> {
-        self.evaluate(params, data, None)
+        self.remembered(params, data, None)
     }
 
     fn nll_grad(
@@ -509,7 +587,7 @@ impl Evaluator for UnbinnedModel {
         data: &Dataset,
         grad: &mut [f64],
     ) -> histfit_seam::Result<f64> {
-        self.evaluate(params, data, Some(grad))
+        self.remembered(params, data, Some(grad))
     }
 
     fn asimov(&mut self, params: &[f64]) -> histfit_seam::Result<Dataset> {

@@ -157,6 +157,50 @@ fn the_same_bits_on_one_thread_or_many() {
     assert_eq!(g_one, g_many);
 }
 
+/// A request at the point just evaluated is answered from that evaluation (a fit asks for its
+/// minimum three times): the same bits as a fresh model's, a gradient computed where the kept
+/// evaluation had none, and other events or another constant evaluated afresh.
+#[test]
+fn repeated_points_give_the_same_answers() {
+    let xs = events(5_000);
+    let doc = bench(&xs, None);
+    let mut m = open(&doc, &Choice::default()).unwrap();
+    let data = m.observed_dataset();
+    let v = m.space.init.clone();
+    let n = v.len();
+    let fresh = |p: &[f64], d: &histfit_seam::Dataset| {
+        let mut g = vec![0.0; n];
+        let mut again = open(&doc, &Choice::default()).unwrap();
+        (again.nll_grad(p, d, &mut g).unwrap().to_bits(), g)
+    };
+    // nll first (no gradient kept), then nll_grad at the same point must compute one.
+    let f = m.nll(&v, &data).unwrap();
+    let mut g = vec![0.0; n];
+    let fg = m.nll_grad(&v, &data, &mut g).unwrap();
+    assert_eq!((fg.to_bits(), g.clone()), fresh(&v, &data));
+    assert_eq!(f.to_bits(), fg.to_bits());
+    // The same point again: the same bits, value and gradient.
+    let mut g2 = vec![1.0; n];
+    assert_eq!(m.nll_grad(&v, &data, &mut g2).unwrap().to_bits(), fg.to_bits());
+    assert_eq!(g2, g);
+    assert_eq!(m.nll(&v, &data).unwrap().to_bits(), fg.to_bits());
+    // Other events at the same point, and the same events with another constant.
+    let other = {
+        let mut d = open(&bench(&events(4_000), None), &Choice::default())
+            .unwrap()
+            .observed_dataset();
+        d.aux = data.aux.clone();
+        d
+    };
+    let mut g3 = vec![0.0; n];
+    let f3 = m.nll_grad(&v, &other, &mut g3).unwrap();
+    assert_eq!((f3.to_bits(), g3), fresh(&v, &other));
+    assert_ne!(f3.to_bits(), fg.to_bits());
+    let mut shifted = data.clone();
+    shifted.constant += 1.5;
+    assert_eq!(m.nll(&v, &shifted).unwrap(), fg + 1.5);
+}
+
 #[test]
 fn a_fit_finds_the_minimum() {
     // Events drawn here by inversion from a known mixture: 600 Gaussian(91, 2.5), 1400
