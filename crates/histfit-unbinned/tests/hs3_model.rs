@@ -181,7 +181,10 @@ fn repeated_points_give_the_same_answers() {
     assert_eq!(f.to_bits(), fg.to_bits());
     // The same point again: the same bits, value and gradient.
     let mut g2 = vec![1.0; n];
-    assert_eq!(m.nll_grad(&v, &data, &mut g2).unwrap().to_bits(), fg.to_bits());
+    assert_eq!(
+        m.nll_grad(&v, &data, &mut g2).unwrap().to_bits(),
+        fg.to_bits()
+    );
     assert_eq!(g2, g);
     assert_eq!(m.nll(&v, &data).unwrap().to_bits(), fg.to_bits());
     // Other events at the same point, and the same events with another constant.
