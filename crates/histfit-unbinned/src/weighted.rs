@@ -4,9 +4,16 @@
 //! - `naive`: H⁻¹, the inverse Hessian of −ln L with the weights as given — right only for
 //!   unweighted events;
 //! - `sumw2`: H⁻¹ H₂ H⁻¹, H₂ the Hessian with each weight squared (RooFit's `SumW2Error`);
-//! - `sandwich`: H⁻¹ D H⁻¹, D = Σ_i w_i² s_i s_iᵀ with s_i = ∂ ln(ν f(x_i))/∂θ each event's
-//!   score (ln f(x_i) where not extended): the asymptotically correct estimate (Langenbruch,
-//!   EPJC 82 (2022) 393; RooFit's `AsymptoticError`). Constraint terms enter H and H₂, not D.
+//! - `sandwich`: H⁻¹ D H⁻¹, D = Σ_i w_i² s_i s_iᵀ + H_c with s_i = ∂ ln(ν f(x_i))/∂θ each
+//!   event's score (ln f(x_i) where not extended): the asymptotically correct estimate
+//!   (Langenbruch, EPJC 82 (2022) 393; RooFit's `AsymptoticError`). D is the variance of the
+//!   score of −ln L: the events' part is Σ w² s sᵀ (a Poisson process's, for the extended
+//!   likelihood), and the auxiliary measurements — unweighted, drawn anew with every
+//!   experiment, as histfit's toys draw them — add their own information H_c, the Hessian of
+//!   the constraint terms. (Left out of D, as RooFit's `AsymptoticError` leaves it, a
+//!   parameter the constraint measures would get too small an error: on one parameter with
+//!   data information I and a constraint of width σ_c, I / (I + 1/σ_c²)² in place of
+//!   1 / (I + 1/σ_c²).)
 //!
 //! For unweighted events all three agree asymptotically (D → H at the minimum).
 
@@ -87,10 +94,15 @@ pub fn weighted_uncertainties(
             })
             .collect(),
     };
-    let data2 = Dataset::of_events(Arc::new(squared), Vec::new(), Vec::new(), 0.0);
+    let data2 = Dataset::of_events(
+        Arc::new(squared),
+        Vec::new(),
+        data.aux.clone(),
+        data.constant_term(),
+    );
     let h2 = hessian(model, at, &data2, free)?;
-    // D = Σ w² s sᵀ over every channel's events.
-    let mut d = vec![0.0; k * k];
+    // D = Σ w² s sᵀ over every channel's events, plus the constraints' information.
+    let mut d = model.constraint_hessian(at, data, free)?;
     for (c, table) in events.channels.iter().enumerate() {
         let jac = model.event_scores(c, at, table, free);
         for i in 0..table.len() {

@@ -587,6 +587,67 @@ fn sandwich_errors_cover_weighted_fits_and_naive_ones_do_not() {
 /// RooMultiVarGaussian): −ln L with them minus −ln L without them equals their closed forms,
 /// λ − k ln λ + ln k! and ½ rᵀΣ⁻¹r + ½ ln det(2πΣ); toys draw their global observables with
 /// the constraint's mean, variance and correlation, and the Asimov dataset sets them to the means.
+/// Events of weight 1 given as weights: the sandwich and SumW2 errors equal the naive ones up to
+/// the events' fluctuation, the constrained parameter's included. The constraint (width 0.02 on
+/// the mean, against the data's ≈ 0.1) carries most of the mean's information: were it left out
+/// of the score's variance, the mean's sandwich error would come out 5 times too small.
+#[test]
+fn unit_weights_give_the_naive_errors_with_a_constraint() {
+    use histfit_seam::{Dataset, EventTable, Events};
+    let mut doc = fixture_doc("constrained.json");
+    for p in doc["parameter_points"][0]["parameters"]
+        .as_array_mut()
+        .unwrap()
+    {
+        if p["name"] == "csig" {
+            p["value"] = json!(0.02);
+        }
+    }
+    let mut m = open(&doc, &Choice::default()).unwrap();
+    let observed = m.observed_dataset();
+    let table = &observed.events.as_ref().unwrap().channels[0];
+    let weighted = Dataset::of_events(
+        std::sync::Arc::new(Events {
+            channels: vec![EventTable {
+                weights: Some(vec![1.0; table.len()]),
+                ..table.clone()
+            }],
+        }),
+        Vec::new(),
+        observed.aux.clone(),
+        0.0,
+    );
+    let options = histfit_infer::FitOptions {
+        uncertainties: true,
+        ..Default::default()
+    };
+    let r = histfit_infer::fit(&mut m, &weighted, &options).unwrap();
+    assert!(r.converged, "{}", r.reason);
+    let free: Vec<usize> = (0..m.space.len()).filter(|&i| !m.space.fixed[i]).collect();
+    let u =
+        histfit_unbinned::weighted::weighted_uncertainties(&mut m, &weighted, &r.bestfit, &free)
+            .unwrap();
+    for (j, &i) in free.iter().enumerate() {
+        let name = &m.space.names[i];
+        assert!(
+            (u.sumw2[j] / u.naive[j] - 1.0).abs() < 1e-6,
+            "{name}: {u:?}"
+        );
+        let limit = if name == "mean" { 0.01 } else { 0.1 };
+        assert!(
+            (u.sandwich[j] / u.naive[j] - 1.0).abs() < limit,
+            "{name}: sandwich {} naive {}",
+            u.sandwich[j],
+            u.naive[j]
+        );
+    }
+    let mean = free
+        .iter()
+        .position(|&i| m.space.names[i] == "mean")
+        .unwrap();
+    assert!(u.naive[mean] < 0.02 && u.naive[mean] > 0.015, "{u:?}");
+}
+
 #[test]
 fn poisson_and_multivariate_normal_constraints() {
     let doc = fixture_doc("constrained_pois_mvn.json");
