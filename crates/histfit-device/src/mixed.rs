@@ -107,6 +107,44 @@ impl Mixed {
         )
     }
 
+    /// The naive, SumW2 and sandwich uncertainties of a fit to weighted events at its minimum
+    /// `at` on `d`, over the joint parameters `free` (`histfit_unbinned::weighted`). H and H₂
+    /// are the joint likelihood's; the score's variance D adds the binned part's information
+    /// (its counts are unweighted Poisson counts and its auxiliary data unweighted: their
+    /// score's variance is their Hessian) to the event-level part's Σ w² s sᵀ and constraints.
+    pub fn weighted_uncertainties(
+        &mut self,
+        d: &Dataset,
+        at: &[f64],
+        free: &[usize],
+    ) -> histfit_compute::Result<histfit_unbinned::weighted::WeightedUncertainties> {
+        use histfit_unbinned::weighted;
+        let h = histfit_compute::hessian(self, at, d, free)?;
+        let h2 = histfit_compute::hessian(self, at, &weighted::squared_weights(d)?, free)?;
+        self.split(at)?;
+        let (db, de) = self.parts(d)?;
+        let k = free.len();
+        let mut dm = vec![0.0; k * k];
+        // Each part's share over its own free parameters, added where they sit among `free`.
+        let mut add = |at_free: &[usize], m: &[f64]| {
+            let n = at_free.len();
+            for a in 0..n {
+                for b in 0..n {
+                    dm[at_free[a] * k + at_free[b]] += m[a * n + b];
+                }
+            }
+        };
+        let (local, at_free) = locals(&self.of_binned, free);
+        let hb = histfit_compute::hessian(&mut self.binned, &self.pb, &db, &local)?;
+        add(&at_free, &hb);
+        let (local, at_free) = locals(&self.of_events, free);
+        add(
+            &at_free,
+            &weighted::score_variance(&self.events, &de, &self.pe, &local)?,
+        );
+        weighted::from_matrices(free, &h, &h2, &dm)
+    }
+
     /// The number of auxiliary data of the binned part (those of the event-level part follow).
     fn binned_aux(&self) -> usize {
         self.binned_model().aux_params.len()
@@ -223,6 +261,16 @@ impl Evaluator for Mixed {
             "a saturated model of a likelihood with event-level channels",
         ))
     }
+}
+
+/// The parameters of a part (`of_part`: each of its parameters' index in the joint space) that
+/// are among the joint `free`: their indices in the part, and their positions in `free`.
+fn locals(of_part: &[usize], free: &[usize]) -> (Vec<usize>, Vec<usize>) {
+    of_part
+        .iter()
+        .enumerate()
+        .filter_map(|(i, k)| free.iter().position(|f| f == k).map(|at| (i, at)))
+        .unzip()
 }
 
 /// Refuses an event-level constraint term on a parameter the binned part constrains already

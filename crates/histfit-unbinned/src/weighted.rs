@@ -73,14 +73,18 @@ pub fn weighted_uncertainties(
     at: &[f64],
     free: &[usize],
 ) -> histfit_seam::Result<WeightedUncertainties> {
-    let k = free.len();
+    let h = hessian(model, at, data, free)?;
+    let h2 = hessian(model, at, &squared_weights(data)?, free)?;
+    let d = score_variance(model, data, at, free)?;
+    from_matrices(free, &h, &h2, &d)
+}
+
+/// `data` with every event's weight squared (what H₂ is the Hessian on).
+pub fn squared_weights(data: &Dataset) -> histfit_seam::Result<Dataset> {
     let events = data.events.as_deref().ok_or(ComputeError::InvalidData {
         place: "dataset".into(),
         rule: "weighted-fit uncertainties need events".into(),
     })?;
-    let h = hessian(model, at, data, free)?;
-    let h_inv = invert(&h, k)?;
-    // H₂: the same likelihood with every weight squared.
     let squared = Events {
         channels: events
             .channels
@@ -94,14 +98,24 @@ pub fn weighted_uncertainties(
             })
             .collect(),
     };
-    let data2 = Dataset::of_events(
-        Arc::new(squared),
-        Vec::new(),
-        data.aux.clone(),
-        data.constant_term(),
-    );
-    let h2 = hessian(model, at, &data2, free)?;
-    // D = Σ w² s sᵀ over every channel's events, plus the constraints' information.
+    let mut out = data.clone();
+    out.events = Some(Arc::new(squared));
+    Ok(out)
+}
+
+/// D of an event-level likelihood over the parameters `free` at `at`: Σ w² s sᵀ over every
+/// channel's events plus the constraints' information (see the module's note).
+pub fn score_variance(
+    model: &UnbinnedModel,
+    data: &Dataset,
+    at: &[f64],
+    free: &[usize],
+) -> histfit_seam::Result<Vec<f64>> {
+    let k = free.len();
+    let events = data.events.as_deref().ok_or(ComputeError::InvalidData {
+        place: "dataset".into(),
+        rule: "weighted-fit uncertainties need events".into(),
+    })?;
     let mut d = model.constraint_hessian(at, data, free)?;
     for (c, table) in events.channels.iter().enumerate() {
         let jac = model.event_scores(c, at, table, free);
@@ -115,8 +129,21 @@ pub fn weighted_uncertainties(
             }
         }
     }
-    let c_sumw2 = sandwich(&h_inv, &h2, k);
-    let c_sandwich = sandwich(&h_inv, &d, k);
+    Ok(d)
+}
+
+/// The three estimates over the parameters `free` from H, H₂ and D (each `free.len()²`,
+/// row-major).
+pub fn from_matrices(
+    free: &[usize],
+    h: &[f64],
+    h2: &[f64],
+    d: &[f64],
+) -> histfit_seam::Result<WeightedUncertainties> {
+    let k = free.len();
+    let h_inv = invert(h, k)?;
+    let c_sumw2 = sandwich(&h_inv, h2, k);
+    let c_sandwich = sandwich(&h_inv, d, k);
     Ok(WeightedUncertainties {
         free: free.to_vec(),
         naive: diagonal_sd(&h_inv, k),

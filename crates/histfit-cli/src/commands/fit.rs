@@ -244,15 +244,20 @@ fn weighted_uncertainties(
     if events.channels.iter().all(|t| t.weights.is_none()) || !r.converged || asimov {
         return Ok(None);
     }
-    let Likelihood::Events(m) = model else {
-        eprintln!(
-            "warning: weighted events in a likelihood with binned channels: the uncertainties are the naive ones (the SumW2 and sandwich estimates are made for event-level likelihoods only so far)"
-        );
-        return Ok(None);
-    };
     let free: Vec<usize> = (0..r.fixed.len()).filter(|&i| !r.fixed[i]).collect();
-    let mut m = (**m).clone();
-    match histfit_unbinned::weighted::weighted_uncertainties(&mut m, data, &r.bestfit, &free) {
+    let estimates = match model {
+        Likelihood::Events(m) => histfit_unbinned::weighted::weighted_uncertainties(
+            &mut (**m).clone(),
+            data,
+            &r.bestfit,
+            &free,
+        ),
+        Likelihood::Mixed(m) => (**m)
+            .clone()
+            .weighted_uncertainties(data, &r.bestfit, &free),
+        _ => return Ok(None),
+    };
+    match estimates {
         Ok(w) => Ok(Some(w)),
         Err(e) => {
             eprintln!("warning: no uncertainties for weighted events: {e}");
