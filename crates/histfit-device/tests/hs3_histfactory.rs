@@ -221,7 +221,7 @@ fn mixed_likelihood_toys_and_asimov_data() {
 /// naive one.
 #[test]
 fn weighted_events_beside_binned_channels_get_the_three_estimates() {
-    use histfit_compute::{Dataset, EventTable, Events};
+    use histfit_compute::{EventTable, Events};
     let l = Likelihood::from_hs3(&read("mixed.json"), &combined()).unwrap();
     let Likelihood::Mixed(m) = &l else {
         panic!("a mixed likelihood")
