@@ -157,6 +157,34 @@ impl Likelihood {
         }
     }
 
+    /// The naive, SumW2 and sandwich uncertainties (`histfit_unbinned::weighted`) of the
+    /// converged fit `r` to `data`; `None` where no event carries a weight (or there are no
+    /// events) or the fit did not converge (there is no minimum to take them at). Not for an
+    /// Asimov dataset: its weights are expected counts, not event weights.
+    pub fn weighted_uncertainties(
+        &self,
+        data: &Dataset,
+        r: &histfit_infer::FitResult,
+    ) -> Option<histfit_compute::Result<histfit_unbinned::weighted::WeightedUncertainties>> {
+        let events = data.events.as_deref()?;
+        if events.channels.iter().all(|t| t.weights.is_none()) || !r.converged {
+            return None;
+        }
+        let free: Vec<usize> = (0..r.fixed.len()).filter(|&i| !r.fixed[i]).collect();
+        Some(match self {
+            Likelihood::Events(m) => histfit_unbinned::weighted::weighted_uncertainties(
+                &mut (**m).clone(),
+                data,
+                &r.bestfit,
+                &free,
+            ),
+            Likelihood::Mixed(m) => (**m)
+                .clone()
+                .weighted_uncertainties(data, &r.bestfit, &free),
+            Likelihood::HistFactory(_) => return None,
+        })
+    }
+
     /// The event-level model (of a mixed likelihood: its event-level part) and its parameters at
     /// this likelihood's parameters `params`; `None` for a binned model.
     pub fn events_view(&self, params: &[f64]) -> Option<(&UnbinnedModel, Vec<f64>)> {

@@ -1147,7 +1147,21 @@ fn fit(
     let r = py
         .detach(|| histfit_infer::fit(&mut ev, &d, &o))
         .map_err(infer_err)?;
-    to_json(&r)
+    let mut doc = serde_json::to_value(&r).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    // Weighted events (not an Asimov dataset's expected counts): the three estimates.
+    if let (AnyModel::Events(m), true) = (&model, uncertainties) {
+        if m.data.is_none() {
+            let likelihood = model.likelihood();
+            match py.detach(|| likelihood.weighted_uncertainties(&d, &r)) {
+                Some(Ok(w)) => doc["weighted_uncertainties"] = serde_json::json!(w),
+                Some(Err(e)) => {
+                    doc["weighted_uncertainties_error"] = serde_json::json!(e.to_string())
+                }
+                None => {}
+            }
+        }
+    }
+    to_json(&doc)
 }
 
 fn workspace_value(text: &str) -> PyResult<serde_json::Value> {

@@ -69,6 +69,36 @@ def test_weighted_numpy_events():
     p = m.suggested_init()
     # the weighted extended likelihood: nsig + nbkg - sum w ln f
     assert m.twice_nll(p) == pytest.approx(numpy_twice_nll(p, x, w), rel=1e-10)
+    # the three uncertainty estimates of a weighted fit: the naive ones are the fit's, the
+    # sandwich against NumPy's C D C with D = sum w^2 s s^T (each event's score s = d ln(nu f)
+    # by central differences here) and C the fit's covariance
+    r = histfit.fit(m)
+    assert r.converged
+    u = r.weighted_uncertainties
+    assert set(u) == {"naive", "sumw2", "sandwich", "sandwich_covariance"}
+    np.testing.assert_allclose(u["naive"], r.uncertainties, rtol=1e-9)
+
+    def ln_density(q):
+        nsig, nbkg, mean, sigma, lam = q
+        lo, hi = 60.0, 120.0
+        gnorm = sigma * math.sqrt(math.pi / 2) * (erf((hi - mean) / (sigma * math.sqrt(2))) - erf((lo - mean) / (sigma * math.sqrt(2))))
+        enorm = (math.exp(lam * hi) - math.exp(lam * lo)) / lam
+        return np.log(nsig * np.exp(-0.5 * ((x - mean) / sigma) ** 2) / gnorm + nbkg * np.exp(lam * x) / enorm)
+
+    q = r.bestfit
+    scores = []
+    for i in range(5):
+        h = 1e-6 * max(1.0, abs(q[i]))
+        up, dn = q.copy(), q.copy()
+        up[i] += h
+        dn[i] -= h
+        scores.append((ln_density(up) - ln_density(dn)) / (2 * h))
+    s = np.array(scores)
+    d = (s * w**2) @ s.T
+    sandwich = np.sqrt(np.diag(r.covariance @ d @ r.covariance))
+    np.testing.assert_allclose(u["sandwich"], sandwich, rtol=2e-3)
+    # unweighted events give none
+    assert histfit.fit(histfit.open(DOC)).weighted_uncertainties is None
 
 
 def test_inference_on_an_event_model():

@@ -237,32 +237,17 @@ fn weighted_uncertainties(
     r: &FitResult,
     asimov: bool,
 ) -> Result<Option<histfit_unbinned::weighted::WeightedUncertainties>> {
-    let Some(events) = data.events.as_deref() else {
-        return Ok(None);
-    };
     // An Asimov dataset's weights are expected counts, not event weights.
-    if events.channels.iter().all(|t| t.weights.is_none()) || !r.converged || asimov {
+    if asimov {
         return Ok(None);
     }
-    let free: Vec<usize> = (0..r.fixed.len()).filter(|&i| !r.fixed[i]).collect();
-    let estimates = match model {
-        Likelihood::Events(m) => histfit_unbinned::weighted::weighted_uncertainties(
-            &mut (**m).clone(),
-            data,
-            &r.bestfit,
-            &free,
-        ),
-        Likelihood::Mixed(m) => (**m)
-            .clone()
-            .weighted_uncertainties(data, &r.bestfit, &free),
-        _ => return Ok(None),
-    };
-    match estimates {
-        Ok(w) => Ok(Some(w)),
-        Err(e) => {
+    match model.weighted_uncertainties(data, r) {
+        Some(Ok(w)) => Ok(Some(w)),
+        Some(Err(e)) => {
             eprintln!("warning: no uncertainties for weighted events: {e}");
             Ok(None)
         }
+        None => Ok(None),
     }
 }
 

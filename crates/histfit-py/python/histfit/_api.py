@@ -490,6 +490,11 @@ class FitResult:
     #: per parameter, the centre and width of its constraint (None where it is free)
     constraints: List[Optional[Tuple[float, float]]] = field(default_factory=list)
     poi_index: Optional[int] = None
+    #: for a fit to weighted events, the three uncertainty estimates, each an array over every
+    #: parameter (0 where fixed): ``"naive"`` (the inverse Hessian, ``uncertainties`` above),
+    #: ``"sumw2"`` (H⁻¹H₂H⁻¹, RooFit's SumW2Error) and ``"sandwich"`` (the asymptotically
+    #: correct H⁻¹DH⁻¹), and ``"sandwich_covariance"``; None for unweighted events
+    weighted_uncertainties: Optional[Dict[str, np.ndarray]] = None
 
     def to_document(self) -> Dict[str, Any]:
         """The result as ``histfit fit --json`` writes it (the fields the plots read: parameters
@@ -621,6 +626,8 @@ def fit(data: Any = None, model: Optional[Model] = None, *, init: Any = None, fi
     )
     n = len(r["par_names"])
     mat = lambda v: None if v is None else np.asarray(v, dtype=np.float64).reshape(n, n)  # noqa: E731
+    if "weighted_uncertainties_error" in r:
+        warnings.warn(f"no uncertainties for weighted events: {r['weighted_uncertainties_error']}")
     return FitResult(
         par_names=r["par_names"],
         bestfit=np.asarray(r["bestfit"], dtype=np.float64),
@@ -639,7 +646,26 @@ def fit(data: Any = None, model: Optional[Model] = None, *, init: Any = None, fi
         warnings=r.get("warnings", []),
         constraints=[None if c is None else (float(c[0]), float(c[1])) for c in model._native.constraints()],
         poi_index=model.poi_index,
+        weighted_uncertainties=_weighted(r.get("weighted_uncertainties"), n),
     )
+
+
+def _weighted(w: Optional[Dict[str, Any]], n: int) -> Optional[Dict[str, np.ndarray]]:
+    """The native result's weighted-fit estimates (over the free parameters) as arrays over every
+    parameter, 0 where fixed."""
+    if w is None:
+        return None
+    free = w["free"]
+    out: Dict[str, np.ndarray] = {}
+    for key in ("naive", "sumw2", "sandwich"):
+        full = np.zeros(n)
+        full[free] = w[key]
+        out[key] = full
+    cov = np.zeros((n, n))
+    k = len(free)
+    cov[np.ix_(free, free)] = np.asarray(w["sandwich_covariance"], dtype=np.float64).reshape(k, k)
+    out["sandwich_covariance"] = cov
+    return out
 
 
 def minos(model: Model, *, pars: Union[str, Sequence[str]] = "all", data: Any = None, fixed: Any = None,
