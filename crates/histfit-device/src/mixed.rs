@@ -112,6 +112,9 @@ impl Mixed {
     /// are the joint likelihood's; the score's variance D adds the binned part's information
     /// (its counts are unweighted Poisson counts and its auxiliary data unweighted: their
     /// score's variance is their Hessian) to the event-level part's Σ w² s sᵀ and constraints.
+    /// That Hessian is the observed one at the joint minimum, which estimates the information
+    /// as the binned part's own fit would; where the binned channels pull hard against the
+    /// events it can differ from the expected information Σ ∂λ∂λᵀ/λ, which is not used here.
     pub fn weighted_uncertainties(
         &mut self,
         d: &Dataset,

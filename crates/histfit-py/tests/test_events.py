@@ -95,8 +95,12 @@ def test_weighted_numpy_events():
         scores.append((ln_density(up) - ln_density(dn)) / (2 * h))
     s = np.array(scores)
     d = (s * w**2) @ s.T
-    sandwich = np.sqrt(np.diag(r.covariance @ d @ r.covariance))
-    np.testing.assert_allclose(u["sandwich"], sandwich, rtol=2e-3)
+    cov = r.covariance @ d @ r.covariance
+    np.testing.assert_allclose(u["sandwich_covariance"], cov, rtol=1e-5, atol=1e-9 * np.abs(cov).max())
+    np.testing.assert_allclose(u["sandwich"], np.sqrt(np.diag(cov)), rtol=1e-5)
+    # the result document carries them as `histfit fit --json` does
+    doc = r.to_document()["weighted_uncertainties"]
+    assert doc["sandwich"]["mean"] == u["sandwich"][m.par_names.index("mean")]
     # unweighted events give none
     assert histfit.fit(histfit.open(DOC)).weighted_uncertainties is None
 

@@ -521,6 +521,10 @@ impl UnbinnedModel {
         data: &Dataset,
         grad: Option<&mut [f64]>,
     ) -> histfit_seam::Result<f64> {
+        if params.len() != self.space.len() {
+            // `evaluate` names the mismatch.
+            return self.evaluate(params, data, grad);
+        }
         let same = |last: &LastEvaluation, effective: &[f64], events: &Arc<Events>| {
             Arc::ptr_eq(&last.events, events)
                 && last.constant.to_bits() == data.constant_term().to_bits()

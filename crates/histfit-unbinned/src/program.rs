@@ -152,8 +152,9 @@ enum Width {
     Avx512,
 }
 
-/// The widest build the environment allows: `HISTFIT_SIMD=baseline|avx2|avx512` (default: the
-/// widest), for measuring one build against another on one machine.
+/// The widest build the environment allows: `HISTFIT_SIMD=baseline|avx2` caps it (any other
+/// value, or none, allows the widest), for measuring one build against another on one machine.
+/// Only the event-level blocks read it.
 fn simd_limit() -> u8 {
     static LIMIT: std::sync::OnceLock<u8> = std::sync::OnceLock::new();
     *LIMIT.get_or_init(|| match std::env::var("HISTFIT_SIMD").as_deref() {
@@ -172,7 +173,11 @@ fn width() -> Width {
             .load(std::sync::atomic::Ordering::Relaxed)
             .min(simd_limit());
         let avx2 = std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
-        if allowed >= 2 && avx2 && std::is_x86_feature_detected!("avx512f") {
+        if allowed >= 2
+            && avx2
+            && std::is_x86_feature_detected!("avx512f")
+            && std::is_x86_feature_detected!("avx512dq")
+        {
             return Width::Avx512;
         }
         if allowed >= 1 && avx2 {

@@ -178,11 +178,13 @@ pub enum Bandwidth {
     Silverman,
 }
 
-/// Kernels further than this many bandwidths beyond the nearest one are left out of the sums:
-/// each such term is below e^(−R²/2) = e^(−72) of the nearest's (z² − z₀² ≥ R² where
-/// z ≥ z₀ + R), so even 10¹⁴ of them change the sum by less than 10⁻¹⁷ of itself — below a
-/// double's resolution. (Out to e^(−760), where the terms underflow, the windows were three
-/// times as wide and a table cost three times as much, for no change a double can hold.)
+/// Kernels further than this many bandwidths beyond the nearest one (plus the weights' reach,
+/// [`Kde::window`]) are left out of the sums: with equal weights each such term is below
+/// e^(−R²/2) = e^(−72) of the nearest's (z² − z₀² ≥ R² where z ≥ z₀ + R); a weight ratio W adds
+/// √(2 ln W) bandwidths, which keeps that bound. So even 10¹⁴ of them change the sum by less
+/// than 10⁻¹⁷ of itself — below a double's resolution. (Out to e^(−760), where the terms
+/// underflow, the windows were 3.25 times as wide and a table cost as much more, for no change
+/// a double can hold.)
 const REACH: f64 = 12.0;
 
 impl Kde {

@@ -523,7 +523,18 @@ class FitResult:
             "correlation": None if self.correlation is None else [[number(v) for v in row] for row in self.correlation],
             "twice_nll": self.twice_nll,
             "converged": self.converged,
+            **self._weighted_document(),
         }
+
+    def _weighted_document(self) -> Dict[str, Any]:
+        """The weighted-fit estimates as ``histfit fit --json`` writes them: per estimate, each
+        free parameter's error by name."""
+        w = self.weighted_uncertainties
+        if w is None:
+            return {}
+        free = [i for i in range(len(self.par_names)) if not (self.fixed and self.fixed[i])]
+        return {"weighted_uncertainties": {key: {self.par_names[i]: float(w[key][i]) for i in free}
+                                           for key in ("naive", "sumw2", "sandwich")}}
 
 
 def _binned(model: Model, what: str) -> None:
