@@ -95,8 +95,11 @@ pub struct Channel {
 pub struct UnbinnedModel {
     pub graph: Graph,
     pub space: ParameterSpace,
-    /// The graph's event columns by name (graph column j is `columns[j]`).
+    /// The graph's event columns by name (graph column j is `columns[j]`). Read-only once
+    /// built, as `channels` are: the last evaluation kept for a repeated point
+    /// ([`UnbinnedModel::remembered`]) assumes what it was computed by has not changed.
     pub columns: Vec<String>,
+    /// The channels, each compiled at construction (read-only once built).
     pub channels: Vec<Channel>,
     /// −ln of every constraint term, summed (0 where there are none).
     pub constraint_term: Id,
