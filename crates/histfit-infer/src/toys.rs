@@ -360,7 +360,7 @@ pub fn fit_toys_on<R: ToyRunner>(
 /// lower)
 /// and, where one of them ends lower, every toy from both. Every toy is then also fitted from
 /// points around the model's initial point ([`crate::fit::SecondStart::around_all`]): as many as
-/// `o` asks ([`crate::fit::Starts::Count`]), else `AROUND_STARTS` (8) where the
+/// `o` asks ([`crate::fit::Starts::Count`]), else `AROUND_STARTS` (32) where the
 /// probe found a lower basin and none elsewhere, and where it makes any, once more from the
 /// generating point in the likelihood's own units ([`Pass::in_own_units`]).
 #[allow(clippy::too_many_arguments)]

@@ -839,14 +839,14 @@ fn large_models_make_second_starts_where_the_probe_finds_a_lower_basin() {
     assert_eq!(summary.converged as u64, n);
     assert!(summary.lower_basins > 0, "{summary:?}");
     assert_eq!(summary.second_starts as u64, n, "{summary:?}");
-    // The probe found a lower basin, so every toy also made the 8 starts around the model's
-    // initial point that an explicit count of 8 asks for: the same fits bit for bit.
-    let eight = FitOptions {
-        starts: histfit_infer::fit::Starts::Count(8),
+    // The probe found a lower basin, so every toy also made the 32 starts around the model's
+    // initial point that an explicit count of 32 asks for: the same fits bit for bit.
+    let asked = FitOptions {
+        starts: histfit_infer::fit::Starts::Count(32),
         ..FitOptions::default()
     };
     assert_eq!(
-        fit_toys(&ev, &gen, 0, n, 0..n, &eight, &|_, _| {}).unwrap(),
+        fit_toys(&ev, &gen, 0, n, 0..n, &asked, &|_, _| {}).unwrap(),
         whole
     );
     // Shards after, across and inside the probe decide as the whole does.

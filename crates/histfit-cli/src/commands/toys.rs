@@ -27,7 +27,7 @@ pub struct Args {
     /// Further starts of every toy's fit: on a model of up to 64 free parameters the fit's own
     /// (as `fit --starts`); above, N points around the model's initial point and a fit in the
     /// likelihood's own units besides the ensemble's basin probe and mirror starts, the lowest
-    /// minimum kept (0: one start only). Default: by model size, and above 64 free parameters 8
+    /// minimum kept (0: one start only). Default: by model size, and above 64 free parameters 32
     /// and the fit in the likelihood's own units where the probe finds a lower basin, none
     /// elsewhere.
     #[arg(long, value_name = "N")]

@@ -93,9 +93,18 @@ pub(crate) struct SecondStart {
 /// multimodal near its toys. The mirror and the further starts miss basins that a few random
 /// points in a hundred reach; 8 such points found them on all but 1 of 800 toys of four public
 /// likelihoods checked against sign-flip and random restarts (BENCHMARKS.md, issue 21,
-/// session 22), at 8 more fits per toy (and one more in the likelihood's own units,
-/// `toys::Pass::in_own_units`).
-pub(crate) const AROUND_STARTS: usize = 8;
+/// session 22), but not on the public 3L eRJR likelihood (smooth codes, seed 0): toy 499's
+/// lowest basin (2.75 below) took 12 of them, toy 191's (0.52 below) 32, and the toys' own
+/// starts gave no sign of either (all 8 ended in one basin) — while one device's descents
+/// reached it and the other's did not (issue 51, s42). With 32 no toy of its first 200 ends
+/// above the lowest of 60 starts, at 2.1× the ensemble's time there (1Lbb 1.9×); a likelihood
+/// whose probe finds no lower basin pays nothing.
+pub(crate) const AROUND_STARTS: usize = 32;
+
+/// The number of the first of the basin probe's starts around the initial point
+/// ([`SecondStart::probe_around`]): 8, what [`AROUND_STARTS`] was when the probe's points were
+/// chosen — kept so that the probe decides as it did (a probe toy's own starts repeat its 4).
+const PROBE_FIRST: usize = 8;
 
 /// Starts around the model's initial point that each toy of an ensemble's basin probe makes
 /// (consulted where the mirror found no lower basin; a device makes them in the mirror's launch
@@ -159,13 +168,12 @@ impl SecondStart {
 
     /// The basin probe's [`PROBE_AROUND`] starts around the model's initial point for every toy
     /// of `list`, start after start as [`SecondStart::around_all`] lays them out: numbers
-    /// [`AROUND_STARTS`] onwards of [`SecondStart::around_into`], points the ensemble's own
-    /// starts around it do not repeat. `None` where the toys' starts around it were asked for
-    /// (their count does not depend on the probe).
+    /// [`PROBE_FIRST`] onwards of [`SecondStart::around_into`]. `None` where the toys' starts
+    /// around it were asked for (their count does not depend on the probe).
     pub fn probe_around(&self, list: &[u64]) -> Option<Vec<f64>> {
         self.asked
             .is_none()
-            .then(|| self.around_starts(list, AROUND_STARTS..AROUND_STARTS + PROBE_AROUND))
+            .then(|| self.around_starts(list, PROBE_FIRST..PROBE_FIRST + PROBE_AROUND))
     }
 
     /// Starts `rs` around the model's initial point for every toy of `list`, start after start.
@@ -328,9 +336,9 @@ mod tests {
         assert!(second.around_all(&[], 8).is_empty());
     }
 
-    /// The probe's starts around the init are the stream's starts AROUND_STARTS onwards, laid
-    /// out as `around_all` lays out its own: points the ensemble's 8 starts do not repeat.
-    /// None where the toys' count of such starts was asked for.
+    /// The probe's starts around the init are the stream's starts PROBE_FIRST onwards, laid
+    /// out as `around_all` lays out its own. None where the toys' count of such starts was
+    /// asked for.
     #[test]
     fn the_probes_starts_around_the_init_follow_the_ensembles() {
         let second = thu_second(&crate::fit::FitOptions::default())
@@ -338,9 +346,9 @@ mod tests {
         let list = [0u64, 1, 199];
         let n = second.p.start.len();
         let per = list.len() * n;
-        let all = second.around_all(&list, AROUND_STARTS + PROBE_AROUND);
+        let all = second.around_all(&list, PROBE_FIRST + PROBE_AROUND);
         let probe = second.probe_around(&list).expect("starts left to the fit");
-        assert_eq!(probe[..], all[AROUND_STARTS * per..]);
+        assert_eq!(probe[..], all[PROBE_FIRST * per..]);
         assert_eq!(probe.len(), PROBE_AROUND * per);
         let asked = crate::fit::FitOptions {
             starts: crate::fit::Starts::Count(8),
