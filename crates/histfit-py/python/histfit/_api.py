@@ -914,7 +914,7 @@ def fit_toys(model: Model, *, n_toys: int, gen_params: Any = None, seed: int = 0
     those that found a lower basin). ``starts``: further starts of every toy's fit — up to 64
     free parameters the fit's own (as ``fit(..., starts=)``), above that many points around the
     model's initial point besides the basin probe's starts, and one more from ``gen_params`` in
-    the likelihood's own units (0: one start only; default: 8 and that one where the probe
+    the likelihood's own units (0: one start only; default: 32 and that one where the probe
     finds a lower basin, none elsewhere; an event-level model: one start)."""
     model = _model(model, "fit_toys")
     gen = None if gen_params is None else _array(gen_params, "gen_params")
