@@ -241,13 +241,17 @@ fn weighted_events_beside_binned_channels_get_the_three_estimates() {
     let mut e = l.evaluator(Device::Cpu, false).unwrap();
     let space = l.space().clone();
     let free: Vec<usize> = (0..space.len()).filter(|&i| !space.fixed[i]).collect();
-    let unit = with_weights(1.0);
-    let r = histfit_infer::fit(&mut e, &unit, &Default::default()).unwrap();
-    assert!(r.converged, "{}", r.reason);
-    let u = (**m)
-        .clone()
-        .weighted_uncertainties(&unit, &r.bestfit, &free)
-        .unwrap();
+    // The fit of the events at weight `w` and its three estimates.
+    let mut estimates = |w: f64| {
+        let d = with_weights(w);
+        let r = histfit_infer::fit(&mut e, &d, &Default::default()).unwrap();
+        assert!(r.converged, "{}", r.reason);
+        (**m)
+            .clone()
+            .weighted_uncertainties(&d, &r.bestfit, &free)
+            .unwrap()
+    };
+    let u = estimates(1.0);
     for (j, &i) in free.iter().enumerate() {
         let name = &space.names[i];
         assert!(
@@ -263,13 +267,7 @@ fn weighted_events_beside_binned_channels_get_the_three_estimates() {
     }
     // Every event counted twice: the event-level background yield's naive error is too small
     // and its sandwich error larger.
-    let twice = with_weights(2.0);
-    let r2 = histfit_infer::fit(&mut e, &twice, &Default::default()).unwrap();
-    assert!(r2.converged, "{}", r2.reason);
-    let u2 = (**m)
-        .clone()
-        .weighted_uncertainties(&twice, &r2.bestfit, &free)
-        .unwrap();
+    let u2 = estimates(2.0);
     let at = |name: &str| free.iter().position(|&i| space.names[i] == name).unwrap();
     let b = at("nbkg0");
     // (√2 exactly were it uncorrelated with what the binned channels measure; 1.26 here)

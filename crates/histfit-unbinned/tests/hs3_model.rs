@@ -601,22 +601,27 @@ fn sandwich_errors_cover_weighted_fits_and_naive_ones_do_not() {
     }
 }
 
-/// The same with a Gaussian constraint of width 0.05 on the mean (the events alone measure it to
-/// ≈ 0.1; its global observable drawn with every toy): every sandwich pull's width is 1 within 3
-/// standard errors — the constraint's information counted in the score's variance; without it
-/// the mean's sandwich errors came out too small.
-#[test]
-fn sandwich_errors_cover_weighted_fits_with_a_constraint() {
+/// The `constrained.json` fixture's model with its constraint on the mean `width` wide.
+fn constrained_with_width(width: f64) -> histfit_unbinned::UnbinnedModel {
     let mut doc = fixture_doc("constrained.json");
     for p in doc["parameter_points"][0]["parameters"]
         .as_array_mut()
         .unwrap()
     {
         if p["name"] == "csig" {
-            p["value"] = json!(0.05);
+            p["value"] = json!(width);
         }
     }
-    let mut m = open(&doc, &Choice::default()).unwrap();
+    open(&doc, &Choice::default()).unwrap()
+}
+
+/// The same with a Gaussian constraint of width 0.05 on the mean (the events alone measure it to
+/// ≈ 0.1; its global observable drawn with every toy): every sandwich pull's width is 1 within 3
+/// standard errors — the constraint's information counted in the score's variance; without it
+/// the mean's sandwich errors came out too small.
+#[test]
+fn sandwich_errors_cover_weighted_fits_with_a_constraint() {
+    let mut m = constrained_with_width(0.05);
     let n_toys = 400;
     let se = 1.0 / (2.0 * n_toys as f64).sqrt();
     for (name, ws, _) in weighted_pull_widths(&mut m, n_toys) {
@@ -635,16 +640,7 @@ fn sandwich_errors_cover_weighted_fits_with_a_constraint() {
 #[test]
 fn unit_weights_give_the_naive_errors_with_a_constraint() {
     use histfit_seam::{Dataset, EventTable, Events};
-    let mut doc = fixture_doc("constrained.json");
-    for p in doc["parameter_points"][0]["parameters"]
-        .as_array_mut()
-        .unwrap()
-    {
-        if p["name"] == "csig" {
-            p["value"] = json!(0.02);
-        }
-    }
-    let mut m = open(&doc, &Choice::default()).unwrap();
+    let mut m = constrained_with_width(0.02);
     let observed = m.observed_dataset();
     let table = &observed.events.as_ref().unwrap().channels[0];
     let weighted = Dataset::of_events(
