@@ -39,6 +39,7 @@ pub fn parameter_space(model: &Model) -> ParameterSpace {
         scales: parameter_scales(model),
         kinked: kinked_parameters(model),
         local_term: single_bin_parameters(model),
+        curvature_units: false,
     }
 }
 

@@ -56,6 +56,7 @@ fn both(model: &Arc<Model>) -> (Blocking<Box<CpuEvaluator>>, EveryColumn) {
         inner: Blocking(Box::new(CpuEvaluator::new(model.clone()))),
         space: ParameterSpace {
             local_term: vec![None; space.len()],
+            curvature_units: false,
             ..space
         },
     };

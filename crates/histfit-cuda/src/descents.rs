@@ -135,6 +135,11 @@ fn check(req: &DescentRequest, n: usize) -> histfit_compute::Result<()> {
             "descents with no or more than 16 correction pairs on the device",
         ));
     }
+    if sp.settings.full_first_step {
+        return Err(ComputeError::Unsupported(
+            "descents whose first step is the whole gradient on the device",
+        ));
+    }
     Ok(())
 }
 

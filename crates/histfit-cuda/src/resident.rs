@@ -303,6 +303,11 @@ fn fit_toys(
             "resident fits with no or more than 16 correction pairs",
         ));
     }
+    if req.settings.full_first_step {
+        return Err(ComputeError::Unsupported(
+            "resident fits whose first step is the whole gradient",
+        ));
+    }
     let clock = crate::timing::Clock::start();
     let mut lam = vec![0.0; m.n_main];
     session

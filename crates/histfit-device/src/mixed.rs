@@ -307,6 +307,7 @@ fn join(
     e: &ParameterSpace,
     poi: Option<&str>,
 ) -> Result<(ParameterSpace, Vec<usize>, Vec<usize>), String> {
+    // (Not in curvature units: the binned part's scales are its constraints' widths.)
     let mut s = b.clone();
     let of_binned: Vec<usize> = (0..b.len()).collect();
     let mut of_events = Vec::with_capacity(e.len());

@@ -57,6 +57,7 @@ impl Counting {
                 scales: vec![1.0, 1.0],
                 kinked: vec![false, false],
                 local_term: vec![None, None],
+                curvature_units: false,
             },
         }
     }

@@ -33,6 +33,11 @@ pub struct Options {
     pub c1: f64,
     /// Curvature constant of the strong Wolfe condition.
     pub c2: f64,
+    /// The first iteration's line search tries the step α = 1 (the direction −g whole) instead
+    /// of a step of unit length: right where the coordinates are in units of the curvature
+    /// (`ParameterSpace::curvature_units`), where −g is then close to the Newton step; a unit
+    /// length is the safe guess where nothing is known of the scale.
+    pub full_first_step: bool,
 }
 
 impl Default for Options {
@@ -46,6 +51,7 @@ impl Default for Options {
             max_evaluations: 20000,
             c1: 1e-4,
             c2: 0.9,
+            full_first_step: false,
         }
     }
 }
@@ -362,7 +368,7 @@ impl Lbfgsb {
                 self.alpha_max = self.alpha_max.min(-self.x[i] / self.d[i]);
             }
         }
-        let alpha0 = if self.k() == 0 {
+        let alpha0 = if self.k() == 0 && !self.opts.full_first_step {
             (1.0 / dnorm).min(1.0)
         } else {
             1.0

@@ -28,6 +28,9 @@ pub struct ResidentSettings {
     pub max_evaluations: usize,
     pub c1: f64,
     pub c2: f64,
+    /// histfit-optim's `full_first_step` (event-level models' fits; the CUDA kernels'
+    /// L-BFGS-B takes a unit-length first step only and refuses it).
+    pub full_first_step: bool,
     /// The fit's certificate: the largest projected gradient a converged fit may keep (above
     /// it, the device finishes the minimum by Newton steps as the host fit does).
     pub certify: f64,

@@ -1087,6 +1087,7 @@ impl<'a> Builder<'a> {
             scales: vec![1.0; n],
             kinked: vec![false; n],
             local_term: vec![None; n],
+            curvature_units: false,
         })
     }
 

@@ -297,6 +297,7 @@ impl UnbinnedModel {
             }
         }
         self.space.scales = scales;
+        self.space.curvature_units = true;
     }
 
     /// Toy `toy` of `seed` at `params`: per channel, a Poisson count of mean ν where extended

@@ -23,6 +23,7 @@ pub(crate) fn options(space: &DescentSpace) -> Options {
         max_evaluations: s.max_evaluations,
         c1: s.c1,
         c2: s.c2,
+        full_first_step: s.full_first_step,
     }
 }
 

@@ -390,6 +390,7 @@ pub fn resident_settings(o: &Options) -> histfit_seam::ResidentSettings {
         max_evaluations: o.max_evaluations,
         c1: o.c1,
         c2: o.c2,
+        full_first_step: o.full_first_step,
         certify: CERTIFY_PG,
         polish_pg: POLISH_PG,
     }

@@ -30,6 +30,10 @@ pub(crate) struct Problem {
     /// The model's initial point with the request's fixed values: the fallback start.
     pub model_start: Vec<f64>,
     pub options: Options,
+    /// The coordinates are the likelihood's curvature units
+    /// ([`ParameterSpace::curvature_units`]): the first step is the whole gradient and a
+    /// certified minimum gets no further Newton round ([`super::polish`]).
+    pub curvature_units: bool,
 }
 
 impl Problem {
@@ -103,6 +107,11 @@ impl Problem {
                 matches!(space.priors[i], Prior::Free) && bounds[i].0 >= 0.0 && space.init[i] > 0.0
             })
             .collect();
+        // The likelihood's own curvature units (not a caller's scales, which ensembles of
+        // binned toys pass and the devices' kernels fit in): see `curvature_units`.
+        let curvature_units = space.curvature_units && opts.scales.is_none();
+        let mut options = opts.optimizer.unwrap_or_default();
+        options.full_first_step |= curvature_units;
         Ok(Problem {
             names: space.names.clone(),
             fixed,
@@ -114,7 +123,8 @@ impl Problem {
             normalisations,
             start,
             model_start,
-            options: opts.optimizer.unwrap_or_default(),
+            options,
+            curvature_units,
         })
     }
 
