@@ -1581,7 +1581,10 @@ impl<'a> Builder<'a> {
                         continue;
                     }
                     let b = self.distribution(f, p)?;
-                    if self.g.varying(b.log_density) {
+                    // A factor over an axis of the data is a density over the events even
+                    // where it is flat there (a constant polynomial, RooFit's rf311): only a
+                    // factor over none of them is a constraint.
+                    if self.g.varying(b.log_density) || self.over_data_axis(f) {
                         logs.push(b.log_density);
                         over_events.push(b.components);
                     } else {
@@ -1643,6 +1646,22 @@ impl<'a> Builder<'a> {
                     format!("unknown or not yet supported distribution type \"{other}\""),
                 ))
             }
+        })
+    }
+
+    /// Whether distribution `name` declares an axis of the data as its observable (`x`, `m` or
+    /// `mass`; any entry of an `x` list).
+    fn over_data_axis(&self, name: &str) -> bool {
+        let Some(&(_, d)) = self.doc.dists.get(name) else {
+            return false;
+        };
+        ["x", "m", "mass"].iter().any(|k| match d.get(*k) {
+            Some(Value::String(s)) => self.observables.contains_key(s.as_str()),
+            Some(Value::Array(a)) => a
+                .iter()
+                .filter_map(Value::as_str)
+                .any(|s| self.observables.contains_key(s)),
+            _ => false,
         })
     }
 

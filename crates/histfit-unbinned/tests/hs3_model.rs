@@ -1493,3 +1493,48 @@ fn functions_of_another_observable_give_conditional_densities() {
         assert!(((got - want) / want).abs() < 1e-11, "{got} vs {want}");
     }
 }
+
+/// A factor of a product over an axis of the data is a density over the events even where it
+/// is flat there — a constant `polynomial_dist` over z (RooFit's rf311): N ln(1/width) in −ln L
+/// (it was taken for a constraint, and refused for want of a global observable z).
+#[test]
+fn a_flat_factor_over_a_data_axis_is_a_density() {
+    let events: Vec<Value> = (0..50)
+        .map(|i| {
+            json!([
+                -4.0 + 8.0 * ((i as f64 * 0.618_033_988_749_895) % 1.0),
+                0.1 * i as f64 - 2.0
+            ])
+        })
+        .collect();
+    let doc = json!({
+        "metadata": {"hs3_version": "0.2"},
+        "distributions": [
+            {"name": "p", "type": "product_dist", "factors": ["g", "flat"]},
+            {"name": "g", "type": "gaussian_dist", "x": "x", "mean": "mu", "sigma": 1.5},
+            {"name": "flat", "type": "polynomial_dist", "x": "z", "coefficients": [1.0]}
+        ],
+        "data": [{"name": "d", "type": "unbinned",
+                  "axes": [{"name": "z", "min": -5.0, "max": 5.0}, {"name": "x", "min": -4.0, "max": 6.0}],
+                  "entries": events}],
+        "domains": [{"name": "dom", "type": "product_domain", "axes": [{"name": "mu", "min": -3.0, "max": 3.0}]}],
+        "parameter_points": [{"name": "p", "parameters": [{"name": "mu", "value": 0.4}]}]
+    });
+    let mut m = open(&doc, &Choice::default()).unwrap();
+    let got = m.nll(&[0.4], &m.observed_dataset()).unwrap();
+    // The Gaussian normalised over x in [−4, 6] by Simpson's rule; the flat factor 1/10.
+    let (n, h) = (20_000, 10.0 / 20_000.0);
+    let f = |x: f64| (-0.5 * ((x - 0.4) / 1.5f64).powi(2)).exp();
+    let inner: f64 = (1..n)
+        .map(|k| f(-4.0 + k as f64 * h) * if k % 2 == 1 { 4.0 } else { 2.0 })
+        .sum();
+    let z = (f(-4.0) + f(6.0) + inner) * h / 3.0;
+    let want: f64 = events
+        .iter()
+        .map(|e| {
+            let x = e[1].as_f64().unwrap();
+            0.5 * ((x - 0.4) / 1.5).powi(2) + z.ln() + 10f64.ln()
+        })
+        .sum();
+    assert!(((got - want) / want).abs() < 1e-11, "{got} vs {want}");
+}
