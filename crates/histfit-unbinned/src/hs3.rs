@@ -9,7 +9,7 @@
 //! neither (ROOT writes them only with a ModelConfig), its one top-level distribution and its one
 //! dataset, with a note saying so. `metadata` and `misc` are ignored.
 
-use crate::graph::{Graph, Id, Table};
+use crate::graph::{Graph, Id, Op, Table};
 use crate::model::{ChannelSpec, Correlated, Draw, GlobalObservable, Observable, UnbinnedModel};
 use crate::pdf::{self, Domain};
 use histfit_seam::{EventTable, Events, ParameterSpace, Prior};
@@ -1247,19 +1247,27 @@ impl<'a> Builder<'a> {
         let place = format!("functions[{i}] (\"{name}\")");
         let kind = str_field(f, "type", &place)?;
         match kind {
-            // `generic`: the name the HS3 test suite's documents give it.
+            // `generic`: the name in the HS3 test suite's documents (written by ROOT 6.41).
             "generic_function" | "generic" => {
                 let text = str_field(f, "expression", &place)?;
                 self.expression(text, &place)
             }
             "polynomial" => {
-                // Σ_k c_k x^k (RooPolyVar), by Horner's rule.
+                // Σ_k c_k x^k from k = 0 (HS3's polynomial; RooPolyVar of lowest order 0 — ROOT
+                // writes a higher lowest order as leading coefficients 1, 0, …, which read
+                // here as that polynomial's terms), by Horner's rule.
                 let x = str_field(f, "x", &place)?;
                 let x = self.value(x, &format!("{place}.x"))?;
                 let cs = names(f, "coefficients", &place)?;
-                let mut acc = self.g.constant(0.0);
-                for c in cs.iter().rev() {
-                    let c = self.value(c, &place)?;
+                let Some((last, rest)) = cs.split_last() else {
+                    return Err(err(
+                        format!("{place}.coefficients"),
+                        "missing or empty: a polynomial needs at least one coefficient",
+                    ));
+                };
+                let mut acc = self.value(last, &format!("{place}.coefficients[{}]", rest.len()))?;
+                for (k, c) in rest.iter().enumerate().rev() {
+                    let c = self.value(c, &format!("{place}.coefficients[{k}]"))?;
                     acc = self.g.fma(acc, x, c);
                 }
                 Ok(acc)
@@ -1532,40 +1540,47 @@ impl<'a> Builder<'a> {
             "generic_dist" => {
                 let text = str_field(d, "expression", p)?.to_string();
                 let x = self.only_observable(&text, p)?;
-                let (xid, dom) = (self.g.column(x.0), x.1);
                 let shape = self.expression(&text, p)?;
-                // The quadrature evaluates the same expression with the observable at each
-                // node: rebuild it there with the observable's column replaced by a constant.
-                let init = self.current_values();
-                let g0 = self.g.clone();
-                let mut shape_at = |g: &mut Graph, at: Id| -> Id {
-                    if at == xid {
-                        let s = g.log(shape);
-                        return s;
-                    }
-                    let v = substitute(&g0, g, shape, xid, at);
-                    g.log(v)
+                let log_shape = self.g.log(shape);
+                Builder::simple(self.normalised_over(log_shape, x, place))
+            }
+            "efficiency_product_pdf_dist" => {
+                // RooEffProd: a density times an efficiency function of its observable,
+                // normalised again over the observable's range (by quadrature).
+                let pdf_name = str_field(d, "pdf", p)?.to_string();
+                let eff = str_field(d, "eff", p)?.to_string();
+                let (_, pdf_d) = *self.doc.dists.get(pdf_name.as_str()).ok_or_else(|| {
+                    err(
+                        format!("{p}.pdf"),
+                        format!("no distribution named \"{pdf_name}\""),
+                    )
+                })?;
+                let axis = ["x", "m", "mass"]
+                    .iter()
+                    .find_map(|k| pdf_d.get(*k).and_then(Value::as_str))
+                    .and_then(|name| self.observables.get(name).copied());
+                let Some((j, dom)) = axis else {
+                    return Err(err(
+                        format!("{p}.pdf"),
+                        format!("\"{pdf_name}\" is not a density over one axis of the data"),
+                    ));
                 };
-                // (Only the nodes the shape needs: the graph before it may be large.)
-                let needed = g0.needed(shape);
-                let scratch =
-                    std::cell::RefCell::new((vec![0.0; g0.ops().len()], vec![f64::NAN; x.0 + 1]));
-                let at_init = |v: f64| {
-                    let (vals, columns) = &mut *scratch.borrow_mut();
-                    columns[x.0] = v;
-                    g0.value_of(&needed, &init, columns, vals).ln()
-                };
-                let (l, acc) = pdf::normalised_by_quadrature(
-                    &mut self.g,
-                    xid,
-                    dom,
-                    QUADRATURE_TOLERANCE,
-                    needed.len(),
-                    &at_init,
-                    &mut shape_at,
-                );
-                self.quadrature_note(place, acc);
-                Builder::simple(l)
+                let b = self.distribution(&pdf_name, p)?;
+                let e = self.value(&eff, &format!("{p}.eff"))?;
+                let log_e = self.g.log(e);
+                let log_shape = self.g.add(b.log_density, log_e);
+                let others = self
+                    .g
+                    .needed(log_shape)
+                    .into_iter()
+                    .any(|k| matches!(self.g.ops()[k as usize], Op::Column(c) if c != j));
+                if others {
+                    return Err(err(
+                        p,
+                        "the density or the efficiency depends on another observable: an efficiency product over several observables is not read yet",
+                    ));
+                }
+                Builder::simple(self.normalised_over(log_shape, (j, dom), place))
             }
             "product_dist" => {
                 let factors = names(d, "factors", p)?;
@@ -2381,6 +2396,42 @@ impl<'a> Builder<'a> {
                 "a generic distribution over several observables is not read yet",
             )),
         }
+    }
+
+    /// e^log_shape normalised over observable `j` (its domain `dom`) by quadrature, the pieces
+    /// chosen at the current values (see [`pdf::normalised_by_quadrature`]); a note says where
+    /// the accuracy asked was not reached. The quadrature evaluates the same log-shape with the
+    /// observable at each node: rebuilt there with the observable's column replaced by a
+    /// constant.
+    fn normalised_over(&mut self, log_shape: Id, (j, dom): (usize, Domain), place: &str) -> Id {
+        let xid = self.g.column(j);
+        let init = self.current_values();
+        let g0 = self.g.clone();
+        let mut shape_at = |g: &mut Graph, at: Id| -> Id {
+            if at == xid {
+                return log_shape;
+            }
+            substitute(&g0, g, log_shape, xid, at)
+        };
+        // (Only the nodes the shape needs: the graph before it may be large.)
+        let needed = g0.needed(log_shape);
+        let scratch = std::cell::RefCell::new((vec![0.0; g0.ops().len()], vec![f64::NAN; j + 1]));
+        let at_init = |v: f64| {
+            let (vals, columns) = &mut *scratch.borrow_mut();
+            columns[j] = v;
+            g0.value_of(&needed, &init, columns, vals)
+        };
+        let (l, acc) = pdf::normalised_by_quadrature(
+            &mut self.g,
+            xid,
+            dom,
+            QUADRATURE_TOLERANCE,
+            needed.len(),
+            &at_init,
+            &mut shape_at,
+        );
+        self.quadrature_note(place, acc);
+        l
     }
 
     /// Every parameter's starting value as known so far (for choosing quadrature pieces).

@@ -1538,3 +1538,82 @@ fn a_flat_factor_over_a_data_axis_is_a_density() {
         .sum();
     assert!(((got - want) / want).abs() < 1e-11, "{got} vs {want}");
 }
+
+/// `efficiency_product_pdf_dist` (RooEffProd, as ROOT writes rf703): an exponential density in t
+/// times the efficiency ½(erf((t − 1)/0.5) + 1), normalised again over t in [0, 5] — against
+/// the formula, its normalisation by Simpson's rule, at two points.
+#[test]
+fn efficiency_products() {
+    let ts: Vec<f64> = (0..300)
+        .map(|i| 5.0 * ((i as f64 * 0.618_033_988_749_895) % 1.0))
+        .collect();
+    let doc = json!({
+        "metadata": {"hs3_version": "0.2"},
+        "distributions": [
+            {"name": "modelEff", "type": "efficiency_product_pdf_dist", "pdf": "model", "eff": "eff"},
+            {"name": "model", "type": "exponential_dist", "x": "t", "c": "c"}
+        ],
+        "functions": [{"name": "eff", "type": "generic_function", "expression": "0.5*(erf((t-1)/0.5)+1)"}],
+        "data": [{"name": "d", "type": "unbinned", "axes": [{"name": "t", "min": 0.0, "max": 5.0}],
+                  "entries": ts.iter().map(|t| json!([t])).collect::<Vec<_>>()}],
+        "domains": [{"name": "dom", "type": "product_domain", "axes": [{"name": "c", "min": 0.1, "max": 4.0}]}],
+        "parameter_points": [{"name": "p", "parameters": [{"name": "c", "value": 1.54}]}]
+    });
+    let mut m = open(&doc, &Choice::default()).unwrap();
+    assert!(
+        m.notes.iter().all(|n| !n.contains("quadrature")),
+        "{:?}",
+        m.notes
+    );
+    let data = m.observed_dataset();
+    for c in [1.54, 0.9] {
+        let got = m.nll(&[c], &data).unwrap();
+        let shape = |t: f64| (-c * t).exp() * 0.5 * (libm::erf((t - 1.0) / 0.5) + 1.0);
+        let (n, h) = (40_000, 5.0 / 40_000.0);
+        let inner: f64 = (1..n)
+            .map(|k| shape(k as f64 * h) * if k % 2 == 1 { 4.0 } else { 2.0 })
+            .sum();
+        let z = (shape(0.0) + shape(5.0) + inner) * h / 3.0;
+        let want: f64 = ts.iter().map(|&t| z.ln() - shape(t).ln()).sum();
+        assert!(
+            ((got - want) / want).abs() < 1e-10,
+            "c = {c}: {got} vs {want}"
+        );
+    }
+    // The efficiency's observable must be the density's
+    let mut other = doc.clone();
+    other["functions"][0]["expression"] = json!("0.5*(erf((u-1)/0.5)+1)");
+    other["data"][0]["axes"] =
+        json!([{"name": "t", "min": 0.0, "max": 5.0}, {"name": "u", "min": 0.0, "max": 5.0}]);
+    other["data"][0]["entries"] = json!([[1.0, 2.0], [2.0, 3.0]]);
+    let e = open(&other, &Choice::default()).unwrap_err().to_string();
+    assert!(
+        e.contains("distributions[0] (\"modelEff\")") && e.contains("another observable"),
+        "{e}"
+    );
+}
+
+/// A `polynomial` function without coefficients is refused, naming the place.
+#[test]
+fn a_polynomial_without_coefficients_is_refused() {
+    for coefficients in [None, Some(json!([]))] {
+        let mut f = json!({"name": "m", "type": "polynomial", "x": "y"});
+        if let Some(c) = coefficients {
+            f["coefficients"] = c;
+        }
+        let doc = json!({
+            "metadata": {"hs3_version": "0.2"},
+            "distributions": [{"name": "g", "type": "gaussian_dist", "x": "x", "mean": "m", "sigma": 1.0}],
+            "functions": [f],
+            "data": [{"name": "d", "type": "unbinned",
+                      "axes": [{"name": "y", "min": -5.0, "max": 5.0}, {"name": "x", "min": -5.0, "max": 5.0}],
+                      "entries": [[0.0, 1.0], [1.0, -1.0]]}]
+        });
+        let e = open(&doc, &Choice::default()).unwrap_err().to_string();
+        assert!(
+            e.contains("functions[0] (\"m\").coefficients")
+                && e.contains("at least one coefficient"),
+            "{e}"
+        );
+    }
+}

@@ -46,7 +46,9 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
     /// whose line search found no decrease is stopped by the same limit more often than not (a
     /// direction of curvature 1e11 — a bin of 435 events whose constraint is known to 0.1 % — leaves
     /// steepest descent no step f can resolve): it gets the same Newton steps and descent.
-    /// Last, a certified point above [`POLISH_PG`] is sharpened (see [`Self::sharpen`]).
+    /// Where a round's Newton steps leave a kinked coordinate at its kink with a side that
+    /// descends, the next round's descent settles it. Last, a certified point above
+    /// [`POLISH_PG`] is sharpened (see [`Self::sharpen`]).
     pub async fn finish(&mut self, best: &mut Local) -> Result<Option<Certificate>> {
         if !best.f.is_finite() {
             return Ok(None);
@@ -54,11 +56,13 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
         let mut cert = self.certificate(&best.z).await?;
         for round in 0..5 {
             let kink_ok = kinks_certified(&cert);
-            // Newton steps move the coordinates off their kinks, and can leave one at its kink
-            // with a side that now descends: a fresh descent's orthant rounds settle it, and
-            // the rounds go on (public 1Lbb toys under pyhf's codes: 4 of 1 000 fits stopped
-            // so, session 43 — toy 351 with a slope of 0.027 on one side).
-            let unsettled = round > 0 && !kink_ok && (best.converged || stalled(best));
+            // Newton steps move only the coordinates off their kinks, which can tilt the
+            // one-sided slopes of one held at its kink until a side descends: a fresh
+            // descent's orthant rounds settle it, and the rounds go on (public 1Lbb toys under
+            // pyhf's codes: 4 of 1 000 fits stopped so, session 43 — toy 351, a side
+            // descending with slope 0.027 per unit). At round 0 the kinks are the search's
+            // own, already settled by its orthant rounds.
+            let unsettled = round > 0 && !kink_ok;
             if !((best.converged && cert.smooth > CERTIFY_PG || stalled(best)) && kink_ok)
                 && !unsettled
             {
@@ -66,7 +70,11 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
             }
             let z_before = best.z.clone();
             if round > 0 || stalled(best) {
-                self.descend_again(best).await?;
+                let kept = self.descend_again(best).await?;
+                // Newton steps cannot settle a kink (they leave its coordinate where it is).
+                if unsettled && !kept {
+                    break;
+                }
             }
             let f_before = best.f;
             self.polish(best).await?;
