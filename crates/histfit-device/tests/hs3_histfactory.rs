@@ -607,8 +607,6 @@ fn gammas_of_empty_bins_and_gammas_the_document_leaves_out() {
 /// widen their spread by ≈ √1.81).
 #[test]
 fn sandwich_errors_cover_weighted_events_beside_binned_channels() {
-    use histfit_compute::rng::ToyStream;
-    use histfit_compute::{EventTable, Events};
     let l = Likelihood::from_hs3(&read("mixed.json"), &combined()).unwrap();
     let Likelihood::Mixed(m) = &l else {
         panic!("a mixed likelihood")
@@ -633,18 +631,11 @@ fn sandwich_errors_cover_weighted_events_beside_binned_channels() {
     let (mut sandwich, mut naive) = (vec![Vec::new(); free.len()], vec![Vec::new(); free.len()]);
     let mut left_out = 0;
     for (t, toy) in e.toys(&gen, 11, 0..n_toys).unwrap().into_iter().enumerate() {
-        let table = &toy.events.as_ref().unwrap().channels[0];
-        let mut rng = ToyStream::new(99, t as u64, 0);
-        let weights = (0..table.len())
-            .map(|_| if rng.uniform() < 0.5 { 0.1 } else { 1.9 })
-            .collect();
-        let mut d = toy.clone();
-        d.events = Some(std::sync::Arc::new(Events {
-            channels: vec![EventTable {
-                weights: Some(weights),
-                ..table.clone()
-            }],
-        }));
+        let n = toy.events.as_ref().unwrap().channels[0].len();
+        let d = histfit_testutil::with_event_weights(
+            &toy,
+            histfit_testutil::coverage_weights(n, t as u64),
+        );
         let r = histfit_infer::fit(&mut e, &d, &options).unwrap();
         assert!(r.converged, "toy {t}: {}", r.reason);
         // A toy whose Hessian is not positive definite at its minimum has no errors (a
@@ -671,11 +662,7 @@ fn sandwich_errors_cover_weighted_events_beside_binned_channels() {
             naive[j].push((r.bestfit[i] - gen[i]) / u.naive[j]);
         }
     }
-    let width = |v: &[f64]| {
-        let n = v.len() as f64;
-        let mean = v.iter().sum::<f64>() / n;
-        (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
-    };
+    let width = histfit_testutil::sample_width;
     let se = 1.0 / (2.0 * n_toys as f64).sqrt();
     let mut report = Vec::new();
     let mut bad = Vec::new();

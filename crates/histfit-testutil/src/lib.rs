@@ -286,3 +286,32 @@ pub fn points_around(model: &Model, centre: &[f64], count: usize) -> Vec<f64> {
     }
     out
 }
+
+/// Weights for coverage studies of weighted fits: 0.1 or 1.9 with equal odds (mean 1, mean
+/// square 1.81), drawn independently of the events from stream (99, `toy`).
+pub fn coverage_weights(n: usize, toy: u64) -> Vec<f64> {
+    let mut rng = histfit_compute::rng::ToyStream::new(99, toy, 0);
+    (0..n)
+        .map(|_| if rng.uniform() < 0.5 { 0.1 } else { 1.9 })
+        .collect()
+}
+
+/// `d` with its (one) event channel's events given `weights`.
+pub fn with_event_weights(d: &Dataset, weights: Vec<f64>) -> Dataset {
+    let table = &d.events.as_ref().expect("events").channels[0];
+    let mut w = d.clone();
+    w.events = Some(Arc::new(histfit_compute::Events {
+        channels: vec![histfit_compute::EventTable {
+            weights: Some(weights),
+            ..table.clone()
+        }],
+    }));
+    w
+}
+
+/// The sample standard deviation (n − 1 in the denominator): a pull distribution's width.
+pub fn sample_width(v: &[f64]) -> f64 {
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
+}

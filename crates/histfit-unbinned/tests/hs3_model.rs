@@ -528,8 +528,6 @@ fn weighted_pull_widths(
     m: &mut histfit_unbinned::UnbinnedModel,
     n_toys: u64,
 ) -> Vec<(String, f64, f64)> {
-    use histfit_seam::rng::ToyStream;
-    use histfit_seam::{Dataset, EventTable, Events};
     let options = histfit_infer::FitOptions {
         uncertainties: true,
         starts: histfit_infer::Starts::Count(0),
@@ -540,22 +538,9 @@ fn weighted_pull_widths(
     let free: Vec<usize> = (0..m.space.len()).filter(|&i| !m.space.fixed[i]).collect();
     let (mut sandwich, mut naive) = (vec![Vec::new(); free.len()], vec![Vec::new(); free.len()]);
     for (t, toy) in m.toys(&gen, 5, 0..n_toys).unwrap().into_iter().enumerate() {
-        let table = &toy.events.as_ref().unwrap().channels[0];
-        let mut rng = ToyStream::new(99, t as u64, 0);
-        let weights = (0..table.len())
-            .map(|_| if rng.uniform() < 0.5 { 0.1 } else { 1.9 })
-            .collect();
-        let weighted = Dataset::of_events(
-            std::sync::Arc::new(Events {
-                channels: vec![EventTable {
-                    weights: Some(weights),
-                    ..table.clone()
-                }],
-            }),
-            Vec::new(),
-            toy.aux.clone(),
-            0.0,
-        );
+        let n = toy.events.as_ref().unwrap().channels[0].len();
+        let weights = histfit_testutil::coverage_weights(n, t as u64);
+        let weighted = histfit_testutil::with_event_weights(&toy, weights);
         let r = histfit_infer::fit(m, &weighted, &options).unwrap();
         assert!(r.converged, "toy {t}: {}", r.reason);
         let u = histfit_unbinned::weighted::weighted_uncertainties(m, &weighted, &r.bestfit, &free)
@@ -565,11 +550,7 @@ fn weighted_pull_widths(
             naive[j].push((r.bestfit[i] - gen[i]) / u.naive[j]);
         }
     }
-    let width = |v: &[f64]| {
-        let n = v.len() as f64;
-        let mean = v.iter().sum::<f64>() / n;
-        (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
-    };
+    let width = histfit_testutil::sample_width;
     free.iter()
         .enumerate()
         .map(|(j, &i)| {
