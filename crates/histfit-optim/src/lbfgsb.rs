@@ -33,8 +33,9 @@ pub struct Options {
     pub c1: f64,
     /// Curvature constant of the strong Wolfe condition.
     pub c2: f64,
-    /// The first iteration's line search tries the step α = 1 (the direction −g whole) instead
-    /// of a step of unit length: right where the coordinates are in units of the curvature
+    /// While no curvature pair is held (the first iteration, and after a restart from steepest
+    /// descent) the line search tries the step α = 1 (the direction −g whole) instead of a step
+    /// of unit length: right where the coordinates are in units of the curvature
     /// (`ParameterSpace::curvature_units`), where −g is then close to the Newton step; a unit
     /// length is the safe guess where nothing is known of the scale.
     pub full_first_step: bool,

@@ -298,7 +298,10 @@ pub fn coverage_weights(n: usize, toy: u64) -> Vec<f64> {
 
 /// `d` with its (one) event channel's events given `weights`.
 pub fn with_event_weights(d: &Dataset, weights: Vec<f64>) -> Dataset {
-    let table = &d.events.as_ref().expect("events").channels[0];
+    let events = d.events.as_ref().expect("events");
+    assert_eq!(events.channels.len(), 1, "one event channel");
+    let table = &events.channels[0];
+    assert_eq!(weights.len(), table.len(), "a weight per event");
     let mut w = d.clone();
     w.events = Some(Arc::new(histfit_compute::Events {
         channels: vec![histfit_compute::EventTable {

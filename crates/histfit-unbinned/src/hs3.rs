@@ -1549,37 +1549,37 @@ impl<'a> Builder<'a> {
                 // normalised again over the observable's range (by quadrature).
                 let pdf_name = str_field(d, "pdf", p)?.to_string();
                 let eff = str_field(d, "eff", p)?.to_string();
-                let (_, pdf_d) = *self.doc.dists.get(pdf_name.as_str()).ok_or_else(|| {
-                    err(
-                        format!("{p}.pdf"),
-                        format!("no distribution named \"{pdf_name}\""),
-                    )
-                })?;
-                let axis = ["x", "m", "mass"]
-                    .iter()
-                    .find_map(|k| pdf_d.get(*k).and_then(Value::as_str))
-                    .and_then(|name| self.observables.get(name).copied());
-                let Some((j, dom)) = axis else {
+                let b = self.distribution(&pdf_name, p)?;
+                if b.expected.is_some() || b.constraint.is_some() {
                     return Err(err(
                         format!("{p}.pdf"),
-                        format!("\"{pdf_name}\" is not a density over one axis of the data"),
+                        "an extended or constrained density: an efficiency multiplies a plain density",
                     ));
-                };
-                let b = self.distribution(&pdf_name, p)?;
+                }
                 let e = self.value(&eff, &format!("{p}.eff"))?;
                 let log_e = self.g.log(e);
                 let log_shape = self.g.add(b.log_density, log_e);
-                let others = self
+                // The one observable the product is over: the columns its graph reads.
+                let mut columns: Vec<usize> = self
                     .g
                     .needed(log_shape)
                     .into_iter()
-                    .any(|k| matches!(self.g.ops()[k as usize], Op::Column(c) if c != j));
-                if others {
+                    .filter_map(|k| match self.g.ops()[k as usize] {
+                        Op::Column(c) => Some(c),
+                        _ => None,
+                    })
+                    .collect();
+                columns.sort_unstable();
+                columns.dedup();
+                let &[j] = columns.as_slice() else {
                     return Err(err(
                         p,
-                        "the density or the efficiency depends on another observable: an efficiency product over several observables is not read yet",
+                        format!("the density and the efficiency read {} of the data's observables: an efficiency product over one observable is read", columns.len()),
                     ));
-                }
+                };
+                let Some(&(_, dom)) = self.observables.values().find(|o| o.0 == j) else {
+                    return Err(err(p, "its observable is not an axis of the data"));
+                };
                 Builder::simple(self.normalised_over(log_shape, (j, dom), place))
             }
             "product_dist" => {
@@ -2415,6 +2415,9 @@ impl<'a> Builder<'a> {
         };
         // (Only the nodes the shape needs: the graph before it may be large.)
         let needed = g0.needed(log_shape);
+        // What one quadrature node costs: the nodes that move with the observable (a
+        // density's own normalisation is built once, not at every node).
+        let cost = needed.iter().filter(|&&k| g0.varying(Id(k))).count();
         let scratch = std::cell::RefCell::new((vec![0.0; g0.ops().len()], vec![f64::NAN; j + 1]));
         let at_init = |v: f64| {
             let (vals, columns) = &mut *scratch.borrow_mut();
@@ -2426,7 +2429,7 @@ impl<'a> Builder<'a> {
             xid,
             dom,
             QUADRATURE_TOLERANCE,
-            needed.len(),
+            cost,
             &at_init,
             &mut shape_at,
         );

@@ -273,10 +273,12 @@ impl UnbinnedModel {
         // Forward differences of the exact gradient: one evaluation per parameter and one at
         // the point (a power of two needs no more accuracy than that).
         let (mut g0, mut g) = (vec![0.0; n], vec![0.0; n]);
+        self.space.curvature_units = false;
         if self.evaluate(&at, &data, Some(&mut g0)).is_err() {
             self.space.scales = scales;
             return;
         }
+        let mut every = true;
         for i in 0..n {
             if self.space.fixed[i] {
                 continue;
@@ -294,10 +296,13 @@ impl UnbinnedModel {
             let s = 1.0 / curvature.sqrt();
             if ok && s.is_finite() && s > 0.0 {
                 scales[i] = s.log2().round().exp2();
+            } else {
+                every = false;
             }
         }
         self.space.scales = scales;
-        self.space.curvature_units = true;
+        // Only where every free parameter got its curvature's unit (see the flag).
+        self.space.curvature_units = every;
     }
 
     /// Toy `toy` of `seed` at `params`: per channel, a Poisson count of mean ν where extended

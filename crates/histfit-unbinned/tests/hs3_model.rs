@@ -1569,7 +1569,7 @@ fn efficiency_products() {
     other["data"][0]["entries"] = json!([[1.0, 2.0], [2.0, 3.0]]);
     let e = open(&other, &Choice::default()).unwrap_err().to_string();
     assert!(
-        e.contains("distributions[0] (\"modelEff\")") && e.contains("another observable"),
+        e.contains("distributions[0] (\"modelEff\")") && e.contains("2 of the data's observables"),
         "{e}"
     );
 }

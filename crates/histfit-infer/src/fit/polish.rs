@@ -107,9 +107,10 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
     async fn sharpen(&mut self, best: &mut Local, cert: &mut Certificate) -> Result<()> {
         let pg = cert.projected_gradient;
         // In curvature units the certificate already puts each parameter within ~1e-3 of its
-        // uncertainty of the minimum, f within ~1e-6 · n of it, and only event-level models
-        // (fitted on the host, where no device's Newton round must be matched) have them: the
-        // round would cost a third of a fit's evaluations for nothing (1M events: 28 of 46).
+        // uncertainty of the minimum where the parameters are not strongly correlated
+        // (`ParameterSpace::curvature_units`), and only event-level models (fitted on the
+        // host, where no device's Newton round must be matched) have them: the round would
+        // cost a third of a fit's evaluations for little (1M events: 28 of 46).
         if self.p.curvature_units {
             return Ok(());
         }

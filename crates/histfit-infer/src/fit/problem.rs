@@ -107,8 +107,9 @@ impl Problem {
                 matches!(space.priors[i], Prior::Free) && bounds[i].0 >= 0.0 && space.init[i] > 0.0
             })
             .collect();
-        // The likelihood's own curvature units (not a caller's scales, which ensembles of
-        // binned toys pass and the devices' kernels fit in): see `curvature_units`.
+        // The likelihood's own curvature units (not a caller's scales, which toy ensembles pass
+        // — binned and event-level — and the devices' kernels fit in): see `curvature_units`.
+        // It turns `full_first_step` on whatever the caller's optimizer options say.
         let curvature_units = space.curvature_units && opts.scales.is_none();
         let mut options = opts.optimizer.unwrap_or_default();
         options.full_first_step |= curvature_units;
