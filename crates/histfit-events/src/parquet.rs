@@ -488,11 +488,14 @@ fn range(stats: Option<&Statistics>) -> Option<(f64, f64)> {
     .filter(|(min, max)| !min.is_nan() && !max.is_nan())
 }
 
-/// The common layout read at the speed of a copy: a chunk of doubles whose pages are all
-/// PLAIN-encoded and hold no null, each page's values copied straight into the column (the
-/// general decoder zero-fills, decodes, then copies). `None` where the chunk is laid out
-/// otherwise (a dictionary, another encoding, levels that are not skipped): the general decoder
-/// reads it then. `levels`: the pages begin with definition levels (all "present").
+/// The common layouts read without the general decoder: a chunk of doubles whose data pages
+/// are PLAIN-encoded — each page's values copied straight into the column (the general decoder
+/// zero-fills, decodes, then copies) — or dictionary-encoded over a PLAIN dictionary page
+/// (what pyarrow writes by default: the first pages as indices into a dictionary, the rest
+/// PLAIN once the dictionary is full), and hold no null. `None` where the chunk is laid out
+/// otherwise (another encoding, levels that are not skipped, an index past the dictionary, a
+/// count that does not add up): the general decoder reads it then, and says what is wrong.
+/// `levels`: the pages begin with definition levels (all "present").
 fn plain_doubles(
     group: &dyn RowGroupReader,
     column: usize,
@@ -503,12 +506,24 @@ fn plain_doubles(
         .get_column_page_reader(column)
         .map_err(|e| e.to_string())?;
     let mut out = Vec::with_capacity(rows.min(PREALLOCATE));
+    let mut dictionary: Option<Vec<f64>> = None;
     while let Some(page) = pages.get_next_page().map_err(|e| e.to_string())? {
-        let (values, n) = match &page {
+        let (values, n, encoding) = match &page {
+            Page::DictionaryPage {
+                buf,
+                num_values,
+                encoding: Encoding::PLAIN | Encoding::PLAIN_DICTIONARY,
+                ..
+            } if dictionary.is_none() && buf.len() == 8 * *num_values as usize => {
+                let mut d = Vec::new();
+                append_le_doubles(&mut d, buf);
+                dictionary = Some(d);
+                continue;
+            }
             Page::DataPage {
                 buf,
                 num_values,
-                encoding: Encoding::PLAIN,
+                encoding,
                 ..
             } => {
                 // V1: the levels (RLE, after their 4-byte length) come first.
@@ -519,12 +534,12 @@ fn plain_doubles(
                     }
                     (true, None) => return Ok(None),
                 };
-                (buf.get(skip..), *num_values as usize)
+                (buf.get(skip..), *num_values as usize, *encoding)
             }
             Page::DataPageV2 {
                 buf,
                 num_values,
-                encoding: Encoding::PLAIN,
+                encoding,
                 num_nulls: 0,
                 def_levels_byte_len,
                 rep_levels_byte_len,
@@ -532,15 +547,115 @@ fn plain_doubles(
             } => (
                 buf.get((*def_levels_byte_len + *rep_levels_byte_len) as usize..),
                 *num_values as usize,
+                *encoding,
             ),
             _ => return Ok(None),
         };
-        match values {
-            Some(v) if v.len() == 8 * n => append_le_doubles(&mut out, v),
-            _ => return Ok(None),
+        let Some(values) = values else {
+            return Ok(None);
+        };
+        let read = match (encoding, &dictionary) {
+            (Encoding::PLAIN, _) if values.len() == 8 * n => {
+                append_le_doubles(&mut out, values);
+                true
+            }
+            (Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY, Some(d)) => {
+                append_dictionary_values(&mut out, values, n, d)
+            }
+            _ => false,
+        };
+        if !read || out.len() > rows {
+            return Ok(None);
         }
     }
     Ok((out.len() == rows).then_some(out))
+}
+
+/// Appends the `n` values a dictionary-encoded page's indices name (Parquet's RLE /
+/// bit-packed hybrid after a byte giving the indices' width: runs of one repeated index, and
+/// groups of eight packed ones, least significant bit first). False where the indices do not
+/// decode to `n` values of the dictionary (`out` then holds a partial page: the caller reads
+/// the chunk again with the general decoder).
+fn append_dictionary_values(out: &mut Vec<f64>, page: &[u8], n: usize, dictionary: &[f64]) -> bool {
+    let Some((&width, mut rest)) = page.split_first() else {
+        return n == 0;
+    };
+    let width = width as usize;
+    if width > 32 {
+        return false;
+    }
+    let bytes = width.div_ceil(8);
+    let mask = (1u64 << width) - 1;
+    let want = out.len() + n;
+    out.reserve(n);
+    while out.len() < want {
+        // The run's header: a ULEB128 integer.
+        let mut header = 0u64;
+        let mut shift = 0;
+        loop {
+            let Some((&b, r)) = rest.split_first() else {
+                return false;
+            };
+            rest = r;
+            header |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                break;
+            }
+            shift += 7;
+            if shift > 56 {
+                return false;
+            }
+        }
+        if header & 1 == 0 {
+            // A run of one index, held in `bytes` little-endian bytes.
+            let count = (header >> 1) as usize;
+            // An empty run is malformed (and would never end the loop).
+            if count == 0 {
+                return false;
+            }
+            let Some(held) = rest.get(..bytes) else {
+                return false;
+            };
+            rest = &rest[bytes..];
+            let mut index = 0usize;
+            for (k, &b) in held.iter().enumerate() {
+                index |= (b as usize) << (8 * k);
+            }
+            let Some(&v) = dictionary.get(index) else {
+                return false;
+            };
+            let count = count.min(want - out.len());
+            out.extend(std::iter::repeat_n(v, count));
+        } else {
+            // Groups of eight indices of `width` bits each.
+            let groups = (header >> 1) as usize;
+            if groups == 0 {
+                return false;
+            }
+            let Some(len) = groups.checked_mul(width) else {
+                return false;
+            };
+            let Some(packed) = rest.get(..len) else {
+                return false;
+            };
+            rest = &rest[len..];
+            // The last group may be padding past the page's values.
+            let count = (8 * groups).min(want - out.len());
+            for k in 0..count {
+                let bit = k * width;
+                let mut window = [0u8; 8];
+                let at = bit / 8;
+                let end = (at + 8).min(packed.len());
+                window[..end - at].copy_from_slice(&packed[at..end]);
+                let index = (u64::from_le_bytes(window) >> (bit % 8)) & mask;
+                let Some(&v) = dictionary.get(index as usize) else {
+                    return false;
+                };
+                out.push(v);
+            }
+        }
+    }
+    true
 }
 
 /// Appends little-endian doubles: one copy of the bytes on a little-endian machine.
@@ -890,26 +1005,88 @@ mod tests {
             .join(name)
     }
 
-    /// The copy path reads PLAIN pages of doubles — data pages of both formats, with levels
-    /// (nullable columns without nulls) and without (required columns) — and hands dictionary
-    /// pages to the general decoder.
-    #[test]
-    fn plain_pages_are_copied_and_dictionaries_decoded() {
-        for (file, levels, copied) in [
-            ("gauss_exp_plain_v1.parquet", true, true),
-            ("gauss_exp_plain_v2.parquet", true, true),
-            ("gauss_exp_required.parquet", false, true),
-            ("gauss_exp.parquet", true, false),
-        ] {
-            let reader =
-                SerializedFileReader::new(std::fs::File::open(fixture(file)).unwrap()).unwrap();
-            let group = reader.get_row_group(0).unwrap();
-            let rows = reader.metadata().row_group(0).num_rows() as usize;
-            let got = plain_doubles(group.as_ref(), 0, rows, levels).unwrap();
-            assert_eq!(got.is_some(), copied, "{file}");
-            if let Some(v) = got {
-                assert_eq!(v.len(), rows, "{file}");
-            }
+    /// The fast path's values, where it takes the chunk, against the general decoder's.
+    fn fast_against_general(bytes: bytes::Bytes, levels: bool) -> Option<usize> {
+        let reader = SerializedFileReader::new(bytes).unwrap();
+        let group = reader.get_row_group(0).unwrap();
+        let rows = reader.metadata().row_group(0).num_rows() as usize;
+        let fast = plain_doubles(group.as_ref(), 0, rows, levels).unwrap()?;
+        let general = read_column(group.get_column_reader(0).unwrap(), rows, &[]).unwrap();
+        assert_eq!(fast.len(), general.len());
+        for (k, (a, b)) in fast.iter().zip(&general).enumerate() {
+            assert_eq!(a.to_bits(), b.to_bits(), "value {k}");
         }
+        Some(rows)
+    }
+
+    /// The fast path reads PLAIN pages of doubles — data pages of both formats, with levels
+    /// (nullable columns without nulls) and without (required columns) — and dictionary pages
+    /// (pyarrow's default), each value as the general decoder reads it.
+    #[test]
+    fn plain_and_dictionary_pages_are_read_as_the_general_decoder_reads_them() {
+        for (file, levels) in [
+            ("gauss_exp_plain_v1.parquet", true),
+            ("gauss_exp_plain_v2.parquet", true),
+            ("gauss_exp_required.parquet", false),
+            ("gauss_exp.parquet", true),
+        ] {
+            let bytes = bytes::Bytes::from(std::fs::read(fixture(file)).unwrap());
+            assert!(fast_against_general(bytes, levels).is_some(), "{file}");
+        }
+    }
+
+    /// A chunk whose dictionary fills up (runs of one index, packed groups of 1 to 12 bits,
+    /// then PLAIN pages): every value as the general decoder reads it.
+    #[test]
+    fn a_dictionary_that_fills_up_is_read_across_its_pages() {
+        use parquet::data_type::DoubleType;
+        use parquet::file::properties::WriterProperties;
+        use parquet::file::writer::SerializedFileWriter;
+        use std::sync::Arc;
+        let schema = Arc::new(
+            parquet::schema::parser::parse_message_type("message e { REQUIRED DOUBLE x; }")
+                .unwrap(),
+        );
+        let props = Arc::new(
+            WriterProperties::builder()
+                .set_compression(parquet::basic::Compression::SNAPPY)
+                .set_dictionary_page_size_limit(8 * 3000)
+                .set_data_page_size_limit(4096)
+                .build(),
+        );
+        // Repeats first (runs), then ever more distinct values (widths growing to 12 bits),
+        // then past the dictionary's room (PLAIN).
+        let values: Vec<f64> = (0..20_000)
+            .map(|i: i32| match i {
+                0..2_000 => (i / 100) as f64,
+                2_000..10_000 => 0.5 + ((i * 7919) % (i - 1_990)) as f64,
+                _ => i as f64 * 0.37,
+            })
+            .collect();
+        let mut file = Vec::new();
+        let mut writer = SerializedFileWriter::new(&mut file, schema, props).unwrap();
+        let mut group = writer.next_row_group().unwrap();
+        let mut column = group.next_column().unwrap().unwrap();
+        column
+            .typed::<DoubleType>()
+            .write_batch(&values, None, None)
+            .unwrap();
+        column.close().unwrap();
+        group.close().unwrap();
+        writer.close().unwrap();
+        let bytes = bytes::Bytes::from(file);
+        let meta = SerializedFileReader::new(bytes.clone()).unwrap();
+        let encodings = meta
+            .metadata()
+            .row_group(0)
+            .column(0)
+            .encodings()
+            .collect::<Vec<_>>();
+        assert!(
+            encodings.contains(&Encoding::RLE_DICTIONARY),
+            "{encodings:?}"
+        );
+        assert!(encodings.contains(&Encoding::PLAIN), "{encodings:?}");
+        assert_eq!(fast_against_general(bytes, false), Some(values.len()));
     }
 }

@@ -189,15 +189,28 @@ impl UnbinnedModel {
 
     /// Refuses a model whose −ln L is not finite at its initial point on the observed data,
     /// naming the channel: a normalisation that is zero or not finite over the domain, or an
-    /// event where the density is 0.
-    pub fn check_initial_point(&self) -> Result<(), crate::Hs3Error> {
+    /// event where the density is 0. The value and gradient are kept (the observed dataset
+    /// shares its events with every later one): a fit from the initial point on the observed
+    /// data takes its first evaluation from here.
+    pub fn check_initial_point(&mut self) -> Result<(), crate::Hs3Error> {
         let data = self.observed_dataset();
         let p = self
             .parameters_for(&self.space.init, &data)
             .map_err(|e| crate::Hs3Error {
                 place: "model".into(),
                 rule: e.to_string(),
-            })?;
+            })?
+            .into_owned();
+        let init = self.space.init.clone();
+        let mut g = vec![0.0; init.len()];
+        if self
+            .remembered(&init, &data, Some(&mut g))
+            .is_ok_and(f64::is_finite)
+        {
+            return Ok(());
+        }
+        // Not finite: which term.
+        self.last = None;
         let events = &self.observed.channels;
         for (c, table) in self.channels.iter().zip(events) {
             let v = c
