@@ -16,11 +16,13 @@ import os
 import sys
 
 import numpy as np
-from iminuit import Minuit
 from scipy.integrate import quad
 from scipy.special import voigt_profile
 
 here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, here)
+from common import exponential_draws, extended_mixture_doc, iminuit_reference, write_doc  # noqa: E402
+
 fixtures = os.path.join(here, "..", "..", "tests", "fixtures", "hs3")
 path = os.path.join(fixtures, "voigtian.json")
 LO, HI = 60.0, 120.0
@@ -37,31 +39,16 @@ def write():
         x = 91.2 + 1.3 * rng.standard_cauchy(n_sig) + rng.normal(0, 1.6, n_sig)
         sig.extend(x[(x >= LO) & (x <= HI)].tolist())
     sig = sig[:n_sig]
-    c = 0.028
-    u = rng.uniform(size=n_bkg)
-    bkg = -np.log(np.exp(-c * LO) - u * (np.exp(-c * LO) - np.exp(-c * HI))) / c
+    bkg = exponential_draws(rng, n_bkg, 0.028, LO, HI)
     xs = np.round(np.concatenate([sig, bkg]), 12)
     rng.shuffle(xs)
-    doc = {
-        "metadata": {"hs3_version": "0.2", "description": "written by scripts/reference/voigtian.py"},
-        "distributions": [
-            {"name": "model", "type": "mixture_dist", "summands": ["sig", "bkg"],
-             "coefficients": ["nsig", "nbkg"], "extended": True},
-            {"name": "sig", "type": "histfit_voigtian_dist", "x": "x", "mean": "mean",
-             "width": "width", "sigma": "sigma"},
-            {"name": "bkg", "type": "exponential_dist", "x": "x", "c": "c"},
-        ],
-        "data": [{"name": "events", "type": "unbinned",
-                  "axes": [{"name": "x", "min": LO, "max": HI}],
-                  "entries": [[float(x)] for x in xs]}],
-        "likelihoods": [{"name": "L", "distributions": ["model"], "data": ["events"]}],
-        "domains": [{"name": "default_domain", "type": "product_domain", "axes": [
-            {"name": k, "min": float(lo), "max": float(hi)} for k, (lo, hi) in LIMITS.items()]}],
-        "parameter_points": [{"name": "default_values", "parameters": [
-            {"name": k, "value": v} for k, v in INIT.items()]}],
-    }
-    with open(path, "w") as f:
-        json.dump(doc, f, indent=1)
+    doc = extended_mixture_doc(
+        "scripts/reference/voigtian.py",
+        [{"name": "sig", "type": "histfit_voigtian_dist", "x": "x", "mean": "mean",
+          "width": "width", "sigma": "sigma"},
+         {"name": "bkg", "type": "exponential_dist", "x": "x", "c": "c"}],
+        LO, HI, xs, LIMITS, INIT)
+    write_doc(path, doc)
 
 
 if "--write" in sys.argv:
@@ -79,19 +66,8 @@ def nll(mean, width, sigma, c, nsig, nbkg):
     return nsig + nbkg - np.sum(np.log(nsig * fs + nbkg * fb))
 
 
-m = Minuit(nll, **INIT)
-m.limits = [LIMITS[k] for k in INIT]
-m.errordef = Minuit.LIKELIHOOD
-m.strategy = 2
-m.tol = 1e-7
-m.migrad()
-m.hesse()
 point2 = {"mean": 90.6, "width": 3.1, "sigma": 1.2, "c": 0.025, "nsig": 760.0, "nbkg": 1250.0}
-fit = {"nll": m.fval, "valid": m.valid}
-for k in INIT:
-    fit[k] = m.values[k]
-    fit[k + "_error"] = m.errors[k]
-out = {"nll_at_initial": nll(**INIT), "point2": point2, "nll_at_point2": nll(**point2), "fit": fit}
+out = iminuit_reference(nll, INIT, LIMITS, point2)
 if "--roofit" in sys.argv:
     import ROOT
     ROOT.gROOT.SetBatch(True)

@@ -1488,6 +1488,17 @@ impl<'a> Builder<'a> {
             }
             "histfit_spline_dist" => Builder::simple(self.spline(d, p)?),
             "histfit_kde_dist" => Builder::simple(self.kde(d, p)?),
+            "relativistic_breit_wigner_dist" => {
+                let (x, dom) = self.observable(d, &["x", "m"], p)?;
+                let mass = self.param_of(d, &["mass"], p)?;
+                let channels = self.bw_channels(d, p)?;
+                let log_shape =
+                    pdf::relativistic_breit_wigner_log_shape(&mut self.g, x, mass, &channels);
+                let Op::Column(j) = self.g.op(x) else {
+                    return Err(err(p, "the observable \"x\" is not an axis of the data: a Breit–Wigner is a density of its events"));
+                };
+                Builder::simple(self.normalised_over(log_shape, (j, dom), p))
+            }
             "histfit_voigtian_dist" => {
                 let (x, dom) = self.observable(d, &["x"], p)?;
                 let mu = self.param_of(d, &["mean"], p)?;
@@ -2396,6 +2407,67 @@ impl<'a> Builder<'a> {
                 "a generic distribution over several observables is not read yet",
             )),
         }
+    }
+
+    /// A relativistic Breit–Wigner's `channels`: each with its partial width `Gamma` (a
+    /// parameter or a number) and, as numbers, the daughters' masses `m1`, `m2` (default 0),
+    /// the orbital angular momentum `l` (an integer from 0 to [`pdf::BW_MAX_L`], default 0)
+    /// and the form factor's size `R` (default 3).
+    fn bw_channels(&mut self, d: &Value, p: &str) -> Result<Vec<pdf::BwChannel>> {
+        let list = match d.get("channels") {
+            Some(Value::Array(a)) if !a.is_empty() => a,
+            Some(Value::Array(_)) => {
+                return Err(err(
+                    p,
+                    "no channels: the first names the decay whose mass spectrum is modelled",
+                ))
+            }
+            Some(_) => return Err(err(format!("{p}.channels"), "not a list of channels")),
+            None => return Err(err(p, "missing \"channels\"")),
+        };
+        let mut out = Vec::with_capacity(list.len());
+        for (k, c) in list.iter().enumerate() {
+            let at = format!("{p}.channels[{k}]");
+            if !c.is_object() {
+                return Err(err(at, "not an object"));
+            }
+            let number = |key: &str, default: f64| -> Result<f64> {
+                match c.get(key) {
+                    None => Ok(default),
+                    Some(v) => v
+                        .as_f64()
+                        .filter(|v| v.is_finite() && *v >= 0.0)
+                        .ok_or_else(|| {
+                            err(
+                                format!("{at}.{key}"),
+                                "a number ≥ 0 is needed (a mass, a size)",
+                            )
+                        }),
+                }
+            };
+            let (m1, m2, r) = (number("m1", 0.0)?, number("m2", 0.0)?, number("R", 3.0)?);
+            let l = match c.get("l") {
+                None => 0,
+                Some(v) => v
+                    .as_u64()
+                    .filter(|&l| l <= u64::from(pdf::BW_MAX_L))
+                    .ok_or_else(|| {
+                        err(
+                            format!("{at}.l"),
+                            format!("an integer from 0 to {} is needed", pdf::BW_MAX_L),
+                        )
+                    })? as u32,
+            };
+            let gamma = self.param_of(c, &["Gamma"], &at)?;
+            out.push(pdf::BwChannel {
+                gamma,
+                m1,
+                m2,
+                l,
+                r,
+            });
+        }
+        Ok(out)
     }
 
     /// e^log_shape normalised over observable `j` (its domain `dom`) by quadrature, the pieces

@@ -588,3 +588,96 @@ pub fn argus(g: &mut Graph, m: Id, m0: Id, c: Id, p: Id, dom: Domain) -> Id {
 
 /// Quadrature pieces of [`argus`]'s normalisation (8 nodes each).
 pub const ARGUS_PIECES: usize = 16;
+
+/// One decay channel of a [`relativistic_breit_wigner_log_shape`]: its partial width Γ_BW (a
+/// graph node: a parameter may move it), the daughters' masses, the orbital angular momentum
+/// and the form factor's size R (numbers).
+#[derive(Debug, Clone, Copy)]
+pub struct BwChannel {
+    pub gamma: Id,
+    pub m1: f64,
+    pub m2: f64,
+    pub l: u32,
+    pub r: f64,
+}
+
+/// The highest orbital angular momentum whose Blatt–Weisskopf factor is written out.
+pub const BW_MAX_L: u32 = 4;
+
+/// n_l²(z) = z^(2l) h_l²(z) as a rational function of y = z²: the Blatt–Weisskopf barrier
+/// factors (1; y/(1 + y); y²/(9 + 3y + y²); …), 1 at l = 0 so that one channel of massless
+/// daughters at l = 0 has a constant width.
+fn blatt_weisskopf_sq(g: &mut Graph, y: Id, l: u32) -> Id {
+    // Denominator coefficients, lowest power first (the leading one is 1).
+    let den: &[f64] = match l {
+        0 => return g.constant(1.0),
+        1 => &[1.0],
+        2 => &[9.0, 3.0],
+        3 => &[225.0, 45.0, 6.0],
+        _ => &[11_025.0, 1_575.0, 135.0, 10.0],
+    };
+    // Horner's rule: ((y + c_{l−1}) y + c_{l−2}) y + … + c_0.
+    let mut d = y;
+    for (k, &c) in den.iter().enumerate().rev() {
+        let ck = g.constant(c);
+        d = g.add(d, ck);
+        if k > 0 {
+            d = g.mul(d, y);
+        }
+    }
+    let yl = g.powi(y, l as i32);
+    g.div(yl, d)
+}
+
+/// HS3's `relativistic_breit_wigner_dist` at x, in logarithms and unnormalised:
+///
+///   x Γ₁(x) / |m_BW² − x² − i m_BW Γ(x)|²,  Γ(x) = Σ_i Γ_i(x),
+///   Γ_i(x) = Γ_BW,i n_li²(x) ρ_i(x),  ρ_i = 2 q_i / x,  n_li² from z_i = q_i R_i,
+///   q_i = √((x² − (m1 + m2)²)(x² − (m1 − m2)²)) / (2x),
+///
+/// the first channel the one whose mass spectrum is modelled. A channel below its threshold
+/// (x < m1 + m2) is closed: its width is 0 there (so the density is 0 below the first
+/// channel's threshold). The caller normalises it by quadrature.
+pub fn relativistic_breit_wigner_log_shape(
+    g: &mut Graph,
+    x: Id,
+    mass: Id,
+    channels: &[BwChannel],
+) -> Id {
+    let s = g.powi(x, 2);
+    let zero = g.constant(0.0);
+    let mut widths = Vec::with_capacity(channels.len());
+    for ch in channels {
+        let (sum, diff) = (ch.m1 + ch.m2, ch.m1 - ch.m2);
+        let a = g.constant(sum * sum);
+        let b = g.constant(diff * diff);
+        let sa = g.sub(s, a);
+        let sb = g.sub(s, b);
+        let num = g.mul(sa, sb);
+        let s4 = g.scale(s, 4.0);
+        let q2 = g.div(num, s4);
+        // Closed below threshold.
+        let threshold = g.constant(sum);
+        let q2 = g.select_ge(x, threshold, q2, zero);
+        // ρ = 2q/x = √(4q²/x²).
+        let q2_4 = g.scale(q2, 4.0);
+        let r2 = g.div(q2_4, s);
+        let rho = g.sqrt(r2);
+        let y = g.scale(q2, ch.r * ch.r);
+        let n2 = blatt_weisskopf_sq(g, y, ch.l);
+        let w = g.mul(ch.gamma, n2);
+        widths.push(g.mul(w, rho));
+    }
+    let total = widths[1..].iter().fold(widths[0], |acc, &w| g.add(acc, w));
+    let m2 = g.powi(mass, 2);
+    let re = g.sub(m2, s);
+    let re2 = g.powi(re, 2);
+    let im = g.mul(mass, total);
+    let im2 = g.powi(im, 2);
+    let den = g.add(re2, im2);
+    let lx = g.log(x);
+    let lw = g.log(widths[0]);
+    let ld = g.log(den);
+    let top = g.add(lx, lw);
+    g.sub(top, ld)
+}

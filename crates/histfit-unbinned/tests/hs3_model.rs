@@ -1598,3 +1598,61 @@ fn a_polynomial_without_coefficients_is_refused() {
         );
     }
 }
+
+/// A relativistic Breit–Wigner's channels that cannot be read are refused, naming the channel
+/// and the rule; an event below the first channel's threshold (where the density is 0) is an
+/// error at open, not an infinite −ln L in a fit.
+#[test]
+fn bad_breit_wigner_channels_are_named() {
+    let doc = |channels: Value, lo: f64| {
+        json!({
+            "metadata": {"hs3_version": "0.2"},
+            "distributions": [{"name": "bw", "type": "relativistic_breit_wigner_dist", "x": "x",
+                               "mass": 0.775, "channels": channels}],
+            "data": [{"name": "d", "type": "unbinned",
+                      "axes": [{"name": "x", "min": lo, "max": 1.3}],
+                      "entries": [[0.25], [0.7], [0.8]]}]
+        })
+    };
+    for (channels, place, rule) in [
+        (json!([]), "distributions[0] (\"bw\")", "no channels"),
+        (json!({"Gamma": 0.1}), ".channels", "not a list"),
+        (
+            json!([{"Gamma": 0.1, "l": 7}]),
+            ".channels[0].l",
+            "an integer from 0 to 4",
+        ),
+        (
+            json!([{"Gamma": 0.1, "l": 1.5}]),
+            ".channels[0].l",
+            "an integer from 0 to 4",
+        ),
+        (
+            json!([{"Gamma": 0.1}, {"Gamma": 0.1, "m1": "mK"}]),
+            ".channels[1].m1",
+            "a number",
+        ),
+        (
+            json!([{"Gamma": 0.1, "R": -1.0}]),
+            ".channels[0].R",
+            "a number ≥ 0",
+        ),
+        (json!([{"m1": 0.1}]), ".channels[0]", "missing \"Gamma\""),
+        (json!([3]), ".channels[0]", "not an object"),
+    ] {
+        let e = open(&doc(channels.clone(), 0.2), &Choice::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(place) && e.contains(rule), "{channels}: {e}");
+    }
+    // Two pions: the event at 0.25 lies below the threshold 0.279.
+    let pions = json!([{"Gamma": 0.15, "m1": 0.13957, "m2": 0.13957, "l": 1}]);
+    let e = open(&doc(pions.clone(), 0.2), &Choice::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not finite at the initial parameters"), "{e}");
+    // The same over a range above the threshold, without that event, opens.
+    let mut above = doc(pions, 0.3);
+    above["data"][0]["entries"] = json!([[0.7], [0.8]]);
+    assert!(open(&above, &Choice::default()).is_ok());
+}
