@@ -26,7 +26,7 @@ FIXTURES = [
     "gauss_exp_ext", "cb_exp_ext", "dcb", "argus", "cheb_poly", "bernstein", "bifurgauss",
     "lognormal", "generic", "frac_mixture", "prod2d", "constrained", "constrained_ext",
     "constrained_pois_mvn", "histogram", "generalized_normal", "template_weight_sys", "landau",
-    "voigtian", "smooth", "rbw",
+    "voigtian", "smooth", "rbw", "decay",
 ]
 
 

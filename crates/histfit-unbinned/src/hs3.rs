@@ -175,6 +175,16 @@ pub fn is_hs3(doc: &Value) -> bool {
 /// Relative accuracy asked of quadrature normalisations.
 pub const QUADRATURE_TOLERANCE: f64 = 1e-10;
 
+/// The types of a `decay_dist`'s resolution models: the standard's (`gauss_model_function`,
+/// `truth_model_function`) and what ROOT writes (`gauss_resolution_model`, and `mixture_model`
+/// for a RooAddModel of several).
+const RESOLUTION_MODELS: [&str; 4] = [
+    "gauss_model_function",
+    "gauss_resolution_model",
+    "truth_model_function",
+    "mixture_model",
+];
+
 /// What one Voigtian's log-shape costs, counted in graph nodes for the quadrature's budget: a
 /// Faddeeva value takes as long as some 60 plain nodes (its rational series of 40 terms), so the
 /// rule stops at 512 pieces (4 096 values an evaluation; the fixtures' peaks reach 1e-10 on far fewer)
@@ -397,6 +407,9 @@ impl<'a> Doc<'a> {
             .dists
             .iter()
             .filter(|(n, _)| !referenced.iter().any(|r| r == *n))
+            // Resolution models are not densities of data (ROOT also writes copies of them
+            // that nothing names).
+            .filter(|(_, (_, v))| !RESOLUTION_MODELS.contains(&v["type"].as_str().unwrap_or("")))
             .map(|(n, (i, _))| (*i, *n))
             .collect();
         top.sort();
@@ -1488,6 +1501,32 @@ impl<'a> Builder<'a> {
             }
             "histfit_spline_dist" => Builder::simple(self.spline(d, p)?),
             "histfit_kde_dist" => Builder::simple(self.kde(d, p)?),
+            "decay_dist" => {
+                let (t, dom) = self.observable(d, &["t", "x"], p)?;
+                let tau = self.param_of(d, &["tau"], p)?;
+                let basis = match d.get("decayType") {
+                    None => pdf::DecayBasis::SingleSided,
+                    Some(v) => match v.as_u64() {
+                        Some(0) => pdf::DecayBasis::SingleSided,
+                        Some(1) => pdf::DecayBasis::DoubleSided,
+                        Some(2) => pdf::DecayBasis::Flipped,
+                        _ => {
+                            return Err(err(
+                                format!("{p}.decayType"),
+                                "0 (single-sided), 1 (double-sided) or 2 (flipped) is needed",
+                            ))
+                        }
+                    },
+                };
+                let model = str_field(d, "resolutionModel", p)?.to_string();
+                let t_name = d
+                    .get("t")
+                    .or_else(|| d.get("x"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                let models = self.resolution_models(&model, t_name, p, 0)?;
+                Builder::simple(pdf::decay(&mut self.g, t, tau, basis, &models, dom))
+            }
             "relativistic_breit_wigner_dist" => {
                 let (x, dom) = self.observable(d, &["x", "m"], p)?;
                 let mass = self.param_of(d, &["mass"], p)?;
@@ -2407,6 +2446,77 @@ impl<'a> Builder<'a> {
                 "a generic distribution over several observables is not read yet",
             )),
         }
+    }
+
+    /// The resolution model `name` (a distribution or a function of the document) as weighted
+    /// models: a Gaussian (`gauss_model_function`, ROOT's `gauss_resolution_model`: `mean`,
+    /// `sigma`), perfect resolution (`truth_model_function`), or ROOT's `mixture_model` of
+    /// those (`summands`, and `coefficients`: one fewer than the summands as fractions, the last
+    /// taking what is left, or one each as weights). Its variable `x` must be the decay's time.
+    fn resolution_models(
+        &mut self,
+        name: &str,
+        t_name: &str,
+        from: &str,
+        depth: usize,
+    ) -> Result<Vec<(Id, pdf::Resolution)>> {
+        let (place, r) = match (self.doc.dists.get(name), self.doc.funcs.get(name)) {
+            (Some(&(i, r)), _) => (format!("distributions[{i}] (\"{name}\")"), r),
+            (None, Some(&(i, r))) => (format!("functions[{i}] (\"{name}\")"), r),
+            (None, None) => {
+                return Err(err(
+                    format!("{from}.resolutionModel"),
+                    format!("no resolution model named \"{name}\""),
+                ))
+            }
+        };
+        if depth > MAX_NESTING {
+            return Err(err(place, format!("nested more than {MAX_NESTING} deep")));
+        }
+        let kind = str_field(r, "type", &place)?;
+        if kind != "mixture_model" {
+            match r.get("x").and_then(Value::as_str) {
+                Some(x) if x != t_name => {
+                    return Err(err(format!("{place}.x"), format!("\"{x}\": a resolution model convolves in the decay's time \"{t_name}\"")));
+                }
+                _ => {}
+            }
+        }
+        let one = self.g.constant(1.0);
+        Ok(match kind {
+            "truth_model_function" => vec![(one, pdf::Resolution::Truth)],
+            "gauss_model_function" | "gauss_resolution_model" => {
+                let mean = self.param_of(r, &["mean"], &place)?;
+                let sigma = self.param_of(r, &["sigma"], &place)?;
+                vec![(one, pdf::Resolution::Gauss { mean, sigma })]
+            }
+            "mixture_model" => {
+                let summands = names(r, "summands", &place)?;
+                let coefficients = names(r, "coefficients", &place)?;
+                let n = summands.len();
+                if n == 0 || (coefficients.len() != n && coefficients.len() + 1 != n) {
+                    return Err(err(place, format!("{n} summands and {} coefficients: one coefficient each, or one fewer (fractions)", coefficients.len())));
+                }
+                let mut cs = coefficients
+                    .iter()
+                    .map(|c| self.value(c, &place))
+                    .collect::<Result<Vec<_>>>()?;
+                if cs.len() + 1 == n {
+                    let rest = cs.iter().fold(one, |acc, &c| self.g.sub(acc, c));
+                    cs.push(rest);
+                }
+                let mut out = Vec::new();
+                for (s, c) in summands.iter().zip(cs) {
+                    for (w, m) in self.resolution_models(s, t_name, &place, depth + 1)? {
+                        out.push((self.g.mul(c, w), m));
+                    }
+                }
+                out
+            }
+            other => {
+                return Err(err(format!("{place}.type"), format!("\"{other}\" is not a resolution model (gauss_model_function, gauss_resolution_model, truth_model_function, mixture_model)")));
+            }
+        })
     }
 
     /// A relativistic Breit–Wigner's `channels`: each with its partial width `Gamma` (a

@@ -681,3 +681,204 @@ pub fn relativistic_breit_wigner_log_shape(
     let top = g.add(lx, lw);
     g.sub(top, ld)
 }
+
+/// The decay basis of HS3's `decay_dist` (its `decayType`): e^(−t/τ) for t ≥ 0, e^(t/τ) for
+/// t ≤ 0, or e^(−|t|/τ).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum DecayBasis {
+    SingleSided,
+    Flipped,
+    DoubleSided,
+}
+
+/// A resolution model a decay is convolved with: perfect resolution (δ(t)), or a Gaussian of
+/// mean `mean` and width `sigma` in t.
+#[derive(Debug, Clone, Copy)]
+pub enum Resolution {
+    Truth,
+    Gauss { mean: Id, sigma: Id },
+}
+
+/// ln g(x), g(x) = ∫₀^∞ e^(−s/τ) N(x − s; 0, σ) ds = ½ e^(a²/2 − x/τ) erfc(w) with a = σ/τ and
+/// w = (a − x/σ)/√2: the single-sided decay convolved with a centred Gaussian. Written as
+/// −x²/(2σ²) + ln erfcx(w) − ln 2 where w ≥ 0 (erfcx(w) = e^(w²) erfc(w) = Re w(iw), w the
+/// Faddeeva function: no overflow of e^(a²/2 − x/τ) against an underflowing erfc far below the
+/// peak) and as a²/2 − x/τ + ln erfc(w) − ln 2 where w < 0 (erfc between 1 and 2 there).
+fn gauss_decay_log(g: &mut Graph, x: Id, sigma: Id, tau: Id) -> Id {
+    let a = g.div(sigma, tau);
+    let xs = g.div(x, sigma);
+    let d = g.sub(a, xs);
+    let w = g.scale(d, std::f64::consts::FRAC_1_SQRT_2);
+    // Above: erfcx at |w| (the Faddeeva function's half-plane; the branch is taken only where
+    // w ≥ 0).
+    let zero = g.constant(0.0);
+    let wabs = g.abs(w);
+    let erfcx = g.voigt_re(zero, wabs);
+    let l_erfcx = g.log(erfcx);
+    let xs2 = g.powi(xs, 2);
+    let h = g.scale(xs2, -0.5);
+    let upper = g.add(h, l_erfcx);
+    // Below: erfc directly.
+    let erf = g.erf(w);
+    let one = g.constant(1.0);
+    let erfc = g.sub(one, erf);
+    let l_erfc = g.log(erfc);
+    let a2 = g.powi(a, 2);
+    let ha2 = g.scale(a2, 0.5);
+    let xt = g.div(x, tau);
+    let e = g.sub(ha2, xt);
+    let lower = g.add(e, l_erfc);
+    let both = g.select(w, upper, lower);
+    let ln2 = g.constant(-std::f64::consts::LN_2);
+    g.add(both, ln2)
+}
+
+/// Φ(x/σ) = ½ (1 + erf(x/(σ√2))).
+fn gauss_cdf(g: &mut Graph, x: Id, sigma: Id) -> Id {
+    let z = g.div(x, sigma);
+    let zr = g.scale(z, std::f64::consts::FRAC_1_SQRT_2);
+    let e = g.erf(zr);
+    let one = g.constant(1.0);
+    let s = g.add(one, e);
+    g.scale(s, 0.5)
+}
+
+/// One resolution model's convolved decay over t: its log-shape and its integral over the
+/// domain, both without the factor 1/τ (a common factor of every model).
+///
+/// With a Gaussian (x = t − μ): the single-sided shape is g(x) ([`gauss_decay_log`]), the
+/// flipped one g(−x), the double-sided one their sum; their integrals from −∞ to x are
+/// τ(Φ(x/σ) − g(x)), τ(Φ(x/σ) + g(−x)) and the sum (g′ = N − g/τ). With perfect resolution,
+/// the bases themselves: e^(−t/τ) for t ≥ 0 (0 below), e^(t/τ) for t ≤ 0, e^(−|t|/τ).
+fn decay_component(
+    g: &mut Graph,
+    t: Id,
+    tau: Id,
+    basis: DecayBasis,
+    res: Resolution,
+    dom: Domain,
+) -> (Id, Id) {
+    match res {
+        Resolution::Gauss { mean, sigma } => {
+            let x = g.sub(t, mean);
+            let shape = |g: &mut Graph, x: Id, sign: f64| {
+                let sx = g.scale(x, sign);
+                gauss_decay_log(g, sx, sigma, tau)
+            };
+            let log_shape = match basis {
+                DecayBasis::SingleSided => shape(g, x, 1.0),
+                DecayBasis::Flipped => shape(g, x, -1.0),
+                DecayBasis::DoubleSided => {
+                    let (l1, l2) = (shape(g, x, 1.0), shape(g, x, -1.0));
+                    let (e1, e2) = (g.exp(l1), g.exp(l2));
+                    let sum = g.add(e1, e2);
+                    g.log(sum)
+                }
+            };
+            // ∫_{−∞}^b, over τ.
+            let cumulative = |g: &mut Graph, b: f64| {
+                let bc = g.constant(b);
+                let xb = g.sub(bc, mean);
+                let phi = gauss_cdf(g, xb, sigma);
+                let right = |g: &mut Graph| {
+                    let l = shape(g, xb, 1.0);
+                    g.exp(l)
+                };
+                let left = |g: &mut Graph| {
+                    let l = shape(g, xb, -1.0);
+                    g.exp(l)
+                };
+                match basis {
+                    DecayBasis::SingleSided => {
+                        let r = right(g);
+                        g.sub(phi, r)
+                    }
+                    DecayBasis::Flipped => {
+                        let l = left(g);
+                        g.add(phi, l)
+                    }
+                    DecayBasis::DoubleSided => {
+                        let (r, l) = (right(g), left(g));
+                        let p2 = g.scale(phi, 2.0);
+                        let d = g.sub(p2, r);
+                        g.add(d, l)
+                    }
+                }
+            };
+            let (hi, lo) = (cumulative(g, dom.hi), cumulative(g, dom.lo));
+            let diff = g.sub(hi, lo);
+            (log_shape, g.mul(diff, tau))
+        }
+        Resolution::Truth => {
+            let tt = g.div(t, tau);
+            let minus = g.neg(tt);
+            let nothing = g.constant(f64::NEG_INFINITY);
+            let log_shape = match basis {
+                DecayBasis::SingleSided => g.select(t, minus, nothing),
+                DecayBasis::Flipped => g.select(minus, tt, nothing),
+                DecayBasis::DoubleSided => {
+                    let a = g.abs(tt);
+                    g.neg(a)
+                }
+            };
+            // ∫_{−∞}^b, over τ: e^(min(b, 0)/τ) from the flipped side, 1 − e^(−max(b, 0)/τ)
+            // from the single side.
+            let cumulative = |g: &mut Graph, b: f64| {
+                let one = g.constant(1.0);
+                let side = |g: &mut Graph, v: f64, sign: f64| {
+                    let bc = g.constant(sign * v);
+                    let r = g.div(bc, tau);
+                    g.exp(r)
+                };
+                let flipped = |g: &mut Graph| side(g, b.min(0.0), 1.0);
+                let single = |g: &mut Graph| {
+                    let e = side(g, b.max(0.0), -1.0);
+                    g.sub(one, e)
+                };
+                match basis {
+                    DecayBasis::SingleSided => single(g),
+                    DecayBasis::Flipped => flipped(g),
+                    DecayBasis::DoubleSided => {
+                        let (f, s) = (flipped(g), single(g));
+                        g.add(f, s)
+                    }
+                }
+            };
+            let (hi, lo) = (cumulative(g, dom.hi), cumulative(g, dom.lo));
+            let diff = g.sub(hi, lo);
+            (log_shape, g.mul(diff, tau))
+        }
+    }
+}
+
+/// HS3's `decay_dist`: the decay basis convolved with a resolution model — one, or a weighted
+/// sum of several (`models`: each weight and model; the convolution is linear) — normalised
+/// over the domain in closed form.
+pub fn decay(
+    g: &mut Graph,
+    t: Id,
+    tau: Id,
+    basis: DecayBasis,
+    models: &[(Id, Resolution)],
+    dom: Domain,
+) -> Id {
+    let parts: Vec<(Id, Id)> = models
+        .iter()
+        .map(|&(_, r)| decay_component(g, t, tau, basis, r, dom))
+        .collect();
+    if let [(log_shape, mass)] = parts[..] {
+        let log_norm = g.log(mass);
+        return normalised(g, log_shape, log_norm);
+    }
+    let (mut shape, mut mass) = (None, None);
+    for (&(c, _), &(l, m)) in models.iter().zip(&parts) {
+        let e = g.exp(l);
+        let ce = g.mul(c, e);
+        let cm = g.mul(c, m);
+        shape = Some(shape.map_or(ce, |s| g.add(s, ce)));
+        mass = Some(mass.map_or(cm, |s| g.add(s, cm)));
+    }
+    let log_shape = g.log(shape.expect("models"));
+    let log_norm = g.log(mass.expect("models"));
+    normalised(g, log_shape, log_norm)
+}

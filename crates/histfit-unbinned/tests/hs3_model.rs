@@ -1656,3 +1656,77 @@ fn bad_breit_wigner_channels_are_named() {
     above["data"][0]["entries"] = json!([[0.7], [0.8]]);
     assert!(open(&above, &Choice::default()).is_ok());
 }
+
+/// A decay whose basis or resolution model cannot be read is refused, naming the place and the
+/// rule.
+#[test]
+fn bad_decays_are_named() {
+    let doc = |decay: Value, resolution: Value| {
+        json!({
+            "metadata": {"hs3_version": "0.2"},
+            "distributions": [decay, resolution,
+                              {"name": "g2", "type": "gauss_resolution_model", "x": "t", "mean": 0.0, "sigma": 2.0}],
+            "data": [{"name": "d", "type": "unbinned",
+                      "axes": [{"name": "t", "min": -5.0, "max": 5.0}],
+                      "entries": [[0.5], [1.5], [-0.2]]}]
+        })
+    };
+    let decay = |extra: Value| {
+        let mut d = json!({"name": "dec", "type": "decay_dist", "t": "t", "tau": 1.2,
+                           "resolutionModel": "res"});
+        for (k, v) in extra.as_object().unwrap() {
+            d[k] = v.clone();
+        }
+        d
+    };
+    let gauss = json!({"name": "res", "type": "gauss_resolution_model", "x": "t", "mean": 0.0, "sigma": 1.0});
+    for (d, r, place, rule) in [
+        (
+            decay(json!({"decayType": 3})),
+            gauss.clone(),
+            ".decayType",
+            "0 (single-sided)",
+        ),
+        (
+            decay(json!({"resolutionModel": "nope"})),
+            gauss.clone(),
+            ".resolutionModel",
+            "no resolution model named \"nope\"",
+        ),
+        (
+            decay(json!({})),
+            json!({"name": "res", "type": "gaussian_dist", "x": "t", "mean": 0.0, "sigma": 1.0}),
+            "(\"res\").type",
+            "not a resolution model",
+        ),
+        (
+            decay(json!({})),
+            json!({"name": "res", "type": "truth_model_function", "x": "u"}),
+            "(\"res\").x",
+            "the decay's time \"t\"",
+        ),
+        (
+            decay(json!({})),
+            json!({"name": "res", "type": "mixture_model", "summands": ["g2"], "coefficients": ["a", "b"]}),
+            "(\"res\")",
+            "1 summands and 2 coefficients",
+        ),
+        (
+            decay(json!({})),
+            json!({"name": "res", "type": "gauss_resolution_model", "x": "t", "mean": 0.0}),
+            "(\"res\")",
+            "missing \"sigma\"",
+        ),
+    ] {
+        let e = open(&doc(d, r), &Choice::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(place) && e.contains(rule), "{place}: {e}");
+    }
+    // The same document with its pieces right opens (a mixture of two Gaussians, one fraction).
+    let ok = doc(
+        decay(json!({"decayType": 1})),
+        json!({"name": "res", "type": "mixture_model", "summands": ["g2", "g2"], "coefficients": [0.3]}),
+    );
+    assert!(open(&ok, &Choice::default()).is_ok());
+}

@@ -13,7 +13,9 @@
 //! events with per-event weight systematics, against a NumPy re-implementation and iminuit), and
 //! Landau (RooFit's CERNLIB approximation is 1e-9 off; SciPy's, rescaled to ROOT's convention),
 //! the Voigtian (histfit's extension; SciPy's `voigt_profile` normalised by `quad`), HS3's
-//! relativistic Breit–Wigner (ROOT has none; the standard's formula in NumPy over `quad`), the kernel
+//! relativistic Breit–Wigner (ROOT has none; the standard's formula in NumPy over `quad`), HS3's
+//! decay (RooDecay with Gaussian resolution models; SciPy's `exponnorm` over `quad`, which
+//! RooFit's −ln L equals to 3e-12), the kernel
 //! density estimate and the monotone spline (histfit's extensions; the exact kernel sum in
 //! NumPy, SciPy's `PchipInterpolator`),
 //! the two-sided Crystal Ball (RooFit's fit stops
@@ -70,6 +72,11 @@ fn reference(name: &str) -> Reference {
             "voigtian.scipy.json",
             json!({"mean": 91.0, "width": 2.5, "sigma": 1.5, "c": 0.03, "nsig": 800.0, "nbkg": 1200.0}),
             &["mean", "width", "sigma", "c", "nsig", "nbkg"],
+        )),
+        "decay" => Some((
+            "decay.scipy.json",
+            json!({"tau_s": 1.5, "tau_b": 0.5, "sigma1": 1.0, "gm1frac": 0.7, "nsig": 1200.0, "nbkg": 800.0}),
+            &["tau_s", "tau_b", "sigma1", "gm1frac", "nsig", "nbkg"],
         )),
         "rbw" => Some((
             "rbw.scipy.json",
@@ -156,6 +163,7 @@ const FIXTURES: &[&str] = &[
     "voigtian",
     "smooth",
     "rbw",
+    "decay",
 ];
 
 fn point(names: &[String], init: &[f64], values: &Value) -> Vec<f64> {
@@ -171,7 +179,7 @@ fn point(names: &[String], init: &[f64], values: &Value) -> Vec<f64> {
 /// naming the type and where it is.
 #[test]
 fn types_not_read_yet_say_so() {
-    let kind = "decay_dist";
+    let kind = "fft_convolution_dist";
     let mut doc = read("gauss_exp_ext.json");
     let sig = doc["distributions"]
         .as_array_mut()
@@ -269,5 +277,25 @@ fn weighted_fit_uncertainties_equal_numpys() {
             );
         }
         assert!((u.naive[j] - r.uncertainties.as_ref().unwrap()[i]).abs() < 1e-9 * u.naive[j]);
+    }
+}
+
+/// HS3's decay in each basis with a Gaussian and with perfect resolution, and on a range far
+/// below its peak (`decay_variants.json`): −ln L at the initial point within 1e-10 of SciPy's
+/// (`scripts/reference/decay.py`).
+#[test]
+fn decay_variants_equal_scipys() {
+    let variants = read("decay_variants.json");
+    for v in variants.as_array().unwrap() {
+        let what = v["what"].as_str().unwrap();
+        let mut m = open(&v["doc"], &Choice::default()).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let data = m.observed_dataset();
+        let init = m.space.init.clone();
+        let got = m.nll(&init, &data).unwrap();
+        let want = v["nll"].as_f64().unwrap();
+        assert!(
+            (got - want).abs() <= 1e-10 * want.abs(),
+            "{what}: {got} vs SciPy's {want}"
+        );
     }
 }
