@@ -702,6 +702,12 @@ impl Graph {
         }
         let mut dst = Graph::new();
         dst.tables = self.tables.clone();
+        // At most as many nodes as are needed here (a quadrature's tens of thousands): the
+        // memo grown once, not rehashed on the way.
+        let n_needed = need.iter().filter(|&&k| k).count();
+        dst.ops.reserve(n_needed);
+        dst.varying.reserve(n_needed);
+        dst.memo.reserve(n_needed);
         let mut map = vec![Id(u32::MAX); self.ops.len()];
         // Uses of each node of `dst`, from the nodes of `self` it stands for.
         let mut dst_uses: Vec<usize> = Vec::new();

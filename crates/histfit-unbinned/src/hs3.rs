@@ -1536,7 +1536,9 @@ impl<'a> Builder<'a> {
                 let Op::Column(j) = self.g.op(x) else {
                     return Err(err(p, "the observable \"x\" is not an axis of the data: a Breit–Wigner is a density of its events"));
                 };
-                Builder::simple(self.normalised_over(log_shape, (j, dom), p))
+                // Each channel's threshold inside the range: where its width starts to grow.
+                let onsets: Vec<f64> = channels.iter().map(|c| c.m1 + c.m2).collect();
+                Builder::simple(self.normalised_over(log_shape, (j, dom), &onsets, p))
             }
             "histfit_voigtian_dist" => {
                 let (x, dom) = self.observable(d, &["x"], p)?;
@@ -1550,6 +1552,7 @@ impl<'a> Builder<'a> {
                     &mut self.g,
                     x,
                     dom,
+                    &[],
                     QUADRATURE_TOLERANCE,
                     VOIGTIAN_COST,
                     &|v| pdf::voigtian_log_shape_at(v, m0, w0, s0),
@@ -1592,7 +1595,7 @@ impl<'a> Builder<'a> {
                 let x = self.only_observable(&text, p)?;
                 let shape = self.expression(&text, p)?;
                 let log_shape = self.g.log(shape);
-                Builder::simple(self.normalised_over(log_shape, x, place))
+                Builder::simple(self.normalised_over(log_shape, x, &[], place))
             }
             "efficiency_product_pdf_dist" => {
                 // RooEffProd: a density times an efficiency function of its observable,
@@ -1630,7 +1633,7 @@ impl<'a> Builder<'a> {
                 let Some(&(_, dom)) = self.observables.values().find(|o| o.0 == j) else {
                     return Err(err(p, "its observable is not an axis of the data"));
                 };
-                Builder::simple(self.normalised_over(log_shape, (j, dom), place))
+                Builder::simple(self.normalised_over(log_shape, (j, dom), &[], place))
             }
             "product_dist" => {
                 let factors = names(d, "factors", p)?;
@@ -2585,7 +2588,13 @@ impl<'a> Builder<'a> {
     /// the accuracy asked was not reached. The quadrature evaluates the same log-shape with the
     /// observable at each node: rebuilt there with the observable's column replaced by a
     /// constant.
-    fn normalised_over(&mut self, log_shape: Id, (j, dom): (usize, Domain), place: &str) -> Id {
+    fn normalised_over(
+        &mut self,
+        log_shape: Id,
+        (j, dom): (usize, Domain),
+        onsets: &[f64],
+        place: &str,
+    ) -> Id {
         let xid = self.g.column(j);
         let init = self.current_values();
         let g0 = self.g.clone();
@@ -2610,6 +2619,7 @@ impl<'a> Builder<'a> {
             &mut self.g,
             xid,
             dom,
+            onsets,
             QUADRATURE_TOLERANCE,
             cost,
             &at_init,

@@ -444,84 +444,119 @@ pub(crate) const GL8: [(f64, f64); 8] = [
     (0.960_289_856_497_536_3, 0.101_228_536_290_376_26),
 ];
 
-/// ∫ over the domain of e^(log_shape(x)) by composite 8-point Gauss–Legendre quadrature on
-/// `pieces` equal subintervals, as graph nodes (each node's x a constant, so the integral's
-/// gradient comes from the same reverse pass as the events').
-pub fn quadrature(
-    g: &mut Graph,
-    dom: Domain,
-    pieces: usize,
-    log_shape: &mut dyn FnMut(&mut Graph, Id) -> Id,
-) -> Id {
-    let h = dom.width() / pieces as f64;
-    let mut terms = Vec::with_capacity(pieces * 8);
-    for p in 0..pieces {
-        let mid = dom.lo + (p as f64 + 0.5) * h;
-        for (u, w) in GL8 {
-            let x = g.constant(mid + 0.5 * h * u);
-            let ls = log_shape(g, x);
-            let f = g.exp(ls);
-            terms.push(g.scale(f, 0.5 * h * w));
+/// The nodes and weights of composite 8-point Gauss–Legendre quadrature over the domain, cut at
+/// `onsets` (points inside it where the shape starts to grow as a power of √(x − onset): a
+/// channel's threshold) into segments of `pieces` equal subintervals each. A segment that begins
+/// at an onset is integrated in u = √(x − onset) (x = onset + u², dx = 2u du), where such a shape
+/// is smooth: the rule in x would converge only as a power of its width there.
+fn rule(dom: Domain, onsets: &[f64], pieces: usize) -> Vec<(f64, f64)> {
+    let mut cuts: Vec<f64> = onsets
+        .iter()
+        .copied()
+        .filter(|&o| o > dom.lo && o < dom.hi)
+        .collect();
+    cuts.sort_by(f64::total_cmp);
+    cuts.dedup();
+    let starts_at_onset = |a: f64| onsets.contains(&a);
+    let mut bounds = vec![dom.lo];
+    bounds.extend(cuts);
+    bounds.push(dom.hi);
+    let mut nodes = Vec::with_capacity((bounds.len() - 1) * pieces * 8);
+    for seg in bounds.windows(2) {
+        let (a, b) = (seg[0], seg[1]);
+        let (lo, hi, root) = match starts_at_onset(a) {
+            true => (0.0, (b - a).sqrt(), true),
+            false => (a, b, false),
+        };
+        let h = (hi - lo) / pieces as f64;
+        for p in 0..pieces {
+            let mid = lo + (p as f64 + 0.5) * h;
+            for (u, w) in GL8 {
+                let t = mid + 0.5 * h * u;
+                let wt = 0.5 * h * w;
+                nodes.push(match root {
+                    true => (a + t * t, 2.0 * t * wt),
+                    false => (t, wt),
+                });
+            }
         }
     }
+    nodes
+}
+
+/// ∫ of e^(log_shape(x)) by the quadrature `nodes` ([`rule`]), as graph nodes (each node's x a
+/// constant, so the integral's gradient comes from the same reverse pass as the events').
+pub fn quadrature(
+    g: &mut Graph,
+    nodes: &[(f64, f64)],
+    log_shape: &mut dyn FnMut(&mut Graph, Id) -> Id,
+) -> Id {
+    let terms: Vec<Id> = nodes
+        .iter()
+        .map(|&(x, w)| {
+            let x = g.constant(x);
+            let ls = log_shape(g, x);
+            let f = g.exp(ls);
+            g.scale(f, w)
+        })
+        .collect();
     g.sum(&terms)
 }
 
-/// The same composite rule as [`quadrature`], computed at once from the log-shape's value at x
-/// (`log_shape_at`): what the number of pieces is chosen with, without building graph nodes.
-fn quadrature_value(dom: Domain, pieces: usize, log_shape_at: &dyn Fn(f64) -> f64) -> f64 {
-    let h = dom.width() / pieces as f64;
-    (0..pieces)
-        .flat_map(|p| {
-            let mid = dom.lo + (p as f64 + 0.5) * h;
-            GL8.iter()
-                .map(move |(u, w)| 0.5 * h * w * log_shape_at(mid + 0.5 * h * u).exp())
-        })
-        .sum()
+/// The same rule computed at once from the log-shape's value at x (`log_shape_at`): what the
+/// number of pieces is chosen with, without building graph nodes.
+fn quadrature_value(nodes: &[(f64, f64)], log_shape_at: &dyn Fn(f64) -> f64) -> f64 {
+    nodes.iter().map(|&(x, w)| w * log_shape_at(x).exp()).sum()
 }
 
 /// A shape without a closed-form integral, normalised by [`quadrature`] with enough pieces that
 /// doubling them changes the integral by less than `tolerance` (relative) at the model's initial
 /// point (`log_shape_at` gives the log-shape's value there at x): the pieces are chosen by
-/// computing the rule directly (16, 32, … up to 4096, stopping where the integral is not finite:
-/// more pieces cannot help; a zero integral, a narrow peak the coarse rule misses, goes on being
-/// refined), the graph nodes built once for the pieces chosen, and the achieved accuracy
-/// returned (NaN where it could not be measured).
+/// computing the rule directly (16, 32, … up to 4096 per segment between `onsets`, see
+/// [`rule`]; stopping where the integral is not finite: more pieces cannot help; a zero
+/// integral, a narrow peak the coarse rule misses, goes on being refined), the graph nodes
+/// built once for the coarsest rule that agrees with the next finer one, and that agreement
+/// returned as its accuracy (NaN where it could not be measured).
 ///
-/// `cost` is the number of nodes one evaluation of the shape takes: the pieces stop where
-/// pieces × 8 × cost would pass [`QUADRATURE_NODES`] (a large expression on 4096 pieces would
+/// `cost` is the number of nodes one evaluation of the shape takes: the nodes stop where
+/// nodes × cost would pass [`QUADRATURE_NODES`] (a large expression on 4096 pieces would
 /// build tens of millions of nodes, and evaluate them at every point of a fit); the accuracy
 /// returned then says what was reached.
+#[allow(clippy::too_many_arguments)]
 pub fn normalised_by_quadrature(
     g: &mut Graph,
     x: Id,
     dom: Domain,
+    onsets: &[f64],
     tolerance: f64,
     cost: usize,
     log_shape_at: &dyn Fn(f64) -> f64,
     log_shape: &mut dyn FnMut(&mut Graph, Id) -> Id,
 ) -> (Id, f64) {
-    let most = (QUADRATURE_NODES / (8 * cost.max(1))).clamp(1, 4096);
+    let segments = rule(dom, onsets, 1).len() / 8;
+    let most = (QUADRATURE_NODES / (8 * segments * cost.max(1))).clamp(1, 4096);
     let mut pieces = 16.min(most);
-    let mut last = quadrature_value(dom, pieces, log_shape_at);
+    let mut last = quadrature_value(&rule(dom, onsets, pieces), log_shape_at);
     let mut all_zero = last == 0.0;
     let mut accuracy = f64::NAN;
     while pieces < 4096 && 2 * pieces <= most && last.is_finite() {
-        let next = quadrature_value(dom, 2 * pieces, log_shape_at);
+        let next = quadrature_value(&rule(dom, onsets, 2 * pieces), log_shape_at);
         accuracy = ((last - next) / next).abs();
-        pieces *= 2;
-        last = next;
-        all_zero &= last == 0.0;
+        all_zero &= next == 0.0;
         if accuracy < tolerance {
+            // The coarser rule already agrees with the finer one within the tolerance: the
+            // difference is its error's estimate, and it costs half the nodes.
             break;
         }
+        pieces *= 2;
+        last = next;
     }
     if all_zero {
         // Zero on every grid tried: the model is refused at its initial point whatever the
         // pieces, so build the fewest (a fuzzed input spent a second on the finest).
         pieces = 16.min(most);
     }
-    let integral = quadrature(g, dom, pieces, log_shape);
+    let integral = quadrature(g, &rule(dom, onsets, pieces), log_shape);
     let ls = log_shape(g, x);
     let ln = g.log(integral);
     (normalised(g, ls, ln), accuracy)
