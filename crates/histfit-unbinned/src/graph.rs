@@ -37,6 +37,9 @@ pub enum Op {
     Sqrt(Id),
     Abs(Id),
     Erf(Id),
+    /// erfcx(x) = e^(x²) erfc(x), the scaled complementary error function
+    /// ([`crate::faddeeva::erfcx`]).
+    Erfcx(Id),
     Sin(Id),
     Cos(Id),
     /// (1 − e^(−t)) / t, and 1 at t = 0: the normalisation of an exponential without the
@@ -86,6 +89,7 @@ impl Op {
             | Op::Sqrt(a)
             | Op::Abs(a)
             | Op::Erf(a)
+            | Op::Erfcx(a)
             | Op::Sin(a)
             | Op::Cos(a)
             | Op::Exprel(a)
@@ -132,6 +136,7 @@ impl Op {
             Op::Fma(a, b, c) => (25, id(a), id(b), id(c)),
             Op::VoigtRe(a, b) => (26, id(a), id(b), 0),
             Op::Spline(a, t) => (27, id(a), t as u64, 0),
+            Op::Erfcx(a) => (28, id(a), 0, 0),
         }
     }
 }
@@ -574,6 +579,9 @@ impl Graph {
     pub fn erf(&mut self, a: Id) -> Id {
         self.fold(Op::Erf(a))
     }
+    pub fn erfcx(&mut self, a: Id) -> Id {
+        self.fold(Op::Erfcx(a))
+    }
     pub fn sin(&mut self, a: Id) -> Id {
         self.fold(Op::Sin(a))
     }
@@ -658,6 +666,7 @@ impl Graph {
             Op::Sqrt(a) => self.sqrt(m(a)),
             Op::Abs(a) => self.abs(m(a)),
             Op::Erf(a) => self.erf(m(a)),
+            Op::Erfcx(a) => self.erfcx(m(a)),
             Op::Sin(a) => self.sin(m(a)),
             Op::Cos(a) => self.cos(m(a)),
             Op::Exprel(a) => self.exprel(m(a)),
@@ -869,6 +878,7 @@ pub fn eval_scalar(op: Op, arg: &dyn Fn(Id) -> f64, tables: &[Table]) -> f64 {
         Op::Sqrt(a) => arg(a).sqrt(),
         Op::Abs(a) => arg(a).abs(),
         Op::Erf(a) => libm::erf(arg(a)),
+        Op::Erfcx(a) => crate::faddeeva::erfcx(arg(a)),
         Op::Sin(a) => arg(a).sin(),
         Op::Cos(a) => arg(a).cos(),
         Op::Exprel(a) => exprel(arg(a)),
@@ -922,6 +932,7 @@ pub fn partials(op: Op, v: f64, arg: &dyn Fn(Id) -> f64, tables: &[Table]) -> [f
             let x = arg(a);
             [TWO_OVER_SQRT_PI * (-x * x).exp(), 0.0, 0.0]
         }
+        Op::Erfcx(a) => [crate::faddeeva::erfcx_prime(arg(a), v), 0.0, 0.0],
         Op::Sin(a) => [arg(a).cos(), 0.0, 0.0],
         Op::Cos(a) => [-arg(a).sin(), 0.0, 0.0],
         Op::Exprel(a) => [exprel_prime(arg(a)), 0.0, 0.0],

@@ -736,19 +736,18 @@ pub enum Resolution {
 
 /// ln g(x), g(x) = ∫₀^∞ e^(−s/τ) N(x − s; 0, σ) ds = ½ e^(a²/2 − x/τ) erfc(w) with a = σ/τ and
 /// w = (a − x/σ)/√2: the single-sided decay convolved with a centred Gaussian. Written as
-/// −x²/(2σ²) + ln erfcx(w) − ln 2 where w ≥ 0 (erfcx(w) = e^(w²) erfc(w) = Re w(iw), w the
-/// Faddeeva function: no overflow of e^(a²/2 − x/τ) against an underflowing erfc far below the
-/// peak) and as a²/2 − x/τ + ln erfc(w) − ln 2 where w < 0 (erfc between 1 and 2 there).
+/// −x²/(2σ²) + ln erfcx(w) − ln 2 where w ≥ 0 (erfcx(w) = e^(w²) erfc(w): no overflow of
+/// e^(a²/2 − x/τ) against an underflowing erfc far below the peak) and as
+/// a²/2 − x/τ + ln erfc(w) − ln 2 where w < 0 (erfc between 1 and 2 there).
 fn gauss_decay_log(g: &mut Graph, x: Id, sigma: Id, tau: Id) -> Id {
     let a = g.div(sigma, tau);
     let xs = g.div(x, sigma);
     let d = g.sub(a, xs);
     let w = g.scale(d, std::f64::consts::FRAC_1_SQRT_2);
-    // Above: erfcx at |w| (the Faddeeva function's half-plane; the branch is taken only where
-    // w ≥ 0).
-    let zero = g.constant(0.0);
+    // Above: erfcx at |w| (the branch is taken only where w ≥ 0; at −w, e^(w²) could overflow
+    // in the events the other branch takes).
     let wabs = g.abs(w);
-    let erfcx = g.voigt_re(zero, wabs);
+    let erfcx = g.erfcx(wabs);
     let l_erfcx = g.log(erfcx);
     let xs2 = g.powi(xs, 2);
     let h = g.scale(xs2, -0.5);

@@ -854,6 +854,7 @@ fn backward(step: &Bwd, node: Node<'_>, adj: &mut [Lanes], bacc: &mut [Lanes], t
         Op::Log(_) => acc!(0, |i| 1.0 / x0[i]),
         Op::Sqrt(_) => acc!(0, |i| 0.5 / v[i]),
         Op::Abs(_) => acc!(0, |i| x0[i].signum()),
+        Op::Erfcx(_) => acc!(0, |i| crate::faddeeva::erfcx_prime(x0[i], v[i])),
         Op::Erf(_) => acc!(0, |i| {
             let t = x0[i];
             crate::graph::TWO_OVER_SQRT_PI * crate::vmath::exp(-t * t)
@@ -983,6 +984,7 @@ fn forward(op: Op, x: [Src<'_>; 3], tables: &[Table], out: &mut Lanes) {
         Op::Sqrt(_) => unary!(f64::sqrt),
         Op::Abs(_) => unary!(f64::abs),
         Op::Erf(_) => unary!(libm::erf),
+        Op::Erfcx(_) => unary!(crate::faddeeva::erfcx),
         Op::Sin(_) => unary!(f64::sin),
         Op::Cos(_) => unary!(f64::cos),
         Op::Exprel(_) => unary!(crate::graph::exprel),
