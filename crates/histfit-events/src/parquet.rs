@@ -545,7 +545,9 @@ fn plain_doubles(
                 rep_levels_byte_len,
                 ..
             } => (
-                buf.get((*def_levels_byte_len + *rep_levels_byte_len) as usize..),
+                buf.get(
+                    (*def_levels_byte_len as usize).saturating_add(*rep_levels_byte_len as usize)..,
+                ),
                 *num_values as usize,
                 *encoding,
             ),
@@ -559,7 +561,11 @@ fn plain_doubles(
                 append_le_doubles(&mut out, values);
                 true
             }
-            (Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY, Some(d)) => {
+            // A page claiming more values than the row group has left is malformed: checked
+            // before a buffer is sized from its count (a 123-byte file claimed 2²⁷).
+            (Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY, Some(d))
+                if n <= rows - out.len() =>
+            {
                 append_dictionary_values(&mut out, values, n, d)
             }
             _ => false,
@@ -609,8 +615,9 @@ fn append_dictionary_values(out: &mut Vec<f64>, page: &[u8], n: usize, dictionar
         if header & 1 == 0 {
             // A run of one index, held in `bytes` little-endian bytes.
             let count = (header >> 1) as usize;
-            // An empty run is malformed (and would never end the loop).
-            if count == 0 {
+            // An empty run is malformed (and would never end the loop); so is one past the
+            // page's values.
+            if count == 0 || count > want - out.len() {
                 return false;
             }
             let Some(held) = rest.get(..bytes) else {
@@ -624,12 +631,12 @@ fn append_dictionary_values(out: &mut Vec<f64>, page: &[u8], n: usize, dictionar
             let Some(&v) = dictionary.get(index) else {
                 return false;
             };
-            let count = count.min(want - out.len());
             out.extend(std::iter::repeat_n(v, count));
         } else {
             // Groups of eight indices of `width` bits each.
             let groups = (header >> 1) as usize;
-            if groups == 0 {
+            // Empty, or more groups than the page's values fill (the last may be padding).
+            if groups == 0 || groups > (want - out.len()).div_ceil(8) {
                 return false;
             }
             let Some(len) = groups.checked_mul(width) else {
@@ -1088,5 +1095,59 @@ mod tests {
         );
         assert!(encodings.contains(&Encoding::PLAIN), "{encodings:?}");
         assert_eq!(fast_against_general(bytes, false), Some(values.len()));
+    }
+
+    /// Dictionary indices that are malformed — a width past 32, a header cut short, an empty
+    /// run, runs past the page's count (a count that would size gigabytes, a group count whose
+    /// byte length would overflow), an index past the dictionary — leave the page to the
+    /// general decoder (false), never a panic; well-formed runs and packed groups decode.
+    #[test]
+    fn malformed_dictionary_indices_are_handed_back() {
+        let dict = [10.0, 11.0, 12.0, 13.0];
+        let run = |bytes: &[u8], n: usize| {
+            let mut out = Vec::new();
+            let ok = append_dictionary_values(&mut out, bytes, n, &dict);
+            (ok, out)
+        };
+        // Width 2: an RLE run of 3 × index 1 (header 3 << 1 = 6), then one packed group of
+        // 8 indices (header 1 << 1 | 1 = 3): 0, 1, 2, 3, 3, 2, 1, 0 in 2 bits each, LSB first.
+        let packed = [0b11_10_01_00u8, 0b00_01_10_11];
+        let mut good = vec![2u8, 6, 1, 3];
+        good.extend(packed);
+        let (ok, out) = run(&good, 3 + 8);
+        assert!(ok);
+        assert_eq!(
+            out,
+            [11.0, 11.0, 11.0, 10.0, 11.0, 12.0, 13.0, 13.0, 12.0, 11.0, 10.0]
+        );
+        // The last group's padding past the page's count is not read as values.
+        let (ok, out) = run(&good, 3 + 5);
+        assert!(ok && out.len() == 8);
+        // Width 0: every index is 0.
+        assert_eq!(run(&[0, 3], 6), (true, vec![10.0; 6]));
+        for (bytes, n, why) in [
+            (vec![33u8, 2, 0, 0, 0, 0, 0], 1, "width past 32"),
+            (vec![], 1, "no width byte"),
+            (vec![2, 0x80], 1, "header cut short"),
+            (vec![2, 0, 1], 1, "an empty run"),
+            (vec![2, 10, 1], 3, "a run past the page's count"),
+            (vec![2, 0x80, 0x80, 0x80, 0x80, 0x02, 1], 3, "a run of 2²⁷"),
+            (
+                vec![0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f],
+                8,
+                "2⁶² packed groups of width 0",
+            ),
+            (
+                vec![
+                    2, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01,
+                ],
+                1,
+                "a header past 64 bits",
+            ),
+            (vec![3, 2, 7], 1, "an index past the dictionary"),
+            (vec![2, 3, 0xff], 8, "a packed group cut short"),
+        ] {
+            assert!(!run(&bytes, n).0, "{why}");
+        }
     }
 }

@@ -178,6 +178,9 @@ pub const QUADRATURE_TOLERANCE: f64 = 1e-10;
 /// The types of a `decay_dist`'s resolution models: the standard's (`gauss_model_function`,
 /// `truth_model_function`) and what ROOT writes (`gauss_resolution_model`, and `mixture_model`
 /// for a RooAddModel of several).
+/// The most resolution models (leaves of nested mixtures) a decay is convolved with.
+const MAX_RESOLUTION_MODELS: usize = 64;
+
 const RESOLUTION_MODELS: [&str; 4] = [
     "gauss_model_function",
     "gauss_resolution_model",
@@ -2507,11 +2510,24 @@ impl<'a> Builder<'a> {
                 if cs.len() + 1 == n {
                     let rest = cs.iter().fold(one, |acc, &c| self.g.sub(acc, c));
                     cs.push(rest);
+                } else {
+                    // One weight each: normalised by their sum (as RooAddModel does), which
+                    // matters where this mixture is itself a summand of another.
+                    let total = cs[1..].iter().fold(cs[0], |acc, &c| self.g.add(acc, c));
+                    cs = cs.iter().map(|&c| self.g.div(c, total)).collect();
                 }
                 let mut out = Vec::new();
                 for (s, c) in summands.iter().zip(cs) {
                     for (w, m) in self.resolution_models(s, t_name, &place, depth + 1)? {
                         out.push((self.g.mul(c, w), m));
+                    }
+                    // Each summand may name mixtures again: the leaves double with every
+                    // level that names a mixture twice.
+                    if out.len() > MAX_RESOLUTION_MODELS {
+                        return Err(err(
+                            place,
+                            format!("more than {MAX_RESOLUTION_MODELS} resolution models in all"),
+                        ));
                     }
                 }
                 out

@@ -533,6 +533,10 @@ pub fn normalised_by_quadrature(
     log_shape_at: &dyn Fn(f64) -> f64,
     log_shape: &mut dyn FnMut(&mut Graph, Id) -> Id,
 ) -> (Id, f64) {
+    // Cuts only as many as the node budget holds at one piece a segment (the first onsets
+    // kept: a Breit–Wigner lists its modelled channel first).
+    let allowed = (QUADRATURE_NODES / (8 * cost.max(1))).saturating_sub(1);
+    let onsets = &onsets[..onsets.len().min(allowed)];
     let segments = rule(dom, onsets, 1).len() / 8;
     let most = (QUADRATURE_NODES / (8 * segments * cost.max(1))).clamp(1, 4096);
     let mut pieces = 16.min(most);
@@ -804,9 +808,8 @@ fn decay_component(
                 DecayBasis::Flipped => shape(g, x, -1.0),
                 DecayBasis::DoubleSided => {
                     let (l1, l2) = (shape(g, x, 1.0), shape(g, x, -1.0));
-                    let (e1, e2) = (g.exp(l1), g.exp(l2));
-                    let sum = g.add(e1, e2);
-                    g.log(sum)
+                    let one = g.constant(1.0);
+                    log_sum_exp(g, &[(one, l1), (one, l2)])
                 }
             };
             // ∫_{−∞}^b, over τ.
@@ -855,32 +858,32 @@ fn decay_component(
                     g.neg(a)
                 }
             };
-            // ∫_{−∞}^b, over τ: e^(min(b, 0)/τ) from the flipped side, 1 − e^(−max(b, 0)/τ)
-            // from the single side.
-            let cumulative = |g: &mut Graph, b: f64| {
-                let one = g.constant(1.0);
-                let side = |g: &mut Graph, v: f64, sign: f64| {
-                    let bc = g.constant(sign * v);
-                    let r = g.div(bc, tau);
-                    g.exp(r)
-                };
-                let flipped = |g: &mut Graph| side(g, b.min(0.0), 1.0);
-                let single = |g: &mut Graph| {
-                    let e = side(g, b.max(0.0), -1.0);
-                    g.sub(one, e)
-                };
-                match basis {
-                    DecayBasis::SingleSided => single(g),
-                    DecayBasis::Flipped => flipped(g),
-                    DecayBasis::DoubleSided => {
-                        let (f, s) = (flipped(g), single(g));
-                        g.add(f, s)
-                    }
+            // Each side's integral over the part of the range it covers, [u, v]: τ e^(−u/τ)
+            // (1 − e^(−(v − u)/τ)) = e^(−u/τ) (v − u) exprel((v − u)/τ) on the single side (u,
+            // v ≥ 0; mirrored on the flipped side) — no difference of two numbers near 1 where
+            // the range begins many τ past the peak.
+            let side = |g: &mut Graph, near: f64, far: f64| {
+                let width = (far - near).abs();
+                let near_c = g.constant(-near.abs());
+                let start = g.div(near_c, tau);
+                let e = g.exp(start);
+                let w = g.constant(width);
+                let t = g.div(w, tau);
+                let x = g.exprel(t);
+                let ex = g.mul(e, x);
+                g.scale(ex, width)
+            };
+            let single = |g: &mut Graph| side(g, dom.lo.max(0.0), dom.hi.max(0.0));
+            let flipped = |g: &mut Graph| side(g, dom.hi.min(0.0), dom.lo.min(0.0));
+            let mass = match basis {
+                DecayBasis::SingleSided => single(g),
+                DecayBasis::Flipped => flipped(g),
+                DecayBasis::DoubleSided => {
+                    let (f, s) = (flipped(g), single(g));
+                    g.add(f, s)
                 }
             };
-            let (hi, lo) = (cumulative(g, dom.hi), cumulative(g, dom.lo));
-            let diff = g.sub(hi, lo);
-            (log_shape, g.mul(diff, tau))
+            (log_shape, mass)
         }
     }
 }
@@ -904,15 +907,34 @@ pub fn decay(
         let log_norm = g.log(mass);
         return normalised(g, log_shape, log_norm);
     }
-    let (mut shape, mut mass) = (None, None);
-    for (&(c, _), &(l, m)) in models.iter().zip(&parts) {
-        let e = g.exp(l);
-        let ce = g.mul(c, e);
+    let weighted: Vec<(Id, Id)> = models
+        .iter()
+        .zip(&parts)
+        .map(|(&(c, _), &(l, _))| (c, l))
+        .collect();
+    let log_shape = log_sum_exp(g, &weighted);
+    let mut mass = None;
+    for (&(c, _), &(_, m)) in models.iter().zip(&parts) {
         let cm = g.mul(c, m);
-        shape = Some(shape.map_or(ce, |s| g.add(s, ce)));
         mass = Some(mass.map_or(cm, |s| g.add(s, cm)));
     }
-    let log_shape = g.log(shape.expect("models"));
     let log_norm = g.log(mass.expect("models"));
     normalised(g, log_shape, log_norm)
+}
+
+/// ln Σ c_k e^(l_k), taken from the largest l_k (m + ln Σ c_k e^(l_k − m)) so that terms whose
+/// l_k lie below e^x's range (a decay far from its peak) do not all round to 0. m is floored
+/// at −10³⁰⁰: where every l_k is −∞ (a density that is 0 there) the result is −∞, not NaN.
+fn log_sum_exp(g: &mut Graph, terms: &[(Id, Id)]) -> Id {
+    let floor = g.constant(-1e300);
+    let m = terms.iter().fold(floor, |acc, &(_, l)| g.max(acc, l));
+    let mut sum = None;
+    for &(c, l) in terms {
+        let d = g.sub(l, m);
+        let e = g.exp(d);
+        let ce = g.mul(c, e);
+        sum = Some(sum.map_or(ce, |s| g.add(s, ce)));
+    }
+    let ls = g.log(sum.expect("terms"));
+    g.add(m, ls)
 }

@@ -1730,3 +1730,99 @@ fn bad_decays_are_named() {
     );
     assert!(open(&ok, &Choice::default()).is_ok());
 }
+
+/// Resolution models: a nested mixture with one weight each weighs its summands as RooAddModel
+/// does (normalised), so it equals the flat mixture it stands for; nesting that doubles the
+/// models at every level is refused once they pass 64; a double-sided decay far from its peak
+/// (every term below e^x's range) keeps a finite −ln L.
+#[test]
+fn resolution_mixtures_nest_and_far_tails_stay_finite() {
+    let doc = |res: Vec<Value>, tau: f64, decay_type: u32, events: Value| {
+        let mut dists = vec![
+            json!({"name": "dec", "type": "decay_dist", "t": "t", "tau": tau,
+                                    "decayType": decay_type, "resolutionModel": "res"}),
+        ];
+        dists.extend(res);
+        json!({
+            "metadata": {"hs3_version": "0.2"},
+            "distributions": dists,
+            "data": [{"name": "d", "type": "unbinned",
+                      "axes": [{"name": "t", "min": -10.0, "max": 10.0}], "entries": events}]
+        })
+    };
+    let gauss = |name: &str, s: f64| json!({"name": name, "type": "gauss_resolution_model", "x": "t", "mean": 0.0, "sigma": s});
+    let events = json!([[0.5], [1.5], [-0.2], [3.0]]);
+    let nll = |d: Value| {
+        let mut m = open(&d, &Choice::default()).unwrap();
+        let data = m.observed_dataset();
+        let init = m.space.init.clone();
+        m.nll(&init, &data).unwrap()
+    };
+    let nested = doc(
+        vec![
+            json!({"name": "res", "type": "mixture_model", "summands": ["gA", "M"], "coefficients": [0.5]}),
+            json!({"name": "M", "type": "mixture_model", "summands": ["gB", "gC"], "coefficients": [2.0, 2.0]}),
+            gauss("gA", 0.5),
+            gauss("gB", 1.0),
+            gauss("gC", 2.0),
+        ],
+        1.2,
+        0,
+        events.clone(),
+    );
+    let flat = doc(
+        vec![
+            json!({"name": "res", "type": "mixture_model", "summands": ["gA", "gB", "gC"], "coefficients": [0.5, 0.25, 0.25]}),
+            gauss("gA", 0.5),
+            gauss("gB", 1.0),
+            gauss("gC", 2.0),
+        ],
+        1.2,
+        0,
+        events.clone(),
+    );
+    let (a, b) = (nll(nested), nll(flat));
+    assert!((a - b).abs() < 1e-12 * b.abs(), "{a} vs {b}");
+    // A chain of mixtures each naming the next twice: 2^10 leaves.
+    let mut chain: Vec<Value> = (0..10)
+        .map(|k| {
+            let next = if k == 9 { "g".to_string() } else { format!("m{}", k + 1) };
+            let name = if k == 0 { "res".to_string() } else { format!("m{k}") };
+            json!({"name": name, "type": "mixture_model", "summands": [next, next], "coefficients": [0.5]})
+        })
+        .collect();
+    chain.push(gauss("g", 1.0));
+    let e = open(&doc(chain, 1.2, 0, events), &Choice::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("more than 64 resolution models"), "{e}");
+    // Perfect resolution on a range beginning 30 τ past the peak: −ln L in closed form,
+    // Σ [t/τ + ln τ − lo/τ + ln(1 − e^(−(hi − lo)/τ))].
+    let ts = [6.1, 6.4, 7.0];
+    let truth = json!({"name": "res", "type": "truth_model_function", "x": "t"});
+    let mut far = doc(
+        vec![truth],
+        0.2,
+        0,
+        json!(ts.iter().map(|t| [t]).collect::<Vec<_>>()),
+    );
+    far["data"][0]["axes"][0]["min"] = json!(6.0);
+    let (tau, lo, hi) = (0.2f64, 6.0, 10.0);
+    let want: f64 = ts
+        .iter()
+        .map(|t| t / tau + tau.ln() - lo / tau + (-(-(hi - lo) / tau).exp()).ln_1p())
+        .sum();
+    let got = nll(far);
+    assert!((got - want).abs() < 1e-12 * want.abs(), "{got} vs {want}");
+    // τ = 0.01, σ = 0.02 and an event at t = 8: both sides' terms lie far below e^x's range.
+    for decay_type in [0, 1, 2] {
+        let far = doc(
+            vec![gauss("res", 0.02)],
+            0.01,
+            decay_type,
+            json!([[8.0], [0.01]]),
+        );
+        let v = nll(far);
+        assert!(v.is_finite(), "decayType {decay_type}: {v}");
+    }
+}
