@@ -1504,6 +1504,12 @@ impl<'a> Builder<'a> {
             }
             "histfit_spline_dist" => Builder::simple(self.spline(d, p)?),
             "histfit_kde_dist" => Builder::simple(self.kde(d, p)?),
+            kind if RESOLUTION_MODELS.contains(&kind) => {
+                return Err(err(
+                    format!("{p}.type"),
+                    format!("\"{kind}\" is a resolution model, not a density of events: a decay_dist convolves with it (its resolutionModel)"),
+                ));
+            }
             "decay_dist" => {
                 let (t, dom) = self.observable(d, &["t", "x"], p)?;
                 let tau = self.param_of(d, &["tau"], p)?;

@@ -548,8 +548,9 @@ pub fn normalised_by_quadrature(
         accuracy = ((last - next) / next).abs();
         all_zero &= next == 0.0;
         if accuracy < tolerance {
-            // The coarser rule already agrees with the finer one within the tolerance: the
-            // difference is its error's estimate, and it costs half the nodes.
+            // The coarser rule already agrees with the finer one within the tolerance, at half
+            // the nodes. (The agreement estimates its error well for a smooth shape; where the
+            // shape has a kink inside a piece it can understate it, as for the finer rule.)
             break;
         }
         pieces *= 2;

@@ -1723,6 +1723,13 @@ fn bad_decays_are_named() {
             .to_string();
         assert!(e.contains(place) && e.contains(rule), "{place}: {e}");
     }
+    // A resolution model named as the likelihood's density is refused as one.
+    let mut as_density = doc(decay(json!({})), gauss.clone());
+    as_density["likelihoods"] = json!([{"name": "L", "distributions": ["res"], "data": ["d"]}]);
+    let e = open(&as_density, &Choice::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("is a resolution model, not a density"), "{e}");
     // The same document with its pieces right opens (a mixture of two Gaussians, one fraction).
     let ok = doc(
         decay(json!({"decayType": 1})),
