@@ -780,6 +780,15 @@ impl Graph {
                         let y = if minus { self.neg(u) } else { u };
                         return self.fma(x, y, a);
                     }
+                } else {
+                    // Both per event (a mixture's sum of its terms): x · y + z, z ± x · u.
+                    if let (false, Some((x, y, _))) = (minus, product(self, a)) {
+                        return self.fma(x, y, b);
+                    }
+                    if let Some((x, u, true)) = product(self, b) {
+                        let y = if minus { self.neg(u) } else { u };
+                        return self.fma(x, y, a);
+                    }
                 }
                 if minus {
                     self.sub(a, b)

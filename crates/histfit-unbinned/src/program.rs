@@ -11,23 +11,28 @@
 //! nodes and the backward steps of those an adjoint reaches, each argument's place (a block
 //! buffer, a uniform value, an event column read where it lies) and each adjoint's first write
 //! resolved ahead — so that a block costs its arithmetic: loops of a fixed length over buffers
-//! that stay in the first-level cache. The last block is padded with copies of its last event
+//! that stay in the first-level cache. A backward step's arguments take their shares in one
+//! loop, and an argument whose share is the adjoint itself takes the node's buffer rather than
+//! a copy ([`Bwd`]). The last block is padded with copies of its last event
 //! at weight 0. Sums over events (the value, the uniform nodes' adjoints) are kept per lane of
 //! a block and reduced in a fixed order per task of [`BLOCKS_PER_TASK`] blocks; tasks run in
 //! parallel and are summed in order, so the result has the same bits on one thread or many.
 
 use crate::graph::{eval_scalar, partials, Graph, Id, Op, Table};
+use crate::vmath;
 use rayon::prelude::*;
 
-/// Events per block. Every varying node's values and adjoints over a block, the uniform
-/// arguments broadcast and the lane sums stay in a core's 32 kB first-level cache (64 events ×
-/// 8 bytes × some 40 buffers), and each loop has a fixed length the compiler turns into vector
-/// instructions with no remainder. Larger blocks spilled to the second-level cache: every simple
-/// node's loop then cost about a cycle an event.
-pub const BLOCK: usize = 64;
+/// Events per block. Each loop has a fixed length the compiler turns into vector instructions
+/// with no remainder, and a block's buffers (values, adjoints, the uniform arguments broadcast,
+/// the lane sums: 1 kB each) stay near the core: the benchmark model's 37 fit a 48 kB
+/// first-level cache. 128 measured faster than 64 (each loop's fixed cost spread over twice the
+/// events) on every model tried (−16 % on the benchmark model, −4 % on Crystal Ball +
+/// exponential, −7 % on the double-sided Crystal Ball, −21 % on a 2-D product), and 256 slower
+/// than 128 on the first two (s45, dev-xeon).
+pub const BLOCK: usize = 128;
 
 /// Blocks per parallel task (8 192 events).
-const BLOCKS_PER_TASK: usize = 128;
+const BLOCKS_PER_TASK: usize = 64;
 
 /// Events below which an evaluation runs on the calling thread: waking the pool's workers (and
 /// their spinning while the optimiser works between evaluations, on a machine of few cores)
@@ -61,18 +66,44 @@ enum Arg {
     Uni(u32),
 }
 
-/// Where a backward step adds an argument's share of the adjoint.
+/// Where a backward step adds an argument's share of the adjoint: an index into a block's
+/// adjoint store (the varying nodes' adjoint buffers, then each boundary node's lane sums).
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Take {
-    /// The argument takes none (no parameter moves it).
+    /// The argument takes none (no parameter moves it, or its adjoint is the node's own
+    /// buffer, handed on: see [`Bwd::adj`]).
     No,
-    /// Buffer `s`'s adjoint, written here first in every block (assigned, not added: no
-    /// buffer is zeroed).
+    /// Store entry `s`, written here first in every block (assigned, not added: no buffer is
+    /// zeroed).
     First(u32),
-    /// Buffer `s`'s adjoint, added to.
+    /// Store entry `s`, added to.
     Add(u32),
-    /// Boundary node `b`'s lane sums.
-    Boundary(u32),
+}
+
+impl Take {
+    /// The store entry written, if any, and whether it is assigned rather than added to.
+    fn target(self) -> Option<(usize, bool)> {
+        match self {
+            Take::No => None,
+            Take::First(s) => Some((s as usize, true)),
+            Take::Add(s) => Some((s as usize, false)),
+        }
+    }
+}
+
+/// [`Bwd::adj`] of the event term: its adjoint is the block's weights (1 where none), read
+/// where they lie.
+const SEED: u32 = u32::MAX;
+
+/// Every weight 1: the event term's adjoint where the events have no weights.
+const ONES: Lanes = [1.0; BLOCK];
+
+/// Whether argument `m`'s share of an adjoint is the adjoint itself (its partial is 1).
+fn unit_share(op: Op, m: usize) -> bool {
+    matches!(
+        (op, m),
+        (Op::Add(..), _) | (Op::Sub(..), 0) | (Op::Fma(..), 2)
+    )
 }
 
 /// A forward step: the operation, its buffer slot, its arguments.
@@ -84,12 +115,29 @@ struct Fwd {
     args: [Arg; 3],
 }
 
-/// A backward step of a node an adjoint reaches: the operation, its buffer slot (values and
-/// adjoint), its arguments and where each takes its share.
+impl Fwd {
+    /// Whether buffer `s` is one argument of the step, not several.
+    fn reads_once(&self, s: u32) -> bool {
+        let args = &self.args[..self.n_args as usize];
+        args.iter()
+            .filter(|a| matches!(a, Arg::Buf(t) if *t == s))
+            .count()
+            == 1
+    }
+}
+
+/// A backward step of a node an adjoint reaches: the operation, its buffer slot (values), the
+/// store entry holding its adjoint, its arguments and where each takes its share.
+///
+/// An argument whose share is the adjoint itself (a sum's terms, a difference's first, a
+/// multiply-add's addend) and is written here first takes the node's store entry as its own
+/// instead of a copy: the node's adjoint is not read after its step. At most one argument of a
+/// step does, so that every entry holds one live adjoint.
 #[derive(Debug, Clone, Copy)]
 struct Bwd {
     op: Op,
     slot: u32,
+    adj: u32,
     n_args: u32,
     args: [Arg; 3],
     take: [Take; 3],
@@ -266,37 +314,49 @@ impl Program {
                 op => op.args().any(|a| moves[a.0 as usize]),
             };
         }
-        // The backward steps, and which contribution writes each adjoint first: the same in
-        // every block, so decided here.
-        let mut written = vec![false; var.len()];
+        // The backward steps, which contribution writes each adjoint first and which store
+        // entry holds it: the same in every block, so decided here. Boundary node b's lane sums
+        // are store entry `slots + b`.
+        let slots = var.len() as u32;
+        let mut entry: Vec<Option<u32>> = vec![None; var.len()];
         if let Place::Buf(s) = place[event.0 as usize] {
-            written[s as usize] = true;
+            entry[s as usize] = Some(SEED);
         }
         let mut bwd = Vec::new();
         for f in fwd.iter().rev() {
             let v = var[f.out as usize] as usize;
-            if !moves[v] || !written[f.out as usize] {
+            let Some(adj) = entry[f.out as usize].filter(|_| moves[v]) else {
                 continue;
-            }
+            };
             let mut take = [Take::No; 3];
+            // The seed is not the store's to hand on.
+            let mut handed = adj == SEED;
             for (m, a) in f.op.args().enumerate() {
                 // A select's condition gets no derivative.
                 if !moves[a.0 as usize] || (matches!(f.op, Op::Select(..)) && m == 0) {
                     continue;
                 }
                 take[m] = match f.args[m] {
-                    Arg::Buf(s) if written[s as usize] => Take::Add(s),
-                    Arg::Buf(s) => {
-                        written[s as usize] = true;
-                        Take::First(s)
-                    }
-                    Arg::Uni(b) => Take::Boundary(b),
+                    Arg::Buf(s) => match entry[s as usize] {
+                        Some(e) => Take::Add(e),
+                        None if !handed && unit_share(f.op, m) && f.reads_once(s) => {
+                            handed = true;
+                            entry[s as usize] = Some(adj);
+                            Take::No
+                        }
+                        None => {
+                            entry[s as usize] = Some(s);
+                            Take::First(s)
+                        }
+                    },
+                    Arg::Uni(b) => Take::Add(slots + b),
                     Arg::Col(_) => Take::No,
                 };
             }
             bwd.push(Bwd {
                 op: f.op,
                 slot: f.out,
+                adj,
                 n_args: f.n_args,
                 args: f.args,
                 take,
@@ -526,7 +586,7 @@ impl Program {
         let nb = self.boundary.len();
         Scratch {
             vals: vec![ZERO; self.slots],
-            adj: vec![ZERO; if grad { self.slots } else { 0 }],
+            adj: vec![ZERO; if grad { self.slots + nb } else { 0 }],
             ubuf: if grad {
                 self.boundary
                     .iter()
@@ -535,7 +595,6 @@ impl Program {
             } else {
                 Vec::new()
             },
-            bacc: vec![ZERO; if grad { nb } else { 0 }],
             eacc: ZERO,
         }
     }
@@ -605,7 +664,7 @@ impl Program {
         // kept per lane and reduced at the task's end.
         let task = |s: &mut Scratch, t: usize| -> (f64, Vec<f64>) {
             s.eacc = ZERO;
-            for b in s.bacc.iter_mut() {
+            for b in s.adj.iter_mut().skip(self.slots) {
                 *b = ZERO;
             }
             let lo = t * BLOCKS_PER_TASK;
@@ -619,7 +678,11 @@ impl Program {
             }
             (
                 fixed_sum(&s.eacc),
-                s.bacc.iter().map(|b| fixed_sum(b)).collect(),
+                s.adj
+                    .iter()
+                    .skip(self.slots)
+                    .map(|b| fixed_sum(b))
+                    .collect(),
             )
         };
         let n_tasks = n_blocks.div_ceil(BLOCKS_PER_TASK);
@@ -721,9 +784,7 @@ impl Program {
             vals,
             adj,
             ubuf,
-            bacc,
             eacc,
-            ..
         } = s;
         let e = match self.place[self.event.0 as usize] {
             Place::Buf(s) => &vals[s as usize],
@@ -747,11 +808,11 @@ impl Program {
         if !grad {
             return;
         }
-        let Place::Buf(e_slot) = self.place[self.event.0 as usize] else {
+        if !matches!(self.place[self.event.0 as usize], Place::Buf(_)) {
             // An event term that is a column: no parameter moves it.
             return;
-        };
-        adj[e_slot as usize] = *at.weights.unwrap_or(&[1.0; BLOCK]);
+        }
+        let seed = at.weights.unwrap_or(&ONES);
         for step in &self.bwd {
             let mut x = [&ZERO; 3];
             for (m, arg) in step.args.iter().enumerate().take(step.n_args as usize) {
@@ -761,13 +822,7 @@ impl Program {
                     Arg::Uni(b) => &ubuf[b as usize],
                 };
             }
-            let (before, rest) = adj.split_at_mut(step.slot as usize);
-            let node = Node {
-                v: &vals[step.slot as usize],
-                a: &rest[0],
-                x,
-            };
-            backward(step, node, before, bacc, &self.tables);
+            backward(step, &vals[step.slot as usize], x, adj, seed, &self.tables);
         }
     }
 }
@@ -778,35 +833,65 @@ fn lanes_at(v: &[f64], start: usize) -> &Lanes {
     v[start..start + BLOCK].try_into().unwrap()
 }
 
-/// One varying node over a block: its values, its adjoints, its arguments' values.
-struct Node<'a> {
-    v: &'a Lanes,
-    a: &'a Lanes,
-    x: [&'a Lanes; 3],
+/// A node's adjoint (store entry `at`, or the seed) and one argument's entry `t` (other than
+/// the node's, as [`Program::new`] assigns them).
+#[inline(always)]
+fn entry1<'s>(
+    store: &'s mut [Lanes],
+    seed: &'s Lanes,
+    at: u32,
+    t: usize,
+) -> (&'s Lanes, &'s mut Lanes) {
+    if at == SEED {
+        return (seed, &mut store[t]);
+    }
+    let [a, t] = store
+        .get_disjoint_mut([at as usize, t])
+        .expect("an argument's entry is not the node's");
+    (a, t)
 }
 
-/// The backward step of one varying node over a block: adjoint `a` of the node (value `v`)
-/// times each partial derivative, assigned or added into each argument's adjoint buffer or
-/// added into a boundary node's lane sums — one loop per operation and argument, over the
-/// arguments' values `x`. An event whose adjoint is 0 here (a branch a Select did not take, a
-/// padding copy) adds nothing, even where that branch's derivative is not finite: the partial
-/// is computed for every event and discarded by a select, which vectorises where a branch
-/// would not.
+/// [`entry1`] for two arguments' entries (distinct).
+#[inline(always)]
+fn entry2<'s>(
+    store: &'s mut [Lanes],
+    seed: &'s Lanes,
+    at: u32,
+    t: [usize; 2],
+) -> (&'s Lanes, [&'s mut Lanes; 2]) {
+    if at == SEED {
+        return (seed, store.get_disjoint_mut(t).expect("distinct entries"));
+    }
+    let [a, p, q] = store
+        .get_disjoint_mut([at as usize, t[0], t[1]])
+        .expect("arguments' entries are not the node's");
+    (a, [p, q])
+}
+
+/// The backward step of one varying node over a block: the node's adjoint `a` (store entry
+/// [`Bwd::adj`]; value `v`) times each partial derivative, assigned or added into each
+/// argument's store entry — one loop over the block for all of a step's arguments where their
+/// entries differ, so that the adjoint and the values are read once. An event whose adjoint is
+/// 0 here (a branch a Select did not take, a padding copy) adds nothing, even where that
+/// branch's derivative is not finite: the partial is computed for every event and discarded by
+/// a select, which vectorises where a branch would not.
 // The partials are written as they are: −1 times the adjoint reads as the rule it is.
 #[allow(clippy::neg_multiply)]
 #[inline(always)]
-fn backward(step: &Bwd, node: Node<'_>, adj: &mut [Lanes], bacc: &mut [Lanes], tables: &[Table]) {
-    let Node { v, a, x } = node;
+fn backward(
+    step: &Bwd,
+    v: &Lanes,
+    x: [&Lanes; 3],
+    store: &mut [Lanes],
+    seed: &Lanes,
+    tables: &[Table],
+) {
     let [x0, x1, _] = x;
+    // One argument's share.
     macro_rules! acc {
         ($m:expr, |$i:ident| $d:expr) => {{
-            let (t, first) = match step.take[$m] {
-                Take::No => (None, false),
-                Take::First(j) => (Some(&mut adj[j as usize]), true),
-                Take::Add(j) => (Some(&mut adj[j as usize]), false),
-                Take::Boundary(b) => (Some(&mut bacc[b as usize]), false),
-            };
-            if let Some(t) = t {
+            if let Some((t, first)) = step.take[$m].target() {
+                let (a, t) = entry1(store, seed, step.adj, t);
                 if first {
                     for $i in 0..BLOCK {
                         let d = a[$i] * ($d);
@@ -821,23 +906,43 @@ fn backward(step: &Bwd, node: Node<'_>, adj: &mut [Lanes], bacc: &mut [Lanes], t
             }
         }};
     }
+    // The shares of arguments m0 and m1 in one loop, where both take one in different entries.
+    macro_rules! acc2 {
+        ($m0:expr, $m1:expr, |$i:ident| $d0:expr, |$j:ident| $d1:expr) => {{
+            match (step.take[$m0].target(), step.take[$m1].target()) {
+                (Some((t0, f0)), Some((t1, f1))) if t0 != t1 => {
+                    let (a, [p, q]) = entry2(store, seed, step.adj, [t0, t1]);
+                    macro_rules! pass {
+                        ($first0:expr, $first1:expr) => {
+                            for $i in 0..BLOCK {
+                                let $j = $i;
+                                let keep = a[$i] != 0.0;
+                                let d0 = if keep { a[$i] * ($d0) } else { 0.0 };
+                                let d1 = if keep { a[$j] * ($d1) } else { 0.0 };
+                                p[$i] = if $first0 { d0 } else { p[$i] + d0 };
+                                q[$i] = if $first1 { d1 } else { q[$i] + d1 };
+                            }
+                        };
+                    }
+                    match (f0, f1) {
+                        (true, true) => pass!(true, true),
+                        (true, false) => pass!(true, false),
+                        (false, true) => pass!(false, true),
+                        (false, false) => pass!(false, false),
+                    }
+                }
+                _ => {
+                    acc!($m0, |$i| $d0);
+                    acc!($m1, |$j| $d1);
+                }
+            }
+        }};
+    }
     match step.op {
-        Op::Add(_, _) => {
-            acc!(0, |_i| 1.0);
-            acc!(1, |_i| 1.0);
-        }
-        Op::Sub(_, _) => {
-            acc!(0, |_i| 1.0);
-            acc!(1, |_i| -1.0);
-        }
-        Op::Mul(_, _) => {
-            acc!(0, |i| x1[i]);
-            acc!(1, |i| x0[i]);
-        }
-        Op::Div(_, _) => {
-            acc!(0, |i| 1.0 / x1[i]);
-            acc!(1, |i| -v[i] / x1[i]);
-        }
+        Op::Add(_, _) => acc2!(0, 1, |_i| 1.0, |_j| 1.0),
+        Op::Sub(_, _) => acc2!(0, 1, |_i| 1.0, |_j| -1.0),
+        Op::Mul(_, _) => acc2!(0, 1, |i| x1[i], |j| x0[j]),
+        Op::Div(_, _) => acc2!(0, 1, |i| 1.0 / x1[i], |j| -v[j] / x1[j]),
         Op::Pow(_, _) => {
             acc!(0, |i| x1[i] * x0[i].powf(x1[i] - 1.0));
             // x^y ln x → 0 as x → 0 (y > 0): 0 where the value is, not 0 · (−∞).
@@ -866,10 +971,9 @@ fn backward(step: &Bwd, node: Node<'_>, adj: &mut [Lanes], bacc: &mut [Lanes], t
         Op::LandauLnPdf(_) => acc!(0, |i| crate::landau::ln_pdf(x0[i]).1),
         Op::LandauCdf(_) => acc!(0, |i| crate::landau::pdf(x0[i])),
         Op::LandauSf(_) => acc!(0, |i| -crate::landau::pdf(x0[i])),
-        Op::GammaP(_, _) => {
-            acc!(0, |i| crate::graph::gamma_p(x0[i], x1[i]).1);
-            acc!(1, |i| crate::graph::gamma_p_dy(x0[i], x1[i]));
-        }
+        Op::GammaP(_, _) => acc2!(0, 1, |i| crate::graph::gamma_p(x0[i], x1[i]).1, |j| {
+            crate::graph::gamma_p_dy(x0[j], x1[j])
+        }),
         // Piecewise constant: no derivative in x.
         Op::Hist(..) => {}
         Op::Spline(_, t) => {
@@ -880,15 +984,22 @@ fn backward(step: &Bwd, node: Node<'_>, adj: &mut [Lanes], bacc: &mut [Lanes], t
             acc!(1, |i| if x0[i] >= 0.0 { 1.0 } else { 0.0 });
             acc!(2, |i| if x0[i] >= 0.0 { 0.0 } else { 1.0 });
         }
-        Op::VoigtRe(..) => {
-            acc!(0, |i| crate::faddeeva::re_and_partials(x0[i], x1[i]).1);
-            acc!(1, |i| crate::faddeeva::re_and_partials(x0[i], x1[i]).2);
-        }
-        Op::Fma(..) => {
-            acc!(0, |i| x1[i]);
-            acc!(1, |i| x0[i]);
-            acc!(2, |_i| 1.0);
-        }
+        Op::VoigtRe(..) => acc2!(
+            0,
+            1,
+            |i| crate::faddeeva::re_and_partials(x0[i], x1[i]).1,
+            |j| crate::faddeeva::re_and_partials(x0[j], x1[j]).2
+        ),
+        // Most often one of the factors is uniform and takes no share, or the addend's share is
+        // handed its adjoint: two loops at most, one where two arguments take.
+        Op::Fma(..) => match step.take {
+            [_, Take::No, _] => acc2!(0, 2, |i| x1[i], |_j| 1.0),
+            [Take::No, _, _] => acc2!(1, 2, |i| x0[i], |_j| 1.0),
+            _ => {
+                acc2!(0, 1, |i| x1[i], |j| x0[j]);
+                acc!(2, |_i| 1.0);
+            }
+        },
         Op::Const(_) | Op::Param(_) | Op::Column(_) => {}
     }
 }
@@ -918,14 +1029,16 @@ impl<'a> Block<'a> {
 
 /// One block's buffers.
 struct Scratch {
-    /// Values and adjoints of the varying nodes, by slot.
+    /// Values of the varying nodes, by slot.
     vals: Vec<Lanes>,
+    /// The adjoint store (with a gradient): the varying nodes' adjoints (entries `0..slots`,
+    /// each node's where [`Bwd::adj`] says) and each boundary node's per-lane sums over a
+    /// task's blocks (entries `slots..`).
     adj: Vec<Lanes>,
     /// Each boundary node's value broadcast (filled once per evaluation), so that the backward
     /// loops read every argument as a block and hold no branch.
     ubuf: Vec<Lanes>,
-    /// Per-lane sums over a task's blocks: each boundary node's adjoint, and w E.
-    bacc: Vec<Lanes>,
+    /// Per-lane sums of w E over a task's blocks.
     eacc: Lanes,
 }
 
@@ -979,8 +1092,17 @@ fn forward(op: Op, x: [Src<'_>; 3], tables: &[Table], out: &mut Lanes) {
         Op::Powi(_, 2) => unary!(|x: f64| x * x),
         Op::Powi(_, k) => unary!(|x: f64| x.powi(k)),
         Op::Neg(_) => unary!(|x: f64| -x),
-        Op::Exp(_) => unary!(crate::vmath::exp),
-        Op::Log(_) => unary!(crate::vmath::ln),
+        // A block whose arguments all lie where the result is a normal number (a density's
+        // exponent, a positive density) takes the short path: the same bits, fewer
+        // instructions.
+        Op::Exp(_) => match x[0] {
+            Src::V(v) if all(v, vmath::exp_is_normal) => unary!(vmath::exp_normal),
+            _ => unary!(vmath::exp),
+        },
+        Op::Log(_) => match x[0] {
+            Src::V(v) if all(v, vmath::ln_is_normal) => unary!(vmath::ln_normal),
+            _ => unary!(vmath::ln),
+        },
         Op::Sqrt(_) => unary!(f64::sqrt),
         Op::Abs(_) => unary!(f64::abs),
         Op::Erf(_) => unary!(libm::erf),
@@ -1014,6 +1136,16 @@ fn forward(op: Op, x: [Src<'_>; 3], tables: &[Table], out: &mut Lanes) {
                     out[i] = a[i].mul_add(b[i], c);
                 }
             }
+            [Src::V(a), Src::S(b), Src::V(c)] => {
+                for i in 0..BLOCK {
+                    out[i] = a[i].mul_add(b, c[i]);
+                }
+            }
+            [Src::V(a), Src::V(b), Src::V(c)] => {
+                for i in 0..BLOCK {
+                    out[i] = a[i].mul_add(b[i], c[i]);
+                }
+            }
             [a, b, c] => {
                 for i in 0..BLOCK {
                     out[i] = a.at(i).mul_add(b.at(i), c.at(i));
@@ -1024,6 +1156,13 @@ fn forward(op: Op, x: [Src<'_>; 3], tables: &[Table], out: &mut Lanes) {
             unreachable!("uniform nodes and columns are not evaluated per block")
         }
     }
+}
+
+/// Whether `ok` holds for every event of a block: without a branch per event (the loop
+/// vectorises), so it costs a fraction of what it decides.
+#[inline(always)]
+fn all(v: &Lanes, ok: impl Fn(f64) -> bool) -> bool {
+    v.iter().fold(true, |all, &x| all & ok(x))
 }
 
 /// Partial sums a reduction over a block keeps: two AVX2 registers' worth, enough to hide the

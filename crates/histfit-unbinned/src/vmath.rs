@@ -29,10 +29,47 @@ fn pow2(k: f64) -> f64 {
 pub fn exp(x: f64) -> f64 {
     // Below −745.2 the result is 0, above 709.8 it is ∞: clamped, the scaling below gives them.
     let xc = x.clamp(-746.0, 710.0);
-    let t = xc.mul_add(std::f64::consts::LOG2_E, ROUNDER);
+    let (t, p) = exp_reduced(xc);
+    let n = t - ROUNDER;
+    // 2^n in two factors 2^n₁ · 2^n₂ (n₁ = ⌊n/2⌋), each a normal number for n in
+    // [−1077, 1025]: the product under- or overflows exactly where e^x does. Each factor's
+    // exponent field comes from the float n₁ + 1023 by the rounder's bits (no integer shift
+    // the vector unit lacks).
+    let n1 = (n * 0.5).floor();
+    let n2 = n - n1;
+    let e = p * pow2(n1) * pow2(n2);
+    if x.is_nan() {
+        x
+    } else {
+        e
+    }
+}
+
+/// Where [`exp_normal`] may be used: e^x is a normal number (and x is not NaN).
+#[inline(always)]
+pub fn exp_is_normal(x: f64) -> bool {
+    (-708.0..=709.0).contains(&x)
+}
+
+/// [`exp`] for x where [`exp_is_normal`]: the same bits, with 2^n put into the exponent field
+/// by one integer addition (exact where the result is normal) in place of the two scalings
+/// that the range's ends need. A loop over a block whose arguments all lie there (the
+/// common case: a density's exponent) runs it.
+#[inline(always)]
+pub fn exp_normal(x: f64) -> f64 {
+    let (t, p) = exp_reduced(x);
+    // t's low bits hold n + 2^51 (see ROUNDER); shifted up 52 they are n in the exponent
+    // field, modulo 2^64 (the 2^51 and t's own exponent bits fall off the top).
+    f64::from_bits(p.to_bits().wrapping_add(t.to_bits() << 52))
+}
+
+/// x = n ln 2 + r: the rounder's sum t = n + ROUNDER, and e^r.
+#[inline(always)]
+fn exp_reduced(x: f64) -> (f64, f64) {
+    let t = x.mul_add(std::f64::consts::LOG2_E, ROUNDER);
     let n = t - ROUNDER;
     // r = x − n ln 2 in two steps (n ln2_hi is exact): |r| ≤ ln 2 / 2.
-    let r = (-n).mul_add(LN2_LO, (-n).mul_add(LN2_HI, xc));
+    let r = (-n).mul_add(LN2_LO, (-n).mul_add(LN2_HI, x));
     // e^r by its Taylor series to r^13 (the next term is below 2^−53 of the sum), by Estrin's
     // scheme: c_k = 1/k!.
     let r2 = r * r;
@@ -50,19 +87,7 @@ pub fn exp(x: f64) -> f64 {
     let s2 = q5.mul_add(r2, q4);
     let t0 = s1.mul_add(r4, s0);
     let t1 = q6.mul_add(r4, s2);
-    let p = t1.mul_add(r8, t0);
-    // 2^n in two factors 2^n₁ · 2^n₂ (n₁ = ⌊n/2⌋), each a normal number for n in
-    // [−1077, 1025]: the product under- or overflows exactly where e^x does. Each factor's
-    // exponent field comes from the float n₁ + 1023 by the rounder's bits (no integer shift
-    // the vector unit lacks).
-    let n1 = (n * 0.5).floor();
-    let n2 = n - n1;
-    let e = p * pow2(n1) * pow2(n2);
-    if x.is_nan() {
-        x
-    } else {
-        e
-    }
+    (t, t1.mul_add(r8, t0))
 }
 
 /// ln x (NaN below 0, −∞ at 0).
@@ -75,13 +100,41 @@ pub fn ln(x: f64) -> f64 {
     } else {
         x
     };
+    let r = ln_scaled(y, if tiny { 54 } else { 0 });
+    if x > 0.0 && x < f64::INFINITY {
+        r
+    } else if x == 0.0 {
+        f64::NEG_INFINITY
+    } else if x == f64::INFINITY {
+        x
+    } else {
+        f64::NAN
+    }
+}
+
+/// Where [`ln_normal`] may be used: x is a positive normal number.
+#[inline(always)]
+pub fn ln_is_normal(x: f64) -> bool {
+    (f64::MIN_POSITIVE..=f64::MAX).contains(&x)
+}
+
+/// [`ln`] for x where [`ln_is_normal`]: the same bits, without the scaling of subnormals and
+/// the special values' selects.
+#[inline(always)]
+pub fn ln_normal(x: f64) -> f64 {
+    ln_scaled(x, 0)
+}
+
+/// ln(y) − k ln 2 for a positive normal y.
+#[inline(always)]
+fn ln_scaled(y: f64, k: i64) -> f64 {
     let bits = y.to_bits();
     let biased = ((bits >> 52) & 0x7ff) as i64;
     // The mantissa as m in [1, 2), then moved to [√½, √2) so that ln m is small.
     let m1 = f64::from_bits((bits & 0x000f_ffff_ffff_ffff) | 0x3ff0_0000_0000_0000);
     let big = m1 > std::f64::consts::SQRT_2;
     let m = if big { 0.5 * m1 } else { m1 };
-    let e = biased - 1023 + i64::from(big) - if tiny { 54 } else { 0 };
+    let e = biased - 1023 + i64::from(big) - k;
     // e as a double without an integer conversion (which vector units lack): from its bits.
     let ef = f64::from_bits(0x4330_0000_0000_0000 | (e + (1 << 31)) as u64)
         - (4_503_599_627_370_496.0 + 2_147_483_648.0);
@@ -105,16 +158,7 @@ pub fn ln(x: f64) -> f64 {
     let q = s2.mul_add(z8, t0);
     // 2s(1 + z q) written as f − s f + 2 s z q: f is exact, which keeps ln m to an ulp.
     let lnm = (2.0 * s * z).mul_add(q, (-s).mul_add(f, f));
-    let r = ef.mul_add(LN2_HI, ef.mul_add(LN2_LO, lnm));
-    if x > 0.0 && x < f64::INFINITY {
-        r
-    } else if x == 0.0 {
-        f64::NEG_INFINITY
-    } else if x == f64::INFINITY {
-        x
-    } else {
-        f64::NAN
-    }
+    ef.mul_add(LN2_HI, ef.mul_add(LN2_LO, lnm))
 }
 
 #[cfg(test)]
@@ -162,6 +206,27 @@ mod tests {
         assert!(exp(f64::NAN).is_nan());
         // Near the top of the range: finite, within an ulp.
         assert!(ulps(exp(709.78), 709.78f64.exp()) <= 1);
+    }
+
+    /// The fast paths give the general functions' bits wherever they apply, up to the ends.
+    #[test]
+    fn normal_paths_give_the_same_bits() {
+        let xs = points(-708.0, 709.0, 1_000_000).chain([-708.0, 709.0, 0.0, -0.0, 1e-300]);
+        for x in xs {
+            assert!(exp_is_normal(x));
+            assert_eq!(exp_normal(x).to_bits(), exp(x).to_bits(), "exp({x})");
+        }
+        for x in [-708.1, 709.1, f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            assert!(!exp_is_normal(x), "{x}");
+        }
+        let ys = points(-700.0, 700.0, 1_000_000).map(f64::exp);
+        for y in ys.chain([f64::MIN_POSITIVE, f64::MAX, 1.0]) {
+            assert!(ln_is_normal(y));
+            assert_eq!(ln_normal(y).to_bits(), ln(y).to_bits(), "ln({y})");
+        }
+        for y in [0.0, -0.0, 5e-324, -1.0, f64::NAN, f64::INFINITY] {
+            assert!(!ln_is_normal(y), "{y}");
+        }
     }
 
     #[test]
