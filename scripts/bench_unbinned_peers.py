@@ -11,12 +11,13 @@ parameters). `python bench_unbinned_peers.py [--model gauss|cb] [SIZES...]`.
   --json` (with uncertainties); reported are the fit alone (its "fit_seconds") and the whole
   process, with the events inline in the JSON and with the events in a Parquet file (pyarrow,
   snappy) that the document names through histfit's extension "histfit_source" — reading the
-  events included.
+  events included; whole processes best of PROCESS_REPEATS (7: short processes vary by a few ms
+  from run to run on a small VM).
 
 - NextStat 0.10.1, where it is installed (`pip install nextstat==0.10.1`): `nextstat
   unbinned-fit --config SPEC.json` on the same Parquet file (its `unbinned_spec_v0`: the same
-  Gaussian and exponential, the same initial values and ranges), whole process, best of 3; its
-  −ln L at its minimum, and its own −ln L at histfit's minimum (`UnbinnedModel.nll`), which says
+  Gaussian and exponential, the same initial values and ranges), whole process, best of 7 as
+  histfit's; its −ln L at its minimum, and its own −ln L at histfit's minimum (`UnbinnedModel.nll`), which says
   whether the two programs' conventions agree and which minimum is lower.
 
 - zfit 0.28, where ZFIT_PYTHON names a Python that has it (TensorFlow: a venv of its own,
@@ -99,6 +100,10 @@ def workspace():
     return w
 
 
+# Runs of each whole process (histfit, NextStat) of which the fastest is reported.
+PROCESS_REPEATS = 7
+
+
 def roofit(x, n):
     w = workspace()
     var = w.var("x")
@@ -169,13 +174,14 @@ def nextstat_spec(parquet, n, path):
 
 
 def nextstat(spec, histfit_best):
-    """Whole-process time (best of 3) and −ln L of `nextstat unbinned-fit`, and NextStat's −ln L at
-    histfit's minimum (names → values); None where NextStat is not installed."""
+    """Whole-process time (best of PROCESS_REPEATS) and −ln L of `nextstat unbinned-fit`, and
+    NextStat's −ln L at histfit's minimum (names → values); None where NextStat is not
+    installed."""
     exe = shutil.which("nextstat") or os.path.join(os.path.dirname(sys.executable), "nextstat")
     if not os.path.exists(exe):
         return None
     best = None
-    for _ in range(3):
+    for _ in range(PROCESS_REPEATS):
         t = time.perf_counter()
         out = subprocess.run([exe, "unbinned-fit", "--config", spec], capture_output=True, text=True,
                              check=True)
@@ -209,7 +215,7 @@ def zfit_run(parquet, n, histfit_best, tmp):
 
 def histfit(path):
     best = None
-    for _ in range(3):
+    for _ in range(PROCESS_REPEATS):
         t = time.perf_counter()
         out = subprocess.run([HISTFIT, "fit", path, "--json"], capture_output=True, text=True, check=True)
         dt = time.perf_counter() - t

@@ -692,10 +692,15 @@ impl Graph {
     ///   (and none in the derivatives);
     /// - −(u · x) is (−u) · x;
     /// - x · y ± u, where the product has no other use, is one fused multiply-add x · y + (±u);
-    ///   so is u ± x · y where y is the same for every event (x · (±y) + u).
+    ///   so is u ± x · y where y is the same for every event (x · (±y) + u);
+    /// - x · y + z and z ± x · u with z per event too (a mixture's sum of its terms), the
+    ///   product again of no other use.
     ///
     /// The values change by roundings only (a reciprocal, one rounding fewer in a fused
-    /// multiply-add). Fewer per-event operations is what the evaluator's time is.
+    /// multiply-add) — and at overflow, where the unrounded product of a multiply-add can
+    /// still meet a finite or infinite addend that the rounded one would have met as ±∞ (e.g.
+    /// 1.5e308 · 1.5 − ∞ is −∞, not NaN). Fewer per-event operations is what the evaluator's
+    /// time is.
     pub fn lowered(&self, outputs: &[Id]) -> (Graph, Vec<Id>) {
         let need = self.reachable(outputs);
         let mut uses = vec![0usize; self.ops.len()];

@@ -11,9 +11,9 @@
 //! nodes and the backward steps of those an adjoint reaches, each argument's place (a block
 //! buffer, a uniform value, an event column read where it lies) and each adjoint's first write
 //! resolved ahead — so that a block costs its arithmetic: loops of a fixed length over buffers
-//! that stay in the first-level cache. A backward step's arguments take their shares in one
-//! loop, and an argument whose share is the adjoint itself takes the node's buffer rather than
-//! a copy ([`Bwd`]). The last block is padded with copies of its last event
+//! that stay near the core (the benchmark model's in a 48 kB first-level cache). Two arguments
+//! of a backward step take their shares in one loop, and an argument whose share is the
+//! adjoint itself takes the node's buffer rather than a copy ([`Bwd`]). The last block is padded with copies of its last event
 //! at weight 0. Sums over events (the value, the uniform nodes' adjoints) are kept per lane of
 //! a block and reduced in a fixed order per task of [`BLOCKS_PER_TASK`] blocks; tasks run in
 //! parallel and are summed in order, so the result has the same bits on one thread or many.
@@ -870,8 +870,9 @@ fn entry2<'s>(
 
 /// The backward step of one varying node over a block: the node's adjoint `a` (store entry
 /// [`Bwd::adj`]; value `v`) times each partial derivative, assigned or added into each
-/// argument's store entry — one loop over the block for all of a step's arguments where their
-/// entries differ, so that the adjoint and the values are read once. An event whose adjoint is
+/// argument's store entry — two arguments' shares in one loop over the block where their
+/// entries differ (a sum's, a product's, a quotient's, a multiply-add's two that take one),
+/// so that the adjoint and the values are read once. An event whose adjoint is
 /// 0 here (a branch a Select did not take, a padding copy) adds nothing, even where that
 /// branch's derivative is not finite: the partial is computed for every event and discarded by
 /// a select, which vectorises where a branch would not.
@@ -1124,7 +1125,8 @@ fn forward(op: Op, x: [Src<'_>; 3], tables: &[Table], out: &mut Lanes) {
                 out[i] = if c.at(i) >= 0.0 { a.at(i) } else { b.at(i) };
             }
         }
-        // What lowering makes: a per-event x times a uniform or per-event y, plus a uniform c.
+        // What lowering makes: a per-event x times a uniform or per-event y, plus a uniform or
+        // per-event c.
         Op::Fma(..) => match x {
             [Src::V(a), Src::S(b), Src::S(c)] => {
                 for i in 0..BLOCK {
@@ -1392,6 +1394,270 @@ mod tests {
             assert!((grad[1] - gs).abs() < 1e-9 * gs.abs().max(1.0));
             assert_eq!(grad[2], 1.0);
             assert_eq!(prog.eval(&p, &[&xs], weights, None), v);
+        }
+    }
+
+    /// −Σ w ∂E/∂θ (plus 1 for the uniform term, parameter `nu`) from the forward-mode
+    /// tangents of [`Program::event_jacobian`], which do not use the backward pass; and per
+    /// parameter the sum of the terms' sizes, the scale a rounding difference is measured by.
+    fn forward_mode_gradient(
+        prog: &Program,
+        p: &[f64],
+        cols: &[&[f64]],
+        w: Option<&[f64]>,
+        nu: usize,
+    ) -> (Vec<f64>, Vec<f64>) {
+        let which: Vec<usize> = (0..p.len()).collect();
+        let jac = prog.event_jacobian(p, cols, &which);
+        let mut g = vec![0.0; p.len()];
+        let mut scale = vec![1.0; p.len()];
+        for j in 0..p.len() {
+            if j == nu {
+                g[j] += 1.0;
+            }
+            for (i, d) in jac[j].iter().enumerate() {
+                let wi = w.map_or(1.0, |w| w[i]);
+                if wi != 0.0 {
+                    g[j] -= wi * d;
+                    scale[j] += (wi * d).abs();
+                }
+            }
+        }
+        (g, scale)
+    }
+
+    /// The backward pass's gradient equals the forward-mode one (to 1e-9 of the terms' sizes)
+    /// and evaluating it leaves the value's bits as they are.
+    fn backward_agrees(g: &Graph, e: Id, nu: Id, cols: &[&[f64]], w: Option<&[f64]>) -> bool {
+        let p = [0.3, 0.7, -0.4, 1.1, 5.0];
+        let prog = Program::new(g, e, nu);
+        let mut grad = vec![0.0; p.len()];
+        let v = prog.eval(&p, cols, w, Some(&mut grad));
+        let same_value = v.to_bits() == prog.eval(&p, cols, w, None).to_bits();
+        let (want, scale) = forward_mode_gradient(&prog, &p, cols, w, p.len() - 1);
+        same_value && (0..p.len()).all(|j| (grad[j] - want[j]).abs() <= 1e-9 * scale[j])
+    }
+
+    /// Events of two columns (x around 0, y positive) and weights with zeros among them.
+    fn two_columns(n: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+        let xs = (0..n).map(|i| (i as f64 * 0.37).sin() * 1.5).collect();
+        let ys = (0..n)
+            .map(|i| 0.5 + (i as f64 * 0.11).cos().abs())
+            .collect();
+        let ws = (0..n)
+            .map(|i| match i % 5 {
+                3 => 0.0,
+                _ => 0.5 + (i % 7) as f64 * 0.1,
+            })
+            .collect();
+        (xs, ys, ws)
+    }
+
+    /// The shapes where adjoint buffers are shared — a term used twice by one node, a sum's
+    /// term handed its node's buffer and then added to by other readers, an event term that
+    /// is itself a sum, a column or a product, a node no parameter moves in between — over a
+    /// short block, exact blocks and several tasks, with and without weights.
+    #[test]
+    fn shared_adjoint_buffers_give_the_forward_mode_gradient() {
+        type Shape = fn(&mut Graph) -> Id;
+        fn wave(g: &mut Graph, p: usize, col: usize) -> Id {
+            let (a, x) = (g.param(p), g.column(col));
+            let t = g.mul(a, x);
+            g.sin(t)
+        }
+        let shapes: [(&str, Shape); 10] = [
+            ("t + t as the event term", |g| {
+                let t = wave(g, 0, 0);
+                g.add(t, t)
+            }),
+            ("t · t", |g| {
+                let t = wave(g, 0, 0);
+                g.mul(t, t)
+            }),
+            ("(t − t) + t", |g| {
+                let t = wave(g, 0, 0);
+                let d = g.sub(t, t);
+                g.add(d, t)
+            }),
+            ("fma(t, t, t)", |g| {
+                let t = wave(g, 0, 0);
+                g.fma(t, t, t)
+            }),
+            ("fma(t, y, t)", |g| {
+                let (t, y) = (wave(g, 0, 0), g.column(1));
+                g.fma(t, y, t)
+            }),
+            ("ln of a sum of three products", |g| {
+                let (f1, f2, f3) = (wave(g, 0, 0), wave(g, 1, 1), wave(g, 2, 0));
+                let (a, b, c) = (g.param(0), g.param(1), g.param(2));
+                let (t1, t2, t3) = (g.mul(f1, c), g.mul(f2, a), g.mul(f3, b));
+                let s = g.add(t1, t2);
+                let s = g.add(s, t3);
+                let four = g.constant(4.0);
+                let s = g.add(s, four);
+                g.log(s)
+            }),
+            ("a select's branches sharing a term", |g| {
+                let (t, x, b) = (wave(g, 0, 0), g.column(0), g.param(1));
+                let (u, v) = (g.add(t, b), g.sub(t, b));
+                let s = g.select(x, u, v);
+                g.add(s, t)
+            }),
+            ("a diamond of sums", |g| {
+                let (c1, z, c) = (wave(g, 0, 0), wave(g, 1, 0), g.param(2));
+                let pp = g.add(c1, z);
+                let q = g.mul(pp, c);
+                let n1 = g.add(c1, q);
+                let n2 = g.add(n1, pp);
+                g.add(n2, c1)
+            }),
+            ("a sum through a node no parameter moves", |g| {
+                let (x, b) = (g.column(0), g.param(1));
+                let (cx, t) = (g.exp(x), wave(g, 0, 0));
+                let m = g.add(cx, t);
+                let m2 = g.sub(m, cx);
+                let m3 = g.mul(m2, b);
+                g.add(m3, m)
+            }),
+            ("an event term no parameter moves", |g| g.column(0)),
+        ];
+        for n in [1, 127, 128, 129, 40_000] {
+            let (xs, ys, ws) = two_columns(n);
+            let cols: [&[f64]; 2] = [&xs, &ys];
+            for (name, shape) in &shapes {
+                let mut g = Graph::new();
+                let e = shape(&mut g);
+                let nu = g.param(4);
+                for w in [None, Some(&ws[..])] {
+                    assert!(
+                        backward_agrees(&g, e, nu, &cols, w),
+                        "{name}, {n} events, weights {}",
+                        w.is_some()
+                    );
+                }
+            }
+        }
+    }
+
+    /// Random graphs with much sharing and repeated arguments (sums, differences, products,
+    /// multiply-adds, selects, mixtures' sums of products): the backward pass's gradient is
+    /// the forward-mode one.
+    #[test]
+    fn random_graphs_give_the_forward_mode_gradient() {
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rnd = move |k: usize| -> usize {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % k as u64) as usize
+        };
+        let (xs, ys, ws) = two_columns(300);
+        let cols: [&[f64]; 2] = [&xs, &ys];
+        let mut checked = 0;
+        for trial in 0..400 {
+            let mut g = Graph::new();
+            let params: Vec<Id> = (0..4).map(|i| g.param(i)).collect();
+            let mut pool = vec![g.column(0), g.column(1)];
+            for k in 0..3 {
+                let t = g.mul(params[k], pool[k % 2]);
+                pool.push(g.sin(t));
+            }
+            for _ in 0..6 + rnd(25) {
+                let pick = |r: usize, pool: &[Id]| pool[pool.len() - 1 - r % pool.len().min(6)];
+                let a = pick(rnd(100), &pool);
+                let b = if rnd(4) == 0 {
+                    a
+                } else {
+                    pick(rnd(100), &pool)
+                };
+                let c = if rnd(4) == 0 {
+                    a
+                } else {
+                    pick(rnd(100), &pool)
+                };
+                let u = params[rnd(4)];
+                let new = match rnd(12) {
+                    0 => g.add(a, b),
+                    1 => g.sub(a, b),
+                    2 => g.mul(a, b),
+                    3 => g.fma(a, b, c),
+                    4 => g.fma(a, u, c),
+                    5 => g.select(a, b, c),
+                    6 => {
+                        let s = g.sin(a);
+                        g.exp(s)
+                    }
+                    7 => {
+                        let three = g.constant(3.0);
+                        let s = g.sin(a);
+                        let d = g.add(three, s);
+                        g.log(d)
+                    }
+                    8 => {
+                        let (x, y) = (g.mul(a, u), g.mul(b, params[rnd(4)]));
+                        g.add(x, y)
+                    }
+                    9 => {
+                        let x = g.mul(a, u);
+                        g.sub(b, x)
+                    }
+                    10 => g.powi(a, 2),
+                    _ => {
+                        let x = g.mul(a, b);
+                        g.add(x, c)
+                    }
+                };
+                pool.push(new);
+            }
+            let (last, before) = (pool[pool.len() - 1], pool[pool.len() - 2]);
+            let e = match rnd(4) {
+                0 => g.add(last, before),
+                1 => g.fma(last, before, last),
+                2 => g.add(last, last),
+                _ => last,
+            };
+            let nu = g.param(4);
+            let v = Program::new(&g, e, nu).eval(&[0.3, 0.7, -0.4, 1.1, 5.0], &cols, None, None);
+            if !v.is_finite() || v.abs() > 1e8 {
+                continue;
+            }
+            checked += 1;
+            for w in [None, Some(&ws[..])] {
+                assert!(backward_agrees(&g, e, nu, &cols, w), "graph {trial}");
+            }
+        }
+        assert!(checked > 200, "{checked} graphs with finite values");
+    }
+
+    /// A block with one NaN argument takes the general e^x and ln x (NaN there, the others as
+    /// on the short path), and the ends of the short paths' ranges are kept.
+    #[test]
+    fn blocks_outside_the_short_paths_take_the_general_ones() {
+        let run = |op: Op, v: &Lanes| {
+            let mut out = ZERO;
+            forward(op, [Src::V(v), Src::S(0.0), Src::S(0.0)], &[], &mut out);
+            out
+        };
+        let mut v = [1.0; BLOCK];
+        v[77] = f64::NAN;
+        assert!(!all(&v, vmath::exp_is_normal) && !all(&v, vmath::ln_is_normal));
+        let e = run(Op::Exp(Id(0)), &v);
+        assert!(e[77].is_nan() && e[0] == std::f64::consts::E);
+        let l = run(Op::Log(Id(0)), &v);
+        assert!(l[77].is_nan() && l[0] == 0.0);
+        let mut w = [2.0; BLOCK];
+        for (x, want_exp, want_ln) in [
+            (-0.0, 1.0, f64::NEG_INFINITY),
+            (710.0, f64::INFINITY, 710f64.ln()),
+            (-746.0, 0.0, f64::NAN),
+        ] {
+            w[5] = x;
+            let (e, l) = (run(Op::Exp(Id(0)), &w), run(Op::Log(Id(0)), &w));
+            assert_eq!(e[5], want_exp, "e^{x}");
+            assert!(
+                l[5] == want_ln || (l[5].is_nan() && want_ln.is_nan()),
+                "ln {x}"
+            );
         }
     }
 }
