@@ -44,6 +44,10 @@ KNOWN = {
     "rf103_interprfuncs": "quadrature over a cusp (2e-3 from SciPy; ROOT's 0.47)",
     # ROOT's numerical normalisation: histfit equals SciPy's adaptive quad to 4e-12.
     "rf703_effpdfprod": "ROOT's numerical integral (7e-4 from SciPy; histfit 4e-12)",
+    # The likelihood's aux_distributions are priors over its own parameters (the cells' scales
+    # under N(s | globalScale, cellSpread)); ROOT's values leave them out (2 ΔNLL = 0 at every
+    # globalScale), histfit includes them, equal to SciPy's truncated normals to 1e-15.
+    "hierarchical_calibration_model": "priors left out of ROOT's values (histfit's equal SciPy's)",
 }
 
 

@@ -3,6 +3,7 @@ signal + background mixture over one observable with its events inline, and imin
 reference −ln L with the reference's JSON (−ln L at the initial point and a second point, the
 minimum, each parameter's value and Hesse error)."""
 import json
+import sys
 
 from iminuit import Minuit
 
@@ -55,3 +56,13 @@ def exponential_draws(rng, n, c, lo, hi):
     import numpy as np
     u = rng.uniform(size=n)
     return -np.log(np.exp(-c * lo) - u * (np.exp(-c * lo) - np.exp(-c * hi))) / c
+
+
+def emit_reference(out, path):
+    """Prints the reference document `out` as JSON and, with --write on the command line, writes
+    it to `path` too."""
+    text = json.dumps(out, indent=1)
+    print(text)
+    if "--write" in sys.argv:
+        with open(path, "w") as f:
+            f.write(text + "\n")

@@ -28,7 +28,7 @@ from scipy.stats import exponnorm
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
-from common import iminuit_reference, write_doc  # noqa: E402
+from common import emit_reference, iminuit_reference, write_doc  # noqa: E402
 
 fixtures = os.path.join(here, "..", "..", "tests", "fixtures", "hs3")
 path = os.path.join(fixtures, "decay.json")
@@ -167,8 +167,4 @@ if "--roofit" in sys.argv:
     w.factory(f"SUM::model(nsig[{INIT['nsig']}]*sig,nbkg[{INIT['nbkg']}]*bkg)")
     data = ROOT.RooDataSet.from_numpy({"dt": x}, ROOT.RooArgSet(w.var("dt")))
     out["roofit_nll_at_initial"] = w.pdf("model").createNLL(data).getVal()
-text = json.dumps(out, indent=1)
-print(text)
-if "--write" in sys.argv:
-    with open(os.path.join(fixtures, "decay.scipy.json"), "w") as f:
-        f.write(text + "\n")
+emit_reference(out, os.path.join(fixtures, "decay.scipy.json"))

@@ -25,7 +25,7 @@ from scipy.integrate import quad
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
-from common import exponential_draws, extended_mixture_doc, iminuit_reference, write_doc  # noqa: E402
+from common import emit_reference, exponential_draws, extended_mixture_doc, iminuit_reference, write_doc  # noqa: E402
 
 fixtures = os.path.join(here, "..", "..", "tests", "fixtures", "hs3")
 path = os.path.join(fixtures, "rbw.json")
@@ -97,8 +97,4 @@ def nll(mass, gamma, c, nsig, nbkg):
 
 point2 = {"mass": 0.79, "gamma": 0.13, "c": 1.2, "nsig": 1400.0, "nbkg": 1100.0}
 out = iminuit_reference(nll, INIT, LIMITS, point2)
-text = json.dumps(out, indent=1)
-print(text)
-if "--write" in sys.argv:
-    with open(os.path.join(fixtures, "rbw.scipy.json"), "w") as f:
-        f.write(text + "\n")
+emit_reference(out, os.path.join(fixtures, "rbw.scipy.json"))

@@ -23,6 +23,9 @@ from scipy.interpolate import PchipInterpolator
 from scipy.special import erf
 
 here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, here)
+from common import emit_reference  # noqa: E402
+
 fixtures = os.path.join(here, "..", "..", "tests", "fixtures", "hs3")
 path = os.path.join(fixtures, "smooth.json")
 LO, HI = 60.0, 120.0
@@ -124,8 +127,4 @@ for k in INIT:
     fit[k + "_error"] = m.errors[k]
 out = {"bandwidth": h, "nll_at_initial": nll(**INIT), "point2": point2,
        "nll_at_point2": nll(**point2), "fit": fit}
-text = json.dumps(out, indent=1)
-print(text)
-if "--write" in sys.argv:
-    with open(os.path.join(fixtures, "smooth.numpy.json"), "w") as f:
-        f.write(text + "\n")
+emit_reference(out, os.path.join(fixtures, "smooth.numpy.json"))

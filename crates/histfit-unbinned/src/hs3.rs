@@ -280,6 +280,26 @@ pub(crate) fn list<'a>(v: &'a Value, key: &str, place: &str) -> Result<&'a [Valu
     }
 }
 
+/// The observables a distribution names: its `x` list, or the first of its `x`, `m` or `mass`.
+fn observable_names(d: &Value) -> Vec<String> {
+    if let Some(Value::Array(a)) = d.get("x") {
+        return a
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect();
+    }
+    ["x", "m", "mass"]
+        .iter()
+        .find_map(|k| match d.get(*k) {
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(Value::Array(a)) => a.first().and_then(Value::as_str).map(str::to_string),
+            _ => None,
+        })
+        .into_iter()
+        .collect()
+}
+
 pub(crate) fn names(v: &Value, key: &str, place: &str) -> Result<Vec<String>> {
     list(v, key, place)?
         .iter()
@@ -983,7 +1003,7 @@ impl<'a> Builder<'a> {
             }
             let place = format!("aux distribution \"{name}\"");
             let b = self.distribution(name, &place)?;
-            constraints.push(self.constraint(name, b.log_density, &place)?);
+            constraints.push(self.aux_term(name, b.log_density, &place)?);
             constraints.extend(b.constraint);
         }
         let constraint_term = self.g.sum(&constraints);
@@ -1742,6 +1762,42 @@ impl<'a> Builder<'a> {
         })
     }
 
+    /// −ln of a likelihood's auxiliary distribution: a constraint term ([`Self::constraint`]),
+    /// or a prior — a distribution over parameters of the model itself (a hierarchical model's
+    /// hyper-prior, a calibration's spread): every observable it names is a free parameter that
+    /// another distribution or function of the document uses. Its term is its density at the
+    /// parameters' values, normalised over their domains as any distribution over a non-data
+    /// variable is ([`Self::observable`]); it is fitted with the rest and neither toys nor the
+    /// Asimov dataset draw anything for it. A free variable that nothing else uses stays an
+    /// error: it is a global observable the file forgot to mark constant, and taking its
+    /// constraint for a prior would let the fit move the measurement away.
+    fn aux_term(&mut self, name: &str, log_density: Id, place: &str) -> Result<Id> {
+        let (_, d) = self.doc.dists[name];
+        let xs = observable_names(d);
+        let free_and_used = |b: &Self, x: &str| {
+            b.info.get(x).is_some_and(|p| !p.constant)
+                && b.doc
+                    .dists
+                    .iter()
+                    .filter(|(n, _)| **n != name)
+                    .chain(&b.doc.funcs)
+                    .any(|(_, (_, v))| {
+                        let mut used = Vec::new();
+                        Doc::references(v, &mut used);
+                        used.iter().any(|u| u == x)
+                    })
+        };
+        if xs.is_empty() || !xs.iter().all(|x| free_and_used(self, x)) {
+            return self.constraint(name, log_density, place);
+        }
+        self.constrained.insert(name.to_string());
+        self.notes.push(format!(
+            "{place}: a prior on {} (parameters of the model, not global observables): its density at their values is a term of the likelihood",
+            xs.iter().map(|x| format!("\"{x}\"")).collect::<Vec<_>>().join(", ")
+        ));
+        Ok(self.g.neg(log_density))
+    }
+
     /// −ln of a distribution that depends on no observable of the data: a constraint term,
     /// which it is only where its own observable is a constant (a global observable, as ROOT
     /// writes them) — else the data lack an axis the distribution needs, which is an error.
@@ -1750,25 +1806,12 @@ impl<'a> Builder<'a> {
     fn constraint(&mut self, name: &str, log_density: Id, place: &str) -> Result<Id> {
         self.constrained.insert(name.to_string());
         let (i, d) = self.doc.dists[name];
-        let x = ["x", "m", "mass"]
-            .iter()
-            .find_map(|k| match d.get(*k) {
-                Some(Value::String(s)) => Some(s.clone()),
-                Some(Value::Array(a)) => a.first().and_then(Value::as_str).map(str::to_string),
-                _ => None,
-            })
-            .unwrap_or_default();
-        let xs: Vec<String> = match d.get("x") {
-            Some(Value::Array(a)) => a
+        let xs = observable_names(d);
+        let x = xs.first().cloned().unwrap_or_default();
+        let global = !xs.is_empty()
+            && xs
                 .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect(),
-            _ => vec![x.clone()],
-        };
-        let global = xs
-            .iter()
-            .all(|x| self.info.get(x).is_some_and(|p| p.constant));
+                .all(|x| self.info.get(x).is_some_and(|p| p.constant));
         if !global {
             return Err(err(
                 format!("distributions[{i}] (\"{name}\"), in {place}"),

@@ -1833,3 +1833,88 @@ fn resolution_mixtures_nest_and_far_tails_stay_finite() {
         assert!(v.is_finite(), "decayType {decay_type}: {v}");
     }
 }
+
+/// The parameters of `m` as named in `values`, the others at the model's initial values.
+fn point_of(m: &histfit_unbinned::UnbinnedModel, values: &Value) -> Vec<f64> {
+    let mut p = m.space.init.clone();
+    for (k, n) in m.space.names.iter().enumerate() {
+        if let Some(v) = values.get(n).and_then(Value::as_f64) {
+            p[k] = v;
+        }
+    }
+    p
+}
+
+/// A hierarchical model (scripts/reference/hierarchical.py): four cells' measurements, their
+/// scales under a shared prior N(s | g, w), the spread under a hyper-prior — the priors, the
+/// likelihood's auxiliary distributions over the model's own parameters, are terms of the
+/// likelihood: −ln L at two points equals SciPy's to 1e-10, the fit ends at iminuit's minimum.
+#[test]
+fn priors_over_parameters_are_terms_of_the_likelihood() {
+    let reference = fixture_doc("hierarchical.scipy.json");
+    let mut m = open(&fixture_doc("hierarchical.json"), &Choice::default()).unwrap();
+    assert!(
+        m.notes.iter().any(|n| n.contains("a prior on \"w\"")),
+        "{:?}",
+        m.notes
+    );
+    let data = m.observed_dataset();
+    let points = [
+        (m.space.init.clone(), "nll_at_initial"),
+        (point_of(&m, &reference["point2"]), "nll_at_point2"),
+    ];
+    for (p, want) in points {
+        let got = m.nll(&p, &data).unwrap();
+        let want = reference[want].as_f64().unwrap();
+        assert!((got - want).abs() <= 1e-10 * want.abs(), "{got} vs {want}");
+    }
+    let options = histfit_infer::FitOptions {
+        uncertainties: true,
+        ..Default::default()
+    };
+    let r = histfit_infer::fit(&mut m, &data, &options).unwrap();
+    let fit = &reference["fit"];
+    assert!(r.converged);
+    assert!(r.twice_nll <= 2.0 * fit["nll"].as_f64().unwrap() + 1e-6);
+    let errors = r.uncertainties.as_ref().unwrap();
+    for (k, n) in m.space.names.iter().enumerate() {
+        if let Some(v) = fit[n.as_str()].as_f64() {
+            let e = fit[format!("{n}_error")].as_f64().unwrap();
+            assert!(
+                (r.bestfit[k] - v).abs() < 0.01 * e,
+                "{n}: {} vs {v}",
+                r.bestfit[k]
+            );
+            assert!(
+                (errors[k] / e - 1.0).abs() < 0.02,
+                "{n}: error {} vs {e}",
+                errors[k]
+            );
+        }
+    }
+}
+
+/// An auxiliary distribution over a free variable that nothing else uses is not a prior: it is
+/// a global observable the file forgot to mark constant, and stays an error naming it.
+#[test]
+fn an_unused_free_observable_of_an_aux_distribution_is_an_error() {
+    let mut doc = fixture_doc("hierarchical.json");
+    let dists = doc["distributions"].as_array_mut().unwrap();
+    dists.push(
+        json!({"name": "stray", "type": "gaussian_dist", "x": "g_obs", "mean": "g",
+                      "sigma": "w_sigma"}),
+    );
+    doc["likelihoods"][0]["aux_distributions"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!("stray"));
+    doc["parameter_points"][0]["parameters"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "g_obs", "value": 1.0}));
+    let e = open(&doc, &Choice::default()).unwrap_err().to_string();
+    assert!(
+        e.contains("\"stray\"") && e.contains("\"g_obs\" is not a constant"),
+        "{e}"
+    );
+}
