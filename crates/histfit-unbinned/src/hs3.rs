@@ -254,6 +254,14 @@ pub(crate) struct Doc<'a> {
 }
 
 /// What to fit: (distribution, dataset) pairs, constraint distributions, the POIs.
+/// What a likelihood's objects name (for telling a prior from a constraint): the axes of its
+/// datasets, and per distribution or function it reaches from its distributions and auxiliary
+/// distributions, the names that object references.
+pub(crate) struct Uses {
+    axes: Vec<String>,
+    by: Vec<(String, Vec<String>)>,
+}
+
 pub(crate) struct Plan {
     pub(crate) pairs: Vec<(String, String)>,
     pub(crate) aux: Vec<String>,
@@ -339,6 +347,43 @@ impl<'a> Doc<'a> {
     }
 
     /// The names a distribution refers to (strings anywhere in it but its name and type).
+    /// The [`Uses`] of `plan`'s likelihood.
+    fn uses(&self, plan: &Plan) -> Uses {
+        let mut axes = Vec::new();
+        for (_, data) in &plan.pairs {
+            if let Some((_, v)) = self.data.get(data.as_str()) {
+                if let Some(list) = v.get("axes").and_then(Value::as_array) {
+                    axes.extend(
+                        list.iter()
+                            .filter_map(|a| a["name"].as_str().map(String::from)),
+                    );
+                }
+            }
+        }
+        let mut todo: Vec<String> = plan.pairs.iter().map(|(d, _)| d.clone()).collect();
+        todo.extend(plan.aux.iter().cloned());
+        let mut by: Vec<(String, Vec<String>)> = Vec::new();
+        while let Some(n) = todo.pop() {
+            if by.iter().any(|(m, _)| *m == n) {
+                continue;
+            }
+            let Some((_, v)) = self.dists.get(n.as_str()).or(self.funcs.get(n.as_str())) else {
+                continue;
+            };
+            let mut refs = Vec::new();
+            Doc::references(v, &mut refs);
+            todo.extend(
+                refs.iter()
+                    .filter(|r| {
+                        self.dists.contains_key(r.as_str()) || self.funcs.contains_key(r.as_str())
+                    })
+                    .cloned(),
+            );
+            by.push((n, refs));
+        }
+        Uses { axes, by }
+    }
+
     fn references(v: &Value, out: &mut Vec<String>) {
         match v {
             Value::String(s) => out.push(s.clone()),
@@ -997,13 +1042,14 @@ impl<'a> Builder<'a> {
         self.observables.clear();
         self.funcs.clear();
         self.templates.clear();
+        let uses = self.doc.uses(plan);
         for name in &plan.aux {
             if self.constrained.contains(name) {
                 continue;
             }
             let place = format!("aux distribution \"{name}\"");
             let b = self.distribution(name, &place)?;
-            constraints.push(self.aux_term(name, b.log_density, &place)?);
+            constraints.push(self.aux_term(name, b.log_density, &place, &uses)?);
             constraints.extend(b.constraint);
         }
         let constraint_term = self.g.sum(&constraints);
@@ -1764,28 +1810,24 @@ impl<'a> Builder<'a> {
 
     /// −ln of a likelihood's auxiliary distribution: a constraint term ([`Self::constraint`]),
     /// or a prior — a distribution over parameters of the model itself (a hierarchical model's
-    /// hyper-prior, a calibration's spread): every observable it names is a free parameter that
-    /// another distribution or function of the document uses. Its term is its density at the
+    /// hyper-prior, a calibration's spread): every observable it names is a free parameter, not
+    /// an axis of the likelihood's data, that another of the likelihood's distributions or the
+    /// functions they name uses. Its term is its density at the
     /// parameters' values, normalised over their domains as any distribution over a non-data
     /// variable is ([`Self::observable`]); it is fitted with the rest and neither toys nor the
     /// Asimov dataset draw anything for it. A free variable that nothing else uses stays an
     /// error: it is a global observable the file forgot to mark constant, and taking its
     /// constraint for a prior would let the fit move the measurement away.
-    fn aux_term(&mut self, name: &str, log_density: Id, place: &str) -> Result<Id> {
+    fn aux_term(&mut self, name: &str, log_density: Id, place: &str, uses: &Uses) -> Result<Id> {
         let (_, d) = self.doc.dists[name];
         let xs = observable_names(d);
         let free_and_used = |b: &Self, x: &str| {
             b.info.get(x).is_some_and(|p| !p.constant)
-                && b.doc
-                    .dists
+                && !uses.axes.iter().any(|a| a == x)
+                && uses
+                    .by
                     .iter()
-                    .filter(|(n, _)| **n != name)
-                    .chain(&b.doc.funcs)
-                    .any(|(_, (_, v))| {
-                        let mut used = Vec::new();
-                        Doc::references(v, &mut used);
-                        used.iter().any(|u| u == x)
-                    })
+                    .any(|(n, refs)| n != name && refs.iter().any(|r| r == x))
         };
         if xs.is_empty() || !xs.iter().all(|x| free_and_used(self, x)) {
             return self.constraint(name, log_density, place);

@@ -1917,4 +1917,24 @@ fn an_unused_free_observable_of_an_aux_distribution_is_an_error() {
         e.contains("\"stray\"") && e.contains("\"g_obs\" is not a constant"),
         "{e}"
     );
+    // Named by a distribution outside the likelihood only: still no prior.
+    let mut other = doc.clone();
+    other["distributions"].as_array_mut().unwrap().push(
+        json!({"name": "elsewhere", "type": "gaussian_dist", "x": "x0", "mean": "g_obs",
+                     "sigma": "w_sigma"}),
+    );
+    let e = open(&other, &Choice::default()).unwrap_err().to_string();
+    assert!(e.contains("\"g_obs\" is not a constant"), "{e}");
+    // Over an axis of the likelihood's data: no prior either.
+    let mut axis = fixture_doc("hierarchical.json");
+    axis["distributions"].as_array_mut().unwrap().push(
+        json!({"name": "on_data", "type": "gaussian_dist", "x": "x0", "mean": "g",
+                     "sigma": "w_sigma"}),
+    );
+    axis["likelihoods"][0]["aux_distributions"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!("on_data"));
+    let e = open(&axis, &Choice::default()).unwrap_err().to_string();
+    assert!(e.contains("\"on_data\"") && e.contains("\"x0\""), "{e}");
 }
