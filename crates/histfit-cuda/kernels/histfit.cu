@@ -2083,36 +2083,32 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* z_init
     }
     block_sum2(moved, unmoved, red);
     double pg = projected_gradient(lo, hi, z, g, P, red);
+    // The finish (polish.rs's `finish`): its first round, Newton steps from a converged search
+    // whose point is not certified. What the host's finish would go on with — rounds of fresh
+    // descents after a stopped line search or a Newton round that leaves the point uncertified —
+    // crawls along curved walls (an empty bin held at λ = 0), where two devices' roundings end
+    // 1e-5 apart in twice_nll: such a fit comes back uncertified and the host fits it again.
+    bool to_host = false;
     if (status != FIT_FAILED_START && isfinite(f)) {
-        for (int round = 0; round < 5; ++round) {
-            bool stalled = status == FIT_FAILED_LINE_SEARCH;
-            if (!((status == FIT_CONVERGED && pg > A.certify) || stalled)) break;
+        if (status == FIT_FAILED_LINE_SEARCH) {
+            to_host = true;
+        } else if (status == FIT_CONVERGED && pg > A.certify) {
             for (int i = t; i < P; i += T) F.zb4[i] = z[i];
-            if (round > 0 || stalled) {
-                // A fresh descent from here, kept where it converges no higher.
-                double f2 = f;
-                int s2 = descend(F, f2, iters, evals, bounded);
-                if (s2 == FIT_CONVERGED && f2 <= f + 1e-12 * fmax(fabs(f), 1.0)) {
-                    f = f2;
-                    status = s2;
-                } else {
-                    for (int i = t; i < P; i += T) z[i] = F.zb4[i];
-                }
-            }
             polish(F, f, evals);
             int same = 1;
             for (int i = t; i < P; i += T)
                 if (z[i] != F.zb4[i]) same = 0;
-            if (block_min((double)same, red) == 1.0) break;
-            eval_z(tb, A, z, g, row, sc, red, F.wall);
-            ++evals;
-            pg = projected_gradient(lo, hi, z, g, P, red);
+            if (block_min((double)same, red) != 1.0) {
+                eval_z(tb, A, z, g, row, sc, red, F.wall);
+                ++evals;
+                pg = projected_gradient(lo, hi, z, g, P, red);
+            }
+            to_host = !(pg <= A.certify);
         }
     }
     // Precision (polish.rs's `sharpen`): a certified point with a projected gradient above
     // polish_pg gets one more round of Newton steps, kept where the point stays certified.
-    if (isfinite(f) && (status == FIT_CONVERGED || status == FIT_FAILED_LINE_SEARCH) && pg > A.polish_pg &&
-        pg <= A.certify) {
+    if (!to_host && isfinite(f) && status == FIT_CONVERGED && pg > A.polish_pg && pg <= A.certify) {
         for (int i = t; i < P; i += T) F.zb4[i] = z[i];
         const double f_before = f, pg_before = pg;
         polish(F, f, evals);
@@ -2133,7 +2129,8 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* z_init
     }
     // The verdict (fit/mod.rs): a stopped line search whose point meets the certificate is a
     // minimum to f's resolution; a converged search that does not meet it is not.
-    if (status == FIT_FAILED_LINE_SEARCH && pg <= A.certify) status = FIT_CONVERGED;
+    if (to_host) status = FIT_UNCERTIFIED;
+    else if (status == FIT_FAILED_LINE_SEARCH && pg <= A.certify) status = FIT_CONVERGED;
     else if (status == FIT_CONVERGED && !(pg <= A.certify)) status = FIT_UNCERTIFIED;
     write_fit(tb, A, row, z, lo, hi, f, pg, iters, evals, status, moved > 0.0 ? unmoved : 0.0, bounded, sc, red,
               o, ox);
@@ -2688,12 +2685,14 @@ __device__ __noinline__ void fit_kinked(const Tables& tb, const FitArgs& A, cons
         if (t == 0) s.fB = f;
         __syncthreads();
     };
-    // polish.rs's `descend_again` of the best point: kept where it converges no higher.
+    // polish.rs's `descend_again` of the best point: kept where it converges (or its line search
+    // stops) no higher.
     const auto descend_again = [&]() {
         double f = 0.0;
         int status = 0;
         descend_settled(K.zB, nullptr, nullptr, K.pB, f, status);
-        const bool kept = status == FIT_CONVERGED && f <= s.fB + 1e-12 * fmax(fabs(s.fB), 1.0);
+        const bool kept = (status == FIT_CONVERGED || status == FIT_FAILED_LINE_SEARCH) && isfinite(f) &&
+                          f <= s.fB + 1e-12 * fmax(fabs(s.fB), 1.0);
         __syncthreads();
         if (kept) {
             keep(K.zB, K.pB, pb);
@@ -3140,25 +3139,33 @@ __device__ __noinline__ void fit_kinked(const Tables& tb, const FitArgs& A, cons
     }
     // -- finish and sharpen (polish.rs) ---------------------------------------------------------
     double pg = 1.0 / 0.0;
+    bool to_host = false;
     if (isfinite(s.fB)) {
         evals += cert_evals(F, K.held, K.zB);
         Cert c = certify(F, K.held, plo, phi, K.zB, F.zt, gu, gd, side_d);
         // (A check whose gradient is not finite lists no descending sides: kinks_certified.)
         const auto kink_ok = [&](const Cert& q) { return q.bad || q.slope <= A.certify; };
-        for (int round = 0; round < 5; ++round) {
-            const bool stalled = s.sB == FIT_FAILED_LINE_SEARCH && isfinite(s.fB);
-            if (!(((s.sB == FIT_CONVERGED && c.smooth > A.certify) || stalled) && kink_ok(c))) break;
-            k_copy(K.wz, K.zB, P);
-            __syncthreads();
-            if (round > 0 || stalled) descend_again();
-            polish_best();
-            if (k_same(K.zB, K.wz, P, red)) break;
-            evals += cert_evals(F, K.held, K.zB);
-            c = certify(F, K.held, plo, phi, K.zB, F.zt, gu, gd, side_d);
+        const auto certified = [&](const Cert& q) { return q.pg <= A.certify && kink_ok(q); };
+        // The finish's first round (as fit_one's): Newton steps; a stopped line search, or a
+        // point the round leaves uncertified, goes to the host's further rounds.
+        const bool stalled0 = s.sB == FIT_FAILED_LINE_SEARCH && isfinite(s.fB);
+        if (((s.sB == FIT_CONVERGED && c.smooth > A.certify) || stalled0) && kink_ok(c)) {
+            if (stalled0) {
+                to_host = true;
+            } else {
+                k_copy(K.wz, K.zB, P);
+                __syncthreads();
+                polish_best();
+                if (!k_same(K.zB, K.wz, P, red)) {
+                    evals += cert_evals(F, K.held, K.zB);
+                    c = certify(F, K.held, plo, phi, K.zB, F.zt, gu, gd, side_d);
+                }
+                to_host = !certified(c);
+            }
         }
         // sharpen
         const bool stalled = s.sB == FIT_FAILED_LINE_SEARCH && isfinite(s.fB);
-        if ((s.sB == FIT_CONVERGED || stalled) && kink_ok(c) && c.pg > A.polish_pg &&
+        if (!to_host && (s.sB == FIT_CONVERGED || stalled) && kink_ok(c) && c.pg > A.polish_pg &&
             c.pg <= A.certify) {
             k_copy(K.zS, K.zB, P);
             k_copy(K.pS, K.pB, P);
@@ -3171,7 +3178,6 @@ __device__ __noinline__ void fit_kinked(const Tables& tb, const FitArgs& A, cons
             if (!k_same(K.zB, K.zS, P, red)) {
                 evals += cert_evals(F, K.held, K.zB);
                 Cert again = certify(F, K.held, plo, phi, K.zB, F.zt, gu, gd, side_d);
-                const auto certified = [&](const Cert& q) { return q.pg <= A.certify && kink_ok(q); };
                 if (!certified(again) && s.fB < s.fS && descend_again()) {
                     polish_best();
                     evals += cert_evals(F, K.held, K.zB);
@@ -3199,7 +3205,8 @@ __device__ __noinline__ void fit_kinked(const Tables& tb, const FitArgs& A, cons
     int status = s.sB;
     const double f = s.fB;
     const bool stalled = status == FIT_FAILED_LINE_SEARCH && isfinite(f);
-    if ((status == FIT_CONVERGED || stalled) && pg <= A.certify) status = FIT_CONVERGED;
+    if (to_host) status = FIT_UNCERTIFIED;
+    else if ((status == FIT_CONVERGED || stalled) && pg <= A.certify) status = FIT_CONVERGED;
     else if (status == FIT_CONVERGED || status == FIT_FLIPPED) status = FIT_UNCERTIFIED;
     // (None left at its start: the saddle probe above moved or kept them itself.)
     write_fit(tb, A, row, K.zB, plo, phi, isfinite(f) ? f : 0.0 / 0.0, pg, iters, evals, status, 0.0, bounded, sc,

@@ -398,7 +398,9 @@ pub fn resident_settings(o: &Options) -> histfit_seam::ResidentSettings {
 
 /// Whether a device fit made under a [`DevicePlan`] is this fit's result: stopped by one of the
 /// optimizer's rules (the device runs the same L-BFGS-B, so it takes the same path to the same
-/// minimum), finite, finished to [`POLISH_PG`] (the device's Newton rounds are the host's; where
+/// minimum), finite, not sent back by the device (a stalled search or a point its Newton round
+/// leaves uncertified: the host's further finishing rounds), finished to [`POLISH_PG`] (the
+/// device's Newton rounds are the host's; where
 /// they leave the point above it, the host's `sharpen` may go on with a descent the smooth
 /// kernel does not make) and no coordinate left at its start (where the search would probe for
 /// a saddle; the kinked kernel makes that probe itself and reports none). Anything else is

@@ -31,6 +31,11 @@ fn kinks_certified(cert: &Certificate) -> bool {
     cert.descents.iter().all(|d| d.2 <= CERTIFY_PG)
 }
 
+/// Whether a point passes the fit's first-order check (see [`CERTIFY_PG`]).
+fn certified(cert: &Certificate) -> bool {
+    cert.projected_gradient <= CERTIFY_PG && kinks_certified(cert)
+}
+
 /// Says in the fit's reason (once) that Newton steps moved its minimum.
 fn note_newton(best: &mut Local) {
     if !best.reason.ends_with("(finished by Newton steps)") {
@@ -47,8 +52,16 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
     /// direction of curvature 1e11 — a bin of 435 events whose constraint is known to 0.1 % — leaves
     /// steepest descent no step f can resolve): it gets the same Newton steps and descent.
     /// Where a round's Newton steps leave a kinked coordinate at its kink with a side that
-    /// descends, the next round's descent settles it. Last, a certified point above
-    /// [`POLISH_PG`] is sharpened (see [`Self::sharpen`]).
+    /// descends, the next round's descent settles it. A round's descent that ends at a certified
+    /// point ends the rounds: along an empty bin's curved wall a Newton step that lowers f
+    /// leaves the wall on its far side (f is linear there, its gradient the wall's normal), and
+    /// rounds that went on from such points ended uncertified, below a certified point passed
+    /// on the way (1Lbb toys 800 and 826 under pyhf's codes). Last, a certified point above
+    /// [`POLISH_PG`] is sharpened (see [`Self::sharpen`]), which keeps Newton steps only where
+    /// the point stays certified. The resident GPU kernels make the first round only: a fit that
+    /// needs more (a stalled search, a point their Newton round leaves uncertified) comes back
+    /// uncertified and is fitted again on the host, since along such walls two devices'
+    /// roundings end their rounds up to 1e-5 apart in twice_nll (1Lbb toy 826).
     pub async fn finish(&mut self, best: &mut Local) -> Result<Option<Certificate>> {
         if !best.f.is_finite() {
             return Ok(None);
@@ -74,6 +87,12 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
                 // Newton steps cannot settle a kink (they leave its coordinate where it is).
                 if unsettled && !kept {
                     break;
+                }
+                if kept {
+                    cert = self.certificate(&best.z).await?;
+                    if certified(&cert) {
+                        break;
+                    }
                 }
             }
             let f_before = best.f;
@@ -127,7 +146,6 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
             return Ok(());
         }
         let mut again = self.certificate(&best.z).await?;
-        let certified = |c: &Certificate| c.projected_gradient <= CERTIFY_PG && kinks_certified(c);
         if !certified(&again) && best.f < before.f && self.descend_again(best).await? {
             self.polish(best).await?;
             again = self.certificate(&best.z).await?;
@@ -144,7 +162,10 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
     }
 
     /// A fresh descent from `best` (with the orthant rounds on a kinked model), taken where it
-    /// converges no higher; returns whether it was.
+    /// converges, or its line search stops, no higher (the certificate then judges the point:
+    /// along an empty bin's curved wall a descent often stops so below where it began, with a
+    /// projected gradient far inside the certificate — 1Lbb toys under pyhf's codes, session
+    /// 46); returns whether it was.
     async fn descend_again(&mut self, best: &mut Local) -> Result<bool> {
         let p = self.p;
         let bounds = (&p.lower[..], &p.upper[..]);
@@ -153,7 +174,8 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
         } else {
             self.descend(&best.z, bounds, &best.pinned).await?
         };
-        let kept = again.converged && again.f <= best.f + 1e-12 * best.f.abs().max(1.0);
+        let kept = (again.converged || stalled(&again))
+            && again.f <= best.f + 1e-12 * best.f.abs().max(1.0);
         if kept {
             best.replace_keeping_compared(again);
         }
