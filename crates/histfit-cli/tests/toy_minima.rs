@@ -112,20 +112,22 @@ fn a_kink_the_newton_round_unsettles_is_settled() {
 /// and the rounds ended there, "not a minimum" (4 of 1 000 toys, on both devices). Now a round's
 /// descent that stops by its line search below where it began is kept (893, 943: then finished
 /// by Newton steps, lower than before), and one that ends certified ends the rounds (800, 826:
-/// certified within 2e-5 in twice_nll of the lower uncertified point the rounds reached).
+/// certified, 6e-6 and 1.3e-5 in twice_nll above the lower uncertified point the old rounds
+/// crawled to — the trade-off of stopping at a certified point on such a wall; the GPU sends
+/// these fits to the host, so both devices give the same number).
 #[test]
 fn fits_along_an_empty_bins_curved_wall_are_certified() {
-    // (toy, twice_nll where the fit stopped uncertified before)
+    // (toy, twice_nll where the fit stopped uncertified before, how far above it may end)
     let stops = [
-        (800, 216.828_414_448_409_66),
-        (826, 216.596_931_031_066_8),
-        (893, 221.978_231_047_211_47),
-        (943, 214.914_890_644_255_96),
+        (800, 216.828_414_448_409_66, 2e-5),
+        (826, 216.596_931_031_066_8, 2e-5),
+        (893, 221.978_231_047_211_47, 0.0),
+        (943, 214.914_890_644_255_96, 0.0),
     ];
-    for (i, stop) in stops {
+    for (i, stop, above) in stops {
         let toy = one_1lbb_pyhf_toy(i);
         assert_eq!(toy["converged"], true, "toy {i}: {}", toy["reason"]);
         let got = toy["twice_nll"].as_f64().expect("twice_nll");
-        assert!(got < stop + 2e-5, "toy {i}: {got} against {stop}");
+        assert!(got < stop + above, "toy {i}: {got} against {stop}");
     }
 }

@@ -68,6 +68,11 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
         }
         let mut cert = self.certificate(&best.z).await?;
         for round in 0..5 {
+            // A round's polish that certifies the point ends the rounds, as its descent does
+            // (below), whether the point came from a converged or a stalled descent.
+            if round > 0 && certified(&cert) {
+                break;
+            }
             let kink_ok = kinks_certified(&cert);
             // Newton steps move only the coordinates off their kinks, which can tilt the
             // one-sided slopes of one held at its kink until a side descends: a fresh
