@@ -1894,20 +1894,24 @@ fn priors_over_parameters_are_terms_of_the_likelihood() {
     }
 }
 
+/// `doc` with a Gaussian `name` over `x` (mean `mean`, width `w_sigma`) among its distributions
+/// and its first likelihood's auxiliary distributions.
+fn add_aux_gaussian(doc: &mut serde_json::Value, name: &str, x: &str, mean: &str) {
+    doc["distributions"].as_array_mut().unwrap().push(
+        json!({"name": name, "type": "gaussian_dist", "x": x, "mean": mean, "sigma": "w_sigma"}),
+    );
+    doc["likelihoods"][0]["aux_distributions"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!(name));
+}
+
 /// An auxiliary distribution over a free variable that nothing else uses is not a prior: it is
 /// a global observable the file forgot to mark constant, and stays an error naming it.
 #[test]
 fn an_unused_free_observable_of_an_aux_distribution_is_an_error() {
     let mut doc = fixture_doc("hierarchical.json");
-    let dists = doc["distributions"].as_array_mut().unwrap();
-    dists.push(
-        json!({"name": "stray", "type": "gaussian_dist", "x": "g_obs", "mean": "g",
-                      "sigma": "w_sigma"}),
-    );
-    doc["likelihoods"][0]["aux_distributions"]
-        .as_array_mut()
-        .unwrap()
-        .push(json!("stray"));
+    add_aux_gaussian(&mut doc, "stray", "g_obs", "g");
     doc["parameter_points"][0]["parameters"]
         .as_array_mut()
         .unwrap()
@@ -1927,14 +1931,7 @@ fn an_unused_free_observable_of_an_aux_distribution_is_an_error() {
     assert!(e.contains("\"g_obs\" is not a constant"), "{e}");
     // Over an axis of the likelihood's data: no prior either.
     let mut axis = fixture_doc("hierarchical.json");
-    axis["distributions"].as_array_mut().unwrap().push(
-        json!({"name": "on_data", "type": "gaussian_dist", "x": "x0", "mean": "g",
-                     "sigma": "w_sigma"}),
-    );
-    axis["likelihoods"][0]["aux_distributions"]
-        .as_array_mut()
-        .unwrap()
-        .push(json!("on_data"));
+    add_aux_gaussian(&mut axis, "on_data", "x0", "g");
     let e = open(&axis, &Choice::default()).unwrap_err().to_string();
     assert!(e.contains("\"on_data\"") && e.contains("\"x0\""), "{e}");
 }
