@@ -147,6 +147,23 @@ impl Likelihood {
         }
     }
 
+    /// The POI value at which a discovery test's expected significance is computed unless
+    /// asked (`--expected-at`): 1 for a HistFactory model, whose POI is a signal strength
+    /// (pyhf's rule); for an HS3 document, the POI's value in the document where it is
+    /// positive — its POI is often a yield or a physical parameter, where 1 would be the
+    /// significance of one signal event —, else 1.
+    pub fn discovery_alternative(&self) -> f64 {
+        if let Likelihood::HistFactory(_) = self {
+            return 1.0;
+        }
+        let space = self.space();
+        space
+            .poi
+            .map(|p| space.init[p])
+            .filter(|&v| v > 0.0 && v.is_finite())
+            .unwrap_or(1.0)
+    }
+
     /// How many starts a fit makes unless asked: the basin search where there are binned
     /// HistFactory channels (their likelihoods are often multimodal), one start for an
     /// event-level model (as RooFit and iminuit fit them; `--starts N` asks for more).

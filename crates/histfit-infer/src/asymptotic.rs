@@ -145,6 +145,9 @@ pub struct AsymptoticCalculator<'a, E: Evaluator + ?Sized> {
     warnings: Vec<String>,
     /// About the request itself (reported with every result; not a failed fit).
     notes: Vec<String>,
+    /// The POI value of q0's alternative: the Asimov dataset of the expected discovery
+    /// significance is built at it ([`Self::with_discovery_alternative`]).
+    discovery_alternative: f64,
 }
 
 impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
@@ -193,7 +196,22 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
             warm_asimov: None,
             cached_warnings: Vec::new(),
             warnings: Vec::new(),
+            discovery_alternative: 1.0,
         })
+    }
+
+    /// The POI value q0's expected significance is computed at (default 1: pyhf's rule, for
+    /// a signal strength). A POI that is a yield or a physical parameter needs its own value: the
+    /// expected significance of one signal event is not what anyone asks.
+    pub fn with_discovery_alternative(mut self, value: f64) -> Result<Self> {
+        if !value.is_finite() {
+            return Err(InferError::Request(format!(
+                "the expected significance's POI value must be a finite number, not {value}"
+            )));
+        }
+        check_tested_poi(self.bounds()[self.poi], value)?;
+        self.discovery_alternative = value;
+        Ok(self)
     }
 
     fn bounds(&self) -> Vec<(f64, f64)> {
@@ -242,13 +260,14 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
     }
 
     /// The Asimov dataset (the likelihood's expected data, [`Evaluator::asimov`]) at the
-    /// conditional fit of the observed data with μ = 0 (μ = 1 for q0).
+    /// conditional fit of the observed data with μ = 0 (for q0, μ at the discovery
+    /// alternative: 1 unless [`Self::with_discovery_alternative`] says otherwise).
     pub fn asimov(&mut self) -> Result<Dataset> {
         if let Some(a) = &self.asimov {
             return Ok(a.clone());
         }
         let mu_a = if self.test_stat == TestStat::Q0 {
-            1.0
+            self.discovery_alternative
         } else {
             0.0
         };
@@ -433,7 +452,8 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
     }
 }
 
-/// Discovery significance from q0: observed and expected (μ = 1 Asimov) p0 and Z.
+/// Discovery significance from q0: observed and expected p0 and Z (the expected ones from the
+/// Asimov dataset at the POI value `expected_at`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Significance {
     pub q0_obs: f64,
@@ -444,18 +464,23 @@ pub struct Significance {
     pub z_exp: f64,
     /// Expected p0 at the band points [`BAND`].
     pub p0_exp_band: [f64; 5],
+    /// The POI value of the alternative the expected figures are computed at.
+    pub expected_at: f64,
     pub mu_hat: f64,
     pub converged: bool,
     pub warnings: Vec<String>,
 }
 
-/// Discovery significance of the signal (test of μ = 0 with q0).
+/// Discovery significance of the signal (test of μ = 0 with q0); the expected figures at the
+/// POI value `expected_at` (1 for a signal strength, as pyhf).
 pub fn significance<E: Evaluator + ?Sized>(
     eval: &mut E,
     data: &Dataset,
     base: &FitOptions,
+    expected_at: f64,
 ) -> Result<Significance> {
-    let mut calc = AsymptoticCalculator::new(eval, data.clone(), TestStat::Q0, base.clone())?;
+    let mut calc = AsymptoticCalculator::new(eval, data.clone(), TestStat::Q0, base.clone())?
+        .with_discovery_alternative(expected_at)?;
     let h = calc.hypotest(0.0)?;
     Ok(Significance {
         q0_obs: h.q_obs,
@@ -465,6 +490,7 @@ pub fn significance<E: Evaluator + ?Sized>(
         p0_exp: h.cls_exp[2],
         z_exp: h.q_asimov.sqrt(),
         p0_exp_band: h.cls_exp,
+        expected_at,
         mu_hat: h.mu_hat,
         converged: h.converged,
         warnings: h.warnings,

@@ -1461,9 +1461,18 @@ fn hypotest(
     let o = model.fit_options(init, fix, bounds)?;
     let d = model.dataset(data)?;
     let ts = self::test_stat(test_stat)?;
+    // q0's expected figures at the model's signal hypothesis, as `significance`.
+    let alternative = model.likelihood().discovery_alternative();
     let mut ev = model.evaluator(device, false)?;
     let r = py
-        .detach(|| AsymptoticCalculator::new(&mut ev, d, ts, o.clone())?.hypotest(mu))
+        .detach(|| {
+            let calc = AsymptoticCalculator::new(&mut ev, d, ts, o.clone())?;
+            match ts {
+                TestStat::Q0 => calc.with_discovery_alternative(alternative)?,
+                _ => calc,
+            }
+            .hypotest(mu)
+        })
         .map_err(infer_err)?;
     to_json(&r)
 }
@@ -1528,7 +1537,7 @@ fn profile_scan(
 /// Discovery significance (JSON).
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
-#[pyo3(signature = (model, data = None, device = "cpu", init = None, fix = Vec::new(), bounds = None))]
+#[pyo3(signature = (model, data = None, device = "cpu", init = None, fix = Vec::new(), bounds = None, expected_at = None))]
 fn significance(
     py: Python<'_>,
     model: AnyModel<'_>,
@@ -1537,12 +1546,14 @@ fn significance(
     init: Option<PyReadonlyArray1<'_, f64>>,
     fix: Vec<(usize, f64)>,
     bounds: Option<Vec<(f64, f64)>>,
+    expected_at: Option<f64>,
 ) -> PyResult<String> {
     let o = model.fit_options(init, fix, bounds)?;
     let d = model.dataset(data)?;
+    let at = expected_at.unwrap_or_else(|| model.likelihood().discovery_alternative());
     let mut ev = model.evaluator(device, false)?;
     let r = py
-        .detach(|| histfit_infer::significance(&mut ev, &d, &o.clone()))
+        .detach(|| histfit_infer::significance(&mut ev, &d, &o.clone(), at))
         .map_err(infer_err)?;
     to_json(&r)
 }

@@ -265,3 +265,45 @@ def test_binned_and_event_level_channels_in_one_likelihood():
     y = histfit.yields(m, postfit=True)
     assert [c["name"] for c in y] == ["channel1", "channel2"]
     assert d["parameters"] == pytest.approx(list(r.bestfit), rel=1e-4, abs=1e-6)
+
+
+def test_discovery_significance_is_expected_at_the_documents_signal():
+    """An event-level POI is a yield: the expected discovery significance is that of the signal the
+    document describes (the POI's value in it), not of one event (pyhf's μ = 1), and an asked
+    value replaces it. Checked against the closed form: a signal uniform on [0, 0.5] over a
+    background uniform on [0, 1] is a two-bin counting experiment, whose Asimov q0 at (s, b) is
+    2 [n_A ln(n_A / m) + n_B ln(n_B / m)], n_A = s + b/2, n_B = b/2, m = (n_A + n_B) / 2."""
+    rng = np.random.default_rng(7)
+    x = np.concatenate([rng.uniform(0, 1, 400), rng.uniform(0, 0.5, 25)])
+    doc = {
+        "metadata": {"hs3_version": "0.2"},
+        "distributions": [
+            {"name": "model", "type": "mixture_dist", "summands": ["sig", "bkg"],
+             "coefficients": ["nsig", "nbkg"], "extended": True},
+            {"name": "sig", "type": "histogram_dist",
+             "data": {"axes": [{"name": "x", "edges": [0.0, 0.5, 1.0]}], "contents": [1.0, 0.0]}},
+            {"name": "bkg", "type": "uniform_dist", "x": ["x"]},
+        ],
+        "data": [{"name": "obsData", "type": "unbinned", "axes": [{"name": "x", "min": 0.0, "max": 1.0}],
+                  "entries": [[v] for v in x]}],
+        "parameter_points": [{"name": "default_values", "parameters": [
+            {"name": "nsig", "value": 40.0, "min": 0.0, "max": 1000.0},
+            {"name": "nbkg", "value": 400.0, "min": 0.0, "max": 5000.0}]}],
+    }
+    m = histfit.open(doc, poi="nsig")
+
+    def closed_form(s):
+        b = histfit.fit(m, fixed={"nsig": s}).bestfit[1]
+        n_a, n_b = s + b / 2, b / 2
+        mid = (n_a + n_b) / 2
+        return 2 * (n_a * math.log(n_a / mid) + n_b * math.log(n_b / mid))
+
+    default = histfit.significance(m)
+    assert default["expected_at"] == 40.0
+    assert default["q0_exp"] == pytest.approx(closed_form(40.0), rel=1e-6)
+    asked = histfit.significance(m, expected_at=15.0)
+    assert asked["expected_at"] == 15.0
+    assert asked["q0_exp"] == pytest.approx(closed_form(15.0), rel=1e-6)
+    assert asked["q0_obs"] == default["q0_obs"]
+    with pytest.raises(ValueError, match="outside the POI's bounds"):
+        histfit.significance(m, expected_at=-1.0)

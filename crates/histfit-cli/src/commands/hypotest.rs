@@ -33,6 +33,10 @@ pub fn run(a: Args) -> Result<ExitCode> {
     }
     let (model, source, data, mut eval, base) = a.model.prepare_fit(&a.fit)?;
     let mut calc = AsymptoticCalculator::new(&mut eval, data, a.test_stat, base)?;
+    if a.test_stat == TestStat::Q0 {
+        // The expected figures at the model's signal hypothesis, as `histfit significance`.
+        calc = calc.with_discovery_alternative(model.discovery_alternative())?;
+    }
     let r = calc.hypotest(super::tested_mu(a.mu, a.test_stat))?;
     super::warn_all(&r.warnings);
     a.out

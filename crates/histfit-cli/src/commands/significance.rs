@@ -13,26 +13,37 @@ pub struct Args {
     model: ModelArgs,
     #[command(flatten)]
     fit: FitArgs,
+    /// The POI value the expected significance is computed at (the Asimov dataset of that
+    /// signal). Default: 1 for a pyhf workspace (a signal strength, as pyhf); for an HS3
+    /// document the POI's value in it where positive (a yield's or a mass's own scale), else 1
+    #[arg(long, value_name = "VALUE")]
+    expected_at: Option<f64>,
     #[command(flatten)]
     out: OutputArgs,
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
     let (model, source, data, mut eval, base) = a.model.prepare_fit(&a.fit)?;
-    let r = histfit_infer::significance(&mut eval, &data, &base)?;
+    let at = a
+        .expected_at
+        .unwrap_or_else(|| model.discovery_alternative());
+    let r = histfit_infer::significance(&mut eval, &data, &base, at)?;
     super::warn_all(&r.warnings);
+    let space = histfit_compute::Evaluator::space(&eval);
+    let poi = space.poi_name().unwrap_or("μ").to_string();
     a.out
-        .emit(|| output::json(&source, &model, &r), || table(&r))?;
+        .emit(|| output::json(&source, &model, &r), || table(&r, &poi))?;
     Ok(ExitCode::SUCCESS)
 }
 
-fn table(r: &Significance) -> String {
+fn table(r: &Significance, poi: &str) -> String {
     format!(
-        "discovery test (q0): μ̂ = {:.6}\nobserved  q0 = {:.6}  p0 = {:.6e}  Z = {:.4}\nexpected  q0 = {:.6}  p0 = {:.6e}  Z = {:.4}\n{}",
+        "discovery test (q0): μ̂ = {:.6}\nobserved  q0 = {:.6}  p0 = {:.6e}  Z = {:.4}\nexpected at {poi} = {}:  q0 = {:.6}  p0 = {:.6e}  Z = {:.4}\n{}",
         r.mu_hat,
         r.q0_obs,
         r.p0_obs,
         r.z_obs,
+        r.expected_at,
         r.q0_exp,
         r.p0_exp,
         r.z_exp,

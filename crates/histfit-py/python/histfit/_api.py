@@ -878,11 +878,16 @@ def profile_scan(model: Model, values: Sequence[float], *, data: Any = None, dev
 
 
 def significance(model: Model, *, data: Any = None, device: str = "cpu", init: Any = None, fixed: Any = None,
-                 bounds: Any = None, asimov: bool = False) -> Dict[str, Any]:
-    """Discovery significance (q0): observed and expected p0 and Z."""
+                 bounds: Any = None, asimov: bool = False, expected_at: Optional[float] = None) -> Dict[str, Any]:
+    """Discovery significance (q0): observed and expected p0 and Z. The expected figures are those
+    of the signal at POI = ``expected_at`` (its Asimov dataset); by default 1 for a pyhf
+    workspace (a signal strength, as pyhf), and for an HS3 document the POI's value in it where
+    positive (a yield's own scale), else 1. The result's ``expected_at`` says which."""
     model = _model(model, "significance")
     o = _options(model, init, fixed, bounds)
-    return json.loads(_native.significance(_native_for(model, asimov, o), _dataset(model, data, asimov, o), device, **o))
+    at = None if expected_at is None else float(expected_at)
+    return json.loads(_native.significance(_native_for(model, asimov, o), _dataset(model, data, asimov, o), device, **o,
+                                           expected_at=at))
 
 
 def ranking(model: Model, *, data: Any = None, device: str = "cpu", init: Any = None, fixed: Any = None,
