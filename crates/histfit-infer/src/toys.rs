@@ -289,6 +289,10 @@ impl<B: BatchEvaluator> ToyRunner for Batched<'_, B> {
 /// whole ensemble's result.
 pub const PROBE_TOYS: u64 = 200;
 
+/// The most parameter values of first-fit end points an ensemble keeps so as to fit every
+/// toy's first start in one pass with the probe's ([`ensemble_fits`]): 32 M (256 MB).
+const MERGED_END_VALUES: usize = 1 << 25;
+
 /// The most bytes of starts around the initial point built at once ([`Pass::around`]).
 const AROUND_BYTES: usize = 1 << 30;
 
@@ -405,7 +409,20 @@ fn ensemble_fits<R: ToyRunner>(
     let in_range = indices.end.min(probe.end).saturating_sub(indices.start);
     let n_rest = (rest.end - rest.start) as usize;
     ticks.plan_more(2 * probe.end as usize - in_range as usize);
-    let (mut probed, mirror_lower, around) = pass.two_starts(probe, &second, true)?;
+    // Every toy's first fit in one pass — one launch on a device, where a launch lasts as long
+    // as its slowest fit: the first fits do not depend on the probe's decision. Their end
+    // points are kept for the mirror starts (the rest's used only where the probe finds a lower
+    // basin); where those would take too much memory, the rest's first fits wait for it.
+    let n = runner.space().names.len();
+    let together = n_rest.saturating_mul(n) <= MERGED_END_VALUES;
+    let first_list: Vec<u64> = match together {
+        true => probe.clone().chain(rest.clone()).collect(),
+        false => probe.clone().collect(),
+    };
+    let mut probe_first = pass.fits(&first_list, None, true)?;
+    let rest_first =
+        together.then(|| probe_first.split_off(probe.end as usize - probe.start as usize));
+    let (mut probed, mirror_lower, around) = pass.two_starts(probe, probe_first, &second, true)?;
     // Where the mirror found no lower basin, starts around the model's initial point look for
     // one further away.
     let lower = match around {
@@ -416,11 +433,15 @@ fn ensemble_fits<R: ToyRunner>(
         }
         None => mirror_lower,
     };
+    let rest_first = match rest_first {
+        Some(f) => f,
+        None => pass.fits_range(rest.clone(), None, lower)?,
+    };
     let fitted = if lower {
         ticks.plan_more(n_rest);
-        pass.two_starts(rest, &second, false)?.0
+        pass.two_starts(rest, rest_first, &second, false)?.0
     } else {
-        first_of(pass.fits_range(rest, None, false)?)
+        first_of(rest_first)
             .into_iter()
             .map(|t| {
                 let f = (t.twice_nll, t.converged);
@@ -641,13 +662,14 @@ impl<R: ToyRunner> Pass<'_, R> {
     /// whether a mirror start (converged) ended lower than its first (converged) by more than
     /// [`LOWER_BASIN`]: the probe's decision. Where `probe_around` (the basin probe) and the
     /// fits make starts around the initial point, with those ([`AroundFits`]).
+    /// `first`: the toys' fits from their first start, with their end points.
     fn two_starts(
         &self,
         range: std::ops::Range<u64>,
+        first: Vec<Fitted>,
         second: &crate::fit::SecondStart,
         probe_around: bool,
     ) -> Result<(Vec<Kept>, bool, Option<AroundFits>)> {
-        let first = self.fits_range(range.clone(), None, true)?;
         // Every thread builds the mirror starts (n values a toy) straight into one buffer.
         let n = self.runner.space().names.len();
         let mut starts = vec![0.0; n * first.len()];
@@ -832,35 +854,51 @@ impl<R: ToyRunner> Pass<'_, R> {
     /// devices' descents reach differently can still end apart (3L eRJR toy 191).
     fn released(&self, fits: &mut [Kept]) -> Result<()> {
         let space = self.runner.space();
-        if fits.is_empty() {
+        let sets = hold_sets(space, self.o);
+        if fits.is_empty() || sets.is_empty() {
             return Ok(());
         }
+        // Each set's held fits (a fit with its own parameters fixed: a pass of its own), then
+        // the releases of every set in one pass — one launch on a device, where a launch lasts
+        // as long as its slowest fit —, over blocks of toys whose starts stay within
+        // AROUND_BYTES. A toy's fits do not depend on the other toys of its launch, nor a
+        // release on the other sets', so neither changes a result.
+        let plans = sets
+            .iter()
+            .map(|holds| {
+                let mut held = self.o.clone();
+                let mut init = held.init.clone().unwrap_or_else(|| space.init.clone());
+                for &(k, v) in holds {
+                    init[k] = v;
+                }
+                held.init = Some(init);
+                held.fix.extend_from_slice(holds);
+                let plan = crate::fit::device_plan(space, &held)?;
+                Ok((held, plan))
+            })
+            .collect::<Result<Vec<_>>>()?;
         let (order, list) = ascending(fits);
-        for holds in hold_sets(space, self.o) {
-            let mut held = self.o.clone();
-            let mut init = held.init.clone().unwrap_or_else(|| space.init.clone());
-            for &(k, v) in &holds {
-                init[k] = v;
+        let n = space.names.len().max(1);
+        let block = (AROUND_BYTES / (8 * n * sets.len())).max(1);
+        for (positions, toys) in order.chunks(block).zip(list.chunks(block)) {
+            let mut starts = Vec::with_capacity(sets.len() * toys.len() * n);
+            for (held, plan) in &plans {
+                let pass = Pass {
+                    o: held,
+                    plan: plan.as_ref(),
+                    ..*self
+                };
+                self.ticks.plan_more(toys.len());
+                starts.extend(
+                    pass.fits(toys, None, true)?
+                        .into_iter()
+                        .flat_map(|(_, end)| end.expect("end points were asked")),
+                );
             }
-            held.init = Some(init);
-            held.fix.extend_from_slice(&holds);
-            let plan = crate::fit::device_plan(space, &held)?;
-            let pass = Pass {
-                o: &held,
-                plan: plan.as_ref(),
-                ..*self
-            };
-            self.ticks.plan_more(2 * list.len());
-            let starts: Vec<f64> = pass
-                .fits(&list, None, true)?
-                .into_iter()
-                .flat_map(|(_, end)| end.expect("end points were asked"))
-                .collect();
-            keep_found(
-                fits,
-                &order,
-                first_of(self.fits(&list, Some(&starts), false)?),
-            );
+            self.ticks.plan_more(sets.len() * toys.len());
+            for found in self.fits_many(toys, &starts, sets.len(), true)? {
+                keep_found(fits, positions, found);
+            }
         }
         Ok(())
     }
