@@ -280,6 +280,7 @@ fn main() {
             &data,
             1.0,
             TestStat::TmuTilde,
+            1.0,
             3,
             n_cls,
             0..n_cls,

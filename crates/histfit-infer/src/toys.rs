@@ -1423,7 +1423,8 @@ pub struct ToyHypotest {
     pub seed: u64,
     pub n_toys: u64,
     pub q_obs: f64,
-    /// Generating parameters: conditional fits of the observed data at μ and at 0 (μ = 1 for q0).
+    /// Generating parameters: conditional fits of the observed data at μ and at 0 (for q0 at μ = 0
+    /// and at its alternative: [`hypotest_toys_on`]).
     pub params_sb: Vec<f64>,
     pub params_b: Vec<f64>,
     pub toys_sb: Vec<ToyStat>,
@@ -1561,6 +1562,7 @@ pub fn hypotest_toys<E: Evaluator + Clone + Send + Sync + 'static>(
         data,
         mu,
         test_stat,
+        1.0,
         seed,
         n_toys,
         indices,
@@ -1569,13 +1571,16 @@ pub fn hypotest_toys<E: Evaluator + Clone + Send + Sync + 'static>(
     )
 }
 
-/// Toy-based CLs at `mu` on `runner`.
+/// Toy-based CLs at `mu` on `runner`. For q0 (the test of μ = 0) the second ensemble is drawn
+/// at the POI value `q0_alternative` (1 for a signal strength, as pyhf; a yield's own scale
+/// for an event-level model: `Likelihood::discovery_alternative`); other statistics ignore it.
 #[allow(clippy::too_many_arguments)]
 pub fn hypotest_toys_on<R: ToyRunner>(
     runner: &R,
     data: &Dataset,
     mu: f64,
     test_stat: TestStat,
+    q0_alternative: f64,
     seed: u64,
     n_toys: u64,
     indices: std::ops::Range<u64>,
@@ -1631,8 +1636,14 @@ pub fn hypotest_toys_on<R: ToyRunner>(
             }
             Ok(r.bestfit)
         };
-        let mu_b = if test_stat == TestStat::Q0 { 1.0 } else { 0.0 };
-        // For q0 the "signal+background" role is the null μ = 0 and the alternative is μ = 1.
+        let mu_b = if test_stat == TestStat::Q0 {
+            crate::asymptotic::check_tested_poi(bounds[poi], q0_alternative)?;
+            q0_alternative
+        } else {
+            0.0
+        };
+        // For q0 the "signal+background" role is the null μ = 0 and the alternative is μ at
+        // `q0_alternative`.
         (q_obs, cond_at(mu)?, cond_at(mu_b)?)
     };
     if indices.end > n_toys || indices.start > indices.end {

@@ -1662,12 +1662,15 @@ fn hypotest_toys(
     let ts = self::test_stat(test_stat)?;
     check_n_toys(n_toys)?;
     let m = model.likelihood();
+    // q0's second ensemble at the model's signal hypothesis, as `significance`.
+    let alternative = m.discovery_alternative();
     let r = py.detach(|| -> PyResult<histfit_infer::ToyHypotest> {
         with_runner!(m, device, |runner| hypotest_toys_on(
             &runner,
             &d,
             mu,
             ts,
+            alternative,
             seed,
             n_toys,
             0..n_toys,

@@ -307,3 +307,7 @@ def test_discovery_significance_is_expected_at_the_documents_signal():
     assert asked["q0_obs"] == default["q0_obs"]
     with pytest.raises(ValueError, match="outside the POI's bounds"):
         histfit.significance(m, expected_at=-1.0)
+    # The toys' discovery test draws its second ensemble at the same signal.
+    toys = histfit.hypotest_toys(0.0, m, n_toys=40, test_stat="q0")
+    assert toys["params_b"][0] == pytest.approx(40.0) and toys["params_sb"][0] == 0.0
+    assert toys["summary"]["cls_exp"][2] < 0.1

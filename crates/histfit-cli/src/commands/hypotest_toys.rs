@@ -55,6 +55,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         &data,
         super::tested_mu(a.mu, a.test_stat),
         a.test_stat,
+        model.discovery_alternative(),
         a.seed,
         a.n_toys,
         range,
