@@ -826,8 +826,9 @@ struct FitArgs {
     u64 seed, first;
     int count, poi, memory, max_iterations, max_evaluations, want_x;
     // Descents (fit_runs): the number of values per dataset row (main counts, then auxiliary
-    // data); the other int keeps the doubles aligned.
-    int row_len, unused;
+    // data). Toy fits: the most evaluations one whole fit makes (its descents stop there and
+    // the fit goes back to the host: a launch lasts as long as its slowest fit).
+    int row_len, fit_evaluations;
     double pgtol, ftol, edm, c1, c2, gauss_const, certify, polish_pg;
     const double* lam_main;   // expected main counts at the generating point (M)
     const int* aux_kind;      // generation: constraint kind of each auxiliary datum
@@ -1576,7 +1577,7 @@ __device__ __noinline__ int descend(Fit& F, double& f, int& iters, int& evals, d
         return iters - iter0 >= F.w_after && (above || held >= F.w_held);
     };
     while (status == 0) {
-        if (iters - iter0 >= A.max_iterations) {
+        if (iters - iter0 >= A.max_iterations || evals >= A.fit_evaluations) {
             status = FIT_FAILED_LIMIT;
             break;
         }
@@ -1917,11 +1918,12 @@ __device__ __noinline__ void polish(Fit& F, double& f, int& evals) {
 
 // One toy's fit against `row`, as histfit-infer's fit does it for a model without kinks and
 // further starts: L-BFGS-B from the start (first on the wider empty-bin walls where the toy has
-// an empty main bin, as search.rs's soft_descents), then its finish (polish.rs's `finish`): where the
-// search stopped with the certificate unmet (projected gradient above `certify`) or its line
-// search found no decrease, Newton steps (and from the second round a fresh descent), up to
-// five rounds; then, where the point is certified but its projected gradient is above
-// `polish_pg`, one more round of Newton steps kept where it stays certified (`sharpen`). Writes
+// an empty main bin, as search.rs's soft_descents), then its finish's first round (polish.rs's
+// `finish`): Newton steps where the search converged with the certificate unmet (projected
+// gradient above `certify`); a stopped line search, a point that round leaves uncertified or a
+// fit past its evaluation budget goes to the host (its further rounds crawl, and two devices'
+// roundings end them apart); then, where the point is certified but its projected gradient is
+// above `polish_pg`, one more round of Newton steps kept where it stays certified (`sharpen`). Writes
 // the FIT_OUT results at `o` (thread 0) and the fitted parameters at `ox`
 // when not null. `st`: the block's state (see fit_toys for its layout). (fit_one follows.)
 //
@@ -2128,7 +2130,9 @@ __device__ void fit_one(const Tables& tb, const FitArgs& A, const double* z_init
         }
     }
     // The verdict (fit/mod.rs): a stopped line search whose point meets the certificate is a
-    // minimum to f's resolution; a converged search that does not meet it is not.
+    // minimum to f's resolution; a converged search that does not meet it is not. A fit that
+    // reached its evaluation budget goes to the host whatever it ended with.
+    if (evals >= A.fit_evaluations) to_host = true;
     if (to_host) status = FIT_UNCERTIFIED;
     else if (status == FIT_FAILED_LINE_SEARCH && pg <= A.certify) status = FIT_CONVERGED;
     else if (status == FIT_CONVERGED && !(pg <= A.certify)) status = FIT_UNCERTIFIED;
@@ -2517,7 +2521,8 @@ extern "C" __global__ void __launch_bounds__(256, RUN_MIN_BLOCKS) fit_runs(Table
 // empty-bin walls, a descent with restarts, the saddle probe, then kinks.rs's `settle_kinks`:
 // orthant rounds, the slopes into the other side of every kink, the greedy flip and the refits
 // of the other sides), the searches of the other side of kinks near their kink
-// (`compare_near_kinks`), the finish (polish.rs's `finish` and `sharpen`) and the verdict. Every
+// (`compare_near_kinks`), the finish's first round (polish.rs's `finish`: what needs more goes to
+// the host, as in fit_one), `sharpen` and the verdict. Every
 // rule is the host's, in the same order; the lists (candidates, searches) are kept by thread 0
 // in the block's state and published by barriers. The block's state past the 23 n-vectors of
 // fit_runs holds the fit's points (see KState).
@@ -3205,6 +3210,7 @@ __device__ __noinline__ void fit_kinked(const Tables& tb, const FitArgs& A, cons
     int status = s.sB;
     const double f = s.fB;
     const bool stalled = status == FIT_FAILED_LINE_SEARCH && isfinite(f);
+    if (evals >= A.fit_evaluations) to_host = true;  // (its budget reached: fit_one's rule)
     if (to_host) status = FIT_UNCERTIFIED;
     else if ((status == FIT_CONVERGED || stalled) && pg <= A.certify) status = FIT_CONVERGED;
     else if (status == FIT_CONVERGED || status == FIT_FLIPPED) status = FIT_UNCERTIFIED;

@@ -358,7 +358,8 @@ impl CudaBatch {
                 i32::try_from(settings.max_evaluations).unwrap_or(i32::MAX),
                 1,
                 session.row_len() as i32,
-                0,
+                // (No whole-fit budget: these descents are steps of a host fit.)
+                i32::MAX,
             ],
             reals: [
                 settings.pgtol,

@@ -488,7 +488,7 @@ fn fit_toys(
                 i32::try_from(req.settings.max_evaluations).unwrap_or(i32::MAX),
                 i32::from(req.want_params),
                 0,
-                0,
+                i32::try_from(req.settings.fit_evaluations).unwrap_or(i32::MAX),
             ],
             reals: [
                 req.settings.pgtol,

@@ -293,6 +293,15 @@ pub const PROBE_TOYS: u64 = 200;
 /// toy's first start in one pass with the probe's ([`ensemble_fits`]): 32 M (256 MB).
 const MERGED_END_VALUES: usize = 1 << 25;
 
+/// The most evaluations one toy fit makes on a device where a fit it does not finish is fitted
+/// again on the host (the first starts, the mirror starts, the hold sets, the probe's starts
+/// around the initial point): a launch lasts as long as its slowest fit, and one fit on the
+/// device is several times slower than on a host core — 1Lbb's kinked toy fits average 1 500
+/// evaluations, and the slowest, 61 000, held a launch of 4 000 for 14 s (issue 51, s47).
+/// Further starts whose uncertified fits are dropped rather than fitted again (they only look
+/// for a lower basin) have none: a budget would drop fits the host makes whole.
+const DEVICE_FIT_EVALUATIONS: usize = 8_000;
+
 /// The most bytes of starts around the initial point built at once ([`Pass::around`]).
 const AROUND_BYTES: usize = 1 << 30;
 
@@ -692,7 +701,7 @@ impl<R: ToyRunner> Pass<'_, R> {
             let passes = 1 + crate::fit::PROBE_AROUND;
             let all: Vec<u64> = (0..passes).flat_map(|_| list.iter().copied()).collect();
             let both = [&starts[..], &more[..]].concat();
-            device = self.on_device(0..all.len() as u64, Some(&all), Some(&both), false)?;
+            device = self.on_device(0..all.len() as u64, Some(&all), Some(&both), false, true)?;
             if device.is_none() && self.runner.steps_cost() {
                 // Driven from the host where a run costs its steps (lockstep on a device):
                 // in the mirror starts' run, as a device makes them in its launch.
@@ -949,7 +958,7 @@ impl<R: ToyRunner> Pass<'_, R> {
             0..list.len() as u64
         };
         let listed = (!run).then_some(list);
-        match self.on_device(positions, listed, starts, want_end)? {
+        match self.on_device(positions, listed, starts, want_end, true)? {
             Some(device) => self.finish(device, list, starts, want_end),
             None => self.host(list, starts, want_end, false),
         }
@@ -973,7 +982,13 @@ impl<R: ToyRunner> Pass<'_, R> {
         let list: Vec<u64> = (0..passes).flat_map(|_| one.iter().copied()).collect();
         let device = match list.is_empty() {
             true => None,
-            false => self.on_device(0..list.len() as u64, Some(&list), Some(starts), false)?,
+            false => self.on_device(
+                0..list.len() as u64,
+                Some(&list),
+                Some(starts),
+                false,
+                refit,
+            )?,
         };
         let Some(device) = device else {
             if self.runner.steps_cost() {
@@ -1086,13 +1101,15 @@ impl<R: ToyRunner> Pass<'_, R> {
 
     /// Toys at `positions` (of `list` where given, see [`ResidentRequest::list`]) whole on the
     /// device where the plan allows: per toy its certified fit or `None`; `None` where the
-    /// device does not fit them.
+    /// device does not fit them. `budgeted`: each fit within [`DEVICE_FIT_EVALUATIONS`] (for
+    /// passes whose uncertified fits the host fits again).
     fn on_device(
         &self,
         positions: std::ops::Range<u64>,
         list: Option<&[u64]>,
         starts: Option<&[f64]>,
         want_end: bool,
+        budgeted: bool,
     ) -> Result<Option<Vec<Option<Fitted>>>> {
         let Some(plan) = self.plan else {
             return Ok(None);
@@ -1108,6 +1125,10 @@ impl<R: ToyRunner> Pass<'_, R> {
             Some(self.poi),
             starts,
             want_end,
+            match budgeted {
+                true => DEVICE_FIT_EVALUATIONS,
+                false => usize::MAX,
+            },
             Progress(&tick),
         )
     }
@@ -1263,6 +1284,7 @@ fn device_fits<R: ToyRunner>(
     report: Option<usize>,
     starts: Option<&[f64]>,
     want_params: bool,
+    fit_evaluations: usize,
     progress: Progress<'_>,
 ) -> Result<Option<Vec<Option<Fitted>>>> {
     let req = ResidentRequest {
@@ -1278,7 +1300,10 @@ fn device_fits<R: ToyRunner>(
         upper: &plan.upper,
         scales: &plan.scales,
         kinks: &plan.kinks,
-        settings: plan.settings,
+        settings: histfit_seam::ResidentSettings {
+            fit_evaluations,
+            ..plan.settings
+        },
         report,
         want_params,
         progress: Some(progress),

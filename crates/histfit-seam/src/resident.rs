@@ -37,6 +37,11 @@ pub struct ResidentSettings {
     /// A certified fit stopped with a projected gradient above this is finished by one more
     /// round of Newton steps, kept where it stays certified (histfit-infer's `POLISH_PG`).
     pub polish_pg: f64,
+    /// The most evaluations one whole fit makes on the device (`usize::MAX`: no budget): a fit
+    /// that reaches it stops and comes back uncertified, for the host to fit again. A launch
+    /// lasts as long as its slowest fit, and one fit on a device is several times slower than
+    /// on a host core.
+    pub fit_evaluations: usize,
 }
 
 /// An ensemble to generate and fit: toys `indices` of `seed` drawn at `gen_params`, each fitted

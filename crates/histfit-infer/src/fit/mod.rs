@@ -393,6 +393,7 @@ pub fn resident_settings(o: &Options) -> histfit_seam::ResidentSettings {
         full_first_step: o.full_first_step,
         certify: CERTIFY_PG,
         polish_pg: POLISH_PG,
+        fit_evaluations: usize::MAX,
     }
 }
 
