@@ -1471,3 +1471,55 @@ fn mixed_likelihoods_run_every_command() {
         fit["parameters"].as_array().map(Vec::len)
     );
 }
+
+/// A discovery test's expected figures: at 1 for a pyhf workspace's signal strength (pyhf's
+/// rule), at the document's signal for an event-level POI (a yield: 900 events here, not one),
+/// at `--expected-at` where asked — the same in `significance` and `hypotest --test-stat q0` —,
+/// and a value outside the POI's bounds refused naming the option.
+#[test]
+fn discovery_figures_are_at_the_models_signal() {
+    let binned = run_json(&["significance", &fixture("simple_workspace.json"), "--json"]);
+    assert_eq!(binned["expected_at"], 1.0);
+    let doc = fixture("events/gauss_exp.json");
+    let at_doc = run_json(&["significance", &doc, "--poi", "nsig", "--json"]);
+    assert_eq!(at_doc["expected_at"], 900.0);
+    let asked = run_json(&[
+        "significance",
+        &doc,
+        "--poi",
+        "nsig",
+        "--expected-at",
+        "100",
+        "--json",
+    ]);
+    assert_eq!(asked["expected_at"], 100.0);
+    assert_eq!(asked["q0_obs"], at_doc["q0_obs"]);
+    let (z_doc, z_asked) = (
+        at_doc["z_exp"].as_f64().unwrap(),
+        asked["z_exp"].as_f64().unwrap(),
+    );
+    assert!(z_asked > 0.5 && z_asked < z_doc, "{z_asked} {z_doc}");
+    let h = run_json(&[
+        "hypotest",
+        &doc,
+        "--poi",
+        "nsig",
+        "--test-stat",
+        "q0",
+        "--expected-at",
+        "100",
+        "--json",
+    ]);
+    let q_exp = asked["q0_exp"].as_f64().unwrap();
+    assert!((h["q_asimov"].as_f64().unwrap() - q_exp).abs() <= 1e-9 * q_exp.max(1.0));
+    let out = Command::new(env!("CARGO_BIN_EXE_histfit"))
+        .args(["significance", &doc, "--poi", "nsig", "--expected-at=-5"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--expected-at") && err.contains("bounds"),
+        "{err}"
+    );
+}

@@ -280,7 +280,7 @@ fn main() {
             &data,
             1.0,
             TestStat::TmuTilde,
-            1.0,
+            None,
             3,
             n_cls,
             0..n_cls,

@@ -147,21 +147,32 @@ impl Likelihood {
         }
     }
 
-    /// The POI value at which a discovery test's expected significance is computed unless
-    /// asked (`--expected-at`): 1 for a HistFactory model, whose POI is a signal strength
-    /// (pyhf's rule); for an HS3 document, the POI's value in the document where it is
-    /// positive — its POI is often a yield or a physical parameter, where 1 would be the
-    /// significance of one signal event —, else 1.
-    pub fn discovery_alternative(&self) -> f64 {
-        if let Likelihood::HistFactory(_) = self {
-            return 1.0;
-        }
+    /// The POI value at which a discovery test's expected figures (q0's alternative) are
+    /// computed unless asked (`--expected-at`), with a note where it is a fallback. `None`:
+    /// pyhf's rule, 1 — the POI is a binned model's parameter, a signal strength. An
+    /// event-level POI is often a yield, where 1 would be the significance of one signal event:
+    /// its value in the document where positive, else 1 with a note naming the option.
+    pub fn discovery_alternative(&self) -> (Option<f64>, Option<String>) {
         let space = self.space();
-        space
-            .poi
-            .map(|p| space.init[p])
-            .filter(|&v| v > 0.0 && v.is_finite())
-            .unwrap_or(1.0)
+        let Some(poi) = space.poi else {
+            return (None, None);
+        };
+        let binned = match self {
+            Likelihood::HistFactory(_) => true,
+            Likelihood::Events(_) => false,
+            Likelihood::Mixed(m) => m.is_binned(poi),
+        };
+        let value = space.init[poi];
+        match binned || (value > 0.0 && value.is_finite()) {
+            true => ((!binned).then_some(value), None),
+            false => (
+                None,
+                Some(format!(
+                    "the POI \"{}\" is {value} in the document: the expected discovery figures are those of POI = 1 (--expected-at sets the signal)",
+                    space.names[poi]
+                )),
+            ),
+        }
     }
 
     /// How many starts a fit makes unless asked: the basin search where there are binned

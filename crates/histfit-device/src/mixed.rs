@@ -66,6 +66,11 @@ impl Mixed {
         })
     }
 
+    /// Whether joint parameter `k` is a parameter of the binned part.
+    pub fn is_binned(&self, k: usize) -> bool {
+        self.of_binned.contains(&k)
+    }
+
     /// The binned part.
     pub fn binned_model(&self) -> &Arc<Model> {
         self.binned.shared_model()

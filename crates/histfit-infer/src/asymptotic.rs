@@ -117,7 +117,7 @@ pub struct HypotestResult {
 pub struct HypotestFits {
     pub free: f64,
     pub conditional: f64,
-    /// The conditional fit (μ = 0, or 1 for q0) the Asimov dataset is built from.
+    /// The conditional fit (μ = 0, or for q0 its alternative) the Asimov dataset is built from.
     pub asimov_source: f64,
     pub asimov_free: f64,
     pub asimov_conditional: f64,
@@ -204,14 +204,18 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
     /// a signal strength). A POI that is a yield or a physical parameter needs its own value: the
     /// expected significance of one signal event is not what anyone asks.
     pub fn with_discovery_alternative(mut self, value: f64) -> Result<Self> {
-        if !value.is_finite() {
-            return Err(InferError::Request(format!(
-                "the expected significance's POI value must be a finite number, not {value}"
-            )));
-        }
-        check_tested_poi(self.bounds()[self.poi], value)?;
+        check_q0_alternative(self.bounds()[self.poi], value)?;
         self.discovery_alternative = value;
         Ok(self)
+    }
+
+    /// [`Self::with_discovery_alternative`] where a value is given; `None` keeps pyhf's 1
+    /// (unchecked against the bounds, as before: a POI bounded below 1 still gets its result).
+    pub fn with_q0_alternative(self, value: Option<f64>) -> Result<Self> {
+        match value {
+            Some(v) => self.with_discovery_alternative(v),
+            None => Ok(self),
+        }
     }
 
     fn bounds(&self) -> Vec<(f64, f64)> {
@@ -472,15 +476,16 @@ pub struct Significance {
 }
 
 /// Discovery significance of the signal (test of μ = 0 with q0); the expected figures at the
-/// POI value `expected_at` (1 for a signal strength, as pyhf).
+/// POI value `expected_at` (`None`: 1, pyhf's rule for a signal strength).
 pub fn significance<E: Evaluator + ?Sized>(
     eval: &mut E,
     data: &Dataset,
     base: &FitOptions,
-    expected_at: f64,
+    expected_at: Option<f64>,
 ) -> Result<Significance> {
     let mut calc = AsymptoticCalculator::new(eval, data.clone(), TestStat::Q0, base.clone())?
-        .with_discovery_alternative(expected_at)?;
+        .with_q0_alternative(expected_at)?;
+    let expected_at = calc.discovery_alternative;
     let h = calc.hypotest(0.0)?;
     Ok(Significance {
         q0_obs: h.q_obs,
@@ -495,6 +500,17 @@ pub fn significance<E: Evaluator + ?Sized>(
         converged: h.converged,
         warnings: h.warnings,
     })
+}
+
+/// Refuses a q0 alternative (the POI value of the expected discovery figures) that is not a
+/// finite number inside the POI's bounds `(lo, hi)`, naming it as such.
+pub(crate) fn check_q0_alternative((lo, hi): (f64, f64), value: f64) -> Result<()> {
+    if !(value.is_finite() && (lo..=hi).contains(&value)) {
+        return Err(InferError::Request(format!(
+            "the POI value of the expected discovery figures (q0's alternative, --expected-at), {value}, is not a number inside the POI's bounds [{lo}, {hi}]"
+        )));
+    }
+    Ok(())
 }
 
 /// Refuses a tested POI value outside the POI's bounds `(lo, hi)` (asymptotic and toy tests).

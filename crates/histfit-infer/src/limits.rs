@@ -382,7 +382,7 @@ pub fn upper_limit_toys_on<R: crate::toys::ToyRunner>(
             data,
             mu,
             test_stat,
-            1.0,
+            None,
             seed,
             n_toys,
             0..n_toys,

@@ -530,6 +530,20 @@ fn hold_sets(space: &ParameterSpace, o: &FitOptions) -> Vec<Vec<(usize, f64)>> {
 /// A toy's fit and, where asked, its end point.
 type Fitted = (ToyFit, Option<Vec<f64>>);
 
+/// `refit()`, the host's refits of `redo` fits a device could not certify, timed on stderr
+/// under HISTFIT_TIMING (where a device ensemble's time goes besides its launches, issue 51).
+fn timed_refits<T>(redo: usize, refit: impl FnOnce() -> Result<T>) -> Result<T> {
+    let timing = std::env::var_os("HISTFIT_TIMING").map(|_| std::time::Instant::now());
+    let out = refit()?;
+    if let (Some(t), true) = (timing, redo > 0) {
+        eprintln!(
+            "timing: {redo} refits on the host, {:.3} s",
+            t.elapsed().as_secs_f64()
+        );
+    }
+    Ok(out)
+}
+
 /// Fits of the same toys from further starts, pass after pass.
 type Passes = Vec<Vec<ToyFit>>;
 
@@ -679,6 +693,10 @@ impl<R: ToyRunner> Pass<'_, R> {
         second: &crate::fit::SecondStart,
         probe_around: bool,
     ) -> Result<(Vec<Kept>, bool, Option<AroundFits>)> {
+        debug_assert!(
+            first.iter().map(|f| f.0.index).eq(range.clone()),
+            "the first fits of the range's toys, in order"
+        );
         // Every thread builds the mirror starts (n values a toy) straight into one buffer.
         let n = self.runner.space().names.len();
         let mut starts = vec![0.0; n * first.len()];
@@ -711,10 +729,10 @@ impl<R: ToyRunner> Pass<'_, R> {
         let (again, rest) = match (device, &mut done) {
             (Some(mut mirror), _) => {
                 let rest = mirror.split_off(list.len());
-                (
-                    first_of(self.finish(mirror, &list, Some(&starts), false)?),
-                    Some(rest),
-                )
+                let redo = mirror.iter().filter(|d| d.is_none()).count();
+                let again =
+                    timed_refits(redo, || self.finish(mirror, &list, Some(&starts), false))?;
+                (first_of(again), Some(rest))
             }
             (None, Some(passes)) => (passes.remove(0), None),
             (None, None) => (first_of(self.fits(&list, Some(&starts), false)?), None),
@@ -959,7 +977,10 @@ impl<R: ToyRunner> Pass<'_, R> {
         };
         let listed = (!run).then_some(list);
         match self.on_device(positions, listed, starts, want_end, true)? {
-            Some(device) => self.finish(device, list, starts, want_end),
+            Some(device) => {
+                let redo = device.iter().filter(|d| d.is_none()).count();
+                timed_refits(redo, || self.finish(device, list, starts, want_end))
+            }
             None => self.host(list, starts, want_end, false),
         }
     }
@@ -1096,14 +1117,17 @@ impl<R: ToyRunner> Pass<'_, R> {
         let split: Vec<Vec<Option<Fitted>>> = (0..passes)
             .map(|_| device.by_ref().take(one.len()).collect())
             .collect();
-        split
-            .into_par_iter()
-            .enumerate()
-            .map(|(r, pass)| {
-                let s = &starts[r * per_pass..(r + 1) * per_pass];
-                Ok(first_of(self.finish(pass, one, Some(s), false)?))
-            })
-            .collect()
+        let redo = split.iter().flatten().filter(|d| d.is_none()).count();
+        timed_refits(redo, || {
+            split
+                .into_par_iter()
+                .enumerate()
+                .map(|(r, pass)| {
+                    let s = &starts[r * per_pass..(r + 1) * per_pass];
+                    Ok(first_of(self.finish(pass, one, Some(s), false)?))
+                })
+                .collect()
+        })
     }
 
     /// Toys at `positions` (of `list` where given, see [`ResidentRequest::list`]) whole on the
@@ -1161,17 +1185,7 @@ impl<R: ToyRunner> Pass<'_, R> {
         }
         self.ticks.untick(redo.len());
         let redo_starts = starts.map(|_| &redo_starts[..]);
-        let timing = std::env::var_os("HISTFIT_TIMING").map(|_| std::time::Instant::now());
-        let refits = self.host(&redo, redo_starts, want_end, true)?;
-        if let (Some(t), false) = (timing, redo.is_empty()) {
-            // Where a device ensemble's time goes besides its launches (issue 51).
-            eprintln!(
-                "timing: {} refits on the host, {:.3} s",
-                redo.len(),
-                t.elapsed().as_secs_f64()
-            );
-        }
-        let mut refits = refits.into_iter();
+        let mut refits = self.host(&redo, redo_starts, want_end, true)?.into_iter();
         Ok(device
             .into_iter()
             .map(|d| d.unwrap_or_else(|| refits.next().expect("one refit per uncertified toy")))
@@ -1604,7 +1618,7 @@ pub fn hypotest_toys<E: Evaluator + Clone + Send + Sync + 'static>(
         data,
         mu,
         test_stat,
-        1.0,
+        None,
         seed,
         n_toys,
         indices,
@@ -1614,15 +1628,16 @@ pub fn hypotest_toys<E: Evaluator + Clone + Send + Sync + 'static>(
 }
 
 /// Toy-based CLs at `mu` on `runner`. For q0 (the test of μ = 0) the second ensemble is drawn
-/// at the POI value `q0_alternative` (1 for a signal strength, as pyhf; a yield's own scale
-/// for an event-level model: `Likelihood::discovery_alternative`); other statistics ignore it.
+/// at the POI value `q0_alternative` (`None`: 1, pyhf's rule for a signal strength; an
+/// event-level model's yield needs its own: `Likelihood::discovery_alternative`); other
+/// statistics ignore it.
 #[allow(clippy::too_many_arguments)]
 pub fn hypotest_toys_on<R: ToyRunner>(
     runner: &R,
     data: &Dataset,
     mu: f64,
     test_stat: TestStat,
-    q0_alternative: f64,
+    q0_alternative: Option<f64>,
     seed: u64,
     n_toys: u64,
     indices: std::ops::Range<u64>,
@@ -1642,6 +1657,9 @@ pub fn hypotest_toys_on<R: ToyRunner>(
         .clone()
         .unwrap_or_else(|| runner.space().bounds.clone());
     crate::asymptotic::check_tested_poi(bounds[poi], mu)?;
+    if let (TestStat::Q0, Some(v)) = (test_stat, q0_alternative) {
+        crate::asymptotic::check_q0_alternative(bounds[poi], v)?;
+    }
     let init = runner.space().init.clone();
     // The fits of the observed data (q_obs, the generating points) are made as without asked
     // starts (those are the toys' fits'): the same toys either way.
@@ -1679,8 +1697,7 @@ pub fn hypotest_toys_on<R: ToyRunner>(
             Ok(r.bestfit)
         };
         let mu_b = if test_stat == TestStat::Q0 {
-            crate::asymptotic::check_tested_poi(bounds[poi], q0_alternative)?;
-            q0_alternative
+            q0_alternative.unwrap_or(1.0)
         } else {
             0.0
         };

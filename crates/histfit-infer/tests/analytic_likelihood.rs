@@ -391,7 +391,7 @@ fn lockstep_runner_gives_the_cpu_ensembles() {
     assert_eq!(cpu, lockstep);
     let ts = TestStat::QmuTilde;
     let a = hypotest_toys(&ev, &d, 3.0, ts, 5, 200, 0..200, &o, &|_, _| {}).unwrap();
-    let b = hypotest_toys_on(&runner, &d, 3.0, ts, 1.0, 5, 200, 0..200, &o, &|_, _| {}).unwrap();
+    let b = hypotest_toys_on(&runner, &d, 3.0, ts, None, 5, 200, 0..200, &o, &|_, _| {}).unwrap();
     assert_eq!(a, b);
     assert_eq!(a.summary.failed_sb + a.summary.failed_b, 0);
     // With this little data the toy CLs sits near the asymptotic one (within 0.05 here; 200

@@ -1446,7 +1446,7 @@ fn goodness_of_fit(
 /// Asymptotic hypothesis test at `mu` (JSON).
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
-#[pyo3(signature = (model, mu, data = None, test_stat = "qtilde", device = "cpu", init = None, fix = Vec::new(), bounds = None))]
+#[pyo3(signature = (model, mu, data = None, test_stat = "qtilde", device = "cpu", init = None, fix = Vec::new(), bounds = None, expected_at = None))]
 fn hypotest(
     py: Python<'_>,
     model: AnyModel<'_>,
@@ -1457,18 +1457,19 @@ fn hypotest(
     init: Option<PyReadonlyArray1<'_, f64>>,
     fix: Vec<(usize, f64)>,
     bounds: Option<Vec<(f64, f64)>>,
+    expected_at: Option<f64>,
 ) -> PyResult<String> {
     let o = model.fit_options(init, fix, bounds)?;
     let d = model.dataset(data)?;
     let ts = self::test_stat(test_stat)?;
     // q0's expected figures at the model's signal hypothesis, as `significance`.
-    let alternative = model.likelihood().discovery_alternative();
+    let alternative = expected_at.or(model.likelihood().discovery_alternative().0);
     let mut ev = model.evaluator(device, false)?;
     let r = py
         .detach(|| {
             let calc = AsymptoticCalculator::new(&mut ev, d, ts, o.clone())?;
             match ts {
-                TestStat::Q0 => calc.with_discovery_alternative(alternative)?,
+                TestStat::Q0 => calc.with_q0_alternative(alternative)?,
                 _ => calc,
             }
             .hypotest(mu)
@@ -1550,7 +1551,7 @@ fn significance(
 ) -> PyResult<String> {
     let o = model.fit_options(init, fix, bounds)?;
     let d = model.dataset(data)?;
-    let at = expected_at.unwrap_or_else(|| model.likelihood().discovery_alternative());
+    let at = expected_at.or(model.likelihood().discovery_alternative().0);
     let mut ev = model.evaluator(device, false)?;
     let r = py
         .detach(|| histfit_infer::significance(&mut ev, &d, &o.clone(), at))
@@ -1640,7 +1641,7 @@ fn fit_toys(
 
 /// Toy-based CLs at `mu` (JSON).
 #[pyfunction]
-#[pyo3(signature = (model, mu, n_toys, data = None, seed = 0, test_stat = "qtilde", device = "cpu", init = None, fix = Vec::new(), bounds = None, starts = None))]
+#[pyo3(signature = (model, mu, n_toys, data = None, seed = 0, test_stat = "qtilde", device = "cpu", init = None, fix = Vec::new(), bounds = None, starts = None, expected_at = None))]
 #[allow(clippy::too_many_arguments)]
 fn hypotest_toys(
     py: Python<'_>,
@@ -1655,6 +1656,7 @@ fn hypotest_toys(
     fix: Vec<(usize, f64)>,
     bounds: Option<Vec<(f64, f64)>>,
     starts: Option<usize>,
+    expected_at: Option<f64>,
 ) -> PyResult<String> {
     let mut o = model.fit_options(init, fix, bounds)?;
     o.starts = starts.map_or(model.default_starts(), Starts::Count);
@@ -1663,7 +1665,7 @@ fn hypotest_toys(
     check_n_toys(n_toys)?;
     let m = model.likelihood();
     // q0's second ensemble at the model's signal hypothesis, as `significance`.
-    let alternative = m.discovery_alternative();
+    let alternative = expected_at.or(m.discovery_alternative().0);
     let r = py.detach(|| -> PyResult<histfit_infer::ToyHypotest> {
         with_runner!(m, device, |runner| hypotest_toys_on(
             &runner,

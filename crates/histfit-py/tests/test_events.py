@@ -305,8 +305,14 @@ def test_discovery_significance_is_expected_at_the_documents_signal():
     assert asked["expected_at"] == 15.0
     assert asked["q0_exp"] == pytest.approx(closed_form(15.0), rel=1e-6)
     assert asked["q0_obs"] == default["q0_obs"]
-    with pytest.raises(ValueError, match="outside the POI's bounds"):
+    with pytest.raises(ValueError, match="expected discovery figures.*inside the POI's bounds"):
         histfit.significance(m, expected_at=-1.0)
+    # A document whose POI value is 0 names no signal: pyhf's 1 (the CLI says so on stderr).
+    doc["parameter_points"][0]["parameters"][0]["value"] = 0.0
+    assert histfit.significance(histfit.open(doc, poi="nsig"))["expected_at"] == 1.0
+    # The asymptotic q0 hypotest takes the same value.
+    cls, exp = histfit.hypotest(0.0, m, test_stat="q0", expected_at=15.0, return_expected=True)
+    assert exp == pytest.approx(asked["p0_exp"], rel=1e-9)
     # The toys' discovery test draws its second ensemble at the same signal.
     toys = histfit.hypotest_toys(0.0, m, n_toys=40, test_stat="q0")
     assert toys["params_b"][0] == pytest.approx(40.0) and toys["params_sb"][0] == 0.0

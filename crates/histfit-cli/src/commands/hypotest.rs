@@ -22,6 +22,8 @@ pub struct Args {
     #[arg(long = "test-stat", default_value = "qtilde")]
     test_stat: TestStat,
     #[command(flatten)]
+    expected: super::ExpectedAt,
+    #[command(flatten)]
     grid: GridArgs,
     #[command(flatten)]
     out: OutputArgs,
@@ -35,7 +37,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let mut calc = AsymptoticCalculator::new(&mut eval, data, a.test_stat, base)?;
     if a.test_stat == TestStat::Q0 {
         // The expected figures at the model's signal hypothesis, as `histfit significance`.
-        calc = calc.with_discovery_alternative(model.discovery_alternative())?;
+        calc = calc.with_q0_alternative(a.expected.resolve(&model))?;
     }
     let r = calc.hypotest(super::tested_mu(a.mu, a.test_stat))?;
     super::warn_all(&r.warnings);

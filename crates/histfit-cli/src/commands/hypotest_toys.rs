@@ -27,6 +27,8 @@ pub struct Args {
     /// tmu_tilde (two-sided).
     #[arg(long = "test-stat", default_value = "qtilde")]
     test_stat: TestStat,
+    #[command(flatten)]
+    expected: super::ExpectedAt,
     /// Further starts of every toy's fit: on a model of up to 64 free parameters the fit's own
     /// (as `fit --starts`); above, N points around the model's initial point and a fit in the
     /// likelihood's own units besides the ensemble's basin probe and mirror starts, the lowest
@@ -55,7 +57,10 @@ pub fn run(a: Args) -> Result<ExitCode> {
         &data,
         super::tested_mu(a.mu, a.test_stat),
         a.test_stat,
-        model.discovery_alternative(),
+        match a.test_stat {
+            TestStat::Q0 => a.expected.resolve(&model),
+            _ => None,
+        },
         a.seed,
         a.n_toys,
         range,

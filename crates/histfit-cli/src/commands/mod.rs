@@ -143,13 +143,41 @@ pub fn parse_range(s: &str) -> Result<(f64, f64)> {
     Ok((lo, hi))
 }
 
+/// `--expected-at`: the POI value of a discovery test's expected figures (q0's alternative).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ExpectedAt {
+    /// The POI value the discovery test's expected figures are computed at (q0's alternative:
+    /// the expected significance's Asimov dataset, the toys' second ensemble). Default: 1 where
+    /// the POI is a binned model's (a signal strength, as pyhf); an event-level POI (often a
+    /// yield) its value in the document where positive, else 1
+    #[arg(
+        long = "expected-at",
+        value_name = "VALUE",
+        allow_negative_numbers = true
+    )]
+    pub expected_at: Option<f64>,
+}
+
+impl ExpectedAt {
+    /// The value asked, else the likelihood's default (`None`: 1), its note said on stderr.
+    pub fn resolve(&self, model: &crate::device::Likelihood) -> Option<f64> {
+        if self.expected_at.is_some() {
+            return self.expected_at;
+        }
+        let (value, note) = model.discovery_alternative();
+        if let Some(n) = note {
+            eprintln!("note: {n}");
+        }
+        value
+    }
+}
+
 pub fn warn_all(warnings: &[String]) {
     for w in warnings {
         eprintln!("warning: {w}");
     }
 }
 
-/// Parses `--shard K/N` (1-based K) into a range of toy indices.
 /// The POI value a hypotest tests: `--mu` where given, else 1 — and 0 for q0, the test of
 /// μ = 0 (a q0 test asked at another μ says so and tests 0, as pyhf does).
 pub fn tested_mu(mu: Option<f64>, test_stat: histfit_infer::TestStat) -> f64 {
@@ -160,6 +188,7 @@ pub fn tested_mu(mu: Option<f64>, test_stat: histfit_infer::TestStat) -> f64 {
     }
 }
 
+/// Parses `--shard K/N` (1-based K) into a range of toy indices.
 pub fn parse_shard(shard: Option<&str>, n_toys: u64) -> Result<std::ops::Range<u64>> {
     let Some(spec) = shard else {
         return Ok(0..n_toys);

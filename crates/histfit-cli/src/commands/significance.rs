@@ -13,20 +13,15 @@ pub struct Args {
     model: ModelArgs,
     #[command(flatten)]
     fit: FitArgs,
-    /// The POI value the expected significance is computed at (the Asimov dataset of that
-    /// signal). Default: 1 for a pyhf workspace (a signal strength, as pyhf); for an HS3
-    /// document the POI's value in it where positive (a yield's or a mass's own scale), else 1
-    #[arg(long, value_name = "VALUE")]
-    expected_at: Option<f64>,
+    #[command(flatten)]
+    expected: super::ExpectedAt,
     #[command(flatten)]
     out: OutputArgs,
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
     let (model, source, data, mut eval, base) = a.model.prepare_fit(&a.fit)?;
-    let at = a
-        .expected_at
-        .unwrap_or_else(|| model.discovery_alternative());
+    let at = a.expected.resolve(&model);
     let r = histfit_infer::significance(&mut eval, &data, &base, at)?;
     super::warn_all(&r.warnings);
     let space = histfit_compute::Evaluator::space(&eval);

@@ -819,16 +819,19 @@ def hypotest(
     init_pars: Any = None,
     par_bounds: Any = None,
     fixed_params: Any = None,
+    expected_at: Optional[float] = None,
 ):
     """Asymptotic CLs at ``poi_test``: ``hypotest(poi_test, data, model)`` in pyhf's order
     (``hypotest(mu, model)`` tests the observed data), returned as pyhf's ``infer.hypotest``
     does: CLs, then optionally ``[CLs+b, CLb]``, the expected CLs and the expected set (−2σ …
-    +2σ). Options as :func:`fit` (pyhf's names too)."""
+    +2σ). Options as :func:`fit` (pyhf's names too); ``expected_at`` as for
+    :func:`significance` (``test_stat="q0"``)."""
     data, model = _data_model(data, model, "hypotest")
     init, fixed, bounds = _pyhf_names("hypotest", model, init, fixed, bounds, init_pars, par_bounds, fixed_params)
     o = _options(model, init, fixed, bounds)
+    at = None if expected_at is None else float(expected_at)
     r = json.loads(_native.hypotest(_native_for(model, asimov, o), float(poi_test), _dataset(model, data, asimov, o), test_stat,
-                                    device, **o))
+                                    device, **o, expected_at=at))
     for w in r.get("warnings", []):
         warnings.warn(f"histfit.hypotest: {w}", stacklevel=2)
     out: list = [np.float64(r["cls_obs"])]
@@ -880,9 +883,9 @@ def profile_scan(model: Model, values: Sequence[float], *, data: Any = None, dev
 def significance(model: Model, *, data: Any = None, device: str = "cpu", init: Any = None, fixed: Any = None,
                  bounds: Any = None, asimov: bool = False, expected_at: Optional[float] = None) -> Dict[str, Any]:
     """Discovery significance (q0): observed and expected p0 and Z. The expected figures are those
-    of the signal at POI = ``expected_at`` (its Asimov dataset); by default 1 for a pyhf
-    workspace (a signal strength, as pyhf), and for an HS3 document the POI's value in it where
-    positive (a yield's own scale), else 1. The result's ``expected_at`` says which."""
+    of the signal at POI = ``expected_at`` (its Asimov dataset); by default 1 where the POI is a
+    binned model's (a signal strength, as pyhf), and for an event-level POI (often a yield) its
+    value in the document where positive, else 1. The result's ``expected_at`` says which."""
     model = _model(model, "significance")
     o = _options(model, init, fixed, bounds)
     at = None if expected_at is None else float(expected_at)
@@ -944,19 +947,22 @@ def hypotest_toys(poi_test: float, data: Any = None, model: Optional[Model] = No
                   seed: int = 0, test_stat: str = "qtilde", device: str = "cpu", init: Any = None,
                   fixed: Any = None, bounds: Any = None, asimov: bool = False,
                   starts: Optional[int] = None, init_pars: Any = None, par_bounds: Any = None,
-                  fixed_params: Any = None) -> Dict[str, Any]:
+                  fixed_params: Any = None, expected_at: Optional[float] = None) -> Dict[str, Any]:
     """Toy-based CLs at ``poi_test``: the result document (summary with CLs, CLs+b, CLb,
     expected band and failed-fit counts; per-toy statistics: ``q``, the free fit's
     ``twice_nll_free`` and ``poi_hat``, the conditional fit's ``twice_nll_cond``, ``converged``).
-    ``starts``: further starts of every fit, as for :func:`fit_toys`. Arguments in pyhf's
-    order, as :func:`hypotest` (``hypotest_toys(mu, model, n_toys=…)`` for the observed data)."""
+    ``starts``: further starts of every fit, as for :func:`fit_toys`; ``expected_at``: with
+    ``test_stat="q0"``, where the second ensemble is drawn, as for :func:`significance`.
+    Arguments in pyhf's order, as :func:`hypotest` (``hypotest_toys(mu, model, n_toys=…)`` for
+    the observed data)."""
     data, model = _data_model(data, model, "hypotest_toys")
     init, fixed, bounds = _pyhf_names("hypotest_toys", model, init, fixed, bounds, init_pars, par_bounds,
                                       fixed_params)
     o = _options(model, init, fixed, bounds)
     return json.loads(_native.hypotest_toys(_native_for(model, asimov, o), float(poi_test), int(n_toys),
                                             _dataset(model, data, asimov, o), int(seed), test_stat, device, **o,
-                                            starts=None if starts is None else int(starts)))
+                                            starts=None if starts is None else int(starts),
+                                            expected_at=None if expected_at is None else float(expected_at)))
 
 
 def _yield_inputs(yields: Dict[str, Sequence[float]]) -> Tuple[List[str], List[np.ndarray]]:
