@@ -369,6 +369,8 @@ mod resident_stand_in {
 
     /// Ensembles the stand-in was asked to fit.
     pub static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    /// The whole-fit evaluation budget of the last request (`ResidentSettings::fit_evaluations`).
+    pub static BUDGET: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
     #[derive(Clone, Copy, PartialEq)]
     pub enum Mode {
@@ -417,6 +419,10 @@ mod resident_stand_in {
             req: &ResidentRequest<'_>,
         ) -> histfit_compute::Result<Vec<ResidentFit>> {
             CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            BUDGET.store(
+                req.settings.fit_evaluations,
+                std::sync::atomic::Ordering::Relaxed,
+            );
             match self.mode {
                 Mode::Refuse => Err(ComputeError::Unsupported("this stand-in's fits")),
                 Mode::Short => Ok(Vec::new()),
@@ -502,6 +508,10 @@ fn resident_fits_are_taken_where_certified_and_refitted_elsewhere() {
     // in index order.
     let emulated = run(Mode::Emulate).unwrap();
     assert_eq!(calls(), 2, "the device was asked");
+    // Toys whose uncertified fits the host fits again are fitted within a budget of
+    // evaluations (a launch lasts as long as its slowest fit), not without one.
+    let budget = resident_stand_in::BUDGET.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(budget > 1000 && budget < usize::MAX, "{budget}");
     // Progress while the device fits (one report per fit here), then as the host refits the
     // uncertified half: it ends at the whole ensemble and never passes it.
     let seen = seen.lock().unwrap().clone();
