@@ -497,3 +497,28 @@ fn bad_tree_sources() {
         expect_ws_error("bad_tree", &doc, needles);
     }
 }
+
+/// A POI whose bounds leave out 0 (an event-level model's peak position or width) has no
+/// background-only hypothesis: every test, limit and significance says so, naming the choice,
+/// instead of failing a fit at a point outside the bounds.
+#[test]
+fn a_poi_without_a_background_only_hypothesis_is_refused() {
+    let doc = fixture("events/gauss_exp.json");
+    for args in [
+        vec!["limit", &doc, "--poi", "sigma"],
+        vec!["significance", &doc, "--poi", "mean"],
+        vec!["hypotest", &doc, "--poi", "mean", "--mu", "85"],
+        vec![
+            "hypotest-toys",
+            &doc,
+            "--poi",
+            "mean",
+            "--mu",
+            "85",
+            "--n-toys",
+            "5",
+        ],
+    ] {
+        expect_error(&args, &["background-only hypothesis", "--poi NAME"]);
+    }
+}

@@ -238,7 +238,11 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
             opts.init = Some(i);
         }
         if let Some(m) = mu {
-            check_tested_poi(self.bounds()[self.poi], m)?;
+            let bounds = self.bounds()[self.poi];
+            if m == 0.0 {
+                check_background_only(bounds, what)?;
+            }
+            check_tested_poi(bounds, m)?;
             opts.fix.push((self.poi, m));
         }
         let r = fit(self.eval, data, &opts)?;
@@ -500,6 +504,17 @@ pub fn significance<E: Evaluator + ?Sized>(
         converged: h.converged,
         warnings: h.warnings,
     })
+}
+
+/// Refuses a POI whose bounds `(lo, hi)` leave out 0, the background-only hypothesis that `what`
+/// (a fit, an ensemble) holds it at: not a value the user asked for, so said as such.
+pub(crate) fn check_background_only((lo, hi): (f64, f64), what: &str) -> Result<()> {
+    if !(lo..=hi).contains(&0.0) {
+        return Err(InferError::Request(format!(
+            "the {what} holds the POI at 0, the background-only hypothesis, which lies outside the POI's bounds [{lo}, {hi}]: tests, limits and significances need a POI whose 0 means no signal (a signal strength or a yield; --poi NAME chooses it)"
+        )));
+    }
+    Ok(())
 }
 
 /// Refuses a q0 alternative (the POI value of the expected discovery figures) that is not a

@@ -1657,6 +1657,7 @@ pub fn hypotest_toys_on<R: ToyRunner>(
         .clone()
         .unwrap_or_else(|| runner.space().bounds.clone());
     crate::asymptotic::check_tested_poi(bounds[poi], mu)?;
+    crate::asymptotic::check_background_only(bounds[poi], "background-only ensemble")?;
     if let (TestStat::Q0, Some(v)) = (test_stat, q0_alternative) {
         crate::asymptotic::check_q0_alternative(bounds[poi], v)?;
     }
