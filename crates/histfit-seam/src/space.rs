@@ -107,7 +107,7 @@ impl ParameterSpace {
     pub fn poi(&self) -> crate::Result<usize> {
         self.poi.ok_or_else(|| crate::ComputeError::InvalidData {
             place: "parameter of interest".into(),
-            rule: "the model has none, and this needs one".into(),
+            rule: "the model has none, and this needs one: choose it with --poi NAME (Python: poi=\"NAME\"; an HS3 document names its parameters of interest in an analysis)".into(),
         })
     }
 
