@@ -146,7 +146,7 @@ pub struct AsymptoticCalculator<'a, E: Evaluator + ?Sized> {
     /// About the request itself (reported with every result; not a failed fit).
     notes: Vec<String>,
     /// The POI value of q0's alternative: the Asimov dataset of the expected discovery
-    /// significance is built at it ([`Self::with_discovery_alternative`]).
+    /// significance is built at it ([`Self::with_q0_alternative`]).
     discovery_alternative: f64,
 }
 
@@ -200,22 +200,16 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
         })
     }
 
-    /// The POI value q0's expected significance is computed at (default 1: pyhf's rule, for
-    /// a signal strength). A POI that is a yield or a physical parameter needs its own value: the
-    /// expected significance of one signal event is not what anyone asks.
-    pub fn with_discovery_alternative(mut self, value: f64) -> Result<Self> {
-        check_q0_alternative(self.bounds()[self.poi], value)?;
-        self.discovery_alternative = value;
-        Ok(self)
-    }
-
-    /// [`Self::with_discovery_alternative`] where a value is given; `None` keeps pyhf's 1
-    /// (unchecked against the bounds, as before: a POI bounded below 1 still gets its result).
-    pub fn with_q0_alternative(self, value: Option<f64>) -> Result<Self> {
-        match value {
-            Some(v) => self.with_discovery_alternative(v),
-            None => Ok(self),
+    /// The POI value q0's expected figures are computed at, checked against the POI's bounds;
+    /// `None` keeps pyhf's 1 for a signal strength (unchecked, as before: a POI bounded below 1
+    /// still gets its result). A POI that is a yield needs its own value: the expected
+    /// significance of one signal event is not what anyone asks.
+    pub fn with_q0_alternative(mut self, value: Option<f64>) -> Result<Self> {
+        if let Some(v) = value {
+            check_q0_alternative(self.bounds()[self.poi], v)?;
+            self.discovery_alternative = v;
         }
+        Ok(self)
     }
 
     fn bounds(&self) -> Vec<(f64, f64)> {
@@ -269,7 +263,7 @@ impl<'a, E: Evaluator + ?Sized> AsymptoticCalculator<'a, E> {
 
     /// The Asimov dataset (the likelihood's expected data, [`Evaluator::asimov`]) at the
     /// conditional fit of the observed data with μ = 0 (for q0, μ at the discovery
-    /// alternative: 1 unless [`Self::with_discovery_alternative`] says otherwise).
+    /// alternative: 1 unless [`Self::with_q0_alternative`] says otherwise).
     pub fn asimov(&mut self) -> Result<Dataset> {
         if let Some(a) = &self.asimov {
             return Ok(a.clone());

@@ -729,10 +729,10 @@ impl<R: ToyRunner> Pass<'_, R> {
         let (again, rest) = match (device, &mut done) {
             (Some(mut mirror), _) => {
                 let rest = mirror.split_off(list.len());
-                let redo = mirror.iter().filter(|d| d.is_none()).count();
-                let again =
-                    timed_refits(redo, || self.finish(mirror, &list, Some(&starts), false))?;
-                (first_of(again), Some(rest))
+                (
+                    first_of(self.finish(mirror, &list, Some(&starts), false)?),
+                    Some(rest),
+                )
             }
             (None, Some(passes)) => (passes.remove(0), None),
             (None, None) => (first_of(self.fits(&list, Some(&starts), false)?), None),
@@ -977,10 +977,7 @@ impl<R: ToyRunner> Pass<'_, R> {
         };
         let listed = (!run).then_some(list);
         match self.on_device(positions, listed, starts, want_end, true)? {
-            Some(device) => {
-                let redo = device.iter().filter(|d| d.is_none()).count();
-                timed_refits(redo, || self.finish(device, list, starts, want_end))
-            }
+            Some(device) => self.finish(device, list, starts, want_end),
             None => self.host(list, starts, want_end, false),
         }
     }
@@ -1124,7 +1121,7 @@ impl<R: ToyRunner> Pass<'_, R> {
                 .enumerate()
                 .map(|(r, pass)| {
                     let s = &starts[r * per_pass..(r + 1) * per_pass];
-                    Ok(first_of(self.finish(pass, one, Some(s), false)?))
+                    Ok(first_of(self.refit(pass, one, Some(s), false)?))
                 })
                 .collect()
         })
@@ -1165,8 +1162,20 @@ impl<R: ToyRunner> Pass<'_, R> {
     }
 
     /// A device pass over `list` (ascending) with the toys it could not certify fitted again
-    /// from the host, from the same starts.
+    /// from the host, from the same starts (timed under HISTFIT_TIMING).
     fn finish(
+        &self,
+        device: Vec<Option<Fitted>>,
+        list: &[u64],
+        starts: Option<&[f64]>,
+        want_end: bool,
+    ) -> Result<Vec<Fitted>> {
+        let redo = device.iter().filter(|d| d.is_none()).count();
+        timed_refits(redo, || self.refit(device, list, starts, want_end))
+    }
+
+    /// [`Pass::finish`] untimed: for passes whose refits run at once ([`Pass::finish_passes`]).
+    fn refit(
         &self,
         device: Vec<Option<Fitted>>,
         list: &[u64],
