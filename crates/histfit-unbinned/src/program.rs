@@ -95,6 +95,10 @@ impl Take {
 /// where they lie.
 const SEED: u32 = u32::MAX;
 
+/// The adjoint store's last entries, where a fused operation's backward loop adds the shares
+/// of arguments that take none ([`backward`]'s `acc3`).
+const JUNK: usize = 3;
+
 /// Every weight 1: the event term's adjoint where the events have no weights.
 const ONES: Lanes = [1.0; BLOCK];
 
@@ -586,7 +590,7 @@ impl Program {
         let nb = self.boundary.len();
         Scratch {
             vals: vec![ZERO; self.slots],
-            adj: vec![ZERO; if grad { self.slots + nb } else { 0 }],
+            adj: vec![ZERO; if grad { self.slots + nb + JUNK } else { 0 }],
             ubuf: if grad {
                 self.boundary
                     .iter()
@@ -664,7 +668,7 @@ impl Program {
         // kept per lane and reduced at the task's end.
         let task = |s: &mut Scratch, t: usize| -> (f64, Vec<f64>) {
             s.eacc = ZERO;
-            for b in s.adj.iter_mut().skip(self.slots) {
+            for b in s.adj.iter_mut().skip(self.slots).take(self.boundary.len()) {
                 *b = ZERO;
             }
             let lo = t * BLOCKS_PER_TASK;
@@ -681,6 +685,7 @@ impl Program {
                 s.adj
                     .iter()
                     .skip(self.slots)
+                    .take(self.boundary.len())
                     .map(|b| fixed_sum(b))
                     .collect(),
             )
@@ -868,6 +873,44 @@ fn entry2<'s>(
     (a, [p, q])
 }
 
+/// `t_m[i] += a[i] · d(i)[m]` for every event of a block (nothing where `a[i]` is 0). A
+/// function of its own so that its distinct buffers are known not to overlap where it is
+/// inlined: the loop then vectorises without run-time checks, which it does not in place.
+#[inline(always)]
+fn add_shares3(
+    a: &Lanes,
+    p: &mut Lanes,
+    q: &mut Lanes,
+    r: &mut Lanes,
+    d: impl Fn(usize) -> [f64; 3],
+) {
+    for i in 0..BLOCK {
+        let [d0, d1, d2] = d(i).map(|d| a[i] * d);
+        let keep = a[i] != 0.0;
+        let (d0, d1, d2) = if keep { (d0, d1, d2) } else { (0.0, 0.0, 0.0) };
+        p[i] += d0;
+        q[i] += d1;
+        r[i] += d2;
+    }
+}
+
+/// [`entry1`] for three arguments' entries (distinct).
+#[inline(always)]
+fn entry3<'s>(
+    store: &'s mut [Lanes],
+    seed: &'s Lanes,
+    at: u32,
+    t: [usize; 3],
+) -> (&'s Lanes, [&'s mut Lanes; 3]) {
+    if at == SEED {
+        return (seed, store.get_disjoint_mut(t).expect("distinct entries"));
+    }
+    let [a, p, q, r] = store
+        .get_disjoint_mut([at as usize, t[0], t[1], t[2]])
+        .expect("arguments' entries are not the node's");
+    (a, [p, q, r])
+}
+
 /// The backward step of one varying node over a block: the node's adjoint `a` (store entry
 /// [`Bwd::adj`]; value `v`) times each partial derivative, assigned or added into each
 /// argument's store entry — two arguments' shares in one loop over the block where their
@@ -887,7 +930,7 @@ fn backward(
     seed: &Lanes,
     tables: &[Table],
 ) {
-    let [x0, x1, _] = x;
+    let [x0, x1, x2] = x;
     // One argument's share.
     macro_rules! acc {
         ($m:expr, |$i:ident| $d:expr) => {{
@@ -939,7 +982,42 @@ fn backward(
             }
         }};
     }
+    // The shares of all three arguments in one loop (a fused operation's: their partials share
+    // a value, a reciprocal), `$d` giving the three partials. An argument that takes none adds
+    // into a junk entry of its own (the store's last three), so that the loop has no branch;
+    // where two arguments take into one entry, a loop each.
+    macro_rules! acc3 {
+        (|$i:ident| $d:expr) => {{
+            let targets = [0, 1, 2].map(|m| step.take[m].target());
+            let junk = store.len() - JUNK;
+            let entries = [0, 1, 2].map(|m| targets[m].map_or(junk + m, |(t, _)| t));
+            if entries[0] != entries[1] && entries[0] != entries[2] && entries[1] != entries[2] {
+                let (a, [p, q, r]) = entry3(store, seed, step.adj, entries);
+                for (t, target) in [&mut *p, &mut *q, &mut *r].into_iter().zip(targets) {
+                    if matches!(target, Some((_, true))) {
+                        *t = ZERO;
+                    }
+                }
+                add_shares3(a, p, q, r, |$i| $d);
+            } else {
+                acc!(0, |$i| ($d)[0]);
+                acc!(1, |$i| ($d)[1]);
+                acc!(2, |$i| ($d)[2]);
+            }
+        }};
+    }
     match step.op {
+        Op::ExpFma(..) => acc3!(|i| [v[i] * x1[i], v[i] * x0[i], v[i]]),
+        Op::LogFma(..) => acc3!(|i| {
+            let r = 1.0 / x0[i].mul_add(x1[i], x2[i]);
+            [x1[i] * r, x0[i] * r, r]
+        }),
+        Op::ScaledSq(..) => acc3!(|i| {
+            let d = x0[i] - x1[i];
+            let u = d * x2[i];
+            let us = 2.0 * u * x2[i];
+            [us, -us, 2.0 * u * d]
+        }),
         Op::Add(_, _) => acc2!(0, 1, |_i| 1.0, |_j| 1.0),
         Op::Sub(_, _) => acc2!(0, 1, |_i| 1.0, |_j| -1.0),
         Op::Mul(_, _) => acc2!(0, 1, |i| x1[i], |j| x0[j]),
@@ -1033,8 +1111,8 @@ struct Scratch {
     /// Values of the varying nodes, by slot.
     vals: Vec<Lanes>,
     /// The adjoint store (with a gradient): the varying nodes' adjoints (entries `0..slots`,
-    /// each node's where [`Bwd::adj`] says) and each boundary node's per-lane sums over a
-    /// task's blocks (entries `slots..`).
+    /// each node's where [`Bwd::adj`] says), each boundary node's per-lane sums over a
+    /// task's blocks (the next entries), and [`JUNK`] entries.
     adj: Vec<Lanes>,
     /// Each boundary node's value broadcast (filled once per evaluation), so that the backward
     /// loops read every argument as a block and hold no branch.
@@ -1082,7 +1160,62 @@ fn forward(op: Op, x: [Src<'_>; 3], tables: &[Table], out: &mut Lanes) {
             }
         }};
     }
+    // The common argument places of a three-argument operation with a loop each, the rest by
+    // a per-event choice.
+    macro_rules! ternary {
+        ($f:expr) => {{
+            let f = $f;
+            match x {
+                [Src::V(a), Src::S(b), Src::S(c)] => {
+                    for i in 0..BLOCK {
+                        out[i] = f(a[i], b, c);
+                    }
+                }
+                [Src::V(a), Src::V(b), Src::S(c)] => {
+                    for i in 0..BLOCK {
+                        out[i] = f(a[i], b[i], c);
+                    }
+                }
+                [Src::V(a), Src::S(b), Src::V(c)] => {
+                    for i in 0..BLOCK {
+                        out[i] = f(a[i], b, c[i]);
+                    }
+                }
+                [Src::V(a), Src::V(b), Src::V(c)] => {
+                    for i in 0..BLOCK {
+                        out[i] = f(a[i], b[i], c[i]);
+                    }
+                }
+                [a, b, c] => {
+                    for i in 0..BLOCK {
+                        out[i] = f(a.at(i), b.at(i), c.at(i));
+                    }
+                }
+            }
+        }};
+    }
+    let fma = |a: f64, b: f64, c: f64| a.mul_add(b, c);
     match op {
+        Op::ExpFma(..) => {
+            ternary!(fma);
+            if all(out, vmath::exp_is_normal) {
+                out.iter_mut().for_each(|v| *v = vmath::exp_normal(*v));
+            } else {
+                out.iter_mut().for_each(|v| *v = vmath::exp(*v));
+            }
+        }
+        Op::LogFma(..) => {
+            ternary!(fma);
+            if all(out, vmath::ln_is_normal) {
+                out.iter_mut().for_each(|v| *v = vmath::ln_normal(*v));
+            } else {
+                out.iter_mut().for_each(|v| *v = vmath::ln(*v));
+            }
+        }
+        Op::ScaledSq(..) => ternary!(|a: f64, b: f64, c: f64| {
+            let u = (a - b) * c;
+            u * u
+        }),
         Op::Add(..) => binary!(|x: f64, y: f64| x + y),
         Op::Sub(..) => binary!(|x: f64, y: f64| x - y),
         Op::Mul(..) => binary!(|x: f64, y: f64| x * y),
@@ -1127,33 +1260,7 @@ fn forward(op: Op, x: [Src<'_>; 3], tables: &[Table], out: &mut Lanes) {
         }
         // What lowering makes: a per-event x times a uniform or per-event y, plus a uniform or
         // per-event c.
-        Op::Fma(..) => match x {
-            [Src::V(a), Src::S(b), Src::S(c)] => {
-                for i in 0..BLOCK {
-                    out[i] = a[i].mul_add(b, c);
-                }
-            }
-            [Src::V(a), Src::V(b), Src::S(c)] => {
-                for i in 0..BLOCK {
-                    out[i] = a[i].mul_add(b[i], c);
-                }
-            }
-            [Src::V(a), Src::S(b), Src::V(c)] => {
-                for i in 0..BLOCK {
-                    out[i] = a[i].mul_add(b, c[i]);
-                }
-            }
-            [Src::V(a), Src::V(b), Src::V(c)] => {
-                for i in 0..BLOCK {
-                    out[i] = a[i].mul_add(b[i], c[i]);
-                }
-            }
-            [a, b, c] => {
-                for i in 0..BLOCK {
-                    out[i] = a.at(i).mul_add(b.at(i), c.at(i));
-                }
-            }
-        },
+        Op::Fma(..) => ternary!(fma),
         Op::Const(_) | Op::Param(_) | Op::Column(_) => {
             unreachable!("uniform nodes and columns are not evaluated per block")
         }
@@ -1330,6 +1437,57 @@ mod tests {
                 .count()
                 >= 3
         );
+    }
+
+    /// A Gaussian + exponential mixture lowers to five per-event operations (the fused ones)
+    /// and gives the formula's −ln L and gradient.
+    #[test]
+    fn fused_operations_give_the_mixtures_value_and_gradient() {
+        let mut g = Graph::new();
+        let x = g.column(0);
+        let [mu, sigma, c, n1, n2] = [0, 1, 2, 3, 4].map(|i| g.param(i));
+        let d = g.sub(x, mu);
+        let t = g.div(d, sigma);
+        let t2 = g.powi(t, 2);
+        let half = g.scale(t2, -0.5);
+        let gauss = g.exp(half);
+        let cx = g.mul(c, x);
+        let expo = g.exp(cx);
+        let a = g.mul(n1, gauss);
+        let b = g.mul(n2, expo);
+        let sum = g.add(a, b);
+        let e = g.log(sum);
+        let nu = g.add(n1, n2);
+        let prog = Program::new(&g, e, nu);
+        let fused = |op: &Op| matches!(op, Op::ExpFma(..) | Op::LogFma(..) | Op::ScaledSq(..));
+        assert_eq!(prog.fwd.len(), 5, "{:?}", prog.fwd);
+        assert_eq!(prog.fwd.iter().filter(|f| fused(&f.op)).count(), 4);
+        let n = 1000;
+        let xs: Vec<f64> = (0..n)
+            .map(|i| 60.0 + 60.0 * ((i as f64 * 0.618) % 1.0))
+            .collect();
+        let p = [91.0, 2.5, -0.03, 300.0, 700.0];
+        let mut grad = vec![0.0; 5];
+        let v = prog.eval(&p, &[&xs], None, Some(&mut grad));
+        let (mut f, mut want) = (p[3] + p[4], [0.0, 0.0, 0.0, 1.0, 1.0]);
+        for &x in &xs {
+            let t = (x - p[0]) / p[1];
+            let (ga, ex) = ((-0.5 * t * t).exp(), (p[2] * x).exp());
+            let y = p[3] * ga + p[4] * ex;
+            f -= y.ln();
+            want[0] -= p[3] * ga * t / p[1] / y;
+            want[1] -= p[3] * ga * t * t / p[1] / y;
+            want[2] -= p[4] * ex * x / y;
+            want[3] -= ga / y;
+            want[4] -= ex / y;
+        }
+        assert!((v - f).abs() < 1e-12 * f.abs(), "{v} {f}");
+        for (got, want) in grad.iter().zip(want) {
+            assert!(
+                (got - want).abs() < 1e-10 * want.abs().max(1.0),
+                "{got} {want}"
+            );
+        }
     }
 
     /// A histogram read at a point a parameter moves passes no derivative, and the argument's
@@ -1576,7 +1734,7 @@ mod tests {
                     pick(rnd(100), &pool)
                 };
                 let u = params[rnd(4)];
-                let new = match rnd(12) {
+                let new = match rnd(15) {
                     0 => g.add(a, b),
                     1 => g.sub(a, b),
                     2 => g.mul(a, b),
@@ -1602,6 +1760,28 @@ mod tests {
                         g.sub(b, x)
                     }
                     10 => g.powi(a, 2),
+                    // The fused operations' shapes: e^(fma), ln(fma) (its arguments one buffer
+                    // or three), ((a − b) · u)².
+                    11 => {
+                        let (s, t) = (g.sin(a), g.sin(c));
+                        let m = g.fma(s, u, t);
+                        g.exp(m)
+                    }
+                    12 => {
+                        let s = g.sin(a);
+                        let k = g.constant(if rnd(2) == 0 { 2.0 } else { 3.0 });
+                        let m = if rnd(2) == 0 {
+                            g.fma(s, s, k)
+                        } else {
+                            g.fma(s, u, k)
+                        };
+                        g.log(m)
+                    }
+                    13 => {
+                        let d = g.sub(a, b);
+                        let m = g.mul(d, u);
+                        g.powi(m, 2)
+                    }
                     _ => {
                         let x = g.mul(a, b);
                         g.add(x, c)
