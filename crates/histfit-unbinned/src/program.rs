@@ -1126,7 +1126,8 @@ struct Scratch {
 fn forward(op: Op, x: [Src<'_>; 3], tables: &[Table], out: &mut Lanes) {
     macro_rules! unary {
         ($f:expr) => {{
-            let f = $f;
+            #[allow(unused_mut)]
+            let mut f = $f;
             match x[0] {
                 Src::V(x) => {
                     for i in 0..BLOCK {
@@ -1164,7 +1165,8 @@ fn forward(op: Op, x: [Src<'_>; 3], tables: &[Table], out: &mut Lanes) {
     // a per-event choice.
     macro_rules! ternary {
         ($f:expr) => {{
-            let f = $f;
+            #[allow(unused_mut)]
+            let mut f = $f;
             match x {
                 [Src::V(a), Src::S(b), Src::S(c)] => {
                     for i in 0..BLOCK {
@@ -1194,24 +1196,40 @@ fn forward(op: Op, x: [Src<'_>; 3], tables: &[Table], out: &mut Lanes) {
             }
         }};
     }
+    // e^x and ln x of a block whose arguments all lie where the result is a normal number (a
+    // density's exponent, a positive density) take the short path — the same bits, fewer
+    // instructions. Of a fused operation's argument (computed here, not read from a buffer),
+    // in one pass that notes whether they did; where one did not, the general path over the
+    // block again.
+    macro_rules! short_path {
+        ($each:ident, |$($a:ident),*| $arg:expr, $ok:path, $fast:path, $slow:path) => {{
+            let mut normal = true;
+            $each!(|$($a: f64),*| {
+                let t = $arg;
+                normal &= $ok(t);
+                $fast(t)
+            });
+            if !normal {
+                $each!(|$($a: f64),*| $slow($arg));
+            }
+        }};
+    }
     let fma = |a: f64, b: f64, c: f64| a.mul_add(b, c);
     match op {
-        Op::ExpFma(..) => {
-            ternary!(fma);
-            if all(out, vmath::exp_is_normal) {
-                out.iter_mut().for_each(|v| *v = vmath::exp_normal(*v));
-            } else {
-                out.iter_mut().for_each(|v| *v = vmath::exp(*v));
-            }
-        }
-        Op::LogFma(..) => {
-            ternary!(fma);
-            if all(out, vmath::ln_is_normal) {
-                out.iter_mut().for_each(|v| *v = vmath::ln_normal(*v));
-            } else {
-                out.iter_mut().for_each(|v| *v = vmath::ln(*v));
-            }
-        }
+        Op::ExpFma(..) => short_path!(
+            ternary,
+            |a, b, c| a.mul_add(b, c),
+            vmath::exp_is_normal,
+            vmath::exp_normal,
+            vmath::exp
+        ),
+        Op::LogFma(..) => short_path!(
+            ternary,
+            |a, b, c| a.mul_add(b, c),
+            vmath::ln_is_normal,
+            vmath::ln_normal,
+            vmath::ln
+        ),
         Op::ScaledSq(..) => ternary!(|a: f64, b: f64, c: f64| {
             let u = (a - b) * c;
             u * u
@@ -1226,9 +1244,9 @@ fn forward(op: Op, x: [Src<'_>; 3], tables: &[Table], out: &mut Lanes) {
         Op::Powi(_, 2) => unary!(|x: f64| x * x),
         Op::Powi(_, k) => unary!(|x: f64| x.powi(k)),
         Op::Neg(_) => unary!(|x: f64| -x),
-        // A block whose arguments all lie where the result is a normal number (a density's
-        // exponent, a positive density) takes the short path: the same bits, fewer
-        // instructions.
+        // Here the argument is in a buffer already: a pass that checks it first costs less than
+        // the short path's pass lost where one argument lies outside it (a Crystal Ball's tail
+        // ln, NaN over its core, in most blocks).
         Op::Exp(_) => match x[0] {
             Src::V(v) if all(v, vmath::exp_is_normal) => unary!(vmath::exp_normal),
             _ => unary!(vmath::exp),
