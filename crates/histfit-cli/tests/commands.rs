@@ -1087,6 +1087,67 @@ fn hs3_documents_open_in_every_inference_command() {
     );
 }
 
+/// An ensemble needs no POI: on a document that names none, every toy reports its fitted POI
+/// as null and the table says why; its shards merge (null figures read back).
+#[test]
+fn toys_need_no_parameter_of_interest() {
+    let f = fixture("hs3/gauss_exp_ext.json");
+    let whole = run_json(&["toys", &f, "--n-toys", "6", "--json"]);
+    assert_eq!(whole["poi"], Value::Null);
+    assert_eq!(whole["summary"]["converged"], 6);
+    assert_eq!(whole["summary"]["poi_mean"], Value::Null);
+    assert!(whole["toys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|t| t["poi"].is_null() && t["twice_nll"].is_f64()));
+    // The same toys as with a POI named: only the reported parameter differs.
+    let named = run_json(&["toys", &f, "--poi", "nsig", "--n-toys", "6", "--json"]);
+    for (a, b) in whole["toys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(named["toys"].as_array().unwrap())
+    {
+        assert_eq!(a["twice_nll"], b["twice_nll"]);
+    }
+    let dir = std::env::temp_dir().join(format!("histfit-no-poi-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let shards: Vec<String> = (1..=2)
+        .map(|k| {
+            let p = dir
+                .join(format!("shard{k}.json"))
+                .to_string_lossy()
+                .into_owned();
+            let shard = format!("{k}/2");
+            let out = Command::new(env!("CARGO_BIN_EXE_histfit"))
+                .args([
+                    "toys", &f, "--n-toys", "6", "--shard", &shard, "--json", "-o", &p,
+                ])
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            p
+        })
+        .collect();
+    let merged = run_json(&["merge-toys", &shards[0], &shards[1], "--json"]);
+    assert_eq!(merged["toys"], whole["toys"]);
+    let out = Command::new(env!("CARGO_BIN_EXE_histfit"))
+        .args(["toys", &f, "--n-toys", "2"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("fitted POI: none"),
+        "{text}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// `histfit pulls`: each toy of the study is the ensemble's toy of the same index (the same
 /// minimum as `toys` finds for it), every free parameter summarised, and the summary the mean and
 /// width of the per-toy pulls (θ̂ − θ_gen)/σ̂ recomputed here.

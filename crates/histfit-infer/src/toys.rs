@@ -45,11 +45,29 @@ pub fn shard_range(total: u64, k: u64, n: u64) -> Result<std::ops::Range<u64>> {
     Ok(total * k / n..total * (k + 1) / n)
 }
 
+/// Reading back what serde_json writes of a NaN (null): the toy documents' figures that have no
+/// value (a failed toy's, a shard without converged toys, an ensemble without a POI) are NaN, so
+/// that `merge-toys` reads every document `toys` and `hypotest-toys` write.
+mod nan_as_null {
+    use serde::{Deserialize, Deserializer};
+
+    pub fn one<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+    }
+
+    pub fn five<'de, D: Deserializer<'de>>(d: D) -> Result<[f64; 5], D::Error> {
+        Ok(<[Option<f64>; 5]>::deserialize(d)?.map(|v| v.unwrap_or(f64::NAN)))
+    }
+}
+
 /// One fitted toy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToyFit {
     pub index: u64,
+    #[serde(deserialize_with = "nan_as_null::one")]
     pub twice_nll: f64,
+    /// The fitted POI (NaN, null in JSON, where the likelihood names none).
+    #[serde(deserialize_with = "nan_as_null::one")]
     pub poi: f64,
     pub converged: bool,
     /// Why the fit did not converge (absent when it did).
@@ -353,7 +371,9 @@ pub fn fit_toys_on<R: ToyRunner>(
         )));
     }
     let shown = (indices.end - indices.start) as usize;
-    let poi = runner.space().poi()?;
+    // The fitted POI each toy reports, where the likelihood names one: an ensemble's fits need
+    // none.
+    let poi = runner.space().poi;
     let mut o = base.clone();
     o.uncertainties = false;
     o.init = Some(gen_params.to_vec());
@@ -387,7 +407,7 @@ fn ensemble_fits<R: ToyRunner>(
     n_toys: u64,
     indices: std::ops::Range<u64>,
     o: &FitOptions,
-    poi: usize,
+    poi: Option<usize>,
     ticks: &Ticks<'_>,
 ) -> Result<Vec<ToyFit>> {
     let second = match indices.is_empty() {
@@ -674,7 +694,7 @@ struct Pass<'a, R: ToyRunner> {
     seed: u64,
     o: &'a FitOptions,
     plan: Option<&'a crate::fit::DevicePlan>,
-    poi: usize,
+    poi: Option<usize>,
     ticks: &'a Ticks<'a>,
 }
 
@@ -1150,7 +1170,7 @@ impl<R: ToyRunner> Pass<'_, R> {
             self.seed,
             positions,
             list,
-            Some(self.poi),
+            self.poi,
             starts,
             want_end,
             match budgeted {
@@ -1246,7 +1266,7 @@ fn host_toy_fits<R: ToyRunner>(
     o: &FitOptions,
     start_of: Option<&(dyn Fn(u64) -> Vec<f64> + Sync)>,
     want_end: bool,
-    poi: usize,
+    poi: Option<usize>,
     ticks: &Ticks<'_>,
     refits: bool,
 ) -> Result<Vec<Fitted>> {
@@ -1277,11 +1297,11 @@ fn host_toy_fits<R: ToyRunner>(
 }
 
 /// A toy's fit as an ensemble reports it.
-fn toy_fit(index: u64, r: &FitResult, poi: usize) -> ToyFit {
+fn toy_fit(index: u64, r: &FitResult, poi: Option<usize>) -> ToyFit {
     ToyFit {
         index,
         twice_nll: r.twice_nll,
-        poi: r.bestfit[poi],
+        poi: poi.map_or(f64::NAN, |p| r.bestfit[p]),
         converged: r.converged,
         reason: (!r.converged).then(|| r.reason.clone()),
         second_start: None,
@@ -1401,7 +1421,8 @@ fn device_fits<R: ToyRunner>(
                     let fit = ToyFit {
                         index: r.index,
                         twice_nll: r.twice_nll(),
-                        poi: r.poi,
+                        // The device reports 0 where asked for no parameter.
+                        poi: if report.is_some() { r.poi } else { f64::NAN },
                         converged: true,
                         reason: None,
                         second_start: None,
@@ -1458,6 +1479,7 @@ pub fn background_stream(seed: u64) -> u64 {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToyStat {
     pub index: u64,
+    #[serde(deserialize_with = "nan_as_null::one")]
     pub q: f64,
     /// The two fits the statistic is made of: the free fit's twice_nll and POI, the
     /// conditional fit's twice_nll (what devices and shards are compared on, fit by fit).
@@ -1487,6 +1509,7 @@ pub struct ToyHypotest {
     pub test_stat: TestStat,
     pub seed: u64,
     pub n_toys: u64,
+    #[serde(deserialize_with = "nan_as_null::one")]
     pub q_obs: f64,
     /// Generating parameters: conditional fits of the observed data at μ and at 0 (for q0 at μ = 0
     /// and at its alternative: [`hypotest_toys_on`]).
@@ -1503,13 +1526,19 @@ pub struct ToyHypotest {
 /// p-values from the converged toys.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToySummary {
+    #[serde(deserialize_with = "nan_as_null::one")]
     pub cls_obs: f64,
+    #[serde(deserialize_with = "nan_as_null::one")]
     pub clsb_obs: f64,
+    #[serde(deserialize_with = "nan_as_null::one")]
     pub clb_obs: f64,
     /// Statistical uncertainty of CLs+b and CLb (binomial).
+    #[serde(deserialize_with = "nan_as_null::one")]
     pub clsb_err: f64,
+    #[serde(deserialize_with = "nan_as_null::one")]
     pub clb_err: f64,
     /// Expected CLs: percentiles of the CLs of the background-only toys at the −2σ … +2σ quantiles.
+    #[serde(deserialize_with = "nan_as_null::five")]
     pub cls_exp: [f64; 5],
     pub n_sb: usize,
     pub n_b: usize,
@@ -1749,7 +1778,7 @@ pub fn hypotest_toys_on<R: ToyRunner>(
                 n_toys,
                 indices.clone(),
                 o,
-                poi,
+                Some(poi),
                 ticks,
             )
         };
@@ -2053,7 +2082,10 @@ pub struct EnsembleSummary {
     pub n: usize,
     pub converged: usize,
     pub failed: usize,
+    /// NaN (null in JSON) where no toy converged, or the likelihood names no POI.
+    #[serde(deserialize_with = "nan_as_null::one")]
     pub poi_mean: f64,
+    #[serde(deserialize_with = "nan_as_null::one")]
     pub poi_std: f64,
     /// Toys fitted from two starts (the basin probe's, and every toy where it found a lower
     /// basin; see [`PROBE_TOYS`]).
@@ -2243,6 +2275,32 @@ mod empty_tests {
             .unwrap()
             .contains("\"poi_mean\":null"));
         assert!(check_ensemble_size(0).is_err() && check_ensemble_size(1).is_ok());
+    }
+
+    /// The figures written as null (NaN) read back as NaN: a shard without converged toys, a
+    /// failed toy's statistic, an ensemble without a POI all merge.
+    #[test]
+    fn undefined_figures_read_back() {
+        let toy = ToyFit {
+            index: 3,
+            twice_nll: 1.5,
+            poi: f64::NAN,
+            converged: true,
+            reason: None,
+            second_start: None,
+        };
+        let e = ToyEnsemble::new(0, 4, vec![1.0], vec![toy]);
+        let text = serde_json::to_string(&e).unwrap();
+        assert!(text.contains("\"poi\":null"), "{text}");
+        let back: ToyEnsemble = serde_json::from_str(&text).unwrap();
+        assert!(back.toys[0].poi.is_nan() && back.summary.poi_mean.is_nan());
+        assert_eq!(back.toys[0].twice_nll, 1.5);
+        let s = summarize(1.0, &[], &[], TestStat::QmuTilde);
+        let back: ToySummary = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert!(back.cls_obs.is_nan() && back.cls_exp.iter().all(|v| v.is_nan()));
+        let stat: ToyStat =
+            serde_json::from_str(r#"{"index":1,"q":null,"converged":false}"#).unwrap();
+        assert!(stat.q.is_nan());
     }
 }
 

@@ -108,14 +108,22 @@ impl From<ToyEnsemble> for Doc {
 
 pub fn table(d: &ToyEnsemble) -> String {
     let s = &d.summary;
+    // Converged toys without a fitted POI: the likelihood names none.
+    let poi = if s.converged > 0 && d.toys.iter().all(|t| t.poi.is_nan()) {
+        "fitted POI: none (the likelihood names no parameter of interest; --poi NAME chooses one)"
+            .to_owned()
+    } else {
+        format!(
+            "fitted POI: mean {:.6}, standard deviation {:.6}",
+            s.poi_mean, s.poi_std
+        )
+    };
     format!(
-        "{} toys (seed {}): {} converged, {} failed\nfitted POI: mean {:.6}, standard deviation {:.6}\n{}",
+        "{} toys (seed {}): {} converged, {} failed\n{poi}\n{}",
         s.n,
         d.seed,
         s.converged,
         s.failed,
-        s.poi_mean,
-        s.poi_std,
         match s.second_starts {
             0 => String::new(),
             k => format!(
