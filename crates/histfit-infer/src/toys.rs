@@ -21,7 +21,7 @@ use histfit_seam::{
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// A contiguous block `k` of `n` (0-based) of toy indices 0..total.
 /// An ensemble has at least one toy: statistics of none (a CLs of 0, a mean of 0) would read
@@ -262,16 +262,20 @@ impl<B: BatchEvaluator> ToyRunner for Batched<'_, B> {
         indices: &[u64],
         work: &'w (dyn Fn(EvalBox<'w>, u64, Dataset) -> Job<'w, T> + Sync),
     ) -> Result<Vec<T>> {
-        let host = || self.batcher.with_eval(|b| b.host_evaluator());
-        if host().is_none() {
+        // Every refit's evaluator made at once: the batcher is locked for as long as a launch
+        // runs, and refits may run beside the launches of another pass (see `ensemble_fits`).
+        let made: Option<Vec<_>> = self
+            .batcher
+            .with_eval(|b| indices.iter().map(|_| b.host_evaluator()).collect());
+        let Some(evaluators) = made else {
             return self.run_toys(params, seed, indices, work);
-        }
+        };
         // The host's generator draws the device's bits (see `toys`), so each refit sees the toy
         // the device fitted.
         let out: Vec<Result<T>> = indices
             .par_iter()
-            .map(|&i| {
-                let mut ev = host().expect("checked above");
+            .zip(evaluators)
+            .map(|(&i, mut ev)| {
                 let toy = ev.toys(params, seed, i..i + 1)?.pop().expect("one toy");
                 block_on(work(Box::new(Blocking(ev)), i, toy))
             })
@@ -448,24 +452,67 @@ fn ensemble_fits<R: ToyRunner>(
         true => probe.clone().chain(rest.clone()).collect(),
         false => probe.clone().collect(),
     };
-    let mut probe_first = pass.fits(&first_list, None, true)?;
-    let rest_first =
-        together.then(|| probe_first.split_off(probe.end as usize - probe.start as usize));
-    let (mut probed, mirror_lower, around) = pass.two_starts(probe, probe_first, &second, true)?;
-    // Where the mirror found no lower basin, starts around the model's initial point look for
-    // one further away.
-    let lower = match around {
-        Some(a) if !mirror_lower => pass.around_lower(&mut probed, a)?,
-        Some(a) => {
-            pass.drop_around(a);
-            true
-        }
-        None => mirror_lower,
-    };
-    let rest_first = match rest_first {
-        Some(f) => f,
-        None => pass.fits_range(rest.clone(), None, lower)?,
-    };
+    let n_probe = (probe.end - probe.start) as usize;
+    // On a device, the first fits go in a few launches, and the host's refits of the rest's
+    // (those the device could not certify: on 1Lbb under pyhf's codes, half the ensemble's time
+    // when they waited for every launch) start after the first launch, on a pool of their own
+    // beside the later launches and the probe's passes, which do not depend on them. (On the
+    // global pool the probe's few refits would queue behind the rest's many: 24 s for 1Lbb's
+    // five, s48.)
+    let launch = first_list.len().div_ceil(FIRST_FIT_LAUNCHES).max(n_probe);
+    let head = &first_list[..launch.min(first_list.len())];
+    let (probed, lower, rest_first) = std::thread::scope(|scope| -> Result<_> {
+        let pass = &pass;
+        let (probe_first, rest_first) = match pass.device_pass(head, None, true)? {
+            Some(mut device) => {
+                let rest_device = device.split_off(n_probe);
+                let rest = match together {
+                    true => RestFirst::Refitting(refit_beside(
+                        scope,
+                        pass,
+                        &first_list,
+                        (n_probe, head.len(), launch),
+                        rest_device,
+                    )?),
+                    false => RestFirst::Later,
+                };
+                let probe_first = pass.finish(device, &head[..n_probe], None, true)?;
+                (probe_first, rest)
+            }
+            None => {
+                let mut all = pass.host(&first_list, None, true, false)?;
+                let rest = match together {
+                    true => RestFirst::Ready(all.split_off(n_probe)),
+                    false => RestFirst::Later,
+                };
+                (all, rest)
+            }
+        };
+        let (mut probed, mirror_lower, around) =
+            pass.two_starts(probe.clone(), probe_first, &second, true)?;
+        // Where the mirror found no lower basin, starts around the model's initial point look
+        // for one further away.
+        let lower = match around {
+            Some(a) if !mirror_lower => pass.around_lower(&mut probed, a)?,
+            Some(a) => {
+                pass.drop_around(a);
+                true
+            }
+            None => mirror_lower,
+        };
+        let rest_first = match rest_first {
+            RestFirst::Ready(f) => f,
+            RestFirst::Refitting(jobs) => {
+                let mut all = Vec::new();
+                for job in jobs {
+                    all.extend(job.join().expect("a refitting thread panicked")?);
+                }
+                all
+            }
+            RestFirst::Later => pass.fits_range(rest.clone(), None, lower)?,
+        };
+        Ok((probed, lower, rest_first))
+    })?;
     let fitted = if lower {
         ticks.plan_more(n_rest);
         pass.two_starts(rest, rest_first, &second, false)?.0
@@ -546,6 +593,56 @@ fn hold_sets(space: &ParameterSpace, o: &FitOptions) -> Vec<Vec<(usize, f64)>> {
     all.truncate(MAX_HOLD_SETS);
     all
 }
+
+/// The rest's first fits while the probe decides ([`ensemble_fits`]): made already, being
+/// refitted on a thread, or made once the probe has decided.
+enum RestFirst<'s> {
+    Ready(Vec<Fitted>),
+    /// One refitting thread per launch, in the toys' order.
+    Refitting(Vec<std::thread::ScopedJoinHandle<'s, Result<Vec<Fitted>>>>),
+    Later,
+}
+
+/// The rest's first fits ([`ensemble_fits`]): toys `from..first` of `list` launched already
+/// (`done`, their device results), the others launched here, `launch` toys a launch; one
+/// thread for each launch's refits, started as it ends, on a pool of their own.
+fn refit_beside<'scope, 'env, R: ToyRunner>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    pass: &'env Pass<'env, R>,
+    list: &'env [u64],
+    (from, first, launch): (usize, usize, usize),
+    done: Vec<Option<Fitted>>,
+) -> Result<Vec<std::thread::ScopedJoinHandle<'scope, Result<Vec<Fitted>>>>> {
+    let pool = Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .build()
+            .map_err(|e| InferError::Request(format!("a thread pool: {e}")))?,
+    );
+    // Toys `at` of the list, from their launch's results.
+    let refit = |device: Option<Vec<Option<Fitted>>>, at: std::ops::Range<usize>| {
+        let pool = pool.clone();
+        scope.spawn(move || {
+            let list = &list[at];
+            pool.install(|| match device {
+                Some(d) => pass.finish(d, list, None, true),
+                None => pass.host(list, None, true, false),
+            })
+        })
+    };
+    let mut jobs = vec![refit(Some(done), from..first)];
+    for (k, part) in list[first..].chunks(launch).enumerate() {
+        let at = first + k * launch;
+        let device = pass.device_pass(part, None, true)?;
+        jobs.push(refit(device, at..at + part.len()));
+    }
+    Ok(jobs)
+}
+
+/// The launches the first fits of an ensemble on a device are split into (the first holding
+/// at least the probe's toys): the host's refits of a launch's toys start as soon as it ends,
+/// beside the next ones. A launch lasts as long as its slowest fit (on 1Lbb under pyhf's
+/// codes ≈ 2 s, its evaluation budget), so more, shorter launches would cost that each.
+const FIRST_FIT_LAUNCHES: usize = 4;
 
 /// A toy's fit and, where asked, its end point.
 type Fitted = (ToyFit, Option<Vec<f64>>);
@@ -984,8 +1081,23 @@ impl<R: ToyRunner> Pass<'_, R> {
     /// toys it could not certify fitted again from the host; with each fit's end point where
     /// `want_end`.
     fn fits(&self, list: &[u64], starts: Option<&[f64]>, want_end: bool) -> Result<Vec<Fitted>> {
+        match self.device_pass(list, starts, want_end)? {
+            Some(device) => self.finish(device, list, starts, want_end),
+            None => self.host(list, starts, want_end, false),
+        }
+    }
+
+    /// [`Pass::fits`]' device part: toys `list` (ascending) whole on the device where the plan
+    /// allows (per toy its certified fit, `None` where the host must fit it again); `None`
+    /// where the device does not fit them.
+    fn device_pass(
+        &self,
+        list: &[u64],
+        starts: Option<&[f64]>,
+        want_end: bool,
+    ) -> Result<Option<Vec<Option<Fitted>>>> {
         let (Some(&lo), Some(&hi)) = (list.first(), list.last()) else {
-            return Ok(Vec::new());
+            return Ok(Some(Vec::new()));
         };
         debug_assert!(list.windows(2).all(|w| w[0] < w[1]), "an ascending list");
         // A run of consecutive toys goes to the device as a range, any other list as a list.
@@ -996,10 +1108,7 @@ impl<R: ToyRunner> Pass<'_, R> {
             0..list.len() as u64
         };
         let listed = (!run).then_some(list);
-        match self.on_device(positions, listed, starts, want_end, true)? {
-            Some(device) => self.finish(device, list, starts, want_end),
-            None => self.host(list, starts, want_end, false),
-        }
+        self.on_device(positions, listed, starts, want_end, true)
     }
 
     /// `passes` passes of further starts of the toys of `one` (ascending), pass after pass in
