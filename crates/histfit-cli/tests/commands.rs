@@ -601,14 +601,11 @@ fn a_model_without_a_poi_fits_and_tests_say_they_need_one() {
     let f = run_json(&["fit", p, "--poi", "none", "--json"]);
     assert!(f["converged"].as_bool().unwrap());
     assert!(f["poi"].is_null() && f["poi_index"].is_null(), "{f}");
-    for cmd in [
-        "hypotest",
-        "limit",
-        "scan",
-        "ranking",
-        "significance",
-        "toys",
-    ] {
+    // (An ensemble's fits need no POI: `toys` runs, each toy's POI null —
+    // `toys_need_no_parameter_of_interest`.)
+    let t = run_json(&["toys", p, "--poi", "none", "--n-toys", "3", "--json"]);
+    assert!(t["summary"]["poi_mean"].is_null(), "{t}");
+    for cmd in ["hypotest", "limit", "scan", "ranking", "significance"] {
         let out = Command::new(env!("CARGO_BIN_EXE_histfit"))
             .args([cmd, p, "--poi", "none"])
             .output()
