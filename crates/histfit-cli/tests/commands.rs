@@ -1090,7 +1090,7 @@ fn hs3_documents_open_in_every_inference_command() {
 fn toys_need_no_parameter_of_interest() {
     let f = fixture("hs3/gauss_exp_ext.json");
     let whole = run_json(&["toys", &f, "--n-toys", "6", "--json"]);
-    assert_eq!(whole["poi"], Value::Null);
+    assert!(whole.get("poi").is_some_and(Value::is_null), "{whole}");
     assert_eq!(whole["summary"]["converged"], 6);
     assert_eq!(whole["summary"]["poi_mean"], Value::Null);
     assert!(whole["toys"]
@@ -1098,7 +1098,8 @@ fn toys_need_no_parameter_of_interest() {
         .unwrap()
         .iter()
         .all(|t| t["poi"].is_null() && t["twice_nll"].is_f64()));
-    // The same toys as with a POI named: only the reported parameter differs.
+    // The same toys as with a POI named (a model this small makes no release pass, whose hold
+    // sets leave the POI out): only the reported parameter differs.
     let named = run_json(&["toys", &f, "--poi", "nsig", "--n-toys", "6", "--json"]);
     for (a, b) in whole["toys"]
         .as_array()

@@ -51,6 +51,39 @@ pub struct Batcher<B: BatchEvaluator> {
     /// And settles those that ask for it ([`BatchEvaluator::finishes_descents`];
     /// `HISTFIT_GPU_DESCENTS=unsettled` makes the fits settle them themselves, for comparisons).
     settles: bool,
+    /// Host evaluators kept for refits ([`Batcher::lend_host`]): as many as have been in use at
+    /// once, not one per refit.
+    hosts: HostStock,
+}
+
+/// The host evaluators a [`Batcher`] keeps.
+type HostStock = Arc<Mutex<Vec<Box<dyn Evaluator + Send>>>>;
+
+/// A host evaluator lent by [`Batcher::lend_host`], given back to its stock when dropped.
+pub struct Lent {
+    ev: Option<Box<dyn Evaluator + Send>>,
+    stock: HostStock,
+}
+
+impl std::ops::Deref for Lent {
+    type Target = dyn Evaluator + Send;
+    fn deref(&self) -> &Self::Target {
+        self.ev.as_deref().expect("lent until dropped")
+    }
+}
+
+impl std::ops::DerefMut for Lent {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        self.ev.as_deref_mut().expect("lent until dropped")
+    }
+}
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        if let Some(ev) = self.ev.take() {
+            lock(&self.stock).push(ev);
+        }
+    }
 }
 
 /// Counts of a batched run: launches, problems evaluated (their ratio is the mean batch), and the
@@ -83,6 +116,34 @@ impl<B: BatchEvaluator> Batcher<B> {
             second: None,
             space,
             stats: Mutex::new(BatchStats::default()),
+            hosts: HostStock::default(),
+        }
+    }
+
+    /// A host evaluator ([`BatchEvaluator::host_evaluator`]) lent from the batcher's stock, or
+    /// a new one where the stock is empty (made under the evaluator's lock: after the launch
+    /// that holds it, if any); given back to the stock when dropped. `None` where the batch
+    /// evaluator has no host evaluator.
+    pub fn lend_host(&self) -> Option<Lent> {
+        let ev = lock(&self.hosts)
+            .pop()
+            .or_else(|| self.with_eval(|b| b.host_evaluator()))?;
+        Some(Lent {
+            ev: Some(ev),
+            stock: self.hosts.clone(),
+        })
+    }
+
+    /// Tops the stock of host evaluators up to `n` from `b` (the evaluator, locked by the
+    /// caller anyway): the refits of a launch's toys, beside the next launch, then take theirs
+    /// without waiting for it.
+    pub fn stock_hosts(&self, b: &B, n: usize) {
+        let mut stock = lock(&self.hosts);
+        while stock.len() < n {
+            match b.host_evaluator() {
+                Some(e) => stock.push(e),
+                None => break,
+            }
         }
     }
 

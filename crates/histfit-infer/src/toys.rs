@@ -262,20 +262,17 @@ impl<B: BatchEvaluator> ToyRunner for Batched<'_, B> {
         indices: &[u64],
         work: &'w (dyn Fn(EvalBox<'w>, u64, Dataset) -> Job<'w, T> + Sync),
     ) -> Result<Vec<T>> {
-        // Every refit's evaluator made at once: the batcher is locked for as long as a launch
-        // runs, and refits may run beside the launches of another pass (see `ensemble_fits`).
-        let made: Option<Vec<_>> = self
-            .batcher
-            .with_eval(|b| indices.iter().map(|_| b.host_evaluator()).collect());
-        let Some(evaluators) = made else {
+        // Evaluators lent from the batcher's stock, which each launch tops up while it holds the
+        // batcher (see `resident`): refits beside a launch (`ensemble_fits`) do not wait for it.
+        if self.batcher.lend_host().is_none() {
             return self.run_toys(params, seed, indices, work);
-        };
+        }
         // The host's generator draws the device's bits (see `toys`), so each refit sees the toy
         // the device fitted.
         let out: Vec<Result<T>> = indices
             .par_iter()
-            .zip(evaluators)
-            .map(|(&i, mut ev)| {
+            .map(|&i| {
+                let mut ev = self.batcher.lend_host().expect("checked above");
                 let toy = ev.toys(params, seed, i..i + 1)?.pop().expect("one toy");
                 block_on(work(Box::new(Blocking(ev)), i, toy))
             })
@@ -287,8 +284,21 @@ impl<B: BatchEvaluator> ToyRunner for Batched<'_, B> {
             return None;
         }
         self.batcher.with_eval(|b| {
-            b.resident_fits()
-                .map(|r| r.fit_toys_resident(req).map_err(InferError::from))
+            let fits = b
+                .resident_fits()
+                .map(|r| r.fit_toys_resident(req).map_err(InferError::from));
+            // Host evaluators for the refits of this launch's uncertified fits (at most as many
+            // as may run at once: the refits' pool and the caller's), made while the batcher is
+            // held anyway.
+            if let Some(Ok(fits)) = &fits {
+                let refits = fits
+                    .iter()
+                    .filter(|r| !crate::fit::device_fit_certified(r))
+                    .count();
+                let n = refits.min(2 * rayon::current_num_threads());
+                self.batcher.stock_hosts(b, n);
+            }
+            fits
         })
     }
     fn run<'w, T: Send>(
@@ -312,7 +322,7 @@ impl<B: BatchEvaluator> ToyRunner for Batched<'_, B> {
 pub const PROBE_TOYS: u64 = 200;
 
 /// The most parameter values of first-fit end points an ensemble keeps so as to fit every
-/// toy's first start in one pass with the probe's ([`ensemble_fits`]): 32 M (256 MB).
+/// toy's first start before the probe decides ([`ensemble_fits`]): 32 M (256 MB).
 const MERGED_END_VALUES: usize = 1 << 25;
 
 /// The most evaluations one toy fit makes on a device where a fit it does not finish is fitted
@@ -442,10 +452,11 @@ fn ensemble_fits<R: ToyRunner>(
     let in_range = indices.end.min(probe.end).saturating_sub(indices.start);
     let n_rest = (rest.end - rest.start) as usize;
     ticks.plan_more(2 * probe.end as usize - in_range as usize);
-    // Every toy's first fit in one pass — one launch on a device, where a launch lasts as long
-    // as its slowest fit: the first fits do not depend on the probe's decision. Their end
-    // points are kept for the mirror starts (the rest's used only where the probe finds a lower
-    // basin); where those would take too much memory, the rest's first fits wait for it.
+    // Every toy's first fit before the probe decides (they do not depend on its decision), on a
+    // device in at most `FIRST_FIT_LAUNCHES` launches (a launch lasts as long as its slowest
+    // fit). Their end points are kept for the mirror starts (the rest's used only where the
+    // probe finds a lower basin); where those would take too much memory, the rest's first fits
+    // wait for it.
     let n = runner.space().names.len();
     let together = n_rest.saturating_mul(n) <= MERGED_END_VALUES;
     let first_list: Vec<u64> = match together {
@@ -466,7 +477,7 @@ fn ensemble_fits<R: ToyRunner>(
         let (probe_first, rest_first) = match pass.device_pass(head, None, true)? {
             Some(mut device) => {
                 let rest_device = device.split_off(n_probe);
-                let rest = match together {
+                let rest = match together && first_list.len() > n_probe {
                     true => RestFirst::Refitting(refit_beside(
                         scope,
                         pass,
@@ -474,6 +485,7 @@ fn ensemble_fits<R: ToyRunner>(
                         (n_probe, head.len(), launch),
                         rest_device,
                     )?),
+                    false if together => RestFirst::Ready(Vec::new()),
                     false => RestFirst::Later,
                 };
                 let probe_first = pass.finish(device, &head[..n_probe], None, true)?;
@@ -638,9 +650,10 @@ fn refit_beside<'scope, 'env, R: ToyRunner>(
     Ok(jobs)
 }
 
-/// The launches the first fits of an ensemble on a device are split into (the first holding
-/// at least the probe's toys): the host's refits of a launch's toys start as soon as it ends,
-/// beside the next ones. A launch lasts as long as its slowest fit (on 1Lbb under pyhf's
+/// The most launches the first fits of an ensemble on a device are split into (each holding
+/// at least as many toys as the probe): the host's refits of a launch's toys start as soon as
+/// it ends, beside the next ones (their evaluators made during the launch: [`Batched`]'s
+/// `resident`). A launch lasts as long as its slowest fit (on 1Lbb under pyhf's
 /// codes ≈ 2 s, its evaluation budget), so more, shorter launches would cost that each.
 const FIRST_FIT_LAUNCHES: usize = 4;
 

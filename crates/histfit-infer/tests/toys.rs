@@ -531,6 +531,59 @@ fn resident_fits_are_taken_where_certified_and_refitted_elsewhere() {
     assert!(e.contains("resident fits"), "{e}");
 }
 
+/// A large model's ensemble on a device (the stand-in, fitting every toy itself and leaving
+/// the odd ones to the host): the probe path, the first fits in launches whose refits run on
+/// threads beside the next launches (`refit_beside`) — the same toys as the CPU's ensemble, in
+/// index order, every shard the whole's toys, and progress that never passes the ensemble.
+#[test]
+fn device_ensembles_refit_beside_their_launches() {
+    use histfit_infer::batch::Batcher;
+    use histfit_infer::toys::{fit_toys_on, Batched};
+    use resident_stand_in::{Device, Mode};
+    let text = std::fs::read_to_string(fixture("workspace_tHu.json")).unwrap();
+    let ws = Workspace::from_str(&text, "tHu").unwrap();
+    let model = Arc::new(compile(&ws, None, &Settings::smooth()).unwrap());
+    let gen = model.init();
+    let o = FitOptions::default();
+    let n = 300;
+    let cpu = fit_toys(
+        &CpuEvaluator::new(model.clone()),
+        &gen,
+        0,
+        n,
+        0..n,
+        &o,
+        &|_, _| {},
+    )
+    .unwrap();
+    let mut whole = Vec::new();
+    for part in [0..n, 230..n, 150..n] {
+        let batcher = Batcher::new(Device {
+            cpu: CpuEvaluator::new(model.clone()),
+            mode: Mode::Emulate,
+        });
+        let runner = Batched::new(&batcher);
+        let seen = std::sync::Mutex::new(Vec::new());
+        let fits = fit_toys_on(&runner, &gen, 0, n, part.clone(), &o, &|d, k| {
+            seen.lock().unwrap().push((d, k))
+        })
+        .unwrap();
+        assert!(fits.iter().map(|t| t.index).eq(part.clone()));
+        let seen = seen.lock().unwrap().clone();
+        assert!(seen.iter().all(|&(d, k)| d <= k), "{seen:?}");
+        assert_eq!(seen.last().map(|&(d, k)| d == k), Some(true), "{seen:?}");
+        if part.start == 0 {
+            for (a, b) in fits.iter().zip(&cpu) {
+                assert_eq!(a.converged, b.converged, "toy {}", a.index);
+                assert!((a.twice_nll - b.twice_nll).abs() <= 1e-9, "toy {}", a.index);
+            }
+            whole = fits;
+        } else {
+            assert_eq!(fits[..], whole[part.start as usize..], "shard {part:?}");
+        }
+    }
+}
+
 /// Toy fits end at the minimum, not anywhere the certificate (projected gradient ≤ 1e-3)
 /// allows: two fits of the same toy from nearby starts — as the CPU's and a GPU's fits, whose
 /// sums round differently, take nearby paths — agree to 2e-7 in twice_nll and 2e-5 in the POI.

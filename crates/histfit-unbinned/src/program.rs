@@ -1479,6 +1479,7 @@ mod tests {
         let prog = Program::new(&g, e, nu);
         let fused = |op: &Op| matches!(op, Op::ExpFma(..) | Op::LogFma(..) | Op::ScaledSq(..));
         assert_eq!(prog.fwd.len(), 5, "{:?}", prog.fwd);
+        assert_eq!(prog.bwd.len(), 5, "{:?}", prog.bwd);
         assert_eq!(prog.fwd.iter().filter(|f| fused(&f.op)).count(), 4);
         let n = 1000;
         let xs: Vec<f64> = (0..n)
