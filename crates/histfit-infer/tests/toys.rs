@@ -371,6 +371,9 @@ mod resident_stand_in {
     pub static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     /// The whole-fit evaluation budget of the last request (`ResidentSettings::fit_evaluations`).
     pub static BUDGET: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    /// Held by each test that uses the stand-in, so that one test's calls do not count in
+    /// another's.
+    pub static IN_USE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
     #[derive(Clone, Copy, PartialEq)]
     pub enum Mode {
@@ -479,6 +482,9 @@ fn resident_fits_are_taken_where_certified_and_refitted_elsewhere() {
     use histfit_infer::toys::{fit_toys_on, Batched};
     use histfit_infer::Starts;
     use resident_stand_in::{Device, Mode};
+    let _alone = resident_stand_in::IN_USE
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
     let (model, _) = simple();
     let ev = CpuEvaluator::new(model.clone());
     let gen = model.init();
@@ -540,6 +546,9 @@ fn device_ensembles_refit_beside_their_launches() {
     use histfit_infer::batch::Batcher;
     use histfit_infer::toys::{fit_toys_on, Batched};
     use resident_stand_in::{Device, Mode};
+    let _alone = resident_stand_in::IN_USE
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
     let text = std::fs::read_to_string(fixture("workspace_tHu.json")).unwrap();
     let ws = Workspace::from_str(&text, "tHu").unwrap();
     let model = Arc::new(compile(&ws, None, &Settings::smooth()).unwrap());
