@@ -485,6 +485,7 @@ fn resident_fits_are_taken_where_certified_and_refitted_elsewhere() {
     let _alone = resident_stand_in::IN_USE
         .lock()
         .unwrap_or_else(|p| p.into_inner());
+    resident_stand_in::CALLS.store(0, std::sync::atomic::Ordering::Relaxed);
     let (model, _) = simple();
     let ev = CpuEvaluator::new(model.clone());
     let gen = model.init();
