@@ -1,7 +1,8 @@
 //! Reading events from Parquet: 100 000 events × 4 double columns (the figure), written
 //! here once by the parquet crate's own writer (uncompressed and snappy, one row group, PLAIN
 //! pages; one row group, so one thread reads it): `read_parquet` from the file (map, decode into f64 columns,
-//! domain check), and the decoding alone from bytes in memory. Freed memory is kept by the
+//! domain check), and the decoding alone from bytes in memory, on one thread and on all (a
+//! large single row group's columns are read in parallel). Freed memory is kept by the
 //! allocator as the `histfit` binary keeps it (so that each iteration does not fault in fresh
 //! pages for its 3.2 MB of columns). `cargo bench -p histfit-events --bench parquet`.
 
@@ -74,6 +75,10 @@ fn bench(c: &mut Criterion) {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
         libc::mallopt(libc::M_TRIM_THRESHOLD, 32 << 20);
     }
+    let one = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
     let dir = std::env::temp_dir().join(format!("histfit-parquet-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for (name, compression) in [
@@ -86,11 +91,15 @@ fn bench(c: &mut Criterion) {
         assert_eq!(read_parquet(&s).unwrap().table.len(), N);
         c.bench_function(
             &format!("parquet 100k events x 4 columns, {name}, 1 thread"),
-            |b| b.iter(|| read_parquet(&s).unwrap()),
+            |b| b.iter(|| one.install(|| read_parquet(&s).unwrap())),
         );
         let bytes = bytes::Bytes::from(std::fs::read(&s.file).unwrap());
         c.bench_function(
             &format!("parquet decode 100k x 4 from memory, {name}, 1 thread"),
+            |b| b.iter(|| one.install(|| read_parquet_bytes(bytes.clone(), &s).unwrap())),
+        );
+        c.bench_function(
+            &format!("parquet decode 100k x 4 from memory, {name}, all threads"),
             |b| b.iter(|| read_parquet_bytes(bytes.clone(), &s).unwrap()),
         );
     }
