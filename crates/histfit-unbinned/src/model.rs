@@ -118,6 +118,72 @@ pub struct UnbinnedModel {
     pub toy_stream_base: u32,
     /// The last evaluation made through [`Evaluator`] (see [`UnbinnedModel::remembered`]).
     last: Option<Box<LastEvaluation>>,
+    /// The events of the dataset last evaluated through [`Evaluator`], grouped for the
+    /// channels' guarded selects (see [`group_events`]).
+    grouped: Option<Arc<Grouped>>,
+}
+
+/// A dataset's events in the order [`group_events`] gives them.
+#[derive(Debug)]
+struct Grouped {
+    /// The events as the dataset holds them (held, so that their address is not reused).
+    source: Arc<Events>,
+    events: Events,
+}
+
+/// The fewest events of a channel worth grouping (a pass over them against the blocks it lets
+/// skip an arm).
+const GROUP_FROM: usize = 4096;
+
+/// Buckets of the grouping column's range: a select's boundary falls in one, whose events are
+/// the only ones left in blocks that take both arms.
+const GROUP_BUCKETS: usize = 256;
+
+/// `table`'s events reordered by bucket of column `by`'s value (GROUP_BUCKETS equal buckets of
+/// its range, the events of a bucket in their own order): a counting sort, one pass to count
+/// and one to move each column. Blocks of events then lie in a narrow range of the column, so
+/// that a condition monotone in it (a Crystal Ball's core or tail, a double-sided shape's side)
+/// takes one arm over nearly every block. −ln L is a sum: the order changes only its roundings,
+/// and it is fixed by the events, so the value is the same bits on any number of threads.
+pub(crate) fn group_events(table: &EventTable, by: usize) -> EventTable {
+    let key = &table.columns[by];
+    let (lo, hi) = key
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
+            (lo.min(x), hi.max(x))
+        });
+    let scale = if hi > lo {
+        GROUP_BUCKETS as f64 / (hi - lo)
+    } else {
+        0.0
+    };
+    // A value's bucket (NaN and the top end clamped into range by the saturating cast and min).
+    let bucket = |x: f64| (((x - lo) * scale) as usize).min(GROUP_BUCKETS - 1);
+    let mut start = [0usize; GROUP_BUCKETS + 1];
+    for &x in key {
+        start[bucket(x) + 1] += 1;
+    }
+    for b in 0..GROUP_BUCKETS {
+        start[b + 1] += start[b];
+    }
+    let mut to = Vec::with_capacity(key.len());
+    for &x in key {
+        let b = bucket(x);
+        to.push(start[b] as u32);
+        start[b] += 1;
+    }
+    let moved = |v: &Vec<f64>| {
+        let mut out = vec![0.0; v.len()];
+        for (&x, &t) in v.iter().zip(&to) {
+            out[t as usize] = x;
+        }
+        out
+    };
+    EventTable {
+        names: table.names.clone(),
+        columns: table.columns.iter().map(moved).collect(),
+        weights: table.weights.as_ref().map(moved),
+    }
 }
 
 /// An evaluation kept for the next request at the same point: a fit evaluates its minimum
@@ -174,6 +240,7 @@ impl UnbinnedModel {
             correlated: Vec::new(),
             toy_stream_base: 0,
             last: None,
+            grouped: None,
         }
     }
 
@@ -547,6 +614,7 @@ impl UnbinnedModel {
             // `evaluate` names the mismatch.
             return self.evaluate(params, data, grad);
         }
+        self.group(data);
         let same = |last: &LastEvaluation, effective: &[f64], events: &Arc<Events>| {
             Arc::ptr_eq(&last.events, events)
                 && last.constant.to_bits() == data.constant_term().to_bits()
@@ -574,6 +642,50 @@ impl UnbinnedModel {
             }
         }
         self.evaluate_and_keep(params, data, grad, effective)
+    }
+
+    /// Groups `data`'s events for the channels' guarded selects ([`group_events`]) where that
+    /// is not done already and some channel has them and enough events; kept for the dataset's
+    /// later evaluations.
+    fn group(&mut self, data: &Dataset) {
+        let Some(events) = &data.events else {
+            return;
+        };
+        if self
+            .grouped
+            .as_ref()
+            .is_some_and(|g| Arc::ptr_eq(&g.source, events))
+            || events.channels.len() != self.channels.len()
+        {
+            return;
+        }
+        let by: Vec<Option<usize>> = self
+            .channels
+            .iter()
+            .zip(&events.channels)
+            .map(|(c, table)| {
+                let name = &self.columns[c.program.grouping_column?];
+                let by = table.names.iter().position(|n| n == name)?;
+                (table.len() >= GROUP_FROM).then_some(by)
+            })
+            .collect();
+        if by.iter().all(Option::is_none) {
+            self.grouped = None;
+            return;
+        }
+        let channels = events
+            .channels
+            .iter()
+            .zip(by)
+            .map(|(table, by)| match by {
+                Some(by) => group_events(table, by),
+                None => table.clone(),
+            })
+            .collect();
+        self.grouped = Some(Arc::new(Grouped {
+            source: events.clone(),
+            events: Events { channels },
+        }));
     }
 
     /// [`Self::evaluate`], kept as the last evaluation (at the parameters `effective`).
@@ -612,7 +724,10 @@ impl UnbinnedModel {
                 got: params.len(),
             });
         }
-        let events = self.events_of(data)?;
+        let events = match (&self.grouped, &data.events) {
+            (Some(g), Some(e)) if Arc::ptr_eq(&g.source, e) => &g.events,
+            _ => self.events_of(data)?,
+        };
         let params = &*self.parameters_for(params, data)?;
         if let Some(g) = grad.as_deref_mut() {
             if g.len() != n {
@@ -705,5 +820,104 @@ fn thin(t: &EventTable, max: usize) -> EventTable {
         names: t.names.clone(),
         columns: t.columns.iter().map(pick).collect(),
         weights: Some(weights),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Grouping is a permutation of the events (weights moved with them) into buckets of the
+    /// column's range in order, each bucket's events in their own order.
+    #[test]
+    fn grouping_orders_events_by_bucket_and_moves_their_weights() {
+        let n = 10_000;
+        let x: Vec<f64> = (0..n)
+            .map(|i| ((i as f64) * 0.618_034).fract() * 60.0 + 60.0)
+            .collect();
+        let y: Vec<f64> = (0..n).map(|i| i as f64).collect();
+        let w: Vec<f64> = (0..n).map(|i| 1.0 + i as f64).collect();
+        let table = EventTable {
+            names: vec!["y".into(), "x".into()],
+            columns: vec![y, x.clone()],
+            weights: Some(w),
+        };
+        let g = group_events(&table, 1);
+        assert_eq!(g.names, table.names);
+        let (gy, gx, gw) = (&g.columns[0], &g.columns[1], g.weights.as_ref().unwrap());
+        // Each event's three values moved together (y is its original index).
+        for i in 0..n {
+            let k = gy[i] as usize;
+            assert_eq!(gx[i], x[k]);
+            assert_eq!(gw[i], 1.0 + k as f64);
+        }
+        let mut seen = gy.clone();
+        seen.sort_by(f64::total_cmp);
+        assert!(
+            seen.iter().enumerate().all(|(i, &k)| k == i as f64),
+            "a permutation"
+        );
+        // Buckets of the values' range in order; within one, the original order.
+        let (lo, hi) = (
+            x.iter().copied().fold(f64::INFINITY, f64::min),
+            x.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        );
+        let bucket = |x: f64| {
+            (((x - lo) * (GROUP_BUCKETS as f64 / (hi - lo))) as usize).min(GROUP_BUCKETS - 1)
+        };
+        for i in 1..n {
+            let (a, b) = (bucket(gx[i - 1]), bucket(gx[i]));
+            assert!(a <= b, "bucket {a} before {b}");
+            if a == b {
+                assert!(gy[i - 1] < gy[i]);
+            }
+        }
+    }
+
+    /// A Crystal Ball fit's events are grouped once per dataset, and −ln L and its gradient
+    /// over them equal those over the events as given (to roundings).
+    #[test]
+    fn evaluations_run_over_grouped_events() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/fixtures/hs3/cb_exp_ext.json"
+        );
+        let doc = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let mut m = crate::open(&doc, &crate::Choice::default()).unwrap();
+        let t = &m.observed.channels[0];
+        // The 2 000 observed events four times over: enough to group.
+        let table = EventTable {
+            names: t.names.clone(),
+            columns: t.columns.iter().map(|c| c.repeat(4)).collect(),
+            weights: None,
+        };
+        let data = Dataset::of_events(
+            Arc::new(Events {
+                channels: vec![table],
+            }),
+            Vec::new(),
+            Vec::new(),
+            0.0,
+        );
+        let p = m.space.init.clone();
+        let mut direct = vec![0.0; p.len()];
+        let want = m.evaluate(&p, &data, Some(&mut direct)).unwrap();
+        assert!(m.grouped.is_none());
+        let mut grouped = vec![0.0; p.len()];
+        let got = m.nll_grad(&p, &data, &mut grouped).unwrap();
+        let kept = m.grouped.clone().expect("grouped events");
+        assert!(Arc::ptr_eq(&kept.source, data.events.as_ref().unwrap()));
+        assert!(
+            (got - want).abs() <= 1e-12 * want.abs(),
+            "{got} against {want}"
+        );
+        for (a, b) in grouped.iter().zip(&direct) {
+            assert!((a - b).abs() <= 1e-9 * (1.0 + b.abs()), "{a} against {b}");
+        }
+        // The same dataset again: the same grouping, not another.
+        let mut q = p.clone();
+        q[0] *= 1.0 + 1e-6;
+        m.nll(&q, &data).unwrap();
+        assert!(Arc::ptr_eq(m.grouped.as_ref().unwrap(), &kept));
     }
 }
