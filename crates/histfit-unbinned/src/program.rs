@@ -1247,6 +1247,21 @@ fn backward(
     macro_rules! acc3 {
         (|$i:ident| $d:expr) => {{
             let targets = [0, 1, 2].map(|m| step.take[m].target());
+            // Arguments that take none (a constant ±1 of a fused sum or difference, a column,
+            // a parameter held fixed): the others' shares alone, with no junk entry to write.
+            match targets.map(|t| t.is_none()) {
+                [false, false, false] => acc3!(all, |$i| $d),
+                [true, false, false] => acc2!(1, 2, |$i| ($d)[1], |$i| ($d)[2]),
+                [false, true, false] => acc2!(0, 2, |$i| ($d)[0], |$i| ($d)[2]),
+                [false, false, true] => acc2!(0, 1, |$i| ($d)[0], |$i| ($d)[1]),
+                [false, true, true] => acc!(0, |$i| ($d)[0]),
+                [true, false, true] => acc!(1, |$i| ($d)[1]),
+                [true, true, false] => acc!(2, |$i| ($d)[2]),
+                [true, true, true] => {}
+            }
+        }};
+        (all, |$i:ident| $d:expr) => {{
+            let targets = [0, 1, 2].map(|m| step.take[m].target());
             let junk = store.len() - JUNK;
             let entries = [0, 1, 2].map(|m| targets[m].map_or(junk + m, |(t, _)| t));
             if entries[0] != entries[1] && entries[0] != entries[2] && entries[1] != entries[2] {
@@ -2109,7 +2124,7 @@ mod tests {
                     pick(rnd(100), &pool)
                 };
                 let u = params[rnd(4)];
-                let new = match rnd(15) {
+                let new = match rnd(16) {
                     0 => g.add(a, b),
                     1 => g.sub(a, b),
                     2 => g.mul(a, b),
@@ -2156,6 +2171,17 @@ mod tests {
                         let d = g.sub(a, b);
                         let m = g.mul(d, u);
                         g.powi(m, 2)
+                    }
+                    // A fused operation two of whose arguments take no share (constants).
+                    14 => {
+                        let s = g.sin(a);
+                        let (k, l) = (g.constant(0.5), g.constant(3.0));
+                        let m = g.fma(s, k, l);
+                        if rnd(2) == 0 {
+                            g.log(m)
+                        } else {
+                            g.exp(m)
+                        }
                     }
                     _ => {
                         let x = g.mul(a, b);
