@@ -334,6 +334,20 @@ const MERGED_END_VALUES: usize = 1 << 25;
 /// for a lower basin) have none: a budget would drop fits the host makes whole.
 const DEVICE_FIT_EVALUATIONS: usize = 8_000;
 
+/// [`DEVICE_FIT_EVALUATIONS`], or `HISTFIT_DEVICE_FIT_EVALUATIONS` where set: for measuring
+/// the trade between a launch's length and the host's refits (it moves fits between the
+/// device and the host, each held to the same agreement, not the rules a toy is fitted by).
+fn device_fit_evaluations() -> usize {
+    static BUDGET: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *BUDGET.get_or_init(|| {
+        std::env::var("HISTFIT_DEVICE_FIT_EVALUATIONS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or(DEVICE_FIT_EVALUATIONS)
+    })
+}
+
 /// The most bytes of starts around the initial point built at once ([`Pass::around`]).
 const AROUND_BYTES: usize = 1 << 30;
 
@@ -1296,7 +1310,7 @@ impl<R: ToyRunner> Pass<'_, R> {
             starts,
             want_end,
             match budgeted {
-                true => DEVICE_FIT_EVALUATIONS,
+                true => device_fit_evaluations(),
                 false => usize::MAX,
             },
             Progress(&tick),
