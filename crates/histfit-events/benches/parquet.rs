@@ -1,8 +1,8 @@
 //! Reading events from Parquet: 100 000 events × 4 double columns (the figure), written
 //! here once by the parquet crate's own writer (uncompressed and snappy, one row group, PLAIN
-//! pages; one row group, so one thread reads it): `read_parquet` from the file (map, decode into f64 columns,
-//! domain check), and the decoding alone from bytes in memory, on one thread and on all (a
-//! large single row group's columns are read in parallel). Freed memory is kept by the
+//! pages): `read_parquet` from the file (map, decode into f64 columns, domain check), and the
+//! decoding alone from bytes in memory, on one thread and on all (a large single row group's
+//! columns are read in parallel). Freed memory is kept by the
 //! allocator as the `histfit` binary keeps it (so that each iteration does not fault in fresh
 //! pages for its 3.2 MB of columns). `cargo bench -p histfit-events --bench parquet`.
 

@@ -18,7 +18,8 @@
 //! said). Rows not read are not checked: a null or a bad weight there drops with its event.
 //!
 //! Parquet columns of doubles, floats and 32/64-bit integers are read into f64 columns (SoA), only
-//! the columns named (projection), row groups in parallel; a null in a used column, a negative
+//! the columns named (projection), row groups in parallel (a single large row group's columns
+//! in parallel), each value checked against its column's domain as it is read; a null in a used column, a negative
 //! or non-finite weight, a missing column or one that holds no numbers is an error naming it.
 
 use crate::thrift_guard::{Verdict, Walked};
@@ -31,11 +32,11 @@ use parquet::file::metadata::ColumnChunkMetaData;
 use parquet::file::reader::{FileReader, RowGroupReader, SerializedFileReader};
 use parquet::file::statistics::Statistics;
 use rayon::prelude::*;
+use std::path::{Path, PathBuf};
 
 /// Values (rows × columns) from which a single row group's columns are read, and checked
 /// against their domains, on several threads.
 const PARALLEL_VALUES: usize = 1 << 17;
-use std::path::{Path, PathBuf};
 
 /// The most values a column's buffer is sized for before its pages are read: a footer's count
 /// is checked against the column chunks' but not against the bytes, so a larger count grows
@@ -282,8 +283,8 @@ fn decode(input: bytes::Bytes, spec: &SourceSpec) -> Result<Loaded, SourceError>
     };
     // A single row group's columns in parallel where they hold enough values to pay for the
     // hand-over (decoding is a copy bound by memory: one core's bandwidth, not the arithmetic).
-    let spread = keep.len() == 1
-        && keep.iter().map(|&g| rows[g]).sum::<usize>() * wanted.len() >= PARALLEL_VALUES;
+    // (The row count is the footer's, untrusted: saturating.)
+    let spread = keep.len() == 1 && rows[keep[0]].saturating_mul(wanted.len()) >= PARALLEL_VALUES;
     // A chunk with its count of values outside the column's domain, taken while the values
     // are still in cache (where the domains are checked rather than applied).
     let checked_chunk = |g: usize,
@@ -298,8 +299,10 @@ fn decode(input: bytes::Bytes, spec: &SourceSpec) -> Result<Loaded, SourceError>
         Ok((values, outside))
     };
     type Chunks = Vec<(Vec<f64>, usize)>;
+    // Results are gathered whole and their first error taken in order (of the group, then the
+    // column), so that the error named does not depend on which thread failed first.
     let read_group = |(&g, skips): (&usize, &Vec<(usize, usize)>)| -> Result<Chunks, SourceError> {
-        if spread {
+        let chunks: Vec<Result<(Vec<f64>, usize), SourceError>> = if spread {
             (0..wanted.len())
                 .into_par_iter()
                 .map(|j| checked_chunk(g, j, skips))
@@ -308,20 +311,16 @@ fn decode(input: bytes::Bytes, spec: &SourceSpec) -> Result<Loaded, SourceError>
             (0..wanted.len())
                 .map(|j| checked_chunk(g, j, skips))
                 .collect()
-        }
+        };
+        chunks.into_iter().collect()
     };
     // Row groups in parallel where there are several (one goes without the pool's hand-over).
-    let groups: Vec<Chunks> = if keep.len() > 1 {
-        keep.par_iter()
-            .zip(&skips)
-            .map(read_group)
-            .collect::<Result<_, _>>()?
+    let groups: Vec<Result<Chunks, SourceError>> = if keep.len() > 1 {
+        keep.par_iter().zip(&skips).map(read_group).collect()
     } else {
-        keep.iter()
-            .zip(&skips)
-            .map(read_group)
-            .collect::<Result<_, _>>()?
+        keep.iter().zip(&skips).map(read_group).collect()
     };
+    let groups: Vec<Chunks> = groups.into_iter().collect::<Result<_, _>>()?;
     let mut outside = vec![0; wanted.len()];
     for g in &groups {
         for (sum, (_, n)) in outside.iter_mut().zip(g) {
@@ -938,7 +937,9 @@ fn outside_pages(
 pub fn count_outside(values: &[f64], lo: f64, hi: f64) -> usize {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx512f") {
+        if std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512dq")
+        {
             // SAFETY: the processor has the instructions this build uses.
             return unsafe { count_outside_avx512(values, lo, hi) };
         }
@@ -1033,6 +1034,107 @@ fn check_weights(table: &EventTable, column: Option<&str>) -> Result<(), String>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file of one row group, four columns ("a" … "d", "c" and "d" nullable) of `n` rows:
+    /// `value(column, row)`, `None` a null.
+    fn write_columns(n: usize, value: impl Fn(usize, usize) -> Option<f64>) -> bytes::Bytes {
+        use parquet::data_type::DoubleType;
+        use parquet::file::properties::WriterProperties;
+        use parquet::file::writer::SerializedFileWriter;
+        let schema = std::sync::Arc::new(
+            parquet::schema::parser::parse_message_type(
+                "message t { REQUIRED DOUBLE a; REQUIRED DOUBLE b; OPTIONAL DOUBLE c; OPTIONAL DOUBLE d; }",
+            )
+            .unwrap(),
+        );
+        let props = std::sync::Arc::new(
+            WriterProperties::builder()
+                .set_dictionary_enabled(false)
+                .build(),
+        );
+        let mut out = Vec::new();
+        let mut writer = SerializedFileWriter::new(&mut out, schema, props).unwrap();
+        let mut group = writer.next_row_group().unwrap();
+        let mut k = 0;
+        while let Some(mut column) = group.next_column().unwrap() {
+            let cells: Vec<Option<f64>> = (0..n).map(|r| value(k, r)).collect();
+            let values: Vec<f64> = cells.iter().flatten().copied().collect();
+            let levels: Vec<i16> = cells.iter().map(|c| i16::from(c.is_some())).collect();
+            let levels = (k >= 2).then_some(&levels[..]);
+            column
+                .typed::<DoubleType>()
+                .write_batch(&values, levels, None)
+                .unwrap();
+            column.close().unwrap();
+            k += 1;
+        }
+        group.close().unwrap();
+        writer.close().unwrap();
+        bytes::Bytes::from(out)
+    }
+
+    fn request(drop_outside: bool) -> SourceSpec {
+        SourceSpec {
+            file: "columns.parquet".into(),
+            columns: ["a", "b", "c", "d"]
+                .iter()
+                .map(|c| ColumnRequest {
+                    observable: c.to_string(),
+                    column: c.to_string(),
+                    lo: 0.0,
+                    hi: 10.0,
+                })
+                .collect(),
+            weight: None,
+            drop_outside,
+        }
+    }
+
+    /// A single row group large enough that its columns are read in parallel: the same table,
+    /// counts and errors as on one thread — among several failing columns, always the first
+    /// named, whichever thread fails first.
+    #[test]
+    fn a_large_row_group_reads_alike_on_one_thread_and_on_several() {
+        let n = 40_000;
+        assert!(n * 4 >= PARALLEL_VALUES);
+        let one = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        let two = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        let good = write_columns(n, |k, r| Some(((r * 7 + k * 3) % 100) as f64 / 10.0));
+        let on = |pool: &rayon::ThreadPool, bytes: &bytes::Bytes, drop: bool| {
+            pool.install(|| read_parquet_bytes(bytes.clone(), &request(drop)))
+        };
+        let a = on(&one, &good, false).unwrap();
+        let b = on(&two, &good, false).unwrap();
+        assert_eq!(a.table, b.table);
+        assert_eq!(a.table.len(), n);
+        // Values outside the domain in "b" (3) and "d" (5): the first column's count named.
+        let outside = write_columns(n, |k, r| {
+            Some(match (k, r) {
+                (1, 10 | 20 | 30) | (3, 1..=5) => 11.0,
+                _ => 1.0,
+            })
+        });
+        for pool in [&one, &two] {
+            let e = on(pool, &outside, false).unwrap_err().to_string();
+            assert!(e.contains("3 of 40000 events with column \"b\""), "{e}");
+            let kept = on(pool, &outside, true).unwrap();
+            assert_eq!((kept.dropped, kept.table.len()), (8, n - 8));
+        }
+        // A null in "c" and in "d": "c" named, every time.
+        let nulls = write_columns(n, |k, r| (k < 2 || r != 100 + k).then_some(1.0));
+        for _ in 0..20 {
+            for pool in [&one, &two] {
+                let e = on(pool, &nulls, false).unwrap_err().to_string();
+                assert!(e.contains("column \"c\""), "{e}");
+            }
+        }
+    }
 
     /// A gzip or LZ4-frame page body that holds more than its header says is caught before the
     /// crate reads it to its end; one that holds what it says passes.

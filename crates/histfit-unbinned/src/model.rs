@@ -118,9 +118,10 @@ pub struct UnbinnedModel {
     pub toy_stream_base: u32,
     /// The last evaluation made through [`Evaluator`] (see [`UnbinnedModel::remembered`]).
     last: Option<Box<LastEvaluation>>,
-    /// The events of the dataset last evaluated through [`Evaluator`], grouped for the
-    /// channels' guarded selects (see [`group_events`]).
-    grouped: Option<Arc<Grouped>>,
+    /// The events of the datasets last evaluated through [`Evaluator`] whose channels were
+    /// grouped for their guarded selects (see [`group_events`]), the latest first: two, so that
+    /// a hypothesis test's alternation of the observed and the Asimov data groups each once.
+    grouped: Vec<Arc<Grouped>>,
 }
 
 /// A dataset's events in the order [`group_events`] gives them.
@@ -128,8 +129,12 @@ pub struct UnbinnedModel {
 struct Grouped {
     /// The events as the dataset holds them (held, so that their address is not reused).
     source: Arc<Events>,
-    events: Events,
+    /// Per channel, its grouped events (`None`: the source's, not grouped).
+    channels: Vec<Option<EventTable>>,
 }
+
+/// How many datasets' groupings a model keeps.
+const GROUPINGS_KEPT: usize = 2;
 
 /// The fewest events of a channel worth grouping (a pass over them against the blocks it lets
 /// skip an arm).
@@ -169,13 +174,13 @@ pub(crate) fn group_events(table: &EventTable, by: usize) -> EventTable {
     let mut to = Vec::with_capacity(key.len());
     for &x in key {
         let b = bucket(x);
-        to.push(start[b] as u32);
+        to.push(start[b]);
         start[b] += 1;
     }
     let moved = |v: &Vec<f64>| {
         let mut out = vec![0.0; v.len()];
         for (&x, &t) in v.iter().zip(&to) {
-            out[t as usize] = x;
+            out[t] = x;
         }
         out
     };
@@ -240,7 +245,7 @@ impl UnbinnedModel {
             correlated: Vec::new(),
             toy_stream_base: 0,
             last: None,
-            grouped: None,
+            grouped: Vec::new(),
         }
     }
 
@@ -644,19 +649,24 @@ impl UnbinnedModel {
         self.evaluate_and_keep(params, data, grad, effective)
     }
 
-    /// Groups `data`'s events for the channels' guarded selects ([`group_events`]) where that
-    /// is not done already and some channel has them and enough events; kept for the dataset's
-    /// later evaluations.
+    /// Groups `data`'s events for the channels' guarded selects ([`group_events`]) where some
+    /// channel has them and enough events, and they are not grouped already; kept for the
+    /// dataset's later evaluations (the last [`GROUPINGS_KEPT`] datasets'). A dataset not worth
+    /// grouping leaves the kept ones as they are.
     fn group(&mut self, data: &Dataset) {
         let Some(events) = &data.events else {
             return;
         };
-        if self
+        if events.channels.len() != self.channels.len() {
+            return;
+        }
+        if let Some(at) = self
             .grouped
-            .as_ref()
-            .is_some_and(|g| Arc::ptr_eq(&g.source, events))
-            || events.channels.len() != self.channels.len()
+            .iter()
+            .position(|g| Arc::ptr_eq(&g.source, events))
         {
+            let g = self.grouped.remove(at);
+            self.grouped.insert(0, g);
             return;
         }
         let by: Vec<Option<usize>> = self
@@ -670,22 +680,22 @@ impl UnbinnedModel {
             })
             .collect();
         if by.iter().all(Option::is_none) {
-            self.grouped = None;
             return;
         }
         let channels = events
             .channels
             .iter()
             .zip(by)
-            .map(|(table, by)| match by {
-                Some(by) => group_events(table, by),
-                None => table.clone(),
-            })
+            .map(|(table, by)| by.map(|by| group_events(table, by)))
             .collect();
-        self.grouped = Some(Arc::new(Grouped {
-            source: events.clone(),
-            events: Events { channels },
-        }));
+        self.grouped.insert(
+            0,
+            Arc::new(Grouped {
+                source: events.clone(),
+                channels,
+            }),
+        );
+        self.grouped.truncate(GROUPINGS_KEPT);
     }
 
     /// [`Self::evaluate`], kept as the last evaluation (at the parameters `effective`).
@@ -724,10 +734,11 @@ impl UnbinnedModel {
                 got: params.len(),
             });
         }
-        let events = match (&self.grouped, &data.events) {
-            (Some(g), Some(e)) if Arc::ptr_eq(&g.source, e) => &g.events,
-            _ => self.events_of(data)?,
-        };
+        let events = self.events_of(data)?;
+        let grouped = data
+            .events
+            .as_ref()
+            .and_then(|e| self.grouped.iter().find(|g| Arc::ptr_eq(&g.source, e)));
         let params = &*self.parameters_for(params, data)?;
         if let Some(g) = grad.as_deref_mut() {
             if g.len() != n {
@@ -742,7 +753,10 @@ impl UnbinnedModel {
         let mut total = self
             .constraints
             .eval(params, &[], None, grad.as_deref_mut());
-        for (c, table) in self.channels.iter().zip(&events.channels) {
+        for (k, (c, table)) in self.channels.iter().zip(&events.channels).enumerate() {
+            let table = grouped
+                .and_then(|g| g.channels[k].as_ref())
+                .unwrap_or(table);
             let cols = self.columns_of(table);
             total += c
                 .program
@@ -902,11 +916,12 @@ mod tests {
         let p = m.space.init.clone();
         let mut direct = vec![0.0; p.len()];
         let want = m.evaluate(&p, &data, Some(&mut direct)).unwrap();
-        assert!(m.grouped.is_none());
+        assert!(m.grouped.is_empty());
         let mut grouped = vec![0.0; p.len()];
         let got = m.nll_grad(&p, &data, &mut grouped).unwrap();
-        let kept = m.grouped.clone().expect("grouped events");
+        let kept = m.grouped[0].clone();
         assert!(Arc::ptr_eq(&kept.source, data.events.as_ref().unwrap()));
+        assert!(kept.channels[0].is_some());
         assert!(
             (got - want).abs() <= 1e-12 * want.abs(),
             "{got} against {want}"
@@ -914,10 +929,16 @@ mod tests {
         for (a, b) in grouped.iter().zip(&direct) {
             assert!((a - b).abs() <= 1e-9 * (1.0 + b.abs()), "{a} against {b}");
         }
-        // The same dataset again: the same grouping, not another.
+        // The same dataset again: the same grouping, not another; a dataset too small to group
+        // in between (the observed 2 000 events) leaves it kept.
         let mut q = p.clone();
         q[0] *= 1.0 + 1e-6;
         m.nll(&q, &data).unwrap();
-        assert!(Arc::ptr_eq(m.grouped.as_ref().unwrap(), &kept));
+        assert!(Arc::ptr_eq(&m.grouped[0], &kept));
+        let small = m.observed_dataset();
+        m.nll(&q, &small).unwrap();
+        m.nll(&p, &data).unwrap();
+        assert_eq!(m.grouped.len(), 1);
+        assert!(Arc::ptr_eq(&m.grouped[0], &kept));
     }
 }

@@ -95,10 +95,6 @@ impl Take {
 /// where they lie.
 const SEED: u32 = u32::MAX;
 
-/// The adjoint store's last entries, where a fused operation's backward loop adds the shares
-/// of arguments that take none ([`backward`]'s `acc3`).
-const JUNK: usize = 3;
-
 /// Every weight 1: the event term's adjoint where the events have no weights.
 const ONES: Lanes = [1.0; BLOCK];
 
@@ -144,6 +140,8 @@ struct Select {
 /// of skipped arms (bit 1: arm 1, bit 2: arm 2; [`NEED_BOTH`] none skipped).
 const NEED_UNKNOWN: u8 = 0;
 const NEED_BOTH: u8 = 4;
+/// Both arms skipped: the select itself is.
+const NEED_NEITHER: u8 = 3;
 
 impl Fwd {
     /// Whether buffer `s` is one argument of the step, not several.
@@ -688,7 +686,7 @@ impl Program {
         let nb = self.boundary.len();
         Scratch {
             vals: vec![ZERO; self.slots],
-            adj: vec![ZERO; if grad { self.slots + nb + JUNK } else { 0 }],
+            adj: vec![ZERO; if grad { self.slots + nb } else { 0 }],
             ubuf: if grad {
                 self.boundary
                     .iter()
@@ -904,7 +902,7 @@ impl Program {
         }
         let sel = self.selects[k];
         let need = if sel.guard.is_some_and(|g| self.skips(g, at, s)) {
-            3
+            NEED_NEITHER
         } else {
             let c = match sel.cond {
                 Arg::Buf(j) => Src::V(&s.vals[j as usize]),
@@ -1240,15 +1238,14 @@ fn backward(
             }
         }};
     }
-    // The shares of all three arguments in one loop (a fused operation's: their partials share
-    // a value, a reciprocal), `$d` giving the three partials. An argument that takes none adds
-    // into a junk entry of its own (the store's last three), so that the loop has no branch;
-    // where two arguments take into one entry, a loop each.
+    // The shares of a fused operation's three arguments, `$d` giving the three partials (which
+    // share a value, a reciprocal): those that take one in one loop; where two take into one
+    // entry, a loop each.
     macro_rules! acc3 {
         (|$i:ident| $d:expr) => {{
             let targets = [0, 1, 2].map(|m| step.take[m].target());
-            // Arguments that take none (a constant ±1 of a fused sum or difference, a column,
-            // a parameter held fixed): the others' shares alone, with no junk entry to write.
+            // Arguments that take none (a column, a constant, a parameter held fixed): the
+            // others' shares alone.
             match targets.map(|t| t.is_none()) {
                 [false, false, false] => acc3!(all, |$i| $d),
                 [true, false, false] => acc2!(1, 2, |$i| ($d)[1], |$i| ($d)[2]),
@@ -1262,8 +1259,7 @@ fn backward(
         }};
         (all, |$i:ident| $d:expr) => {{
             let targets = [0, 1, 2].map(|m| step.take[m].target());
-            let junk = store.len() - JUNK;
-            let entries = [0, 1, 2].map(|m| targets[m].map_or(junk + m, |(t, _)| t));
+            let entries = targets.map(|t| t.expect("every argument takes a share").0);
             if entries[0] != entries[1] && entries[0] != entries[2] && entries[1] != entries[2] {
                 let (a, [p, q, r]) = entry3(store, seed, step.adj, entries);
                 for (t, target) in [&mut *p, &mut *q, &mut *r].into_iter().zip(targets) {
@@ -1385,7 +1381,7 @@ struct Scratch {
     vals: Vec<Lanes>,
     /// The adjoint store (with a gradient): the varying nodes' adjoints (entries `0..slots`,
     /// each node's where [`Bwd::adj`] says), each boundary node's per-lane sums over a
-    /// task's blocks (the next entries), and [`JUNK`] entries.
+    /// task's blocks (the next entries).
     adj: Vec<Lanes>,
     /// Each boundary node's value broadcast (filled once per evaluation), so that the backward
     /// loops read every argument as a block and hold no branch.
@@ -1976,7 +1972,21 @@ mod tests {
         let v = prog.eval(&p, cols, w, Some(&mut grad));
         let same_value = v.to_bits() == prog.eval(&p, cols, w, None).to_bits();
         let (want, scale) = forward_mode_gradient(&prog, &p, cols, w, p.len() - 1);
-        same_value && (0..p.len()).all(|j| (grad[j] - want[j]).abs() <= 1e-9 * scale[j])
+        // The program with its guards ignored (nothing skipped, so independent of the skipping
+        // that the forward mode's own pass shares): the same bits.
+        let mut open = prog.clone();
+        open.fwd.iter_mut().for_each(|f| f.guard = None);
+        open.bwd.iter_mut().for_each(|b| b.guard = None);
+        let mut g_open = vec![0.0; p.len()];
+        let v_open = open.eval(&p, cols, w, Some(&mut g_open));
+        let unguarded = v_open.to_bits() == v.to_bits()
+            && grad
+                .iter()
+                .zip(&g_open)
+                .all(|(a, b)| a.to_bits() == b.to_bits() || !(a.is_finite() && b.is_finite()));
+        same_value
+            && unguarded
+            && (0..p.len()).all(|j| (grad[j] - want[j]).abs() <= 1e-9 * scale[j])
     }
 
     /// Events of two columns (x around 0, y positive) and weights with zeros among them.
