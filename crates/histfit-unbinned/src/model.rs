@@ -171,17 +171,21 @@ pub(crate) fn group_events(table: &EventTable, by: usize) -> EventTable {
     for b in 0..GROUP_BUCKETS {
         start[b + 1] += start[b];
     }
-    let mut to = Vec::with_capacity(key.len());
-    for &x in key {
-        let b = bucket(x);
-        to.push(start[b]);
-        start[b] += 1;
-    }
+    const _: () = assert!(GROUP_BUCKETS <= 256, "a bucket in a byte");
+    // Each event's bucket, one byte (fresh memory costs a page fault a 4 kB on first touch:
+    // an 8-byte position per event was a third of the grouping's time at 1M events).
+    let buckets: Vec<u8> = key.iter().map(|&x| bucket(x) as u8).collect();
     let moved = |v: &Vec<f64>| {
-        let mut out = vec![0.0; v.len()];
-        for (&x, &t) in v.iter().zip(&to) {
-            out[t] = x;
+        let mut next = start;
+        let mut out = Vec::with_capacity(v.len());
+        let slots = out.spare_capacity_mut();
+        for (&x, &b) in v.iter().zip(&buckets) {
+            slots[next[b as usize]].write(x);
+            next[b as usize] += 1;
         }
+        // SAFETY: `next` starts at each bucket's first position and the counts partition
+        // 0..len, so every position is written exactly once above.
+        unsafe { out.set_len(v.len()) };
         out
     };
     EventTable {
