@@ -176,6 +176,8 @@ pub(crate) fn group_events(table: &EventTable, by: usize) -> EventTable {
     // an 8-byte position per event was a third of the grouping's time at 1M events).
     let buckets: Vec<u8> = key.iter().map(|&x| bucket(x) as u8).collect();
     let moved = |v: &Vec<f64>| {
+        // (Every column of a table as long as its key: what makes the writes below cover it.)
+        assert_eq!(v.len(), buckets.len(), "a table's columns of one length");
         let mut next = start;
         let mut out = Vec::with_capacity(v.len());
         let slots = out.spare_capacity_mut();
