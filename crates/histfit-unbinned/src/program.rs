@@ -647,6 +647,15 @@ impl Program {
                     Place::Col(_) => 0.0,
                 };
                 for f in &self.fwd {
+                    // A step the block skipped has no values; nothing taken reads its tangent
+                    // (its select's partial there is 0), which is set to 0 rather than made of
+                    // stale values.
+                    if f.guard
+                        .is_some_and(|g| s.need[g.select as usize] & g.arm != 0)
+                    {
+                        tangent[f.out as usize] = ZERO;
+                        continue;
+                    }
                     let v = &s.vals[f.out as usize];
                     for t in 0..len {
                         let d = partials(f.op, v[t], &|x| value_of(x, t), &self.tables);
