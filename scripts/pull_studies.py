@@ -26,7 +26,7 @@ FIXTURES = [
     "gauss_exp_ext", "cb_exp_ext", "dcb", "argus", "cheb_poly", "bernstein", "bifurgauss",
     "lognormal", "generic", "frac_mixture", "prod2d", "constrained", "constrained_ext",
     "constrained_pois_mvn", "histogram", "generalized_normal", "template_weight_sys", "landau",
-    "voigtian", "smooth", "rbw", "decay",
+    "voigtian", "smooth", "rbw", "decay", "gamma", "power_sum", "exp_poly", "weighted_sum", "fft_conv",
 ]
 
 
@@ -40,7 +40,7 @@ def replicated(path, k):
     # and initial values.
     yields = set()
     for d in doc.get("distributions", []):
-        if d.get("type") == "mixture_dist" and d.get("extended"):
+        if d.get("type") in ("mixture_dist", "weighted_sum_dist") and d.get("extended"):
             yields.update(d["coefficients"])
         if d.get("type") == "rate_extended_dist":
             yields.add(d["rate"])

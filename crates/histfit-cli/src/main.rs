@@ -17,7 +17,7 @@ use std::process::ExitCode;
 #[command(
     name = "histfit",
     version,
-    about = "Fast HistFactory statistics for pyhf JSON workspaces"
+    about = "Fast statistics for binned HistFactory models (pyhf JSON, XML) and event-level models (HS3)"
 )]
 struct Cli {
     #[command(subcommand)]

@@ -195,6 +195,11 @@ const RESOLUTION_MODELS: [&str; 4] = [
 /// 0.7 s opening on one 10⁵⁸ wide).
 const VOIGTIAN_COST: usize = 64;
 
+/// The most nodes that vary with the events a convolution's integral may take (its rule's nodes
+/// times what the first density costs at one of them): 1 024 rule nodes of a Landau or a
+/// Breit–Wigner, an evaluation ≈ 10⁴ operations an event.
+const CONVOLUTION_NODES: usize = 1 << 14;
+
 /// Opens the likelihood `choice` names in the HS3 document `doc`.
 pub fn open(doc: &Value, choice: &Choice) -> Result<UnbinnedModel> {
     open_part(doc, choice, |p| p)
@@ -1613,7 +1618,7 @@ impl<'a> Builder<'a> {
                 };
                 // Each channel's threshold inside the range: where its width starts to grow.
                 let onsets: Vec<f64> = channels.iter().map(|c| c.m1 + c.m2).collect();
-                Builder::simple(self.normalised_over(log_shape, (j, dom), &onsets, p))
+                Builder::simple(self.normalised_over(log_shape, (j, dom), &onsets, p).0)
             }
             "histfit_voigtian_dist" => {
                 let (x, dom) = self.observable(d, &["x"], p)?;
@@ -1623,7 +1628,7 @@ impl<'a> Builder<'a> {
                 let init = self.current_values();
                 let at = |id: Id| self.g.value(id, &init, &[]);
                 let (m0, w0, s0) = (at(mu), at(width), at(sigma));
-                let (l, acc) = pdf::normalised_by_quadrature(
+                let (l, _, acc) = pdf::normalised_by_quadrature(
                     &mut self.g,
                     x,
                     dom,
@@ -1670,7 +1675,7 @@ impl<'a> Builder<'a> {
                 let x = self.only_observable(&text, p)?;
                 let shape = self.expression(&text, p)?;
                 let log_shape = self.g.log(shape);
-                Builder::simple(self.normalised_over(log_shape, x, &[], place))
+                Builder::simple(self.normalised_over(log_shape, x, &[], place).0)
             }
             "efficiency_product_pdf_dist" => {
                 // RooEffProd: a density times an efficiency function of its observable,
@@ -1688,17 +1693,7 @@ impl<'a> Builder<'a> {
                 let log_e = self.g.log(e);
                 let log_shape = self.g.add(b.log_density, log_e);
                 // The one observable the product is over: the columns its graph reads.
-                let mut columns: Vec<usize> = self
-                    .g
-                    .needed(log_shape)
-                    .into_iter()
-                    .filter_map(|k| match self.g.ops()[k as usize] {
-                        Op::Column(c) => Some(c),
-                        _ => None,
-                    })
-                    .collect();
-                columns.sort_unstable();
-                columns.dedup();
+                let columns = self.columns_read(log_shape);
                 let &[j] = columns.as_slice() else {
                     return Err(err(
                         p,
@@ -1708,7 +1703,7 @@ impl<'a> Builder<'a> {
                 let Some(&(_, dom)) = self.observables.values().find(|o| o.0 == j) else {
                     return Err(err(p, "its observable is not an axis of the data"));
                 };
-                Builder::simple(self.normalised_over(log_shape, (j, dom), &[], place))
+                Builder::simple(self.normalised_over(log_shape, (j, dom), &[], place).0)
             }
             "product_dist" => {
                 let factors = names(d, "factors", p)?;
@@ -1753,6 +1748,54 @@ impl<'a> Builder<'a> {
                     components,
                 }
             }
+            "gamma_dist" => {
+                let (x, dom) = self.observable(d, &["x"], p)?;
+                let gamma = self.param_of(d, &["gamma"], p)?;
+                let beta = self.param_of(d, &["beta"], p)?;
+                let mu = self.param_of(d, &["mu"], p)?;
+                Builder::simple(pdf::gamma(&mut self.g, x, gamma, beta, mu, dom))
+            }
+            "power_sum_dist" => {
+                let (x, dom) = self.observable(d, &["x"], p)?;
+                let cs = self.coefficients(d, p)?;
+                let es = names(d, "exponents", p)?;
+                if es.len() != cs.len() {
+                    return Err(err(
+                        p,
+                        format!(
+                            "{} coefficients for {} exponents (one each is needed)",
+                            cs.len(),
+                            es.len()
+                        ),
+                    ));
+                }
+                if dom.lo.is_nan() || dom.lo <= 0.0 {
+                    return Err(err(
+                        p,
+                        format!("a power-law sum over [{}, {}]: its observable's range must lie above 0", dom.lo, dom.hi),
+                    ));
+                }
+                let es = es
+                    .iter()
+                    .map(|e| self.value(e, p))
+                    .collect::<Result<Vec<_>>>()?;
+                Builder::simple(pdf::power_sum(&mut self.g, x, &cs, &es, dom))
+            }
+            "legacy_exp_poly_dist" => {
+                let (x, dom) = self.observable(d, &["x"], p)?;
+                let cs = self.coefficients(d, p)?;
+                if cs.len() <= 2 {
+                    Builder::simple(pdf::exp_linear(&mut self.g, x, &cs, dom))
+                } else {
+                    let Op::Column(j) = self.g.op(x) else {
+                        return Err(err(p, "the observable \"x\" is not an axis of the data: an exponential of a polynomial is a density of its events"));
+                    };
+                    let log_shape = pdf::exp_poly_log_shape(&mut self.g, x, &cs);
+                    Builder::simple(self.normalised_over(log_shape, (j, dom), &[], p).0)
+                }
+            }
+            "weighted_sum_dist" => self.weighted_sum(d, p)?,
+            "fft_conv_pdf" | "fft_convolution_dist" => self.convolution(d, p)?,
             "mixture_dist" => self.mixture(d, p)?,
             "poisson_dist" => {
                 // ln P(k | λ) = k ln λ − λ − ln Γ(k + 1), normalised over every count. ROOT's
@@ -2457,33 +2500,284 @@ impl<'a> Builder<'a> {
 
     /// Σ c_p f_p: yields (as many coefficients as summands; extended where the document says
     /// so) or fractions (one fewer; the last summand takes 1 − Σ).
+    /// The `coefficients` of a sum of `n` terms (`what`: the terms' key): one each, or one fewer
+    /// as fractions, the last taking 1 − Σ c (then `true`).
+    fn coefficients_for(
+        &mut self,
+        d: &Value,
+        n: usize,
+        what: &str,
+        p: &str,
+    ) -> Result<(Vec<Id>, bool)> {
+        let mut cs = self.coefficients(d, p)?;
+        if cs.len() + 1 == n {
+            let total = self.g.sum(&cs);
+            let one = self.g.constant(1.0);
+            cs.push(self.g.sub(one, total));
+            return Ok((cs, true));
+        }
+        if cs.len() != n {
+            return Err(err(
+                p,
+                format!(
+                    "{} coefficients for {n} {what} (expected as many, or one fewer)",
+                    cs.len()
+                ),
+            ));
+        }
+        Ok((cs, false))
+    }
+
+    /// ROOT's `weighted_sum_dist` (RooRealSumPdf): Σ_i c_i s_i(x) over functions `samples`
+    /// (or the observable itself), normalised over the observable's range by quadrature; one
+    /// coefficient fewer than the samples are fractions (the last takes 1 − Σ c). Extended, its
+    /// expected count is the sum's integral over the range.
+    fn weighted_sum(&mut self, d: &Value, p: &str) -> Result<Built> {
+        let samples = names(d, "samples", p)?;
+        let extended = d.get("extended").and_then(Value::as_bool).unwrap_or(false);
+        let (coeffs, _) = self.coefficients_for(d, samples.len(), "samples", p)?;
+        let mut terms = Vec::new();
+        for (s, &c) in samples.iter().zip(&coeffs) {
+            let f = self.value(s, &format!("{p}.samples"))?;
+            terms.push(self.g.mul(c, f));
+        }
+        let sum = self.g.sum(&terms);
+        let log_shape = self.g.log(sum);
+        let columns = self.columns_read(log_shape);
+        let &[j] = columns.as_slice() else {
+            return Err(err(
+                p,
+                format!("its samples read {} of the data's observables: a weighted sum over one observable is read", columns.len()),
+            ));
+        };
+        let Some(&(_, dom)) = self.observables.values().find(|o| o.0 == j) else {
+            return Err(err(p, "its observable is not an axis of the data"));
+        };
+        let (log_density, log_norm) = self.normalised_over(log_shape, (j, dom), &[], p);
+        Ok(Built {
+            log_density,
+            constraint: None,
+            expected: extended.then(|| self.g.exp(log_norm)),
+            components: Vec::new(),
+        })
+    }
+
+    /// ROOT's `fft_conv_pdf` (RooFFTConvPdf; the HS3 test suite's `fft_convolution_dist`): the
+    /// convolution ∫ f₁(x − y) f₂(y) dy of `pdf1` and `pdf2` over the observable `conv_var`,
+    /// normalised over its range. As ROOT, y runs over a window as wide as the range and centred
+    /// on 0 (where `pdf2`, the resolution, is sampled); f₁ is taken wherever x − y falls.
+    /// ROOT computes the convolution by FFT on the observable's cache binning and interpolates
+    /// it (`ipOrder`); histfit computes the integral itself, by Gauss–Legendre quadrature in y
+    /// (composite, the pieces doubled at the initial point until the convolution at points
+    /// across the range moves by less than 1e-10, within [`CONVOLUTION_NODES`]) and its
+    /// normalisation with the same rule ([`Self::shifted_masses`]): the exact convolution, which
+    /// ROOT's approaches as its cache binning is refined.
+    fn convolution(&mut self, d: &Value, p: &str) -> Result<Built> {
+        if d.get("conv_func").is_some() {
+            return Err(err(
+                format!("{p}.conv_func"),
+                "a convolution in a function of the observable is not read yet",
+            ));
+        }
+        let var = str_field(d, "conv_var", p)?.to_string();
+        let Some(&(j, dom)) = self.observables.get(&var) else {
+            return Err(err(
+                format!("{p}.conv_var"),
+                format!("\"{var}\" is not an axis of the data: a convolution is a density of its events"),
+            ));
+        };
+        if !(dom.lo.is_finite() && dom.hi.is_finite() && dom.hi > dom.lo) {
+            return Err(err(
+                p,
+                format!(
+                    "a convolution over [{}, {}]: its observable's range must be finite",
+                    dom.lo, dom.hi
+                ),
+            ));
+        }
+        let mut logs = Vec::new();
+        for key in ["pdf1", "pdf2"] {
+            let name = str_field(d, key, p)?.to_string();
+            let b = self.distribution(&name, &format!("{p}.{key}"))?;
+            if b.expected.is_some() || b.constraint.is_some() {
+                return Err(err(
+                    format!("{p}.{key}"),
+                    format!("\"{name}\" is extended or constrained: a convolution takes plain densities"),
+                ));
+            }
+            logs.push(b.log_density);
+        }
+        let (l1, l2) = (logs[0], logs[1]);
+        let xid = self.g.column(j);
+        let half = 0.5 * dom.width();
+        let window = Domain {
+            lo: -half,
+            hi: half,
+        };
+        // The pieces: each density's value at the initial point computed directly.
+        let init = self.current_values();
+        let g0 = self.g.clone();
+        let (need1, need2) = (g0.needed(l1), g0.needed(l2));
+        let mut vals = vec![0.0; g0.ops().len()];
+        let mut columns = vec![f64::NAN; j + 1];
+        let mut at = |need: &[u32], v: f64| {
+            columns[j] = v;
+            g0.value_of(need, &init, &columns, &mut vals).exp()
+        };
+        let probes: Vec<f64> = (0..=16)
+            .map(|k| dom.lo + dom.width() * k as f64 / 16.0)
+            .collect();
+        let mut conv_at = |pieces: usize| -> Vec<f64> {
+            let nodes = pdf::rule(window, &[], pieces);
+            let f2: Vec<f64> = nodes.iter().map(|&(y, w)| w * at(&need2, y)).collect();
+            probes
+                .iter()
+                .map(|&x| {
+                    nodes
+                        .iter()
+                        .zip(&f2)
+                        .map(|(&(y, _), &w2)| w2 * at(&need1, x - y))
+                        .sum()
+                })
+                .collect()
+        };
+        let cost = need1.iter().filter(|&&k| g0.varying(Id(k))).count().max(1);
+        // Per event, the rule's nodes times f₁'s cost; once per point, 16 evaluations of f₁ a
+        // node for the normalisation (`shifted_masses`), within the quadratures' budget.
+        let most = (CONVOLUTION_NODES / (8 * cost))
+            .min(pdf::QUADRATURE_NODES / (128 * cost))
+            .max(1);
+        let mut pieces = 4.min(most);
+        let mut last = conv_at(pieces);
+        let mut accuracy = f64::NAN;
+        while 2 * pieces <= most {
+            let next = conv_at(2 * pieces);
+            let scale = next.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+            accuracy = last
+                .iter()
+                .zip(&next)
+                .map(|(a, b)| (a - b).abs() / scale)
+                .fold(0.0, f64::max);
+            if accuracy < QUADRATURE_TOLERANCE {
+                break;
+            }
+            pieces *= 2;
+            last = next;
+        }
+        if accuracy.is_nan() || accuracy >= QUADRATURE_TOLERANCE {
+            self.notes.push(format!(
+                "{p}: the convolution's integral reaches a relative accuracy of {accuracy:.1e} only (asked {QUADRATURE_TOLERANCE:.0e}) on {pieces} pieces"
+            ));
+        }
+        // Per event Σ_q w_q f₂(y_q) f₁(x − y_q), each term's logarithm summed before its
+        // exponential; its integral over the range Σ_q w_q f₂(y_q) ∫ f₁(x − y_q) dx, the same
+        // rule in y — so the density integrates to 1 as computed.
+        let nodes = pdf::rule(window, &[], pieces);
+        let mut terms = Vec::with_capacity(nodes.len());
+        let mut weights = Vec::with_capacity(nodes.len());
+        for &(y, w) in &nodes {
+            let yq = self.g.constant(y);
+            let shifted = self.g.sub(xid, yq);
+            let a = substitute(&g0, &mut self.g, l1, xid, shifted);
+            let b = substitute(&g0, &mut self.g, l2, xid, yq);
+            let t = self.g.add(a, b);
+            let e = self.g.exp(t);
+            terms.push(self.g.scale(e, w));
+            let f2 = self.g.exp(b);
+            weights.push(self.g.scale(f2, w));
+        }
+        let sum = self.g.sum(&terms);
+        let log_shape = self.g.log(sum);
+        let masses = self.shifted_masses(&g0, l1, xid, dom, &nodes);
+        let parts: Vec<Id> = weights
+            .iter()
+            .zip(&masses)
+            .map(|(&w, &m)| self.g.mul(w, m))
+            .collect();
+        let n = self.g.sum(&parts);
+        let log_norm = self.g.log(n);
+        Ok(Builder::simple(self.g.sub(log_shape, log_norm)))
+    }
+
+    /// ∫ of e^l1 over the range shifted by each node's −y (`[lo − y, hi − y]`), as graph nodes:
+    /// the ends of every shifted range, sorted, cut the line into intervals, each integrated
+    /// by 8-point Gauss–Legendre (the ends are as close as the rule's nodes, so each interval is
+    /// short), and each mass is the difference of two running sums — 16 evaluations of the
+    /// density a node, where a rule in x at every node would take the rule's nodes in x each.
+    fn shifted_masses(
+        &mut self,
+        g0: &Graph,
+        l1: Id,
+        xid: Id,
+        dom: Domain,
+        nodes: &[(f64, f64)],
+    ) -> Vec<Id> {
+        let mut ends: Vec<f64> = nodes
+            .iter()
+            .flat_map(|&(y, _)| [dom.lo - y, dom.hi - y])
+            .collect();
+        ends.sort_by(f64::total_cmp);
+        ends.dedup();
+        // The running integral from the first end, at each end.
+        let mut running = Vec::with_capacity(ends.len());
+        let mut acc = self.g.constant(0.0);
+        running.push(acc);
+        for pair in ends.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            let (mid, half) = (0.5 * (a + b), 0.5 * (b - a));
+            let piece: Vec<Id> = pdf::GL8
+                .iter()
+                .map(|&(u, w)| {
+                    let at = self.g.constant(mid + half * u);
+                    let l = substitute(g0, &mut self.g, l1, xid, at);
+                    let f = self.g.exp(l);
+                    self.g.scale(f, half * w)
+                })
+                .collect();
+            let s = self.g.sum(&piece);
+            acc = self.g.add(acc, s);
+            running.push(acc);
+        }
+        let at = |v: f64| {
+            let k = ends.partition_point(|&e| e < v);
+            running[k]
+        };
+        nodes
+            .iter()
+            .map(|&(y, _)| {
+                let (lo, hi) = (at(dom.lo - y), at(dom.hi - y));
+                self.g.sub(hi, lo)
+            })
+            .collect()
+    }
+
+    /// The data's columns a node reads, each once, in order.
+    fn columns_read(&self, id: Id) -> Vec<usize> {
+        let mut columns: Vec<usize> = self
+            .g
+            .needed(id)
+            .into_iter()
+            .filter_map(|k| match self.g.ops()[k as usize] {
+                Op::Column(c) => Some(c),
+                _ => None,
+            })
+            .collect();
+        columns.sort_unstable();
+        columns.dedup();
+        columns
+    }
+
     fn mixture(&mut self, d: &Value, p: &str) -> Result<Built> {
         let summands = names(d, "summands", p)?;
-        let cs = self.coefficients(d, p)?;
         let extended = d.get("extended").and_then(Value::as_bool).unwrap_or(false);
         if summands.is_empty() {
             return Err(err(p, "a mixture needs summands"));
         }
-        let mut coeffs = cs.clone();
-        let fractions = cs.len() + 1 == summands.len();
-        if fractions {
-            if extended {
-                return Err(err(
-                    p,
-                    "an extended mixture needs one yield per summand, not fractions",
-                ));
-            }
-            let total = self.g.sum(&cs);
-            let one = self.g.constant(1.0);
-            coeffs.push(self.g.sub(one, total));
-        } else if cs.len() != summands.len() {
+        let (coeffs, fractions) = self.coefficients_for(d, summands.len(), "summands", p)?;
+        if fractions && extended {
             return Err(err(
                 p,
-                format!(
-                    "{} coefficients for {} summands (expected as many, or one fewer)",
-                    cs.len(),
-                    summands.len()
-                ),
+                "an extended mixture needs one yield per summand, not fractions",
             ));
         }
         let mut terms = Vec::new();
@@ -2694,14 +2988,14 @@ impl<'a> Builder<'a> {
     /// chosen at the current values (see [`pdf::normalised_by_quadrature`]); a note says where
     /// the accuracy asked was not reached. The quadrature evaluates the same log-shape with the
     /// observable at each node: rebuilt there with the observable's column replaced by a
-    /// constant.
+    /// constant. Returns the normalised log-density and the log of the integral.
     fn normalised_over(
         &mut self,
         log_shape: Id,
         (j, dom): (usize, Domain),
         onsets: &[f64],
         place: &str,
-    ) -> Id {
+    ) -> (Id, Id) {
         let xid = self.g.column(j);
         let init = self.current_values();
         let g0 = self.g.clone();
@@ -2722,7 +3016,7 @@ impl<'a> Builder<'a> {
             columns[j] = v;
             g0.value_of(&needed, &init, columns, vals)
         };
-        let (l, acc) = pdf::normalised_by_quadrature(
+        let (l, ln, acc) = pdf::normalised_by_quadrature(
             &mut self.g,
             xid,
             dom,
@@ -2733,7 +3027,7 @@ impl<'a> Builder<'a> {
             &mut shape_at,
         );
         self.quadrature_note(place, acc);
-        l
+        (l, ln)
     }
 
     /// Every parameter's starting value as known so far (for choosing quadrature pieces).

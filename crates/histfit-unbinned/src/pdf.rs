@@ -428,6 +428,105 @@ pub fn lognormal(g: &mut Graph, x: Id, mu: Id, sigma: Id, dom: Domain) -> Id {
     normalised(g, log_shape, log_norm)
 }
 
+/// Gamma distribution (RooGamma, TMath's `GammaDist`): (x − μ)^(γ−1) e^(−(x − μ)/β) /
+/// (Γ(γ) β^γ) above μ, 0 at and below it. Normalised over the domain in closed form by the
+/// regularised incomplete gamma function P(γ, (bound − μ)/β) at its ends, an end at or below μ
+/// holding no mass (so γ, β and μ may all be fitted). Where the whole domain lies far in the
+/// tail the two P are both near 1 and their difference loses digits.
+pub fn gamma(g: &mut Graph, x: Id, shape: Id, scale: Id, mu: Id, dom: Domain) -> Id {
+    let d = g.sub(x, mu);
+    let ld = g.log(d);
+    let one = g.constant(1.0);
+    let gm1 = g.sub(shape, one);
+    let power = g.mul(gm1, ld);
+    let r = g.div(d, scale);
+    let above = g.sub(power, r);
+    // 0 below μ (where ln(x − μ) is not defined).
+    let outside = g.constant(f64::NEG_INFINITY);
+    let log_shape = g.select(d, above, outside);
+    let zero = g.constant(0.0);
+    let p_at = |g: &mut Graph, bound: f64| -> Id {
+        if bound == f64::INFINITY {
+            return one;
+        }
+        let b = g.constant(bound);
+        let t = g.sub(b, mu);
+        let y = g.div(t, scale);
+        let p = g.gamma_p(shape, y);
+        // 0 where the end is at or below μ — taken at t = 0 too, where P's derivative in y
+        // is infinite for γ < 1 (and y's in the parameters 0).
+        let below = g.neg(t);
+        g.select(below, zero, p)
+    };
+    let (p_hi, p_lo) = (p_at(g, dom.hi), p_at(g, dom.lo));
+    let mass = g.sub(p_hi, p_lo);
+    // ln N = ln Γ(γ) + γ ln β + ln(P_hi − P_lo).
+    let lg = g.lgamma(shape);
+    let lb = g.log(scale);
+    let gl = g.mul(shape, lb);
+    let lm = g.log(mass);
+    let t = g.add(lg, gl);
+    let log_norm = g.add(t, lm);
+    normalised(g, log_shape, log_norm)
+}
+
+/// Σ_i c_i x^(e_i) (RooPowerSum) over a domain above 0, normalised in closed form: ∫ x^e over
+/// [lo, hi] = (hi^m − lo^m)/m with m = e + 1, written hi^m · D · exprel(m D), D = ln(hi/lo)
+/// (exprel(t) = (1 − e^(−t))/t) — smooth through e = −1 (where it is D), in value and in every
+/// derivative, so that exponents may be fitted too.
+pub fn power_sum(g: &mut Graph, x: Id, coefficients: &[Id], exponents: &[Id], dom: Domain) -> Id {
+    debug_assert!(dom.lo > 0.0 && coefficients.len() == exponents.len());
+    let ln_hi = g.constant(dom.hi.ln());
+    let span = (dom.hi / dom.lo).ln();
+    let one = g.constant(1.0);
+    let mut terms = Vec::new();
+    let mut ints = Vec::new();
+    for (&c, &e) in coefficients.iter().zip(exponents) {
+        let xe = g.pow(x, e);
+        terms.push(g.mul(c, xe));
+        let m = g.add(e, one);
+        let ml = g.mul(m, ln_hi);
+        let lead = g.exp(ml);
+        let md = g.scale(m, span);
+        let rel = g.exprel(md);
+        let i = g.mul(lead, rel);
+        let i = g.scale(i, span);
+        ints.push(g.mul(c, i));
+    }
+    let shape = g.sum(&terms);
+    let n = g.sum(&ints);
+    let (ls, ln) = (g.log(shape), g.log(n));
+    normalised(g, ls, ln)
+}
+
+/// The log of RooLegacyExpPoly's shape, exp(Σ_k c_k x^k) (coefficients from order 0, as ROOT's
+/// exporter writes them: "1.0" and "0.0" below the class's lowest order): the polynomial itself.
+pub fn exp_poly_log_shape(g: &mut Graph, x: Id, coefficients: &[Id]) -> Id {
+    let terms: Vec<Id> = coefficients
+        .iter()
+        .enumerate()
+        .map(|(k, &c)| {
+            let xk = g.powi(x, k as i32);
+            g.mul(c, xk)
+        })
+        .collect();
+    g.sum(&terms)
+}
+
+/// exp(c_0 + c_1 x) normalised in closed form (an [`exp_poly_log_shape`] of degree 1 at most:
+/// higher degrees have none, and are normalised by quadrature): HS3's exponential of −c_1, c_0
+/// a constant factor the normalisation takes out.
+pub fn exp_linear(g: &mut Graph, x: Id, coefficients: &[Id], dom: Domain) -> Id {
+    debug_assert!(coefficients.len() <= 2);
+    match coefficients.get(1) {
+        Some(&c1) => {
+            let c = g.neg(c1);
+            exponential(g, x, c, dom)
+        }
+        None => uniform(g, dom),
+    }
+}
+
 /// The most graph nodes a quadrature builds (about 1 ms of each evaluation's uniform part).
 pub const QUADRATURE_NODES: usize = 1 << 18;
 
@@ -449,7 +548,7 @@ pub(crate) const GL8: [(f64, f64); 8] = [
 /// channel's threshold) into segments of `pieces` equal subintervals each. A segment that begins
 /// at an onset is integrated in u = √(x − onset) (x = onset + u², dx = 2u du), where such a shape
 /// is smooth: the rule in x would converge only as a power of its width there.
-fn rule(dom: Domain, onsets: &[f64], pieces: usize) -> Vec<(f64, f64)> {
+pub(crate) fn rule(dom: Domain, onsets: &[f64], pieces: usize) -> Vec<(f64, f64)> {
     let mut cuts: Vec<f64> = onsets
         .iter()
         .copied()
@@ -516,7 +615,9 @@ fn quadrature_value(nodes: &[(f64, f64)], log_shape_at: &dyn Fn(f64) -> f64) -> 
 /// [`rule`]; stopping where the integral is not finite: more pieces cannot help; a zero
 /// integral, a narrow peak the coarse rule misses, goes on being refined), the graph nodes
 /// built once for the coarsest rule that agrees with the next finer one, and that agreement
-/// returned as its accuracy (NaN where it could not be measured).
+/// returned as its accuracy (NaN where it could not be measured). Returns the normalised
+/// log-density, the log of the integral (an extended density's expected count is the integral
+/// of its shape) and the accuracy.
 ///
 /// `cost` is the number of nodes one evaluation of the shape takes: the nodes stop where
 /// nodes × cost would pass [`QUADRATURE_NODES`] (a large expression on 4096 pieces would
@@ -532,7 +633,7 @@ pub fn normalised_by_quadrature(
     cost: usize,
     log_shape_at: &dyn Fn(f64) -> f64,
     log_shape: &mut dyn FnMut(&mut Graph, Id) -> Id,
-) -> (Id, f64) {
+) -> (Id, Id, f64) {
     // Cuts only as many as the node budget holds at one piece a segment (the first onsets
     // kept: a Breit–Wigner lists its modelled channel first).
     let allowed = (QUADRATURE_NODES / (8 * cost.max(1))).saturating_sub(1);
@@ -564,7 +665,7 @@ pub fn normalised_by_quadrature(
     let integral = quadrature(g, &rule(dom, onsets, pieces), log_shape);
     let ls = log_shape(g, x);
     let ln = g.log(integral);
-    (normalised(g, ls, ln), accuracy)
+    (normalised(g, ls, ln), ln, accuracy)
 }
 
 /// ARGUS (RooArgusBG): m (1 − (m/m0)²)^p e^(c (1 − (m/m0)²)) below m0, 0 above. Normalised by

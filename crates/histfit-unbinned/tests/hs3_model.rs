@@ -1935,3 +1935,128 @@ fn an_unused_free_observable_of_an_aux_distribution_is_an_error() {
     let e = open(&axis, &Choice::default()).unwrap_err().to_string();
     assert!(e.contains("\"on_data\"") && e.contains("\"x0\""), "{e}");
 }
+
+/// The types of s50 refuse what they cannot read, naming the place and the rule: a power-law
+/// sum over a range reaching 0 or with unpaired exponents, a weighted sum with too many
+/// coefficients or over two observables, a convolution over something that is not an axis of
+/// the data, in a function of the observable, or of an extended density.
+#[test]
+fn bad_sums_and_convolutions_are_named() {
+    let doc = |dists: Value, functions: Value, lo: f64| {
+        json!({
+            "metadata": {"hs3_version": "0.2"},
+            "distributions": dists,
+            "functions": functions,
+            "data": [{"name": "d", "type": "unbinned",
+                      "axes": [{"name": "x", "min": lo, "max": 10.0},
+                               {"name": "y", "min": 0.0, "max": 1.0}],
+                      "entries": [[1.5, 0.5], [2.5, 0.2], [7.0, 0.9]]}],
+            "likelihoods": [{"name": "L", "distributions": ["m"], "data": ["d"]}],
+        })
+    };
+    let ps = |cs: Value, es: Value| {
+        json!([{"name": "m", "type": "power_sum_dist", "x": "x",
+                "coefficients": cs, "exponents": es}])
+    };
+    let ws = |cs: Value, samples: Value| {
+        json!([{"name": "m", "type": "weighted_sum_dist", "coefficients": cs,
+                "samples": samples, "extended": false}])
+    };
+    let conv = |extra: Value| {
+        let mut c = json!({"name": "m", "type": "fft_conv_pdf", "conv_var": "x",
+                           "pdf1": "g1", "pdf2": "g2", "ipOrder": 2});
+        for (k, v) in extra.as_object().unwrap() {
+            c[k] = v.clone();
+        }
+        json!([c,
+               {"name": "g1", "type": "gaussian_dist", "x": "x", "mean": 5.0, "sigma": 1.0},
+               {"name": "g2", "type": "gaussian_dist", "x": "x", "mean": 0.0, "sigma": 0.5},
+               {"name": "e", "type": "rate_extended_dist", "dist": "g1", "rate": 10.0}])
+    };
+    let fs = json!([{"name": "fy", "type": "generic_function", "expression": "1 + x*y"}]);
+    for (d, f, lo, place, rule) in [
+        (
+            ps(json!([1.0]), json!([-2.0])),
+            json!([]),
+            0.0,
+            "(\"m\")",
+            "must lie above 0",
+        ),
+        (
+            ps(json!([1.0, 2.0]), json!([-2.0])),
+            json!([]),
+            1.0,
+            "(\"m\")",
+            "one each",
+        ),
+        (
+            ws(json!([0.2, 0.3, 0.5]), json!(["x", "x"])),
+            json!([]),
+            1.0,
+            "(\"m\")",
+            "3 coefficients for 2 samples",
+        ),
+        (
+            ws(json!([0.2]), json!(["x", "fy"])),
+            fs.clone(),
+            1.0,
+            "(\"m\")",
+            "2 of the data's observables",
+        ),
+        (
+            conv(json!({"conv_var": "z"})),
+            json!([]),
+            1.0,
+            ".conv_var",
+            "not an axis of the data",
+        ),
+        (
+            conv(json!({"conv_func": "fy"})),
+            json!([]),
+            1.0,
+            ".conv_func",
+            "not read yet",
+        ),
+        (
+            conv(json!({"pdf1": "e"})),
+            json!([]),
+            1.0,
+            ".pdf1",
+            "extended or constrained",
+        ),
+    ] {
+        let e = open(&doc(d.clone(), f, lo), &Choice::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(place) && e.contains(rule), "{d}: {e}");
+    }
+}
+
+/// A weighted sum with one coefficient fewer than its samples takes them as fractions (the last
+/// 1 − Σ c): its density is c x + (1 − c)·1 normalised over the range, as written out here.
+#[test]
+fn a_weighted_sum_of_fractions_is_its_formula() {
+    let xs: [f64; 4] = [1.5, 2.5, 7.0, 9.5];
+    let doc = json!({
+        "metadata": {"hs3_version": "0.2"},
+        "distributions": [{"name": "m", "type": "weighted_sum_dist", "coefficients": ["c"],
+                           "samples": ["x", "one"], "extended": false}],
+        "functions": [{"name": "one", "type": "generic_function", "expression": "1"}],
+        "data": [{"name": "d", "type": "unbinned", "axes": [{"name": "x", "min": 1.0, "max": 10.0}],
+                  "entries": xs.iter().map(|x| json!([x])).collect::<Vec<_>>()}],
+        "parameter_points": [{"name": "default_values", "parameters": [{"name": "c", "value": 0.3}]}],
+        "domains": [{"name": "default_domain", "type": "product_domain",
+                     "axes": [{"name": "c", "min": 0.0, "max": 1.0}]}],
+    });
+    let mut m = open(&doc, &Choice::default()).unwrap();
+    let data = m.observed_dataset();
+    for c in [0.3f64, 0.8] {
+        let norm = c * (100.0 - 1.0) / 2.0 + (1.0 - c) * 9.0;
+        let want: f64 = xs.iter().map(|x| -((c * x + 1.0 - c) / norm).ln()).sum();
+        let got = m.nll(&[c], &data).unwrap();
+        assert!(
+            (got - want).abs() <= 1e-10 * want.abs(),
+            "c = {c}: {got} vs {want}"
+        );
+    }
+}

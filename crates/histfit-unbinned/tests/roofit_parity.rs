@@ -83,6 +83,16 @@ fn reference(name: &str) -> Reference {
             json!({"mass": 0.775, "gamma": 0.15, "c": 1.5, "nsig": 1500.0, "nbkg": 1000.0}),
             &["mass", "gamma", "c", "nsig", "nbkg"],
         )),
+        "fft_conv" => Some((
+            "fft_conv.scipy.json",
+            json!({"ml": 5.0, "sl": 1.0, "sg": 2.0}),
+            &["ml", "sl", "sg"],
+        )),
+        "exp_poly" => Some((
+            "exp_poly.scipy.json",
+            json!({"a1": -0.3, "a2": 0.01}),
+            &["a1", "a2"],
+        )),
         "landau" => Some((
             "landau.scipy.json",
             json!({"mean": 5.0, "sigma": 1.0}),
@@ -164,6 +174,11 @@ const FIXTURES: &[&str] = &[
     "smooth",
     "rbw",
     "decay",
+    "gamma",
+    "power_sum",
+    "exp_poly",
+    "weighted_sum",
+    "fft_conv",
 ];
 
 fn point(names: &[String], init: &[f64], values: &Value) -> Vec<f64> {
@@ -179,7 +194,7 @@ fn point(names: &[String], init: &[f64], values: &Value) -> Vec<f64> {
 /// naming the type and where it is.
 #[test]
 fn types_not_read_yet_say_so() {
-    let kind = "fft_convolution_dist";
+    let kind = "binsampling";
     let mut doc = read("gauss_exp_ext.json");
     let sig = doc["distributions"]
         .as_array_mut()
@@ -300,11 +315,27 @@ fn decay_variants_equal_scipys() {
     }
 }
 
-/// The analytic gradient of the Breit–Wigner and decay fixtures (and every decay variant)
-/// against central differences of −ln L at their initial points and at a point off them.
+/// The analytic gradient of the Breit–Wigner, decay, gamma, power-sum, exponential-polynomial,
+/// weighted-sum and convolution fixtures (and every decay variant) against central differences of −ln L at
+/// their initial points and at a point off them.
 #[test]
 fn new_types_gradients_match_central_differences() {
-    let mut docs = vec![read("rbw.json"), read("decay.json")];
+    let mut docs: Vec<Value> = [
+        "rbw",
+        "decay",
+        "gamma",
+        "power_sum",
+        "exp_poly",
+        "weighted_sum",
+        "fft_conv",
+    ]
+    .iter()
+    .map(|n| {
+        let mut d = read(&format!("{n}.json"));
+        d["metadata"]["description"] = json!(n);
+        d
+    })
+    .collect();
     for v in read("decay_variants.json").as_array().unwrap() {
         docs.push(v["doc"].clone());
     }
