@@ -133,8 +133,10 @@ struct Grouped {
     channels: Vec<Option<EventTable>>,
 }
 
-/// How many datasets' groupings a model keeps.
-const GROUPINGS_KEPT: usize = 2;
+/// How many datasets' groupings a model keeps, the most recently used first: a hypothesis
+/// test's observed and Asimov data, each with the subsample its fits' warm start takes
+/// (`histfit_infer`'s `thin`), which each fit evaluates before its own data.
+const GROUPINGS_KEPT: usize = 4;
 
 /// The fewest events of a channel worth grouping (a pass over them against the blocks it lets
 /// skip an arm).

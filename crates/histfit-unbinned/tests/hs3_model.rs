@@ -216,17 +216,7 @@ fn a_fit_finds_the_minimum() {
     let mut xs = Vec::new();
     for i in 0..600 {
         let u = (i as f64 + 0.5) / 600.0;
-        // Inverse normal CDF by bisection on erf.
-        let (mut lo, mut hi) = (-8.0, 8.0);
-        for _ in 0..80 {
-            let mid = 0.5 * (lo + hi);
-            if 0.5 * (1.0 + libm::erf(mid / 2f64.sqrt())) < u {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-        xs.push(91.0 + 2.5 * 0.5 * (lo + hi));
+        xs.push(91.0 + 2.5 * inverse_normal(u));
     }
     for i in 0..1400 {
         let u = ((i as f64 + 0.5) * 0.618_033_988_7) % 1.0;
@@ -2058,5 +2048,108 @@ fn a_weighted_sum_of_fractions_is_its_formula() {
             (got - want).abs() <= 1e-10 * want.abs(),
             "c = {c}: {got} vs {want}"
         );
+    }
+}
+
+/// The standard normal's quantile at `u`, by bisection on erf.
+fn inverse_normal(u: f64) -> f64 {
+    let (mut lo, mut hi) = (-8.0, 8.0);
+    for _ in 0..80 {
+        let mid = 0.5 * (lo + hi);
+        if 0.5 * (1.0 + libm::erf(mid / 2f64.sqrt())) < u {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    0.5 * (lo + hi)
+}
+
+/// Events drawn by inversion: `n_sig` Gaussian(91, 2.5) and `n_bkg` exponential(−0.03) on
+/// [60, 120], deterministic quasi-random.
+fn mixture_events(n_sig: usize, n_bkg: usize) -> Vec<f64> {
+    let mut xs = Vec::with_capacity(n_sig + n_bkg);
+    for i in 0..n_sig {
+        let u = ((i as f64 + 0.5) * 0.414_213_562_37) % 1.0;
+        xs.push((91.0 + 2.5 * inverse_normal(u)).clamp(60.0, 120.0));
+    }
+    for i in 0..n_bkg {
+        let u = ((i as f64 + 0.5) * 0.618_033_988_7) % 1.0;
+        let (a, b) = ((-0.03f64 * 60.0).exp(), (-0.03f64 * 120.0).exp());
+        xs.push((a + u * (b - a)).ln() / -0.03);
+    }
+    // In an order of no pattern, as events come (the subsample takes every 16th): by a
+    // multiplicative hash of the index.
+    let mut keyed: Vec<(u32, f64)> = xs
+        .into_iter()
+        .enumerate()
+        .map(|(i, x)| ((i as u32).wrapping_mul(2_654_435_761).rotate_left(13), x))
+        .collect();
+    keyed.sort_by_key(|k| k.0);
+    keyed.into_iter().map(|k| k.1).collect()
+}
+
+/// A fit of 100 000 events starts from the fit of every 16th (weighted 16 times) and Newton
+/// steps with that fit's Hessian (`histfit_infer`'s `thin`): it ends at the minimum the usual
+/// search finds (held to by a fit with a further start, which takes no warm start), with and
+/// without weights; where the minimum lies on a bound (no signal) the steps leave the bounds
+/// and the usual search takes over, to the same minimum.
+#[test]
+fn large_fits_start_from_their_subsample() {
+    let fit = |m: &mut histfit_unbinned::UnbinnedModel, starts| {
+        let data = m.observed_dataset();
+        let opts = histfit_infer::FitOptions {
+            uncertainties: true,
+            starts,
+            ..Default::default()
+        };
+        histfit_infer::fit(m, &data, &opts).unwrap()
+    };
+    let signal = mixture_events(30_000, 70_000);
+    let weights: Vec<f64> = (0..signal.len())
+        .map(|i| 0.5 + ((i as f64 * 0.377) % 1.0))
+        .collect();
+    let background = mixture_events(0, 90_000);
+    for (what, xs, ws, warm) in [
+        ("signal", &signal, None, true),
+        ("weighted", &signal, Some(&weights[..]), true),
+        ("no signal", &background, None, false),
+    ] {
+        let mut m = open(&bench(xs, ws), &Choice::default()).unwrap();
+        let r = fit(&mut m, histfit_infer::Starts::Count(0));
+        assert!(r.converged, "{what}: {}", r.reason);
+        assert_eq!(
+            r.reason.contains("Newton decrement"),
+            warm,
+            "{what}: {}",
+            r.reason
+        );
+        let usual = fit(&mut m, histfit_infer::Starts::Count(1));
+        assert!(
+            !usual.reason.contains("Newton decrement") && usual.converged,
+            "{what}: {}",
+            usual.reason
+        );
+        assert!(
+            r.twice_nll <= usual.twice_nll + 1e-6,
+            "{what}: {} above {}",
+            r.twice_nll,
+            usual.twice_nll
+        );
+        let (e, eu) = (r.uncertainties.unwrap(), usual.uncertainties.unwrap());
+        for k in 0..e.len() {
+            let sigma = eu[k].max(1e-12);
+            assert!(
+                (r.bestfit[k] - usual.bestfit[k]).abs() <= 1e-3 * sigma,
+                "{what}: {}: {} vs {}",
+                m.space.names[k],
+                r.bestfit[k],
+                usual.bestfit[k]
+            );
+            assert!(
+                (e[k] - eu[k]).abs() <= 1e-4 * sigma,
+                "{what}: errors {e:?} vs {eu:?}"
+            );
+        }
     }
 }

@@ -34,6 +34,7 @@ mod problem;
 mod search;
 mod starts;
 pub(crate) use starts::{SecondStart, FURTHER_STARTS, PROBE_AROUND};
+mod thin;
 mod uncertainty;
 
 use crate::Result;
@@ -196,8 +197,17 @@ pub(crate) async fn minimise_async<E: AsyncEvaluator + ?Sized>(
             opts.dense_limit(),
         ));
     }
+    // A large event-level dataset's fit starts from its subsample's (see `thin`).
+    let warm = thin::warm_start(eval, data, &p, opts.starts).await?;
     let mut s = Search::new(eval, data, &p);
-    let (best, starts) = search_starts(&mut s, opts.starts).await?;
+    let newton = match &warm {
+        Some(w) => s.newton_from(w).await?,
+        None => None,
+    };
+    let (best, starts) = match newton {
+        Some(best) => (best, 1),
+        None => search_starts(&mut s, opts.starts).await?,
+    };
     let mut best = s.compare_near_kinks(best).await?;
     let cert = s.finish(&mut best).await?;
     let pg = cert
