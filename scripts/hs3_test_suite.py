@@ -48,11 +48,11 @@ KNOWN = {
     # under N(s | globalScale, cellSpread)); ROOT's values leave them out (2 ΔNLL = 0 at every
     # globalScale), histfit includes them, equal to SciPy's truncated normals to 1e-15.
     "hierarchical_calibration_model": "priors left out of ROOT's values (histfit's equal SciPy's)",
-    # RooFFTConvPdf's FFT on the cache binning (10 000 bins over [−10, 30]) is the convolution
-    # displaced by half a bin (−0.002 in t: the exact convolution so displaced gives ROOT's
-    # values); histfit's exact convolution equals NumPy/SciPy's to 2e-12 (1.14 below ROOT's
+    # RooFFTConvPdf's cyclic FFT on the cache binning (10 000 bins over [−10, 30]) is the
+    # convolution displaced by half a bin (−0.002 in t: the linear convolution so displaced
+    # gives ROOT's values to 3e-4); histfit's equals NumPy/SciPy's to 2e-12 (1.14 below ROOT's
     # 2 ΔNLL at ml = 3).
-    "rf208_convolution_fft3": "ROOT's FFT, half a cache bin off (histfit's equal SciPy's exact convolution)",
+    "rf208_convolution_fft3": "ROOT's FFT, half a cache bin off (histfit's equal SciPy's linear convolution)",
 }
 
 

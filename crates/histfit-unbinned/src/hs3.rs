@@ -195,6 +195,10 @@ const RESOLUTION_MODELS: [&str; 4] = [
 /// 0.7 s opening on one 10⁵⁸ wide).
 const VOIGTIAN_COST: usize = 64;
 
+/// RooFFTConvPdf's window for its second density, in widths of the range: the range and its
+/// two buffers of 5 % (its default buffer fraction, 10 %).
+const CONVOLUTION_WINDOW: f64 = 1.1;
+
 /// The most nodes that vary with the events a convolution's integral may take (its rule's nodes
 /// times what the first density costs at one of them): 1 024 rule nodes of a Landau or a
 /// Breit–Wigner, an evaluation ≈ 10⁴ operations an event.
@@ -1769,15 +1773,16 @@ impl<'a> Builder<'a> {
                         ),
                     ));
                 }
-                if dom.lo.is_nan() || dom.lo <= 0.0 {
+                if !(dom.lo > 0.0 && dom.hi.is_finite() && dom.hi > dom.lo) {
                     return Err(err(
                         p,
-                        format!("a power-law sum over [{}, {}]: its observable's range must lie above 0", dom.lo, dom.hi),
+                        format!("a power-law sum over [{}, {}]: its observable's range must lie above 0 and be finite", dom.lo, dom.hi),
                     ));
                 }
                 let es = es
                     .iter()
-                    .map(|e| self.value(e, p))
+                    .enumerate()
+                    .map(|(k, e)| self.value(e, &format!("{p}.exponents[{k}]")))
                     .collect::<Result<Vec<_>>>()?;
                 Builder::simple(pdf::power_sum(&mut self.g, x, &cs, &es, dom))
             }
@@ -2563,15 +2568,18 @@ impl<'a> Builder<'a> {
     }
 
     /// ROOT's `fft_conv_pdf` (RooFFTConvPdf; the HS3 test suite's `fft_convolution_dist`): the
-    /// convolution ∫ f₁(x − y) f₂(y) dy of `pdf1` and `pdf2` over the observable `conv_var`,
-    /// normalised over its range. As ROOT, y runs over a window as wide as the range and centred
-    /// on 0 (where `pdf2`, the resolution, is sampled); f₁ is taken wherever x − y falls.
-    /// ROOT computes the convolution by FFT on the observable's cache binning and interpolates
-    /// it (`ipOrder`); histfit computes the integral itself, by Gauss–Legendre quadrature in y
-    /// (composite, the pieces doubled at the initial point until the convolution at points
-    /// across the range moves by less than 1e-10, within [`CONVOLUTION_NODES`]) and its
-    /// normalisation with the same rule ([`Self::shifted_masses`]): the exact convolution, which
-    /// ROOT's approaches as its cache binning is refined.
+    /// convolution ∫ f₁(x − y) f₂(y) dy of `pdf1` and `pdf2`, each a density of the observable
+    /// `conv_var` alone, normalised over its range. y runs over RooFFTConvPdf's window for the
+    /// second density (the resolution): centred on 0, as wide as the range and its two 5 %
+    /// buffers ([`CONVOLUTION_WINDOW`]); f₁ is taken wherever x − y falls. ROOT computes this by
+    /// a cyclic FFT on the observable's cache binning, so f₁'s part beyond the buffers wraps
+    /// around and the result is displaced by half a bin; histfit computes the linear
+    /// convolution itself, by Gauss–Legendre quadrature in y — composite, the pieces doubled at
+    /// the initial point until the convolution at points across the range moves by less than
+    /// 1e-10 of its largest value, the finer of the two rules kept (a margin for a resolution
+    /// that narrows in the fit), within [`CONVOLUTION_NODES`] — and normalises it with the same
+    /// rule
+    /// ([`Self::shifted_masses`]).
     fn convolution(&mut self, d: &Value, p: &str) -> Result<Built> {
         if d.get("conv_func").is_some() {
             return Err(err(
@@ -2605,64 +2613,87 @@ impl<'a> Builder<'a> {
                     format!("\"{name}\" is extended or constrained: a convolution takes plain densities"),
                 ));
             }
+            if self.columns_read(b.log_density) != [j] {
+                return Err(err(
+                    format!("{p}.{key}"),
+                    format!("\"{name}\" must be a density of \"{var}\" alone (the convolution's variable)"),
+                ));
+            }
             logs.push(b.log_density);
         }
         let (l1, l2) = (logs[0], logs[1]);
         let xid = self.g.column(j);
-        let half = 0.5 * dom.width();
+        let half = 0.5 * CONVOLUTION_WINDOW * dom.width();
         let window = Domain {
             lo: -half,
             hi: half,
         };
-        // The pieces: each density's value at the initial point computed directly.
-        let init = self.current_values();
         let g0 = self.g.clone();
-        let (need1, need2) = (g0.needed(l1), g0.needed(l2));
+        let (dep1, dep2) = (dependents(&g0, l1, xid), dependents(&g0, l2, xid));
+        // The densities at the initial point: their parts that do not move with x once, then
+        // only those that do, at each point.
+        let init = self.current_values();
         let mut vals = vec![0.0; g0.ops().len()];
-        let mut columns = vec![f64::NAN; j + 1];
-        let mut at = |need: &[u32], v: f64| {
+        let mut columns = vec![dom.lo; j + 1];
+        for l in [l1, l2] {
+            g0.value_of(&g0.needed(l), &init, &columns, &mut vals);
+        }
+        let mut at = |deps: &[u32], v: f64| {
             columns[j] = v;
-            g0.value_of(need, &init, &columns, &mut vals).exp()
+            g0.value_of(deps, &init, &columns, &mut vals).exp()
         };
         let probes: Vec<f64> = (0..=16)
             .map(|k| dom.lo + dom.width() * k as f64 / 16.0)
             .collect();
         let mut conv_at = |pieces: usize| -> Vec<f64> {
             let nodes = pdf::rule(window, &[], pieces);
-            let f2: Vec<f64> = nodes.iter().map(|&(y, w)| w * at(&need2, y)).collect();
+            let f2: Vec<f64> = nodes.iter().map(|&(y, w)| w * at(&dep2, y)).collect();
             probes
                 .iter()
                 .map(|&x| {
                     nodes
                         .iter()
                         .zip(&f2)
-                        .map(|(&(y, _), &w2)| w2 * at(&need1, x - y))
+                        .map(|(&(y, _), &w2)| w2 * at(&dep1, x - y))
                         .sum()
                 })
                 .collect()
         };
-        let cost = need1.iter().filter(|&&k| g0.varying(Id(k))).count().max(1);
-        // Per event, the rule's nodes times f₁'s cost; once per point, 16 evaluations of f₁ a
-        // node for the normalisation (`shifted_masses`), within the quadratures' budget.
-        let most = (CONVOLUTION_NODES / (8 * cost))
-            .min(pdf::QUADRATURE_NODES / (128 * cost))
+        // Per event, each rule node costs f₁'s moving part and 4 more; once per point, f₂'s
+        // and 16 of f₁'s for the normalisation (`shifted_masses`).
+        let (c1, c2) = (dep1.len(), dep2.len());
+        let most = (CONVOLUTION_NODES / (8 * (c1 + 4)))
+            .min(pdf::QUADRATURE_NODES / (8 * (16 * c1 + c2 + 4)))
             .max(1);
         let mut pieces = 4.min(most);
         let mut last = conv_at(pieces);
         let mut accuracy = f64::NAN;
-        while 2 * pieces <= most {
+        while 2 * pieces <= most && last.iter().all(|v| v.is_finite()) {
             let next = conv_at(2 * pieces);
             let scale = next.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-            accuracy = last
-                .iter()
-                .zip(&next)
-                .map(|(a, b)| (a - b).abs() / scale)
-                .fold(0.0, f64::max);
+            accuracy = match scale > 0.0 && next.iter().all(|v| v.is_finite()) {
+                true => last
+                    .iter()
+                    .zip(&next)
+                    .map(|(a, b)| (a - b).abs() / scale)
+                    .fold(0.0, f64::max),
+                // Zero everywhere (a resolution no node has found yet): refined further.
+                false => f64::NAN,
+            };
+            // The finer rule of the pair that agrees is kept: a margin of one doubling over the
+            // coarsest that meets the tolerance here.
+            pieces *= 2;
+            last = next;
             if accuracy < QUADRATURE_TOLERANCE {
                 break;
             }
-            pieces *= 2;
-            last = next;
+        }
+        let scale = last.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        if !last.iter().all(|v| v.is_finite()) || scale == 0.0 {
+            return Err(err(
+                p,
+                "the convolution is zero or not finite across the range at the initial parameters",
+            ));
         }
         if accuracy.is_nan() || accuracy >= QUADRATURE_TOLERANCE {
             self.notes.push(format!(
@@ -2671,15 +2702,15 @@ impl<'a> Builder<'a> {
         }
         // Per event Σ_q w_q f₂(y_q) f₁(x − y_q), each term's logarithm summed before its
         // exponential; its integral over the range Σ_q w_q f₂(y_q) ∫ f₁(x − y_q) dx, the same
-        // rule in y — so the density integrates to 1 as computed.
+        // rule in y.
         let nodes = pdf::rule(window, &[], pieces);
         let mut terms = Vec::with_capacity(nodes.len());
         let mut weights = Vec::with_capacity(nodes.len());
         for &(y, w) in &nodes {
             let yq = self.g.constant(y);
             let shifted = self.g.sub(xid, yq);
-            let a = substitute(&g0, &mut self.g, l1, xid, shifted);
-            let b = substitute(&g0, &mut self.g, l2, xid, yq);
+            let a = substitute_along(&g0, &mut self.g, &dep1, xid, shifted);
+            let b = substitute_along(&g0, &mut self.g, &dep2, xid, yq);
             let t = self.g.add(a, b);
             let e = self.g.exp(t);
             terms.push(self.g.scale(e, w));
@@ -2688,7 +2719,7 @@ impl<'a> Builder<'a> {
         }
         let sum = self.g.sum(&terms);
         let log_shape = self.g.log(sum);
-        let masses = self.shifted_masses(&g0, l1, xid, dom, &nodes);
+        let masses = self.shifted_masses(&g0, &dep1, xid, dom, &nodes);
         let parts: Vec<Id> = weights
             .iter()
             .zip(&masses)
@@ -2699,15 +2730,17 @@ impl<'a> Builder<'a> {
         Ok(Builder::simple(self.g.sub(log_shape, log_norm)))
     }
 
-    /// ∫ of e^l1 over the range shifted by each node's −y (`[lo − y, hi − y]`), as graph nodes:
-    /// the ends of every shifted range, sorted, cut the line into intervals, each integrated
-    /// by 8-point Gauss–Legendre (the ends are as close as the rule's nodes, so each interval is
-    /// short), and each mass is the difference of two running sums — 16 evaluations of the
-    /// density a node, where a rule in x at every node would take the rule's nodes in x each.
+    /// ∫ of f₁ (whose log's nodes moving with `xid` are `dep1`, the last its root) over the
+    /// range shifted by each node's −y (`[lo − y, hi − y]`), as graph nodes: the ends of every
+    /// shifted range, sorted, cut the line into intervals, each integrated by 8-point
+    /// Gauss–Legendre (the ends are as close as the rule's nodes, so each interval is short:
+    /// exact to the rule's order where f₁ is smooth there, less where it has a kink or a step
+    /// inside one), and each mass is the difference of two running sums — 16 evaluations of
+    /// f₁ a node, where a rule in x at every node would take the rule's nodes in x each.
     fn shifted_masses(
         &mut self,
         g0: &Graph,
-        l1: Id,
+        dep1: &[u32],
         xid: Id,
         dom: Domain,
         nodes: &[(f64, f64)],
@@ -2729,7 +2762,7 @@ impl<'a> Builder<'a> {
                 .iter()
                 .map(|&(u, w)| {
                     let at = self.g.constant(mid + half * u);
-                    let l = substitute(g0, &mut self.g, l1, xid, at);
+                    let l = substitute_along(g0, &mut self.g, dep1, xid, at);
                     let f = self.g.exp(l);
                     self.g.scale(f, half * w)
                 })
@@ -3097,6 +3130,43 @@ fn sample_axes<'a>(
         None => table.weights.as_deref(),
     };
     Ok((x, weights))
+}
+
+/// The nodes of `src` up to `root` that depend on `from` (`from` itself first), in order: what
+/// [`substitute_along`] rebuilds.
+fn dependents(src: &Graph, root: Id, from: Id) -> Vec<u32> {
+    let n = root.0 as usize + 1;
+    let mut depends = vec![false; n];
+    let mut out = Vec::new();
+    for (i, op) in src.ops().iter().enumerate().take(n) {
+        if i == from.0 as usize || op.args().any(|a| depends[a.0 as usize]) {
+            depends[i] = true;
+            out.push(i as u32);
+        }
+    }
+    out
+}
+
+/// The last of `deps` (see [`dependents`]: the nodes of `src` that depend on `from`) rebuilt in
+/// `dst` with `from` replaced by `to`; every other node is shared as it is (`dst` extends
+/// `src`). Costs the dependents alone, where [`substitute`] walks the graph up to the root.
+fn substitute_along(src: &Graph, dst: &mut Graph, deps: &[u32], from: Id, to: Id) -> Id {
+    use crate::graph::Op;
+    let mut map: HashMap<u32, Id> = HashMap::with_capacity(deps.len());
+    let mut last = to;
+    for &i in deps {
+        let id = Id(i);
+        last = if id == from {
+            to
+        } else {
+            match src.op(id) {
+                Op::Const(_) | Op::Param(_) | Op::Column(_) => id,
+                op => dst.rebuild(op, |a| map.get(&a.0).copied().unwrap_or(a)),
+            }
+        };
+        map.insert(i, last);
+    }
+    last
 }
 
 /// Node `root` of `src` rebuilt in `dst` with node `from` replaced by `to` (`dst` extends

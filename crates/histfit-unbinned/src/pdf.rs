@@ -429,7 +429,7 @@ pub fn lognormal(g: &mut Graph, x: Id, mu: Id, sigma: Id, dom: Domain) -> Id {
 }
 
 /// Gamma distribution (RooGamma, TMath's `GammaDist`): (x − μ)^(γ−1) e^(−(x − μ)/β) /
-/// (Γ(γ) β^γ) above μ, 0 at and below it. Normalised over the domain in closed form by the
+/// (Γ(γ) β^γ) above μ, 0 below it (at μ: 1/(Γ(1) β) for γ = 1, else 0, as TMath). Normalised over the domain in closed form by the
 /// regularised incomplete gamma function P(γ, (bound − μ)/β) at its ends, an end at or below μ
 /// holding no mass (so γ, β and μ may all be fitted). Where the whole domain lies far in the
 /// tail the two P are both near 1 and their difference loses digits.
@@ -441,10 +441,16 @@ pub fn gamma(g: &mut Graph, x: Id, shape: Id, scale: Id, mu: Id, dom: Domain) ->
     let power = g.mul(gm1, ld);
     let r = g.div(d, scale);
     let above = g.sub(power, r);
-    // 0 below μ (where ln(x − μ) is not defined).
+    // 0 below μ (where ln(x − μ) is not defined); at μ itself, as TMath's GammaDist: 1/β (the
+    // shape's 1) for γ = 1, 0 otherwise (where (γ − 1) ln 0 would be NaN or +∞).
     let outside = g.constant(f64::NEG_INFINITY);
-    let log_shape = g.select(d, above, outside);
     let zero = g.constant(0.0);
+    let off_one = g.abs(gm1);
+    let not_one = g.neg(off_one);
+    let at_mu = g.select(not_one, zero, outside);
+    let at_or_below = g.select(d, at_mu, outside);
+    let below_or_at = g.neg(d);
+    let log_shape = g.select(below_or_at, at_or_below, above);
     let p_at = |g: &mut Graph, bound: f64| -> Id {
         if bound == f64::INFINITY {
             return one;
@@ -471,12 +477,14 @@ pub fn gamma(g: &mut Graph, x: Id, shape: Id, scale: Id, mu: Id, dom: Domain) ->
 }
 
 /// Σ_i c_i x^(e_i) (RooPowerSum) over a domain above 0, normalised in closed form: ∫ x^e over
-/// [lo, hi] = (hi^m − lo^m)/m with m = e + 1, written hi^m · D · exprel(m D), D = ln(hi/lo)
-/// (exprel(t) = (1 − e^(−t))/t) — smooth through e = −1 (where it is D), in value and in every
-/// derivative, so that exponents may be fitted too.
+/// [lo, hi] = (hi^m − lo^m)/m with m = e + 1, written hi^m · D · exprel(m D) for m ≥ 0 and
+/// lo^m · D · exprel(−m D) below, D = ln(hi/lo) (exprel(t) = (1 − e^(−t))/t: each form's
+/// exponential decays, where the other's would overflow for |m| D beyond 709) — smooth through
+/// e = −1 (where it is D), in value and in every derivative, so that exponents may be fitted
+/// too.
 pub fn power_sum(g: &mut Graph, x: Id, coefficients: &[Id], exponents: &[Id], dom: Domain) -> Id {
     debug_assert!(dom.lo > 0.0 && coefficients.len() == exponents.len());
-    let ln_hi = g.constant(dom.hi.ln());
+    let (ln_lo, ln_hi) = (g.constant(dom.lo.ln()), g.constant(dom.hi.ln()));
     let span = (dom.hi / dom.lo).ln();
     let one = g.constant(1.0);
     let mut terms = Vec::new();
@@ -485,11 +493,15 @@ pub fn power_sum(g: &mut Graph, x: Id, coefficients: &[Id], exponents: &[Id], do
         let xe = g.pow(x, e);
         terms.push(g.mul(c, xe));
         let m = g.add(e, one);
-        let ml = g.mul(m, ln_hi);
-        let lead = g.exp(ml);
-        let md = g.scale(m, span);
-        let rel = g.exprel(md);
-        let i = g.mul(lead, rel);
+        let form = |g: &mut Graph, ln_end: Id, sign: f64| {
+            let ml = g.mul(m, ln_end);
+            let lead = g.exp(ml);
+            let md = g.scale(m, sign * span);
+            let rel = g.exprel(md);
+            g.mul(lead, rel)
+        };
+        let (rising, falling) = (form(g, ln_hi, 1.0), form(g, ln_lo, -1.0));
+        let i = g.select(m, rising, falling);
         let i = g.scale(i, span);
         ints.push(g.mul(c, i));
     }

@@ -1961,7 +1961,10 @@ fn bad_sums_and_convolutions_are_named() {
         json!([c,
                {"name": "g1", "type": "gaussian_dist", "x": "x", "mean": 5.0, "sigma": 1.0},
                {"name": "g2", "type": "gaussian_dist", "x": "x", "mean": 0.0, "sigma": 0.5},
-               {"name": "e", "type": "rate_extended_dist", "dist": "g1", "rate": 10.0}])
+               {"name": "e", "type": "rate_extended_dist", "dist": "g1", "rate": 10.0},
+               // A resolution whose width is another observable, and one over another observable.
+               {"name": "gy", "type": "gaussian_dist", "x": "x", "mean": 0.0, "sigma": "y"},
+               {"name": "gp", "type": "gaussian_dist", "x": "y", "mean": 0.5, "sigma": 1.0}])
     };
     let fs = json!([{"name": "fy", "type": "generic_function", "expression": "1 + x*y"}]);
     for (d, f, lo, place, rule) in [
@@ -2013,6 +2016,20 @@ fn bad_sums_and_convolutions_are_named() {
             1.0,
             ".pdf1",
             "extended or constrained",
+        ),
+        (
+            conv(json!({"pdf2": "gy"})),
+            json!([]),
+            1.0,
+            ".pdf2",
+            "a density of \"x\" alone",
+        ),
+        (
+            conv(json!({"pdf2": "gp"})),
+            json!([]),
+            1.0,
+            ".pdf2",
+            "a density of \"x\" alone",
         ),
     ] {
         let e = open(&doc(d.clone(), f, lo), &Choice::default())
@@ -2152,4 +2169,67 @@ fn large_fits_start_from_their_subsample() {
             );
         }
     }
+}
+
+/// RooLegacyExpPoly as ROOT writes it (coefficients from order 0, "1.0" and "0.0" below the
+/// class's lowest order): degree 1 in closed form, degree 2 by quadrature, each against the
+/// formula (its integral by a fine Simpson rule); and the HS3 test suite's name for a
+/// convolution, `fft_convolution_dist`, reads as ROOT's `fft_conv_pdf`.
+#[test]
+fn exponential_polynomials_and_the_suites_convolution_name() {
+    let xs = [0.5, 2.0, 3.5, 8.0];
+    let doc = |coefficients: Value| {
+        json!({
+            "metadata": {"hs3_version": "0.2"},
+            "distributions": [{"name": "m", "type": "legacy_exp_poly_dist", "x": "x",
+                               "coefficients": coefficients}],
+            "data": [{"name": "d", "type": "unbinned", "axes": [{"name": "x", "min": 0.0, "max": 10.0}],
+                      "entries": xs.iter().map(|x| json!([x])).collect::<Vec<_>>()}],
+            "parameter_points": [{"name": "default_values", "parameters": [{"name": "a", "value": -0.3}]}],
+            "domains": [{"name": "default_domain", "type": "product_domain",
+                         "axes": [{"name": "a", "min": -1.0, "max": 1.0}]}],
+        })
+    };
+    for (coefficients, power) in [(json!(["1.0", "a"]), 1), (json!(["1.0", "0.0", "a"]), 2)] {
+        let mut m = open(&doc(coefficients), &Choice::default()).unwrap();
+        let data = m.observed_dataset();
+        for a in [-0.3f64, 0.05] {
+            let shape = |x: f64| (a * x.powi(power)).exp();
+            let n = 200_000;
+            let h = 10.0 / n as f64;
+            let simpson: f64 = (0..=n)
+                .map(|k| {
+                    let w = if k == 0 || k == n {
+                        1.0
+                    } else if k % 2 == 1 {
+                        4.0
+                    } else {
+                        2.0
+                    };
+                    w * shape(k as f64 * h)
+                })
+                .sum::<f64>()
+                * h
+                / 3.0;
+            let want: f64 = xs.iter().map(|&x| -(shape(x) / simpson).ln()).sum();
+            let got = m.nll(&[a], &data).unwrap();
+            assert!(
+                (got - want).abs() <= 1e-10 * want.abs(),
+                "x^{power}, a = {a}: {got} vs {want}"
+            );
+        }
+    }
+    let mut conv = fixture_doc("fft_conv.json");
+    let mut suite = conv.clone();
+    suite["distributions"][0]["type"] = json!("fft_convolution_dist");
+    let (mut a, mut b) = (
+        open(&conv, &Choice::default()).unwrap(),
+        open(&suite, &Choice::default()).unwrap(),
+    );
+    let (da, db) = (a.observed_dataset(), b.observed_dataset());
+    let init = a.space.init.clone();
+    assert_eq!(a.nll(&init, &da).unwrap(), b.nll(&init, &db).unwrap());
+    conv["distributions"][0]["conv_func"] = json!("x");
+    let e = open(&conv, &Choice::default()).unwrap_err().to_string();
+    assert!(e.contains(".conv_func"), "{e}");
 }

@@ -403,3 +403,60 @@ fn landau_against_independent_values() {
         }
     }
 }
+
+/// A power-law term so steep that hi^(e+1) underflows (e = −400 on [1, 10]: |e + 1| ln 10 > 709)
+/// is normalised by the form that starts from lo^(e+1): ln f equals the closed form, and its
+/// mirror (e = +300 on [0.1, 1]) the one from hi^(e+1).
+#[test]
+fn steep_power_sums_stay_finite() {
+    // (Points where x^e itself does not underflow.)
+    for (e, lo, hi, xs) in [
+        (-400.0f64, 1.0, 10.0, [1.001, 1.5]),
+        (300.0, 0.1, 1.0, [0.55, 0.999]),
+    ] {
+        let dom = Domain { lo, hi };
+        let mut g = Graph::new();
+        let x = g.column(0);
+        let c = g.constant(1.0);
+        let ex = g.param(0);
+        let l = pdf::power_sum(&mut g, x, &[c], &[ex], dom);
+        let zero = g.constant(0.0);
+        let prog = Program::new(&g, l, zero);
+        let m = e + 1.0;
+        // ln ∫ x^e = ln((hi^m − lo^m)/m), each end's power in logarithms.
+        let (a, b) = (m * lo.ln(), m * hi.ln());
+        let ln_int = a.max(b) + (-(a - b).abs()).exp().mul_add(-1.0, 1.0).ln() - m.abs().ln();
+        for xv in xs {
+            let got = prog.event_values(&[e], &[&[xv]])[0];
+            let want = e * xv.ln() - ln_int;
+            assert!(
+                (got - want).abs() <= 1e-12 * want.abs().max(1.0),
+                "e = {e}, x = {xv}: {got} vs {want}"
+            );
+        }
+    }
+}
+
+/// A gamma density at x = μ, as TMath's GammaDist: for γ = 1 (an exponential from μ) the
+/// limit from above, 1/β normalised; for γ ≠ 1 zero (not NaN, not +∞), as below μ.
+#[test]
+fn gamma_at_its_origin() {
+    let dom = Domain {
+        lo: 60.0,
+        hi: 120.0,
+    };
+    let mut g = Graph::new();
+    let x = g.column(0);
+    let ps: Vec<Id> = (0..3).map(|i| g.param(i)).collect();
+    let l = pdf::gamma(&mut g, x, ps[0], ps[1], ps[2], dom);
+    let zero = g.constant(0.0);
+    let prog = Program::new(&g, l, zero);
+    let mu = 70.0;
+    let at = |gamma: f64, v: f64| prog.event_values(&[gamma, 15.0, mu], &[&[v]])[0];
+    let (origin, above) = (at(1.0, mu), at(1.0, mu + 1e-9));
+    assert!((origin - above).abs() < 1e-9, "{origin} vs {above}");
+    for gamma in [0.7, 2.0] {
+        assert_eq!(at(gamma, mu), f64::NEG_INFINITY, "γ = {gamma}");
+        assert_eq!(at(gamma, mu - 1.0), f64::NEG_INFINITY, "γ = {gamma}");
+    }
+}
