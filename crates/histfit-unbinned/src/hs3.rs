@@ -3132,14 +3132,17 @@ fn sample_axes<'a>(
     Ok((x, weights))
 }
 
-/// The nodes of `src` up to `root` that depend on `from` (`from` itself first), in order: what
-/// [`substitute_along`] rebuilds.
+/// The nodes of `src` that `root` needs and that depend on `from` (`from` itself first), in
+/// order: what [`substitute_along`] rebuilds. (Not every node that depends on `from`: another
+/// density of the same observable built before — a second convolution of a mixture — is not
+/// this one's.)
 fn dependents(src: &Graph, root: Id, from: Id) -> Vec<u32> {
     let n = root.0 as usize + 1;
+    let need = src.reachable(&[root]);
     let mut depends = vec![false; n];
     let mut out = Vec::new();
     for (i, op) in src.ops().iter().enumerate().take(n) {
-        if i == from.0 as usize || op.args().any(|a| depends[a.0 as usize]) {
+        if i == from.0 as usize || (need[i] && op.args().any(|a| depends[a.0 as usize])) {
             depends[i] = true;
             out.push(i as u32);
         }

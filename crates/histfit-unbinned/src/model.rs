@@ -832,17 +832,7 @@ fn thin(t: &EventTable, max: usize) -> EventTable {
     if n <= max {
         return t.clone();
     }
-    let k = n.div_ceil(max);
-    let pick = |c: &Vec<f64>| c.iter().step_by(k).copied().collect::<Vec<f64>>();
-    let weights = match &t.weights {
-        Some(w) => w.iter().step_by(k).map(|w| w * k as f64).collect(),
-        None => vec![k as f64; n.div_ceil(k)],
-    };
-    EventTable {
-        names: t.names.clone(),
-        columns: t.columns.iter().map(pick).collect(),
-        weights: Some(weights),
-    }
+    t.strided(n.div_ceil(max), 0)
 }
 
 #[cfg(test)]

@@ -2233,3 +2233,44 @@ fn exponential_polynomials_and_the_suites_convolution_name() {
     let e = open(&conv, &Choice::default()).unwrap_err().to_string();
     assert!(e.contains(".conv_func"), "{e}");
 }
+
+/// Two convolutions in one mixture, over the same observable: each is built as it would be
+/// alone (its rule chosen from its own densities, not the other's nodes), so the mixture at
+/// fraction 1 (0) is the first (second) convolution's −ln L, and no accuracy note is given.
+#[test]
+fn two_convolutions_of_one_observable_are_each_their_own() {
+    let entries: Vec<Value> = (0..40).map(|i| json!([-2.0 + 0.6 * i as f64])).collect();
+    let doc = |top: &str| {
+        json!({
+            "metadata": {"hs3_version": "0.2"},
+            "distributions": [
+                {"name": "mix", "type": "mixture_dist", "summands": ["ca", "cb"],
+                 "coefficients": ["f"], "extended": false},
+                {"name": "ca", "type": "fft_conv_pdf", "conv_var": "x", "pdf1": "lx", "pdf2": "res"},
+                {"name": "cb", "type": "fft_conv_pdf", "conv_var": "x", "pdf1": "gx", "pdf2": "res"},
+                {"name": "lx", "type": "landau_dist", "x": "x", "mean": 5.0, "sigma": 1.0},
+                {"name": "gx", "type": "gaussian_dist", "x": "x", "mean": 12.0, "sigma": 3.0},
+                {"name": "res", "type": "gaussian_dist", "x": "x", "mean": 0.0, "sigma": 2.0}
+            ],
+            "data": [{"name": "d", "type": "unbinned", "axes": [{"name": "x", "min": -10.0, "max": 30.0}],
+                      "entries": entries.clone()}],
+            "likelihoods": [{"name": "L", "distributions": [top], "data": ["d"]}],
+            "parameter_points": [{"name": "default_values", "parameters": [{"name": "f", "value": 0.5}]}],
+            "domains": [{"name": "default_domain", "type": "product_domain",
+                         "axes": [{"name": "f", "min": 0.0, "max": 1.0}]}],
+        })
+    };
+    let mut mix = open(&doc("mix"), &Choice::default()).unwrap();
+    assert!(mix.notes.is_empty(), "{:?}", mix.notes);
+    let data = mix.observed_dataset();
+    for (f, alone) in [(1.0, "ca"), (0.0, "cb")] {
+        let mut a = open(&doc(alone), &Choice::default()).unwrap();
+        let da = a.observed_dataset();
+        let want = a.nll(&[], &da).unwrap();
+        let got = mix.nll(&[f], &data).unwrap();
+        assert!(
+            (got - want).abs() <= 1e-12 * want.abs(),
+            "f = {f}: {got} vs {alone} alone {want}"
+        );
+    }
+}

@@ -198,8 +198,9 @@ pub(crate) async fn minimise_async<E: AsyncEvaluator + ?Sized>(
         ));
     }
     // A large event-level dataset's fit starts from its subsample's (see `thin`).
-    let warm = thin::warm_start(eval, data, &p, opts.starts).await?;
+    let (warm, subsample_evaluations) = thin::warm_start(eval, data, &p, opts.starts).await?;
     let mut s = Search::new(eval, data, &p);
+    s.evaluations += subsample_evaluations;
     let newton = match &warm {
         Some(w) => s.newton_from(w).await?,
         None => None,

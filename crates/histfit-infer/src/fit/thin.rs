@@ -9,8 +9,10 @@
 //! without empty bins, from [`THIN_FROM`] events. Anything unexpected — the subsample's fit not
 //! converged, its Hessian not positive definite, a step that leaves the bounds or raises −ln L,
 //! no convergence within [`MAX_STEPS`] — hands the fit back to the usual search from its
-//! start: the warm start may cost time, never the minimum. Its end point is certified as any
-//! fit's ([`Search::finish`]).
+//! start. Its end point is certified as any fit's ([`Search::finish`]); on a likelihood of
+//! several minima it may be another local minimum than the one the usual search from the start
+//! would reach (the subsample's path is another path). The result's evaluations count the
+//! subsample's too.
 
 use super::problem::Problem;
 use super::search::{Local, Search};
@@ -23,6 +25,10 @@ pub(crate) const THIN_FROM: usize = 1 << 16;
 
 /// One event of every `THIN` in the subsample.
 const THIN: usize = 16;
+
+/// A channel's fewest events thinned (smaller ones stay whole, at their weights: a few events
+/// weighted 16 would give their parameters a poor Hessian).
+const THIN_CHANNEL_FROM: usize = 4096;
 
 /// The most Newton steps on the whole dataset before the usual search takes over.
 const MAX_STEPS: usize = 8;
@@ -48,13 +54,14 @@ pub(crate) struct Warm {
 }
 
 /// The subsample's fit and Hessian, where the fit is one that takes the warm start and the
-/// subsample's fit converges to a point of positive-definite curvature.
+/// subsample's fit converges to a point of positive-definite curvature; and the evaluations of
+/// the subsample it took either way.
 pub(crate) async fn warm_start<E: AsyncEvaluator + ?Sized>(
     eval: &mut E,
     data: &Dataset,
     p: &Problem,
     starts: Starts,
-) -> Result<Option<Warm>> {
+) -> Result<(Option<Warm>, usize)> {
     if starts != Starts::Count(0)
         || p.has_kinks()
         || p.free.is_empty()
@@ -62,29 +69,33 @@ pub(crate) async fn warm_start<E: AsyncEvaluator + ?Sized>(
         || data.event_count() < THIN_FROM
         || data.has_empty_main_bin()
     {
-        return Ok(None);
+        return Ok((None, 0));
     }
-    let Some(sub) = data.thinned(THIN) else {
-        return Ok(None);
+    let Some(sub) = data.thinned(THIN, THIN_CHANNEL_FROM) else {
+        return Ok((None, 0));
     };
     let mut s = Search::new(eval, &sub, p);
     let z0 = p.z_of(&p.start);
     if !s.nll(&z0).await?.is_finite() {
-        return Ok(None);
+        return Ok((None, s.evaluations));
     }
     let best = s.local_minimum(&z0).await?;
     if !best.converged || !best.f.is_finite() {
-        return Ok(None);
+        return Ok((None, s.evaluations));
     }
     let h = hessian(&mut s, &best.z).await?;
     if histfit_optim::linalg::cholesky(&h, p.free.len()).is_none() {
-        return Ok(None);
+        return Ok((None, s.evaluations));
     }
-    Ok(Some(Warm {
-        z: best.z,
-        h,
-        evaluations: s.evaluations,
-    }))
+    let evaluations = s.evaluations;
+    Ok((
+        Some(Warm {
+            z: best.z,
+            h,
+            evaluations,
+        }),
+        evaluations,
+    ))
 }
 
 /// The Hessian at `z` by forward differences of the gradient (backward where a step would leave
@@ -149,9 +160,12 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
         let mut last: Option<(f64, Vec<f64>, Vec<f64>)> = None;
         for step in 0..MAX_STEPS {
             let f = self.nll_grad(&z, &mut g).await?;
+            if !f.is_finite() {
+                return Ok(None);
+            }
             if let Some((f_last, z_last, g_last)) = &last {
                 // Each step must lower −ln L (within its rounding).
-                if !f.is_finite() || f > f_last + 1e-12 * f_last.abs().max(1.0) {
+                if f > f_last + 1e-12 * f_last.abs().max(1.0) {
                     return Ok(None);
                 }
                 bfgs_update(&mut h, &z, z_last, &g, g_last);
