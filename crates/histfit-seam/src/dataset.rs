@@ -46,7 +46,7 @@ impl EventTable {
             .map_or(self.len() as f64, |w| w.iter().sum())
     }
 
-    /// Every `k`-th event from the `first` (first + k, first + 2k, …), each weighted `k` times
+    /// Every `k`-th event from the `first` (first, first + k, first + 2k, …), each weighted `k` times
     /// its own weight: an estimate of every sum over the events.
     pub fn strided(&self, k: usize, first: usize) -> EventTable {
         let k = k.max(1);

@@ -3150,7 +3150,7 @@ fn dependents(src: &Graph, root: Id, from: Id) -> Vec<u32> {
     out
 }
 
-/// The last of `deps` (see [`dependents`]: the nodes of `src` that depend on `from`) rebuilt in
+/// The last of `deps` (see [`dependents`]: the nodes of `src` that depend on `from` and that the root needs) rebuilt in
 /// `dst` with `from` replaced by `to`; every other node is shared as it is (`dst` extends
 /// `src`). Costs the dependents alone, where [`substitute`] walks the graph up to the root.
 fn substitute_along(src: &Graph, dst: &mut Graph, deps: &[u32], from: Id, to: Id) -> Id {

@@ -120,8 +120,9 @@ pub struct UnbinnedModel {
     /// The last evaluation made through [`Evaluator`] (see [`UnbinnedModel::remembered`]).
     last: Option<Box<LastEvaluation>>,
     /// The events of the datasets last evaluated through [`Evaluator`] whose channels were
-    /// grouped for their guarded selects (see [`group_events`]), the latest first: two, so that
-    /// a hypothesis test's alternation of the observed and the Asimov data groups each once.
+    /// grouped for their guarded selects (see [`group_events`]), the latest first: up to
+    /// [`GROUPINGS_KEPT`], so that a hypothesis test's alternation of the observed and the Asimov
+    /// data groups each once.
     grouped: Vec<Arc<Grouped>>,
 }
 
@@ -147,12 +148,6 @@ const GROUP_FROM: usize = 4096;
 /// the only ones left in blocks that take both arms.
 const GROUP_BUCKETS: usize = 256;
 
-/// `table`'s events reordered by bucket of column `by`'s value (GROUP_BUCKETS equal buckets of
-/// its range, the events of a bucket in their own order): a counting sort, one pass to count
-/// and one to move each column. Blocks of events then lie in a narrow range of the column, so
-/// that a condition monotone in it (a Crystal Ball's core or tail, a double-sided shape's side)
-/// takes one arm over nearly every block. −ln L is a sum: the order changes only its roundings,
-/// and it is fixed by the events, so the value is the same bits on any number of threads.
 /// Events grouped per parallel task.
 const GROUP_CHUNK: usize = 1 << 17;
 
@@ -162,7 +157,6 @@ struct Slots(*mut f64);
 
 // SAFETY: the tasks write disjoint positions (see `group_events`), and nothing reads them
 // before all have ended.
-unsafe impl Send for Slots {}
 unsafe impl Sync for Slots {}
 
 impl Slots {
@@ -173,6 +167,12 @@ impl Slots {
     }
 }
 
+/// `table`'s events reordered by bucket of column `by`'s value (GROUP_BUCKETS equal buckets of
+/// its range, the events of a bucket in their own order): a counting sort, one pass to count
+/// and one to move each column. Blocks of events then lie in a narrow range of the column, so
+/// that a condition monotone in it (a Crystal Ball's core or tail, a double-sided shape's side)
+/// takes one arm over nearly every block. −ln L is a sum: the order changes only its roundings,
+/// and it is fixed by the events, so the value is the same bits on any number of threads.
 pub(crate) fn group_events(table: &EventTable, by: usize) -> EventTable {
     let key = &table.columns[by];
     let (lo, hi) = key
@@ -933,6 +933,41 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// No events, every key equal, NaN and infinite keys: a permutation that keeps each
+    /// event's values together (NaN keys in the first bucket, every event of equal keys in its
+    /// own order), never an index out of range.
+    #[test]
+    fn grouping_takes_empty_equal_and_nan_keys() {
+        let order = |x: Vec<f64>| -> Vec<f64> {
+            let n = x.len();
+            let table = EventTable {
+                names: vec!["i".into(), "x".into()],
+                columns: vec![(0..n).map(|i| i as f64).collect(), x.clone()],
+                weights: None,
+            };
+            let g = group_events(&table, 1);
+            for (k, gx) in g.columns[0].iter().zip(&g.columns[1]) {
+                assert_eq!(gx.to_bits(), x[*k as usize].to_bits());
+            }
+            g.columns[0].clone()
+        };
+        assert!(order(Vec::new()).is_empty());
+        let n = GROUP_CHUNK + 3;
+        let same = order(vec![7.0; n]);
+        assert!(same.iter().enumerate().all(|(i, &k)| k == i as f64));
+        let mixed: Vec<f64> = (0..n)
+            .map(|i| match i % 5 {
+                0 => f64::NAN,
+                1 => f64::INFINITY,
+                2 => f64::NEG_INFINITY,
+                _ => i as f64,
+            })
+            .collect();
+        let mut seen = order(mixed);
+        seen.sort_by(f64::total_cmp);
+        assert!(seen.iter().enumerate().all(|(i, &k)| k == i as f64));
     }
 
     /// A Crystal Ball fit's events are grouped once per dataset, and −ln L and its gradient

@@ -904,40 +904,55 @@ impl Program {
     }
 
     /// Which arms of select `k` this block skips (decided once per block, from its condition's
-    /// values, which come before its arms' steps).
-    /// (Inlined into the wide builds of the block, where the count of the condition's lanes at
-    /// or above 0 vectorises: called apart, it ran in the baseline's two lanes, 3 % of a 1M
-    /// Crystal Ball fit.)
+    /// values, which come before its arms' steps). The selects of `k`'s chain of guards are
+    /// decided outermost first, by a loop rather than through [`Self::skips`]: a call cycle
+    /// would keep one of the two out of line, and this count (inlined into the wide builds of
+    /// the block, where it vectorises) would run in the baseline's two lanes — 3 % of a 1M
+    /// Crystal Ball fit when it was called apart.
     #[inline(always)]
     fn need(&self, k: usize, at: Block<'_>, s: &mut Scratch) -> u8 {
-        if s.need[k] != NEED_UNKNOWN {
-            return s.need[k];
-        }
-        let sel = self.selects[k];
-        let need = if sel.guard.is_some_and(|g| self.skips(g, at, s)) {
-            NEED_NEITHER
-        } else {
-            let c = match sel.cond {
-                Arg::Buf(j) => Src::V(&s.vals[j as usize]),
-                Arg::Col(p) => Src::V(at.column(p)),
-                Arg::Uni(b) => Src::S(at.bvals[b as usize]),
-            };
-            let (any, all) = match c {
-                Src::V(v) => {
-                    let taking_first: usize = v.iter().map(|&x| usize::from(x >= 0.0)).sum();
-                    (taking_first > 0, taking_first == v.len())
+        while s.need[k] == NEED_UNKNOWN {
+            // The outermost select of the chain not decided yet (its own guard's select is).
+            let mut u = k;
+            while let Some(g) = self.selects[u].guard {
+                if s.need[g.select as usize] != NEED_UNKNOWN {
+                    break;
                 }
-                Src::S(x) => (x >= 0.0, x >= 0.0),
-            };
-            match (any, all) {
-                // Every event takes arm 1: arm 2 skipped.
-                (_, true) => 2,
-                (false, _) => 1,
-                _ => NEED_BOTH,
+                u = g.select as usize;
             }
+            s.need[u] = self.decide(u, at, s);
+        }
+        s.need[k]
+    }
+
+    /// [`Self::need`] of select `k`, its guard's select decided.
+    #[inline(always)]
+    fn decide(&self, k: usize, at: Block<'_>, s: &Scratch) -> u8 {
+        let sel = self.selects[k];
+        if sel
+            .guard
+            .is_some_and(|g| s.need[g.select as usize] & g.arm != 0)
+        {
+            return NEED_NEITHER;
+        }
+        let c = match sel.cond {
+            Arg::Buf(j) => Src::V(&s.vals[j as usize]),
+            Arg::Col(p) => Src::V(at.column(p)),
+            Arg::Uni(b) => Src::S(at.bvals[b as usize]),
         };
-        s.need[k] = need;
-        need
+        let (any, all) = match c {
+            Src::V(v) => {
+                let taking_first: usize = v.iter().map(|&x| usize::from(x >= 0.0)).sum();
+                (taking_first > 0, taking_first == v.len())
+            }
+            Src::S(x) => (x >= 0.0, x >= 0.0),
+        };
+        match (any, all) {
+            // Every event takes arm 1: arm 2 skipped.
+            (_, true) => 2,
+            (false, _) => 1,
+            _ => NEED_BOTH,
+        }
     }
 
     /// One block: forward, the lane sums of w E, and the backward pass into the adjoints'

@@ -2,7 +2,7 @@
 //! [`THIN`] times, ends within a few uncertainties of the whole dataset's minimum, and its
 //! Hessian is the whole dataset's to a few per cent; Newton steps on the whole dataset with that
 //! Hessian (corrected by BFGS updates from the whole dataset's gradients along the steps) then
-//! converge in 4–6 gradients, where L-BFGS-B from the model's start
+//! converge in 5–6 gradients, where L-BFGS-B from the model's start
 //! takes 13–14 of them building its curvature as it goes (1M events: BENCHMARKS.md, issue 53).
 //!
 //! Taken only for a single start (the event-level default) on a model without kinks and data
@@ -16,7 +16,7 @@
 
 use super::problem::Problem;
 use super::search::{Local, Search};
-use super::Starts;
+use super::{Starts, CERTIFY_PG};
 use crate::Result;
 use histfit_seam::{AsyncEvaluator, Dataset};
 
@@ -71,7 +71,12 @@ pub(crate) async fn warm_start<E: AsyncEvaluator + ?Sized>(
     {
         return Ok((None, 0));
     }
-    let Some(sub) = data.thinned(THIN, THIN_CHANNEL_FROM) else {
+    // Channels below THIN_CHANNEL_FROM stay whole: many small ones leave a "subsample" that
+    // would cost as much as the data itself.
+    let Some(sub) = data
+        .thinned(THIN, THIN_CHANNEL_FROM)
+        .filter(|sub| sub.event_count() <= data.event_count() / 2)
+    else {
         return Ok((None, 0));
     };
     let mut s = Search::new(eval, &sub, p);
@@ -83,7 +88,9 @@ pub(crate) async fn warm_start<E: AsyncEvaluator + ?Sized>(
     if !best.converged || !best.f.is_finite() {
         return Ok((None, s.evaluations));
     }
-    let h = hessian(&mut s, &best.z).await?;
+    let Some(h) = hessian(&mut s, &best.z).await? else {
+        return Ok((None, s.evaluations));
+    };
     if histfit_optim::linalg::cholesky(&h, p.free.len()).is_none() {
         return Ok((None, s.evaluations));
     }
@@ -99,17 +106,23 @@ pub(crate) async fn warm_start<E: AsyncEvaluator + ?Sized>(
 }
 
 /// The Hessian at `z` by forward differences of the gradient (backward where a step would leave
-/// the bounds), symmetrised.
-async fn hessian<E: AsyncEvaluator + ?Sized>(s: &mut Search<'_, E>, z: &[f64]) -> Result<Vec<f64>> {
+/// the bounds), symmetrised; `None` where a parameter's range is too narrow for either step.
+async fn hessian<E: AsyncEvaluator + ?Sized>(
+    s: &mut Search<'_, E>,
+    z: &[f64],
+) -> Result<Option<Vec<f64>>> {
     let n = z.len();
     let (mut g0, mut g) = (vec![0.0; n], vec![0.0; n]);
     s.nll_grad(z, &mut g0).await?;
     let mut h = vec![0.0; n * n];
     let mut at = z.to_vec();
     for j in 0..n {
-        at[j] = match z[j] + STEP > s.p.upper[j] {
-            true => z[j] - STEP,
-            false => z[j] + STEP,
+        at[j] = if z[j] + STEP <= s.p.upper[j] {
+            z[j] + STEP
+        } else if z[j] - STEP >= s.p.lower[j] {
+            z[j] - STEP
+        } else {
+            return Ok(None);
         };
         let taken = at[j] - z[j];
         s.nll_grad(&at, &mut g).await?;
@@ -125,7 +138,7 @@ async fn hessian<E: AsyncEvaluator + ?Sized>(s: &mut Search<'_, E>, z: &[f64]) -
             h[j * n + i] = m;
         }
     }
-    Ok(h)
+    Ok(Some(h))
 }
 
 /// x solving L Lᵀ x = b, L lower-triangular row-major.
@@ -178,7 +191,10 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
             if !decrement.is_finite() {
                 return Ok(None);
             }
-            if decrement < DONE {
+            // The decrement is the Hessian's word; the gradient must also pass the certificate
+            // the end point will be held to, or a poor Hessian would stop short of it.
+            let steep = g.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+            if decrement < DONE && steep <= CERTIFY_PG {
                 return Ok(Some(Local {
                     z,
                     f,
