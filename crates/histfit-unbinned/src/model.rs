@@ -175,8 +175,11 @@ impl Slots {
 /// and it is fixed by the events, so the value is the same bits on any number of threads.
 pub(crate) fn group_events(table: &EventTable, by: usize) -> EventTable {
     let key = &table.columns[by];
+    // The range of the finite keys (an infinite one would make every bucket's width infinite
+    // and put every event in the first); NaN and infinities are clamped into the end buckets.
     let (lo, hi) = key
         .iter()
+        .filter(|x| x.is_finite())
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
             (lo.min(x), hi.max(x))
         });
@@ -185,7 +188,8 @@ pub(crate) fn group_events(table: &EventTable, by: usize) -> EventTable {
     } else {
         0.0
     };
-    // A value's bucket (NaN and the top end clamped into range by the saturating cast and min).
+    // A value's bucket (NaN, −∞ and the top end clamped into range by the saturating cast and
+    // min).
     let bucket = |x: f64| (((x - lo) * scale) as usize).min(GROUP_BUCKETS - 1);
     const _: () = assert!(GROUP_BUCKETS <= 256, "a bucket in a byte");
     // Per chunk of events, in parallel: each event's bucket, one byte (fresh memory costs a page
@@ -936,8 +940,8 @@ mod tests {
     }
 
     /// No events, every key equal, NaN and infinite keys: a permutation that keeps each
-    /// event's values together (NaN keys in the first bucket, every event of equal keys in its
-    /// own order), never an index out of range.
+    /// event's values together, never an index out of range; equal keys keep their order, and
+    /// beside finite keys NaN and −∞ go to the first bucket and +∞ to the last.
     #[test]
     fn grouping_takes_empty_equal_and_nan_keys() {
         let order = |x: Vec<f64>| -> Vec<f64> {
@@ -965,9 +969,17 @@ mod tests {
                 _ => i as f64,
             })
             .collect();
-        let mut seen = order(mixed);
-        seen.sort_by(f64::total_cmp);
-        assert!(seen.iter().enumerate().all(|(i, &k)| k == i as f64));
+        let got = order(mixed.clone());
+        // The events of one bucket in their own order, the buckets by the finite keys' range.
+        let (lo, hi) = (3.0, (n - 1) as f64);
+        let bucket = |x: f64| {
+            (((x - lo) * (GROUP_BUCKETS as f64 / (hi - lo))) as usize).min(GROUP_BUCKETS - 1)
+        };
+        let mut want: Vec<usize> = (0..n).collect();
+        want.sort_by_key(|&i| bucket(mixed[i]));
+        assert!(got.iter().zip(&want).all(|(&k, &i)| k == i as f64));
+        assert_eq!(bucket(f64::NAN), 0);
+        assert_eq!(bucket(f64::INFINITY), GROUP_BUCKETS - 1);
     }
 
     /// A Crystal Ball fit's events are grouped once per dataset, and −ln L and its gradient

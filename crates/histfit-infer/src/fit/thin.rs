@@ -191,10 +191,12 @@ impl<E: AsyncEvaluator + ?Sized> Search<'_, E> {
             if !decrement.is_finite() {
                 return Ok(None);
             }
-            // The decrement is the Hessian's word; the gradient must also pass the certificate
-            // the end point will be held to, or a poor Hessian would stop short of it.
-            let steep = g.iter().fold(0.0f64, |m, x| m.max(x.abs()));
-            if decrement < DONE && steep <= CERTIFY_PG {
+            // The decrement is the Hessian's word; the projected gradient must also pass the
+            // certificate the end point will be held to, or a poor Hessian would stop short.
+            let projected = (0..n).fold(0.0f64, |m, k| {
+                m.max(((z[k] - g[k]).clamp(p.lower[k], p.upper[k]) - z[k]).abs())
+            });
+            if decrement < DONE && projected <= CERTIFY_PG {
                 return Ok(Some(Local {
                     z,
                     f,
