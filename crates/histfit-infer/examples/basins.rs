@@ -2,16 +2,23 @@
 //! from random points around the model's initial point (issue 21's second starts).
 //!
 //! `HISTFIT_FIXTURES=DIR cargo run --release -p histfit-infer --example basins -- WS R TOY...`
+//! (`WS` names `DIR/WS.json`, or with `PUBLIC=1` the public likelihood `DIR/public/WS.json.gz`;
+//! `SETTING=pyhf` for pyhf's codes, smooth by default; `DIFF=1` also lists the parameters that
+//! separate the first start's minimum from the mirror's).
 use histfit_compute::{CpuEvaluator, Evaluator};
 use histfit_infer::{fit, FitOptions};
-use histfit_testutil::{load, settings};
+use histfit_testutil::{load, load_public, settings};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let ws = &args[0];
     let r: u64 = args[1].parse().unwrap();
     let list: Vec<u64> = args[2..].iter().map(|a| a.parse().unwrap()).collect();
-    let (_model, data) = load(ws, settings("smooth"));
+    let setting = settings(&std::env::var("SETTING").unwrap_or_else(|_| "smooth".into()));
+    let (_model, data) = match std::env::var_os("PUBLIC") {
+        Some(_) => load_public(ws, setting),
+        None => load(ws, setting),
+    };
     let mut ev = CpuEvaluator::new(_model.clone());
     let gen = fit(&mut ev, &data, &FitOptions::default()).unwrap().bestfit;
     let space = ev.space().clone();
@@ -45,6 +52,19 @@ fn main() {
             .collect();
         let b = one(&mirror, &toy);
         let c0 = one(&space.init, &toy);
+        if std::env::var_os("DIFF").is_some() {
+            // The parameters that separate the first start's minimum from the mirror's.
+            let mut d: Vec<(f64, usize)> = (0..gen.len())
+                .map(|i| ((a.bestfit[i] - b.bestfit[i]).abs() / scales[i], i))
+                .collect();
+            d.sort_by(|x, y| y.0.total_cmp(&x.0));
+            for &(_, i) in d.iter().take(8) {
+                println!(
+                    "  {}: first {:.4} mirror {:.4} gen {:.4} bounds {:?} unit {:.3e}",
+                    space.names[i], a.bestfit[i], b.bestfit[i], gen[i], space.bounds[i], scales[i]
+                );
+            }
+        }
         let mut line = format!(
             "toy {k}: first {:.6} mirror {:+.3e} init {:+.3e} |",
             a.twice_nll,

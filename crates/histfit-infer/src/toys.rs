@@ -313,12 +313,12 @@ impl<B: BatchEvaluator> ToyRunner for Batched<'_, B> {
 
 /// The toys of an ensemble's basin probe: toys 0..`PROBE_TOYS` of its seed (fewer where the
 /// ensemble has fewer). Fits of a model with more free parameters than a fit makes further
-/// starts for ([`crate::fit::Starts::Auto`]) make a second start on these toys (the mirror,
-/// and where it finds no lower basin [`crate::fit::PROBE_AROUND`] starts around the model's
-/// initial point); where one of them ends in a lower basin, every toy of the ensemble makes
-/// the mirror start and the starts around the initial point. The probe's toys are the
-/// same whatever part of the ensemble is fitted, so shards decide alike and merge into the
-/// whole ensemble's result.
+/// starts for ([`crate::fit::Starts::Auto`]) make a second start on every toy (the mirror);
+/// the probe's toys also make [`crate::fit::PROBE_AROUND`] starts around the model's initial
+/// point (consulted where the mirror finds no lower basin), and where one of the probe's
+/// starts ends in a lower basin, every toy of the ensemble makes the starts around the initial
+/// point. The probe's toys are the same whatever part of the ensemble is fitted, so shards
+/// decide alike and merge into the whole ensemble's result.
 pub const PROBE_TOYS: u64 = 200;
 
 /// The most parameter values of first-fit end points an ensemble keeps so as to fit every
@@ -369,8 +369,9 @@ pub fn fit_toys<E: Evaluator + Clone + Send + Sync + 'static>(
 /// Fits toys `indices` (of an ensemble of `n_toys`) generated at `gen_params` (each starts
 /// there) on `runner`: whole on its device where it runs them ([`ToyRunner::resident`]) and the
 /// fit qualifies, with the toys it could not certify fitted again from the host; else every fit
-/// driven from the host. Where the model is too large for a fit's own further starts, the
-/// ensemble's basin probe ([`PROBE_TOYS`]) decides whether every toy makes a second start.
+/// driven from the host. Where the model is too large for a fit's own further starts, every toy
+/// also starts from its mirror, and the ensemble's basin probe ([`PROBE_TOYS`]) decides whether
+/// every toy makes starts around the model's initial point.
 pub fn fit_toys_on<R: ToyRunner>(
     runner: &R,
     gen_params: &[f64],
@@ -408,10 +409,9 @@ pub fn fit_toys_on<R: ToyRunner>(
 /// Toys `indices` (of an ensemble of `n_toys`) drawn at `gen` and fitted under `o` (its start,
 /// units and fixed parameters set), reporting parameter `poi`; one fit per toy of `indices` is
 /// planned in `ticks` by the caller. Where the fits make a second start
-/// ([`crate::fit::SecondStart`]), the basin probe ([`PROBE_TOYS`]) fits its toys from both
-/// starts (and from starts around the model's initial point, consulted where the mirror ends no
-/// lower)
-/// and, where one of them ends lower, every toy from both. Every toy is then also fitted from
+/// ([`crate::fit::SecondStart`]), every toy is fitted from both starts, and the basin probe
+/// ([`PROBE_TOYS`]) also from starts around the model's initial point (consulted where the
+/// mirror ends no lower). Every toy is then also fitted from
 /// points around the model's initial point ([`crate::fit::SecondStart::around_all`]): as many as
 /// `o` asks ([`crate::fit::Starts::Count`]), else `AROUND_STARTS` (32) where the
 /// probe found a lower basin and none elsewhere, and where it makes any, once more from the
@@ -457,9 +457,9 @@ fn ensemble_fits<R: ToyRunner>(
     ticks.plan_more(2 * probe.end as usize - in_range as usize);
     // Every toy's first fit before the probe decides (they do not depend on its decision), on a
     // device in at most `FIRST_FIT_LAUNCHES` launches (a launch lasts as long as its slowest
-    // fit). Their end points are kept for the mirror starts (the rest's used only where the
-    // probe finds a lower basin); where those would take too much memory, the rest's first fits
-    // wait for it.
+    // fit). Their end points are kept for the mirror starts; where those would take too much
+    // memory, the rest's first fits are made after the probe, block by block with their
+    // mirrors.
     let n = runner.space().names.len();
     let together = n_rest.saturating_mul(n) <= MERGED_END_VALUES;
     let first_list: Vec<u64> = match together {
@@ -524,21 +524,33 @@ fn ensemble_fits<R: ToyRunner>(
                 }
                 all
             }
-            RestFirst::Later => pass.fits_range(rest.clone(), None, lower)?,
+            RestFirst::Later => Vec::new(),
         };
         Ok((probed, lower, rest_first))
     })?;
-    let fitted = if lower {
-        ticks.plan_more(n_rest);
-        pass.two_starts(rest, rest_first, &second, false)?.0
-    } else {
-        first_of(rest_first)
-            .into_iter()
-            .map(|t| {
-                let f = (t.twice_nll, t.converged);
-                (t, f)
-            })
-            .collect()
+    // Every toy's mirror start, whatever the probe found: the probe decides for the whole
+    // ensemble only whether toys also start around the initial point. On the public 1Lbb
+    // likelihood under pyhf's codes (seed 0), 2 of 1 000 toys (825, 967) end 1.75 and 0.13
+    // lower from their mirror (another single-top/top normalisation), while none of the
+    // probe's 200 do: a decision for the whole ensemble left them in the higher basin on the
+    // CPU and, by another descent's path, not on the GPU (BENCHMARKS.md, issue 51, s52).
+    ticks.plan_more(n_rest);
+    let fitted = match together {
+        true => pass.two_starts(rest, rest_first, &second, false)?.0,
+        false => {
+            // The rest's first fits and their mirrors block by block, each block's end points
+            // within MERGED_END_VALUES.
+            let block = (MERGED_END_VALUES / n.max(1)).max(1) as u64;
+            let mut fitted = Vec::with_capacity(n_rest);
+            let mut lo = rest.start;
+            while lo < rest.end {
+                let part = lo..(lo + block).min(rest.end);
+                let first = pass.fits_range(part.clone(), None, true)?;
+                lo = part.end;
+                fitted.extend(pass.two_starts(part, first, &second, false)?.0);
+            }
+            fitted
+        }
     };
     let mut fits: Vec<Kept> = probed
         .into_iter()

@@ -915,8 +915,8 @@ def fit_toys(model: Model, *, n_toys: int, gen_params: Any = None, seed: int = 0
     model's initial point. Returns arrays ``index``, ``twice_nll``, ``poi``, ``converged``, the
     list ``reason`` (why each fit that did not converge stopped; empty for those that did),
     ``second_start`` (where a toy was fitted from more than one start — models above 64 free
-    parameters: the first 200 toys of the seed, the basin probe, and every toy where the probe
-    found a lower minimum, see ``docs/architecture.md`` — how much that lowered its twice_nll;
+    parameters: every toy, from the mirror of its first fit's end through its start, see
+    ``docs/architecture.md`` — how much that lowered its twice_nll;
     NaN where it made one start), ``gen_params`` and the ``summary``
     (counts, the fitted POI's mean and standard deviation, toys fitted from second starts and
     those that found a lower basin). ``starts``: further starts of every toy's fit — up to 64
