@@ -325,16 +325,21 @@ pub const PROBE_TOYS: u64 = 200;
 /// toy's first start before the probe decides ([`ensemble_fits`]): 32 M (256 MB).
 const MERGED_END_VALUES: usize = 1 << 25;
 
-/// The most evaluations one toy fit makes on a device where a fit it does not finish is fitted
-/// again on the host (the first starts, the mirror starts, the hold sets, the probe's starts
-/// around the initial point): a launch lasts as long as its slowest fit, and one fit on the
-/// device is several times slower than on a host core — 1Lbb's kinked toy fits average 1 500
-/// evaluations, and the slowest, 61 000, held a launch of 4 000 for 14 s (issue 51, s47).
-/// Further starts whose uncertified fits are dropped rather than fitted again (they only look
-/// for a lower basin) have none: a budget would drop fits the host makes whole. Measured on
-/// 1Lbb under pyhf's codes (16 000 toys, h200, s49): 16 000 and 32 000 evaluations took 39.6
-/// and 59.7 s against 33.3 s here — the longer launches cost more than the host's fewer
-/// refits saved (2 % of the toys stay uncertified at any budget: kinks, not evaluations).
+/// The most evaluations one toy fit makes on a device: a launch lasts as long as its slowest
+/// fit, and one fit on the device is several times slower than on a host core — 1Lbb's kinked
+/// toy fits average 1 300–1 500 evaluations, and the slowest, 61 000, held a launch of 4 000 for
+/// 14 s (issue 51, s47). A fit the device does not finish within it is fitted again on the host
+/// where its pass needs every fit (first starts, mirrors, hold sets, the probe's starts); a
+/// further start that only looks for a lower basin (the starts of toys whose first two starts
+/// disagree, the starts around the initial point) is given up there, and on the host too
+/// ([`toy_fit`]), so that no toy's minimum depends on the device: on 1Lbb under pyhf's codes one
+/// further start of 64 093 evaluations held its launch 17.5 s (2.3 s with the budget: the
+/// ensemble of 4 000 toys 57 → 38.5 s), and no toy of the 1 000 compared with the CPU's
+/// unbudgeted fits moved, nor on 1Lbb and 3L eRJR (smooth) at budgets down to 1 000 (h200,
+/// s52). Measured on the first fits of 1Lbb under pyhf's codes (16 000 toys, s49): 16 000 and
+/// 32 000 evaluations took 39.6 and 59.7 s against 33.3 s here — the longer launches cost more
+/// than the host's fewer refits saved (2 % of the toys stay uncertified at any budget: kinks,
+/// not evaluations).
 const DEVICE_FIT_EVALUATIONS: usize = 8_000;
 
 /// The most bytes of starts around the initial point built at once ([`Pass::around`]).
@@ -446,6 +451,7 @@ fn ensemble_fits<R: ToyRunner>(
         plan: plan.as_ref(),
         poi,
         ticks,
+        give_up: false,
     };
     let Some(second) = second else {
         return Ok(first_of(pass.fits_range(indices, None, false)?));
@@ -821,6 +827,9 @@ struct Pass<'a, R: ToyRunner> {
     plan: Option<&'a crate::fit::DevicePlan>,
     poi: Option<usize>,
     ticks: &'a Ticks<'a>,
+    /// Fits of further starts that only look for a lower basin: each is given up beyond
+    /// [`DEVICE_FIT_EVALUATIONS`], on the host as on a device ([`toy_fit`]).
+    give_up: bool,
 }
 
 impl<R: ToyRunner> Pass<'_, R> {
@@ -864,7 +873,7 @@ impl<R: ToyRunner> Pass<'_, R> {
             let passes = 1 + crate::fit::PROBE_AROUND;
             let all: Vec<u64> = (0..passes).flat_map(|_| list.iter().copied()).collect();
             let both = [&starts[..], &more[..]].concat();
-            device = self.on_device(0..all.len() as u64, Some(&all), Some(&both), false, true)?;
+            device = self.on_device(0..all.len() as u64, Some(&all), Some(&both), false)?;
             if device.is_none() && self.runner.steps_cost() {
                 // Driven from the host where a run costs its steps (lockstep on a device):
                 // in the mirror starts' run, as a device makes them in its launch.
@@ -1136,15 +1145,23 @@ impl<R: ToyRunner> Pass<'_, R> {
             0..list.len() as u64
         };
         let listed = (!run).then_some(list);
-        self.on_device(positions, listed, starts, want_end, true)
+        self.on_device(positions, listed, starts, want_end)
     }
 
     /// `passes` passes of further starts of the toys of `one` (ascending), pass after pass in
     /// `starts` (n values per toy), on the device in one launch (a launch lasts as long as its
     /// slowest fit, and searches from far away are slow), else as [`Pass::fits`] fits them;
     /// the fits of each pass in the order of `one`. A start the device could not certify is
-    /// fitted again from the host where `refit`, else dropped (reported as not converged).
+    /// fitted again from the host where `refit`, else dropped (reported as not converged), and
+    /// then a host's fit beyond [`DEVICE_FIT_EVALUATIONS`] is given up alike.
     fn fits_many(&self, one: &[u64], starts: &[f64], passes: usize, refit: bool) -> Result<Passes> {
+        if !refit && !self.give_up {
+            let give_up = Pass {
+                give_up: true,
+                ..*self
+            };
+            return give_up.fits_many(one, starts, passes, refit);
+        }
         let n = self.runner.space().names.len();
         let per_pass = one.len() * n;
         if starts.len() != passes * per_pass {
@@ -1157,13 +1174,7 @@ impl<R: ToyRunner> Pass<'_, R> {
         let list: Vec<u64> = (0..passes).flat_map(|_| one.iter().copied()).collect();
         let device = match list.is_empty() {
             true => None,
-            false => self.on_device(
-                0..list.len() as u64,
-                Some(&list),
-                Some(starts),
-                false,
-                refit,
-            )?,
+            false => self.on_device(0..list.len() as u64, Some(&list), Some(starts), false)?,
         };
         let Some(device) = device else {
             if self.runner.steps_cost() {
@@ -1239,7 +1250,7 @@ impl<R: ToyRunner> Pass<'_, R> {
             }
             toys
         };
-        let (toys, o, poi, ticks) = (&toys, self.o, self.poi, self.ticks);
+        let (toys, o, poi, ticks, give_up) = (&toys, self.o, self.poi, self.ticks, self.give_up);
         let fits = self.runner.run(passes * m, &move |mut ev, k| {
             let j = k % m;
             let mut with = o.clone();
@@ -1247,7 +1258,7 @@ impl<R: ToyRunner> Pass<'_, R> {
             Box::pin(async move {
                 let r = fit_async(&mut *ev, &toys[j], &with).await?;
                 ticks.tick(1);
-                Ok(toy_fit(one[j], &r, poi))
+                Ok(toy_fit(one[j], &r, poi, give_up))
             })
         })?;
         Ok(fits.chunks(m).map(<[ToyFit]>::to_vec).collect())
@@ -1286,15 +1297,13 @@ impl<R: ToyRunner> Pass<'_, R> {
 
     /// Toys at `positions` (of `list` where given, see [`ResidentRequest::list`]) whole on the
     /// device where the plan allows: per toy its certified fit or `None`; `None` where the
-    /// device does not fit them. `budgeted`: each fit within [`DEVICE_FIT_EVALUATIONS`] (for
-    /// passes whose uncertified fits the host fits again).
+    /// device does not fit them. Each fit within [`DEVICE_FIT_EVALUATIONS`].
     fn on_device(
         &self,
         positions: std::ops::Range<u64>,
         list: Option<&[u64]>,
         starts: Option<&[f64]>,
         want_end: bool,
-        budgeted: bool,
     ) -> Result<Option<Vec<Option<Fitted>>>> {
         let Some(plan) = self.plan else {
             return Ok(None);
@@ -1310,10 +1319,7 @@ impl<R: ToyRunner> Pass<'_, R> {
             self.poi,
             starts,
             want_end,
-            match budgeted {
-                true => DEVICE_FIT_EVALUATIONS,
-                false => usize::MAX,
-            },
+            DEVICE_FIT_EVALUATIONS,
             Progress(&tick),
         )
     }
@@ -1388,6 +1394,7 @@ impl<R: ToyRunner> Pass<'_, R> {
             self.poi,
             self.ticks,
             refits,
+            self.give_up,
         )
     }
 }
@@ -1406,6 +1413,7 @@ fn host_toy_fits<R: ToyRunner>(
     poi: Option<usize>,
     ticks: &Ticks<'_>,
     refits: bool,
+    give_up: bool,
 ) -> Result<Vec<Fitted>> {
     run_listed(
         runner,
@@ -1427,20 +1435,36 @@ fn host_toy_fits<R: ToyRunner>(
                 };
                 let r = fit_async(&mut *ev, &data, o).await?;
                 ticks.tick(1);
-                Ok((toy_fit(i, &r, poi), want_end.then_some(r.bestfit)))
+                Ok((toy_fit(i, &r, poi, give_up), want_end.then_some(r.bestfit)))
             })
         },
     )
 }
 
-/// A toy's fit as an ensemble reports it.
-fn toy_fit(index: u64, r: &FitResult, poi: Option<usize>) -> ToyFit {
+/// A toy's fit as an ensemble reports it. Where `give_up` (a further start that only looks for
+/// a lower basin), a fit that took more than [`DEVICE_FIT_EVALUATIONS`] is given up, not
+/// converged: what a device does with it, which stops it there, so that a toy's minimum does
+/// not depend on the device that searched for it.
+fn toy_fit(index: u64, r: &FitResult, poi: Option<usize>, give_up: bool) -> ToyFit {
+    let beyond = give_up && r.evaluations > DEVICE_FIT_EVALUATIONS;
+    let converged = r.converged && !beyond;
+    // A given-up start reports no minimum, as a device's dropped start does.
+    let (twice_nll, poi) = match beyond {
+        true => (f64::NAN, f64::NAN),
+        false => (r.twice_nll, poi.map_or(f64::NAN, |p| r.bestfit[p])),
+    };
     ToyFit {
         index,
-        twice_nll: r.twice_nll,
-        poi: poi.map_or(f64::NAN, |p| r.bestfit[p]),
-        converged: r.converged,
-        reason: (!r.converged).then(|| r.reason.clone()),
+        twice_nll,
+        poi,
+        converged,
+        reason: (!converged).then(|| match beyond {
+            true => format!(
+                "a further start given up after {} evaluations (the most {DEVICE_FIT_EVALUATIONS})",
+                r.evaluations
+            ),
+            false => r.reason.clone(),
+        }),
         second_start: None,
     }
 }
@@ -2348,6 +2372,37 @@ mod keep_lower_tests {
         assert_eq!(t.twice_nll, 11.0);
         let (a, b) = (fit(11.0, false), fit(f64::NAN, false));
         assert_eq!(keep_lower(first(&a), a, b).twice_nll, 11.0);
+    }
+
+    /// A further start's host fit beyond the devices' evaluation budget is given up as a
+    /// device's is: not converged, no minimum; at the budget, and any other fit, is kept.
+    #[test]
+    fn further_starts_beyond_the_budget_are_given_up_on_the_host() {
+        let r = |evaluations: usize| FitResult {
+            par_names: vec!["mu".into()],
+            bestfit: vec![1.5],
+            uncertainties: None,
+            covariance: None,
+            correlation: None,
+            twice_nll: 7.0,
+            converged: true,
+            reason: String::new(),
+            iterations: 1,
+            evaluations,
+            projected_gradient_norm: 0.0,
+            hessian_positive_definite: None,
+            fixed: vec![false],
+            starts: 1,
+            kinks: Vec::new(),
+            warnings: Vec::new(),
+        };
+        let beyond = toy_fit(3, &r(DEVICE_FIT_EVALUATIONS + 1), Some(0), true);
+        assert!(!beyond.converged && beyond.twice_nll.is_nan() && beyond.poi.is_nan());
+        assert!(beyond.reason.unwrap().contains("given up"));
+        let at = toy_fit(3, &r(DEVICE_FIT_EVALUATIONS), Some(0), true);
+        assert!(at.converged && (at.twice_nll, at.poi) == (7.0, 1.5));
+        let first = toy_fit(3, &r(DEVICE_FIT_EVALUATIONS + 1), Some(0), false);
+        assert!(first.converged && first.reason.is_none());
     }
 }
 
