@@ -897,13 +897,14 @@ fn asked_starts_fit_every_toy_of_a_large_model_from_that_many_more_points() {
     assert_eq!(with(Starts::Count(3), 95..n)[..], three[95..]);
 }
 
-/// The basin probe of ensembles whose model is too large for a fit's own further starts (the
-/// public 3L off-shell likelihood, 327 free parameters): its toys (0..PROBE_TOYS of the seed)
-/// are fitted from the generating point and from the mirror of that fit's end through it; where
-/// one ends lower, every toy is, and each reports by how much its second start lowered it.
-/// A shard decides as the whole ensemble does, so its toys are the whole's bit for bit.
+/// Ensembles whose model is too large for a fit's own further starts (the public 3L off-shell
+/// likelihood, 327 free parameters): every toy is fitted from the generating point and from the
+/// mirror of that fit's end through it, and reports by how much its second start lowered it;
+/// where the basin probe's toys (0..PROBE_TOYS of the seed) find a lower basin, every toy also
+/// starts around the model's initial point. A shard decides as the whole ensemble does, so its
+/// toys are the whole's bit for bit.
 #[test]
-fn large_models_make_second_starts_where_the_probe_finds_a_lower_basin() {
+fn large_models_make_second_starts_on_every_toy() {
     use histfit_infer::toys::{LOWER_BASIN, PROBE_TOYS};
     let (_, ev, gen) = public_3l_offshell_at_its_fit();
     let n = PROBE_TOYS + 60;

@@ -135,7 +135,7 @@ def test_inference_helpers_run():
 
 def test_large_model_toys_report_the_basin_probe():
     """tHu (184 free parameters) is above the size where a fit makes its own further starts: its
-    ensembles' basin probe fits the first toys from a second start too, and reports it per toy."""
+    ensembles fit every toy from a second start (its mirror) too, and report it per toy."""
     ws, model = load("workspace_tHu", "smooth")
     toys = histfit.fit_toys(model, n_toys=12, seed=2)
     assert toys["converged"].all()

@@ -38,7 +38,8 @@ pub struct ResidentSettings {
     /// round of Newton steps, kept where it stays certified (histfit-infer's `POLISH_PG`).
     pub polish_pg: f64,
     /// The most evaluations one whole fit makes on the device (`usize::MAX`: no budget): a fit
-    /// that reaches it stops and comes back uncertified, for the host to fit again. A launch
+    /// that reaches it stops and comes back uncertified, for the host to fit again (or, for an
+    /// ensemble's further start, to drop, as the host gives up its own beyond it). A launch
     /// lasts as long as its slowest fit, and one fit on a device is several times slower than
     /// on a host core.
     pub fit_evaluations: usize,

@@ -73,7 +73,7 @@ fn start_coordinate(p: &Problem, center: &[f64], j: u64, width: f64, k: usize) -
 /// [`SecondStart::further`]).
 pub(crate) const FURTHER_STARTS: usize = 4;
 
-/// The second start of a toy ensemble's fits ([`crate::toys`]'s basin probe): the mirror of a
+/// The second start of every toy of a large model's ensemble ([`crate::toys`]): the mirror of a
 /// fit's end point through its start, 2·start − end in the optimizer's units (θ/scale), inside
 /// the bounds. Where the first descent walked from the generating point into one basin, the
 /// mirror lies as far on the other side, where the other basin of a ridge the first descent
